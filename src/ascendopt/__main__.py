@@ -1,0 +1,3 @@
+from ascendopt.cli import main
+
+main()

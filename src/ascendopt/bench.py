@@ -1,0 +1,258 @@
+"""Synchronized timing and the noise-aware A/B verdict.
+
+Every number here is milliseconds of device time per call. A *sample* is the mean time of one
+batch of calls, timed with device events (npu/cuda) or synchronize + ``perf_counter`` (cpu);
+batching keeps event overhead and timer resolution out of short kernels.
+
+The A/B rule (``decide``) works on paired, interleaved samples ``a_i, b_i`` (order alternates
+ABBA so neither side always runs second):
+
+* effect = median of ``ln(b_i / a_i)`` (pairing cancels slow drift of clocks and temperature);
+* noise  = the A/A spread: ``z * 1.2533 * 1.4826 * MAD(ln-ratios) / sqrt(n)`` — the standard
+  error of a median of normal data (1.2533·σ/√n, σ from the MAD) at the chosen confidence;
+* a change is called only if |effect| exceeds ``max(min_rel, noise)``, the absolute difference
+  of medians exceeds ``abs_floor_ms``, and the Wilcoxon signed-rank test rejects "no shift"
+  at ``alpha``. Otherwise the verdict is "same".
+
+An implausible result (> 5x either way) is measured again before it is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+IMPLAUSIBLE_RATIO = 5.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Summary of per-call times in ms: median with p20/p80, coefficient of variation, n samples."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    mean_ms: float
+    cv: float
+    n: int
+    calls_per_sample: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def spread_text(self) -> str:
+        return f"{self.median_ms * 1e3:.2f} us [p20 {self.p20_ms * 1e3:.2f}, p80 {self.p80_ms * 1e3:.2f}]"
+
+
+def summarize(samples_ms: Sequence[float], calls_per_sample: int = 1) -> Timing:
+    x = np.asarray(samples_ms, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    mean = float(x.mean())
+    cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
+    return Timing(
+        median_ms=float(np.median(x)),
+        p20_ms=float(np.percentile(x, 20)),
+        p80_ms=float(np.percentile(x, 80)),
+        mean_ms=mean,
+        cv=cv,
+        n=int(x.size),
+        calls_per_sample=calls_per_sample,
+    )
+
+
+class _Runner:
+    """Calls ``fn`` with input sets in rotation so a cache-sized working set is not measured hot."""
+
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None):
+        self.fn = fn
+        self.inputs = list(inputs) if inputs else [()]
+        self.i = 0
+
+    def __call__(self) -> None:
+        args = self.inputs[self.i % len(self.inputs)]
+        self.i += 1
+        self.fn(*args)
+
+
+def _backend(backend):
+    if backend is None:
+        from ascendopt.backends import current
+
+        return current()
+    return backend
+
+
+def _warmup(run: _Runner, backend, count: int, min_ms: float) -> float:
+    """Run at least ``count`` calls and at least ``min_ms`` of wall time; return ms per call."""
+    t0 = time.perf_counter()
+    n = 0
+    while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
+        run()
+        n += 1
+        if n > 100_000:
+            break
+    backend.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / max(n, 1)
+
+
+def _sample(run: _Runner, backend, calls: int) -> float:
+    timer = backend.timer()
+    backend.synchronize()
+    timer.start()
+    for _ in range(calls):
+        run()
+    return timer.stop() / calls
+
+
+def _calls_per_sample(per_call_ms: float, min_sample_ms: float, max_calls: int = 200) -> int:
+    if per_call_ms <= 0:
+        return max_calls
+    return int(min(max_calls, max(1, math.ceil(min_sample_ms / per_call_ms))))
+
+
+def measure(
+    fn: Callable[..., Any],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    repeats: int = 30,
+    min_sample_ms: float = 1.0,
+    on_sample: Callable[[], None] | None = None,
+) -> Timing:
+    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples."""
+    backend = _backend(backend)
+    run = _Runner(fn, inputs)
+    per_call = _warmup(run, backend, warmup, warmup_ms)
+    calls = _calls_per_sample(per_call, min_sample_ms)
+    samples = []
+    for _ in range(repeats):
+        samples.append(_sample(run, backend, calls))
+        if on_sample:
+            on_sample()
+    return summarize(samples, calls)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Candidate vs baseline. ``ratio`` = candidate time / baseline time (< 1 means faster)."""
+
+    verdict: str  # "faster" | "slower" | "same"
+    ratio: float
+    threshold_rel: float  # relative change needed to call a difference
+    noise_rel: float  # A/A spread of the paired log-ratios, relative
+    p_value: float
+    baseline: Timing
+    candidate: Timing
+    rechecked: bool = False
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup"] = self.speedup
+        return d
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    min_rel: float = 0.015  # smallest change we call at all (1.5 %)
+    abs_floor_ms: float = 0.0005  # 0.5 us: below this, event resolution and launch jitter dominate
+    alpha: float = 0.002  # significance level of the Wilcoxon signed-rank test
+    z: float = 3.29  # two-sided 99.9 % for the noise band: a false alarm costs a wrong "keep"
+
+
+def decide(
+    baseline_ms: Sequence[float],
+    candidate_ms: Sequence[float],
+    rule: DecisionRule = DecisionRule(),
+    calls_per_sample: int = 1,
+) -> Comparison:
+    """Verdict from paired samples (``baseline_ms[i]`` measured next to ``candidate_ms[i]``)."""
+    from scipy.stats import wilcoxon
+
+    a = np.asarray(baseline_ms, dtype=float)
+    b = np.asarray(candidate_ms, dtype=float)
+    if a.shape != b.shape or a.size < 6:
+        raise ValueError("decide() needs two equally long sample lists of at least 6 pairs")
+    if (a <= 0).any() or (b <= 0).any():
+        raise ValueError("timings must be positive")
+    r = np.log(b / a)
+    effect = float(np.median(r))
+    mad = float(np.median(np.abs(r - np.median(r))))
+    noise = rule.z * 1.2533 * 1.4826 * mad / math.sqrt(r.size)
+    threshold = max(rule.min_rel, math.expm1(noise))
+    if np.allclose(r, 0.0):
+        p = 1.0
+    else:
+        p = float(wilcoxon(r, zero_method="zsplit").pvalue)
+    ta, tb = summarize(a, calls_per_sample), summarize(b, calls_per_sample)
+    ratio = math.exp(effect)
+    abs_diff = abs(tb.median_ms - ta.median_ms)
+    if abs(math.expm1(effect)) <= threshold:
+        verdict, why = "same", f"change {math.expm1(effect):+.2%} within ±{threshold:.2%} noise band"
+    elif p >= rule.alpha:
+        verdict, why = "same", f"change {math.expm1(effect):+.2%} not significant (p={p:.3g} >= {rule.alpha})"
+    elif abs_diff < rule.abs_floor_ms:
+        verdict, why = "same", f"difference {abs_diff * 1e3:.3f} us below the {rule.abs_floor_ms * 1e3:.3f} us floor"
+    else:
+        verdict = "slower" if effect > 0 else "faster"
+        why = f"change {math.expm1(effect):+.2%} beyond ±{threshold:.2%}, p={p:.2g}"
+    return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why)
+
+
+def compare(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    candidate_inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    pairs: int = 30,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    min_sample_ms: float = 1.0,
+    rule: DecisionRule = DecisionRule(),
+    on_pair: Callable[[], None] | None = None,
+    _recheck: bool = True,
+) -> Comparison:
+    """Interleaved A/B timing of two callables in this process, decided by ``decide``."""
+    backend = _backend(backend)
+    run_a = _Runner(baseline, inputs)
+    run_b = _Runner(candidate, candidate_inputs if candidate_inputs is not None else inputs)
+    per_a = _warmup(run_a, backend, warmup, warmup_ms)
+    per_b = _warmup(run_b, backend, warmup, warmup_ms)
+    # One batch size for both sides so the per-call overheads are comparable.
+    calls = _calls_per_sample(min(per_a, per_b), min_sample_ms)
+    a, b = [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a.append(_sample(run_a, backend, calls))
+            b.append(_sample(run_b, backend, calls))
+        else:
+            b.append(_sample(run_b, backend, calls))
+            a.append(_sample(run_a, backend, calls))
+        if on_pair:
+            on_pair()
+    result = decide(a, b, rule, calls)
+    implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
+    if implausible and _recheck:
+        again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
+                        pairs=pairs, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms, rule=rule,
+                        _recheck=False)
+        if again.verdict != result.verdict:
+            return Comparison("same", again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
+                              again.baseline, again.candidate, True,
+                              f"implausible {result.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)")
+        return Comparison(again.verdict, again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
+                          again.baseline, again.candidate, True, again.reason + " (re-checked: > 5x)")
+    return result

@@ -1,0 +1,56 @@
+"""Access to the YAML files under ``configs/`` (chips and classification rules)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ascendopt.errors import UsageError
+
+
+def config_dir() -> Path:
+    """``$ASCENDOPT_CONFIG_DIR`` if set, else the ``configs/`` shipped with the package."""
+    env = os.environ.get("ASCENDOPT_CONFIG_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent / "configs"
+
+
+@lru_cache(maxsize=None)
+def load_config(name: str) -> dict[str, Any]:
+    """Load ``configs/<name>.yaml`` as a dict; errors name the file."""
+    import yaml
+
+    path = config_dir() / f"{name}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: config file not found") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def chips() -> dict[str, dict[str, Any]]:
+    return load_config("chips")["chips"]
+
+
+def chip_facts(name: str) -> dict[str, Any]:
+    """Facts for one chip. Unknown names raise with the list of known chips."""
+    table = chips()
+    if name in table:
+        return table[name]
+    # Device names sometimes carry suffixes ("Ascend910B2C"); accept an unambiguous prefix match.
+    matches = [k for k in table if name.startswith(k)]
+    if len(matches) == 1:
+        return table[matches[0]]
+    known = ", ".join(sorted(table))
+    raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {known}; or pass --ub-bytes")
+
+
+def default_model_chip() -> str:
+    return str(load_config("chips").get("default_model_chip", "Ascend910B2"))

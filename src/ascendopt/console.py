@@ -1,0 +1,123 @@
+"""The one place that writes to the terminal.
+
+Status, progress, warnings and errors go to stderr; data (tables, JSON, paths asked for) goes to
+stdout, so ``ascendopt analyze --json ... | jq`` works. Colour follows rich's rules, so
+``NO_COLOR`` and non-terminal output give plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
+
+from rich.console import Console
+
+_stdout: Console | None = None
+_stderr: Console | None = None
+
+
+def _make(stderr: bool) -> Console:
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, soft_wrap=stderr)
+
+
+def stdout() -> Console:
+    global _stdout
+    if _stdout is None or _stdout.file is not sys.stdout:
+        _stdout = _make(stderr=False)
+    return _stdout
+
+
+def stderr() -> Console:
+    global _stderr
+    if _stderr is None or _stderr.file is not sys.stderr:
+        _stderr = _make(stderr=True)
+    return _stderr
+
+
+def status(message: str) -> None:
+    """A progress/status line for humans (stderr)."""
+    stderr().print(message, style="dim")
+
+
+def info(message: str) -> None:
+    stderr().print(message)
+
+
+def warn(message: str) -> None:
+    stderr().print(f"warning: {message}", style="yellow")
+
+
+def error(message: str) -> None:
+    stderr().print(f"error: {message}", style="bold red")
+
+
+def out(text: str = "") -> None:
+    """Data for stdout, printed as is."""
+    stdout().print(text)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN/inf; a metric that is not there is null
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _jsonable(value.item())
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def dumps_json(obj: Any) -> str:
+    return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
+
+
+def print_json(obj: Any) -> None:
+    """Machine-readable output on stdout: valid JSON, NaN written as null."""
+    sys.stdout.write(dumps_json(obj) + "\n")
+    sys.stdout.flush()
+
+
+def table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    justify: Sequence[str] | None = None,
+) -> None:
+    """Print a table of data on stdout. Numbers should be formatted by the caller."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
+    for i, col in enumerate(columns):
+        t.add_column(col, justify=(justify[i] if justify else "left"), overflow="fold")
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    stdout().print(t)
+
+
+@contextmanager
+def progress(description: str, total: int | None = None) -> Iterator[Any]:
+    """A rich progress bar on stderr; yields an object with ``advance(n=1)`` and ``update(text)``."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), TextColumn("{task.completed}/{task.total}")]
+    columns.append(TimeElapsedColumn())
+    with Progress(*columns, console=stderr(), transient=False) as bar:
+        task = bar.add_task(description, total=total)
+
+        class _Handle:
+            def advance(self, n: int = 1) -> None:
+                bar.advance(task, n)
+
+            def update(self, text: str) -> None:
+                bar.update(task, description=text)
+
+        yield _Handle()

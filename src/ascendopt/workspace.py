@@ -1,0 +1,152 @@
+"""The on-disk state of a task: ``.ascendopt/`` with the contract, rounds and profiles.
+
+Layout (``root`` defaults to ``./.ascendopt``, or ``$ASCENDOPT_WORKSPACE``, or ``--workspace``)::
+
+    contract.yaml          the frozen task contract (schema 1)
+    rounds/0001.yaml ...   one record per optimize-round
+    profiles/<name>/ ...   profile folders collected by freeze/optimize-round/reprofile
+    lock                   held (flock) by the command that writes
+
+Every YAML document carries ``schema: 1``. Writes go to a temp file in the same folder, are
+fsync'ed and renamed over the target, so a killed command leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from ascendopt.errors import ContractError, UsageError
+
+SCHEMA = 1
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    body = {"schema": SCHEMA, **{k: v for k, v in data.items() if k != "schema"}}
+    return yaml.safe_dump(body, sort_keys=False, default_flow_style=False, allow_unicode=True, width=110)
+
+
+def write_yaml(path: Path, data: dict[str, Any]) -> None:
+    atomic_write_text(path, dump_yaml(data))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a schema-1 YAML mapping; every problem names the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractError(f"{path}: not found") from None
+    except UnicodeDecodeError:
+        raise ContractError(f"{path}: not a text file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ContractError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise ContractError(f"{path}: expected a mapping at the top level")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise ContractError(f"{path}: schema: expected {SCHEMA}, found {schema!r}")
+    return data
+
+
+class LockHeld(UsageError):
+    """Another ascendopt command is writing this workspace."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike | None = None) -> "Workspace":
+        root = explicit or os.environ.get("ASCENDOPT_WORKSPACE") or ".ascendopt"
+        return cls(Path(root).resolve())
+
+    @property
+    def contract_path(self) -> Path:
+        return self.root / "contract.yaml"
+
+    @property
+    def rounds_dir(self) -> Path:
+        return self.root / "rounds"
+
+    @property
+    def profiles_dir(self) -> Path:
+        return self.root / "profiles"
+
+    def round_path(self, number: int) -> Path:
+        return self.rounds_dir / f"{number:04d}.yaml"
+
+    def round_numbers(self) -> list[int]:
+        if not self.rounds_dir.is_dir():
+            return []
+        nums = []
+        for p in self.rounds_dir.glob("*.yaml"):
+            if p.stem.isdigit():
+                nums.append(int(p.stem))
+        return sorted(nums)
+
+    def require_contract(self) -> Path:
+        if not self.contract_path.exists():
+            raise UsageError(
+                f"{self.contract_path}: no contract", hint="run `ascendopt freeze` first (or pass --workspace)"
+            )
+        return self.contract_path
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive, non-blocking lock: a second writer fails at once instead of interleaving."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "lock"
+        fh = open(path, "a+", encoding="utf-8")
+        try:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                raise LockHeld(f"{path}: workspace is locked by {holder}",
+                               hint="wait for the other ascendopt command to finish") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}")
+            fh.flush()
+            yield
+        finally:
+            try:
+                fh.seek(0)
+                fh.truncate()
+            except ValueError:
+                pass
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fh.close()

@@ -1,0 +1,108 @@
+"""Test setup. The first lines must run before anything imports a kernel module.
+
+``TRITON_INTERPRET=1`` only takes effect if set before ``@triton.jit`` decorators run
+(docs/reference/install.md §1.3). The bf16 ``tl.dot`` fix and ``interp_do_bench`` work around the
+two interpreter failures that affect every triton version (install.md §1.5, §1.6); they rely on
+interpreter internals, so they live here, in tests only.
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("ASCENDOPT_BACKEND", "cpu")
+os.environ.setdefault("NO_COLOR", "1")
+os.environ.setdefault("COLUMNS", "120")
+
+import pytest  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
+FAKES = TESTS / "fakes"
+
+
+def _patch_interpreter_bf16_dot() -> None:
+    try:
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime import interpreter as _interp
+    except ImportError:  # triton missing: kernel tests will fail on their own import
+        return
+    if getattr(_interp.InterpreterBuilder.create_dot, "_ascendopt_patched", False):
+        return
+    orig = _interp.InterpreterBuilder.create_dot
+
+    def _to_f32(h):
+        if h.dtype == tl.bfloat16:
+            data = _interp._convert_float(h.data, h.dtype, tl.float32, None).view(np.float32)
+        else:
+            data = h.data.astype(np.float32)
+        return _interp.TensorHandle(data, tl.float32)
+
+    def create_dot(self, a, b, d, *args, **kw):  # bf16 tl.dot: multiply in fp32
+        if a.dtype == tl.bfloat16 or b.dtype == tl.bfloat16:
+            a, b = _to_f32(a), _to_f32(b)
+        return orig(self, a, b, d, *args, **kw)
+
+    create_dot._ascendopt_patched = True
+    _interp.InterpreterBuilder.create_dot = create_dot
+
+
+_patch_interpreter_bf16_dot()
+
+
+def interp_do_bench(fn, quantiles=None, **kw):
+    """do_bench for @triton.autotune under the interpreter: one call on the host clock."""
+    t = time.perf_counter()
+    fn()
+    ms = (time.perf_counter() - t) * 1e3
+    return [ms] * len(quantiles) if quantiles else ms
+
+
+@pytest.fixture(autouse=True)
+def _fresh_backend():
+    """Each test resolves the backend anew (tests may switch it or install the fake torch_npu)."""
+    from ascendopt import backends
+
+    backends.reset()
+    yield
+    backends.reset()
+
+
+@pytest.fixture
+def fake_torch_npu(monkeypatch):
+    """Put the fake torch_npu (tests/fakes/torch_npu, signatures mirror the real module) on sys.path."""
+    monkeypatch.syspath_prepend(str(FAKES))
+    for name in [m for m in sys.modules if m == "torch_npu" or m.startswith("torch_npu.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import torch
+
+    yield
+    for name in [m for m in sys.modules if m == "torch_npu" or m.startswith("torch_npu.")]:
+        sys.modules.pop(name, None)
+    if hasattr(torch, "npu") and getattr(torch.npu, "_ascendopt_fake", False):
+        delattr(torch, "npu")
+
+
+@pytest.fixture
+def cli():
+    """Run the CLI in-process: returns (exit_code, stdout, stderr)."""
+    return run_cli
+
+
+def run_cli(*args: str):
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from ascendopt.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code, out.getvalue(), err.getvalue()

@@ -1,0 +1,79 @@
+"""The A/B rule on synthetic distributions, and the synchronized timer on the cpu backend."""
+
+import numpy as np
+import pytest
+
+from ascendopt import bench
+from ascendopt.backends import Backend
+
+
+def _pairs(shift: float, n: int, seed: int, noise: float = 0.02, base: float = 0.1):
+    rng = np.random.default_rng(seed)
+    drift = 1 + 0.01 * np.sin(np.arange(n) / 5)  # slow drift both sides share
+    a = base * drift * np.exp(rng.normal(0, noise, n))
+    b = base * (1 + shift) * drift * np.exp(rng.normal(0, noise, n))
+    return a, b
+
+
+def test_aa_says_same_across_many_seeds():
+    verdicts = [bench.decide(*_pairs(0.0, 30, seed)).verdict for seed in range(200)]
+    assert verdicts.count("same") == 200
+
+
+def test_planted_5_percent_slowdown_is_slower():
+    results = [bench.decide(*_pairs(0.05, 30, seed)) for seed in range(100)]
+    detected = sum(r.verdict == "slower" for r in results)
+    assert detected >= 95
+    assert all(r.verdict != "faster" for r in results)
+    assert 1.03 < float(np.median([r.ratio for r in results])) < 1.07
+
+
+def test_planted_speedup_is_faster():
+    r = bench.decide(*_pairs(-0.10, 30, 1))
+    assert r.verdict == "faster" and r.speedup > 1.05
+
+
+def test_absolute_floor_blocks_tiny_differences():
+    a, b = _pairs(0.10, 30, 2, base=1e-6)  # 1 ns kernels: 10 % is far below the 0.5 us floor
+    assert bench.decide(a, b).verdict == "same"
+
+
+def test_decide_rejects_bad_input():
+    with pytest.raises(ValueError):
+        bench.decide([1.0] * 3, [1.0] * 3)
+    with pytest.raises(ValueError):
+        bench.decide([1.0] * 10, [0.0] * 10)
+
+
+def test_summarize_percentiles():
+    t = bench.summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (t.median_ms, t.n) == (3.0, 5)
+    assert t.p20_ms == pytest.approx(1.8) and t.p80_ms == pytest.approx(4.2)
+
+
+def test_measure_rotates_inputs_and_times_on_cpu():
+    import time
+
+    seen = []
+
+    def fn(x):
+        seen.append(x)
+        time.sleep(0.0005)
+
+    t = bench.measure(fn, inputs=[(1,), (2,), (3,)], backend=Backend("cpu", "test"), warmup=2, warmup_ms=0,
+                      repeats=6, min_sample_ms=1.0)
+    assert set(seen) == {1, 2, 3}
+    assert t.n == 6 and t.median_ms >= 0.5
+
+
+def test_compare_detects_real_sleep_slowdown_on_cpu():
+    import time
+
+    def fast():
+        time.sleep(0.001)
+
+    def slow():
+        time.sleep(0.0016)
+
+    r = bench.compare(fast, slow, backend=Backend("cpu", "test"), pairs=12, warmup=1, warmup_ms=0, min_sample_ms=2)
+    assert r.verdict == "slower" and r.ratio > 1.2
