@@ -44,3 +44,38 @@ def alloc(shape, dtype, device, fill_zero: bool = False):
     if _poison["on"] and (dtype.is_floating_point):
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """Launch ``kernel[grid](*args, **kwargs)`` under a profiler range named after the kernel.
+
+    On npu/cuda the device profiler already records Triton kernels by name; under the CPU
+    interpreter the launch is plain Python, so the named range is how a CPU profile proves the
+    bundled kernel ran (kernel-hit check). Never pass num_warps/num_stages: Ascend ignores or
+    rejects them (seed: "Hard constraint (NPU launch params)").
+    """
+    import torch
+
+    name = getattr(getattr(kernel, "fn", kernel), "__name__", str(kernel))
+    if interpreting():
+        with torch.profiler.record_function(name):
+            return kernel[grid](*args, **kwargs)
+    return kernel[grid](*args, **kwargs)
+
+
+def grid_size(bound: str, tasks: int) -> int:
+    """Programs of a 1D core grid: one per core (never more than there are tasks).
+
+    On CUDA an SM runs several programs at once and num_warps may not be set (Ascend rule), so
+    the grid is SMs x ``CUDA_PROGRAMS_PER_SM`` to keep the memory system busy; on npu it is the
+    exact core count (num_aicore for cube-bound, num_vectorcore for vector-bound kernels).
+    """
+    from ascendopt import backends
+
+    cores = num_cores(bound)
+    if backends.current().name == "cuda":
+        cores *= CUDA_PROGRAMS_PER_SM
+    return max(1, min(cores, tasks))
+
+
+CUDA_PROGRAMS_PER_SM = 8
