@@ -51,7 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--aa", type=int, default=30)
     ap.add_argument("--planted", type=int, default=30)
-    ap.add_argument("--n", type=int, default=16 * 2**20, help="elements (fp32) of the baseline")
+    ap.add_argument("--n", type=int, default=2**27, help="elements (fp32) of the baseline; large so +3 % elements is +3 % time, not a partial extra wave")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     backend = backends.current()
