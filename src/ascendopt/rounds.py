@@ -1,0 +1,341 @@
+"""Round records, verdicts and stop criteria: the loop's discipline as code.
+
+One round = one hypothesis and one change, then the gate, then an interleaved benchmark, then a
+re-profile (docs/reference/optimization-loop.md §10). Each round is written to
+``.ascendopt/rounds/NNNN.yaml`` (schema 1, atomic write) and never edited afterwards.
+
+Verdicts (fla's OPT_LOG ``Status``):
+
+* ``drop``   - the gate was red; nothing was benchmarked ("a fail row is benchmarked nothing");
+* ``keep``   - gate green and measurably faster than the best so far (``bench.decide``: beyond the
+  noise band, significant); the change becomes the new best;
+* ``floor``  - gate green, no gain, and a hardware bound is reached (named bound with its number);
+* ``revert`` - gate green and no measurable gain: the change is undone.
+
+Stop criteria (``should_stop``), checked in this order: floor evidence on the last round; the
+iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds; >= 3
+distinct directions tried with evidence while the last round brought no gain.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import subprocess
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ascendopt.errors import ContractError
+from ascendopt.workspace import Workspace, read_yaml, write_yaml
+
+VERDICTS = ("keep", "revert", "drop", "floor")
+STOP_CRITERIA = ("floor", "max_rounds", "stall", "directions")
+
+STALL_ROUNDS = 3  # fla-optimization-loop: "After 3 consecutive non-keep rows, stop and re-assess"
+MIN_DIRECTIONS = 3  # fla-optimization-loop: ">= 3 distinct directions have been tried with evidence"
+DEFAULT_MAX_ROUNDS = 20  # used only when a contract carries no max_rounds
+
+# Floor thresholds. 0.85 of the data-sheet HBM peak: well-written streaming copies reach ~85-92 % of
+# peak on HBM parts (our own H200 copy measurement is in benchmarks/RESULTS.md), so a kernel at 85 %
+# has no memory headroom left worth a round.
+BANDWIDTH_FLOOR_FRACTION = 0.85
+# Launch-overhead floor: when the device kernel covers at most half of the measured per-call latency
+# the rest is launch/dispatch cost that no tile change can remove.
+LAUNCH_FLOOR_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class FloorEvidence:
+    """A named hardware bound with its number, e.g. ``hbm-bandwidth 4210 GB/s of 4800 GB/s``."""
+
+    bound: str  # "hbm-bandwidth" | "launch-overhead"
+    value: float
+    limit: float
+    unit: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """Whether the loop should stop after the rounds so far, which criterion, and why (one line)."""
+
+    stop: bool
+    criterion: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One optimize-round as recorded in ``rounds/NNNN.yaml``.
+
+    ``change``: ``{"kind": "tunables", "set": {name: value}, "config": {all tunables}}`` for a bundled
+    kernel, or ``{"kind": "code", "commit": sha, "diff_stat": text}`` for own code.
+    ``gate``: ``{"passed": bool, "exit_code": int, "failed_stage": str | None, "summary": str}``.
+    ``timing``: None on a red gate; else ``baseline``/``best``/``candidate`` Timing dicts (ms) and
+    ``vs_baseline``/``vs_best`` comparison dicts (``ratio`` = candidate / reference time).
+    ``metrics``: the re-profile diff per hot kernel (``analysis.compare`` output, trimmed).
+    """
+
+    number: int
+    hypothesis: str
+    direction: str  # the axis this round moves along, e.g. "BLOCK_D" or "code"
+    change: dict[str, Any]
+    gate: dict[str, Any]
+    verdict: str
+    stop: StopDecision
+    environment: str
+    created_at: str = ""
+    timing: dict[str, Any] | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)  # the printed round summary, as data
+    ub: dict[str, Any] | None = None
+    target_metric: str | None = None
+    floor: FloorEvidence | None = None
+    profile: str | None = None  # profile folder collected by this round's re-profile
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"rounds/{self.number:04d}.yaml" if isinstance(self.number, int) else "round"
+        if not isinstance(self.number, int) or self.number < 1:
+            raise ContractError(f"{where}: number: must be an integer >= 1, found {self.number!r}")
+        if self.verdict not in VERDICTS:
+            raise ContractError(f"{where}: verdict: must be one of {'|'.join(VERDICTS)}, found {self.verdict!r}")
+        if not str(self.hypothesis).strip():
+            raise ContractError(f"{where}: hypothesis: must not be empty")
+        if "passed" not in self.gate:
+            raise ContractError(f"{where}: gate -> passed: missing")
+        if self.verdict == "drop" and self.gate["passed"]:
+            raise ContractError(f"{where}: verdict: drop needs a red gate (gate -> passed is true)")
+        if self.verdict != "drop" and not self.gate["passed"]:
+            raise ContractError(f"{where}: verdict: {self.verdict} on a red gate; a red gate is always drop")
+        if self.verdict != "drop" and self.timing is None:
+            raise ContractError(f"{where}: timing: missing for a {self.verdict} round")
+        if self.verdict == "floor" and self.floor is None:
+            raise ContractError(f"{where}: floor: a floor verdict needs the floor evidence")
+
+    # -- YAML ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = self.stop.to_dict()
+        d["floor"] = self.floor.to_dict() if self.floor else None
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "round") -> "RoundRecord":
+        body = {k: v for k, v in data.items() if k != "schema"}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise ContractError(f"{where}: unknown field {unknown[0]!r}")
+        for name in ("number", "hypothesis", "direction", "change", "gate", "verdict", "stop", "environment"):
+            if name not in body:
+                raise ContractError(f"{where}: {name}: missing")
+        for name in ("change", "gate", "stop"):
+            if not isinstance(body[name], dict):
+                raise ContractError(f"{where}: {name}: expected a mapping")
+        stop = body["stop"]
+        try:
+            body["stop"] = StopDecision(bool(stop["stop"]), stop.get("criterion"), str(stop.get("reason", "")))
+        except KeyError:
+            raise ContractError(f"{where}: stop -> stop: missing") from None
+        if body.get("floor") is not None:
+            try:
+                body["floor"] = FloorEvidence(**body["floor"])
+            except TypeError:
+                raise ContractError(f"{where}: floor: expected bound, value, limit, unit, detail") from None
+        try:
+            return cls(**body)
+        except ContractError as exc:
+            raise ContractError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
+
+    @property
+    def candidate_ms(self) -> float | None:
+        """Candidate median latency in ms (None on a red gate)."""
+        if not self.timing:
+            return None
+        return float(self.timing["candidate"]["median_ms"])
+
+    @property
+    def config(self) -> dict[str, int] | None:
+        return self.change.get("config") if self.change.get("kind") == "tunables" else None
+
+
+# -- verdicts and stop criteria ----------------------------------------------------------------
+
+
+def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None) -> str:
+    """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
+
+    ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower"), None on a red gate.
+    """
+    if not gate_passed:
+        return "drop"  # never benchmarked, never a speed claim
+    if vs_best == "faster":
+        return "keep"
+    if floor is not None:
+        return "floor"
+    return "revert"
+
+
+def detect_floor(
+    *,
+    device_us: float | None,
+    latency_us: float | None,
+    bytes_moved: int | None,
+    hbm_gbs: float | None,
+    backend: str,
+    bandwidth_fraction: float = BANDWIDTH_FLOOR_FRACTION,
+    launch_share: float = LAUNCH_FLOOR_SHARE,
+) -> FloorEvidence | None:
+    """Evidence that a hardware bound is reached, or None.
+
+    ``device_us``: the target kernel's device duration per call (profile); ``latency_us``: the
+    benchmark's median per-call latency; ``bytes_moved``: minimum HBM traffic per call
+    (``KernelSpec.cost``); ``hbm_gbs``: the chip's peak (configs/chips.yaml). The CPU interpreter
+    has neither HBM nor a meaningful launch cost, so it never reports a floor.
+    """
+    if backend == "cpu":
+        return None
+    if device_us and bytes_moved and hbm_gbs:
+        achieved = bytes_moved / (device_us * 1e-6) / 1e9
+        if achieved >= bandwidth_fraction * hbm_gbs:
+            return FloorEvidence(
+                "hbm-bandwidth", round(achieved, 1), float(hbm_gbs), "GB/s",
+                f"achieved {achieved:.0f} GB/s = {achieved / hbm_gbs:.0%} of the {hbm_gbs:.0f} GB/s peak "
+                f"(floor at {bandwidth_fraction:.0%})")
+    if device_us and latency_us and device_us <= launch_share * latency_us:
+        return FloorEvidence(
+            "launch-overhead", round(device_us, 3), round(latency_us, 3), "us",
+            f"kernel {device_us:.2f} us of a {latency_us:.2f} us call ({device_us / latency_us:.0%}); "
+            f"the rest is launch/dispatch cost (floor at <= {launch_share:.0%})")
+    return None
+
+
+def _trailing_non_keep(records: Sequence[RoundRecord]) -> int:
+    n = 0
+    for r in reversed(records):
+        if r.verdict == "keep":
+            break
+        n += 1
+    return n
+
+
+def directions_tried(records: Sequence[RoundRecord]) -> list[str]:
+    """Distinct directions with evidence (gate green and benchmarked), in first-tried order."""
+    seen: list[str] = []
+    for r in records:
+        if r.verdict != "drop" and r.direction not in seen:
+            seen.append(r.direction)
+    return seen
+
+
+def should_stop(
+    records: Sequence[RoundRecord],
+    *,
+    max_rounds: int | None = None,
+    stall_rounds: int = STALL_ROUNDS,
+    min_directions: int = MIN_DIRECTIONS,
+) -> StopDecision:
+    """Apply the stop criteria to the rounds so far (oldest first)."""
+    if not records:
+        return StopDecision(False, None, "no rounds yet")
+    cap = max_rounds or DEFAULT_MAX_ROUNDS
+    last = records[-1]
+    if last.floor is not None and last.verdict != "drop":
+        return StopDecision(True, "floor", f"round {last.number}: {last.floor.bound} floor: {last.floor.detail}")
+    if len(records) >= cap:
+        return StopDecision(True, "max_rounds", f"{len(records)} rounds reached the iteration cap max_rounds={cap}")
+    stalled = _trailing_non_keep(records)
+    if stalled >= stall_rounds:
+        return StopDecision(True, "stall",
+                            f"{stalled} consecutive rounds without a keep (stall after {stall_rounds}): "
+                            "re-profile, re-read the rounds for untried axes")
+    tried = directions_tried(records)
+    if len(tried) >= min_directions and last.verdict != "keep":
+        return StopDecision(True, "directions",
+                            f"{len(tried)} directions tried with evidence ({', '.join(tried)}) and the last "
+                            "round brought no gain")
+    left = cap - len(records)
+    return StopDecision(False, None, f"continue: {stalled} non-keep in a row, {len(tried)} direction(s) tried, "
+                                     f"{left} round(s) left of max_rounds={cap}")
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+
+def load_rounds(ws: Workspace) -> list[RoundRecord]:
+    """All round records of the workspace, oldest first; a bad file raises naming the file."""
+    out = []
+    for n in ws.round_numbers():
+        path = ws.round_path(n)
+        rec = RoundRecord.from_dict(read_yaml(path), where=str(path))
+        if rec.number != n:
+            raise ContractError(f"{path}: number: {rec.number} does not match the file name")
+        out.append(rec)
+    return out
+
+
+def next_number(ws: Workspace) -> int:
+    nums = ws.round_numbers()
+    return (nums[-1] + 1) if nums else 1
+
+
+def save_round(ws: Workspace, record: RoundRecord) -> Path:
+    """Write ``rounds/NNNN.yaml`` atomically; refuses to overwrite an existing round."""
+    path = ws.round_path(record.number)
+    if path.exists():
+        raise ContractError(f"{path}: round {record.number} already recorded; rounds are never rewritten")
+    if not record.created_at:
+        record = replace(record, created_at=now_iso())
+    write_yaml(path, record.to_dict())
+    return path
+
+
+def best_round(records: Sequence[RoundRecord]) -> RoundRecord | None:
+    """The latest keep (the best so far); None while the baseline is still the best."""
+    for r in reversed(records):
+        if r.verdict == "keep":
+            return r
+    return None
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def environment_line(facts: Mapping[str, Any], cwd: str | Path | None = None) -> str:
+    """One line like fla's verify.py machine line: device | backend | versions | branch[sha].
+
+    ``facts`` is ``backends.describe(...)`` output.
+    """
+    v = facts.get("versions", {}) or {}
+    parts = [f"Device: {facts.get('name')} ({facts.get('backend')})"]
+    if v.get("cann"):
+        parts.append(f"CANN {v['cann']}")
+    for mod in ("torch", "torch_npu", "triton"):
+        if v.get(mod):
+            parts.append(f"{mod} {v[mod]}")
+    git = git_head(cwd)
+    if git:
+        parts.append(git)
+    return " | ".join(parts)
+
+
+def git_head(cwd: str | Path | None = None) -> str | None:
+    """``branch[sha12]`` of the git checkout at ``cwd``, or None outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=10)
+        br = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                            timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if sha.returncode != 0:
+        return None
+    return f"{br.stdout.strip()}[{sha.stdout.strip()}]"
