@@ -1,0 +1,121 @@
+"""The tunable search: UB pruning, class-guided order, budget, cache, and quality vs exhaustive search."""
+
+import math
+
+import pytest
+
+from ascendopt import tune
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+
+UB = 196608  # Ascend 910B UB bytes
+
+
+def _spec(multiplier=3.0):
+    def ub_model(dims, cfg, dtype):
+        # two fp32 [BT, BD] tiles and one output tile live at once
+        return [UBStage("fwd", {"BT": cfg["BT"], "BD": cfg["BD"]}, "fp32", multiplier)]
+
+    return KernelSpec(
+        name="synthetic", description="", bound="vector", modes=("fwd",), dtypes=("fp32",),
+        shapes={"tiny": ShapePreset("tiny", {"T": 64, "D": 64}), "realistic": ShapePreset("realistic", {"T": 8192, "D": 4096})},
+        tunables={"BT": Tunable("BT", 16, (1, 2, 4, 8, 16, 32, 64, 128, 256), "rows per tile"),
+                  "BD": Tunable("BD", 128, (32, 64, 128, 256, 512, 1024, 2048), "columns per tile"),
+                  "SPLIT": Tunable("SPLIT", 1, (1, 2), "not a tile")},
+        make_inputs=lambda *a, **k: {}, run=lambda i, c, m: {}, reference=lambda i, m: {},
+        ub_model=ub_model, cost=lambda d, t, m: Cost(1, 1), supports=lambda d, t, m: None,
+        kernel_names=("k",), tolerances={"fp32": 1e-5})
+
+
+def test_ub_pruning_on_npu_and_prediction_elsewhere():
+    spec = _spec()
+    feas, pruned = tune.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=True)
+    assert len(feas) + len(pruned) == 9 * 7 * 2
+    # budget floor(0.85 * 196608) = 167116 B; 3 x BT x BD x 4 B must fit: BT x BD <= 13926
+    assert all(c.config["BT"] * c.config["BD"] <= 13926 for c in feas)
+    assert all(c.config["BT"] * c.config["BD"] > 13926 for c in pruned)
+    big = next(c for c in pruned if c.config == {"BT": 256, "BD": 2048, "SPLIT": 1})
+    assert not big.ub_safe and big.ub_share == pytest.approx(3 * 256 * 2048 * 4 / UB, rel=1e-3)
+    assert "OVERFLOWS" in big.ub_detail
+    feas2, pruned2 = tune.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False)
+    assert not pruned2 and len(feas2) == 126 and sum(not c.ub_safe for c in feas2) == len(pruned)
+
+
+def test_order_and_direction_follow_the_bottleneck_class():
+    spec = _spec()
+    assert tune.order_tunables(spec, {}, "fp32", "vector-bound") == ["BT", "BD", "SPLIT"]
+    assert tune.preferred_direction("vector-bound") == 1
+    assert tune.preferred_direction("core under-use") == -1
+    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    space = [c.config for c in feas]
+    start = {"BT": 16, "BD": 128, "SPLIT": 1}
+    for bound, want in (("vector-bound", 32), ("core under-use", 8)):
+        seen = []
+        tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", "BD", "SPLIT"],
+                    direction=tune.preferred_direction(bound), budget=3)
+        assert seen[1]["BT"] == want  # the first move: larger rows for vector-bound, smaller for under-use
+
+
+def _landscapes():
+    """Latency models in ms over (BT, BD, SPLIT) with different optima and interactions."""
+    def streaming(c):  # per-tile overhead amortized by bigger tiles, waves quantized over 48 cores
+        tiles = math.ceil(8192 / c["BT"]) * math.ceil(4096 / c["BD"])
+        return 0.02 * math.ceil(tiles / 48) + 1e-6 * c["BT"] * c["BD"] + 0.05 * (c["SPLIT"] - 1) + 0.3
+
+    def bowl(c):  # an interior optimum at BT=32, BD=256
+        return 1 + (math.log2(c["BT"]) - 5) ** 2 * 0.07 + (math.log2(c["BD"]) - 8) ** 2 * 0.05 + 0.02 * c["SPLIT"]
+
+    def ridge(c):  # BT and BD interact: the product matters most, then the aspect
+        p = math.log2(c["BT"] * c["BD"])
+        return 1 + 0.2 * abs(p - 12) + 0.03 * abs(math.log2(c["BT"]) - 4) + 0.01 * c["SPLIT"]
+
+    return {"streaming": streaming, "bowl": bowl, "ridge": ridge}
+
+
+@pytest.mark.parametrize("name", ["streaming", "bowl", "ridge"])
+def test_search_reaches_exhaustive_best_within_3pct_in_a_quarter(name):
+    f = _landscapes()[name]
+    feas, _ = tune.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
+    space = [c.config for c in feas]
+    exhaustive = min(t for _, t in tune.exhaustive(space, f))
+    res = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1}, lambda c, inc: tune.Trial(c, f(c)),
+                      order=["BT", "BD", "SPLIT"], direction=1)
+    assert res.evaluations <= math.ceil(0.25 * len(space))
+    assert res.best.ms <= exhaustive * 1.03, (res.best.config, res.best.ms, exhaustive)
+    assert res.best.ms <= res.start.ms
+
+
+def test_budget_failures_and_evaluator_verdict():
+    feas, _ = tune.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
+    space = [c.config for c in feas]
+    calls = []
+
+    def ev(c, inc):
+        calls.append(c)
+        if c["BT"] == 32:
+            return tune.Trial(c, None, note="gate red")  # failed candidates never win
+        # the evaluator's interleaved verdict wins over raw medians from separate samples
+        return tune.Trial(c, 1.0 / c["BD"], better=c["BD"] > inc["BD"])
+
+    res = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1}, ev, order=["BT", "BD", "SPLIT"], budget=5)
+    assert len(calls) == 5 and res.evaluations == 5 and res.stopped == "budget"
+    assert res.best.config["BT"] == 16 and res.best.config["BD"] > 128
+
+
+def test_cache_is_keyed_and_saves_evaluations(tmp_path):
+    spec = _spec()
+    key = tune.cache_key("synthetic", {"T": 64, "seqlens": (3, 5)}, "fp32", "fwd", "NVIDIA H200", tune.source_hash(spec))
+    assert "T=64,seqlens=3:5" in key and key.startswith("synthetic|") and "NVIDIA H200" in key
+    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    space = [c.config for c in feas]
+    f = _landscapes()["bowl"]
+    first = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1}, lambda c, inc: tune.Trial(c, f(c)),
+                        order=["BT", "BD", "SPLIT"], cache=tune.TuneCache(tmp_path / "c.json", key))
+    assert first.evaluations > 3
+    again = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1},
+                        lambda c, inc: pytest.fail("a cached configuration was measured again"),
+                        order=["BT", "BD", "SPLIT"], cache=tune.TuneCache(tmp_path / "c.json", key))
+    assert again.evaluations == 0 and again.best.config == first.best.config and again.best.cached
+    other = tune.TuneCache(tmp_path / "c.json", key.replace("fp32", "bf16"))
+    assert other.get({"BT": 16, "BD": 128, "SPLIT": 1}) is None  # another dtype is another key
+    (tmp_path / "bad.json").write_text("{not json")
+    assert tune.TuneCache(tmp_path / "bad.json", key).get({"BT": 1}) is None
