@@ -7,7 +7,11 @@ from ascendopt.errors import ContractError
 from ascendopt.rounds import FloorEvidence, RoundRecord, StopDecision, detect_floor, should_stop, verdict
 from ascendopt.workspace import Workspace, read_yaml
 
-TIMING = {"candidate": {"median_ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "mean_ms": 1.0, "cv": 0.01, "n": 10}}
+TIMING = {"cases": [{"case": "tiny", "candidate": {"median_ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "mean_ms": 1.0,
+                                                   "cv": 0.01, "n": 10}},
+                    {"case": "realistic", "candidate": {"median_ms": 4.0, "p20_ms": 3.9, "p80_ms": 4.1,
+                                                        "mean_ms": 4.0, "cv": 0.01, "n": 10}}],
+          "ratio_vs_best": 0.9, "ratio_vs_baseline": 0.8, "vs_best": "faster", "vs_baseline": "faster"}
 GO = StopDecision(False, None, "continue")
 
 
@@ -81,6 +85,7 @@ def test_record_roundtrip_and_storage(tmp_path):
     assert path.name == "0001.yaml" and read_yaml(path)["verdict"] == "floor"
     back = rounds.load_rounds(ws)
     assert back[0].floor == fl and back[0].stop == GO and back[0].created_at
+    assert back[0].candidate_ms == pytest.approx(2.0)  # geomean of 1 ms and 4 ms
     assert rounds.next_number(ws) == 2
     with pytest.raises(ContractError, match="already recorded"):
         rounds.save_round(ws, r)

@@ -20,6 +20,7 @@ distinct directions tried with evidence while the last round brought no gain.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import subprocess
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -77,8 +78,10 @@ class RoundRecord:
     ``change``: ``{"kind": "tunables", "set": {name: value}, "config": {all tunables}}`` for a bundled
     kernel, or ``{"kind": "code", "commit": sha, "diff_stat": text}`` for own code.
     ``gate``: ``{"passed": bool, "exit_code": int, "failed_stage": str | None, "summary": str}``.
-    ``timing``: None on a red gate; else ``baseline``/``best``/``candidate`` Timing dicts (ms) and
-    ``vs_baseline``/``vs_best`` comparison dicts (``ratio`` = candidate / reference time).
+    ``timing``: None on a red gate; else ``{"cases": [per shape case: {"case", "baseline", "best",
+    "candidate" (bench.Timing dicts, ms), "vs_baseline", "vs_best" (comparison dicts, ``ratio`` =
+    candidate / reference time), "samples_ms"}], "ratio_vs_baseline", "ratio_vs_best" (geomeans),
+    "vs_best", "vs_baseline" (faster|same|slower over all cases)}``.
     ``metrics``: the re-profile diff per hot kernel (``analysis.compare`` output, trimmed).
     """
 
@@ -116,6 +119,8 @@ class RoundRecord:
             raise ContractError(f"{where}: verdict: {self.verdict} on a red gate; a red gate is always drop")
         if self.verdict != "drop" and self.timing is None:
             raise ContractError(f"{where}: timing: missing for a {self.verdict} round")
+        if self.timing is not None and not (isinstance(self.timing, dict) and self.timing.get("cases")):
+            raise ContractError(f"{where}: timing -> cases: missing or empty")
         if self.verdict == "floor" and self.floor is None:
             raise ContractError(f"{where}: floor: a floor verdict needs the floor evidence")
 
@@ -156,10 +161,15 @@ class RoundRecord:
 
     @property
     def candidate_ms(self) -> float | None:
-        """Candidate median latency in ms (None on a red gate)."""
+        """Candidate median latency in ms, geometric mean over shape cases (None on a red gate)."""
         if not self.timing:
             return None
-        return float(self.timing["candidate"]["median_ms"])
+        return geomean([c["candidate"]["median_ms"] for c in self.timing["cases"]])
+
+    @property
+    def ratio_vs_best(self) -> float | None:
+        """Candidate / best-so-far time (< 1 is faster), geometric mean over cases; None on a red gate."""
+        return self.timing.get("ratio_vs_best") if self.timing else None
 
     @property
     def config(self) -> dict[str, int] | None:
@@ -215,6 +225,12 @@ def detect_floor(
             f"kernel {device_us:.2f} us of a {latency_us:.2f} us call ({device_us / latency_us:.0%}); "
             f"the rest is launch/dispatch cost (floor at <= {launch_share:.0%})")
     return None
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Equal-weight geometric mean of positive numbers."""
+    vals = [float(v) for v in values]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 def _trailing_non_keep(records: Sequence[RoundRecord]) -> int:
