@@ -119,3 +119,16 @@ def test_cache_is_keyed_and_saves_evaluations(tmp_path):
     assert other.get({"BT": 16, "BD": 128, "SPLIT": 1}) is None  # another dtype is another key
     (tmp_path / "bad.json").write_text("{not json")
     assert tune.TuneCache(tmp_path / "bad.json", key).get({"BT": 1}) is None
+
+
+def test_auto_zero_sits_above_explicit_tiles():
+    spec = _spec()
+    auto = Tunable("block_rows", 0, (0, 1, 2, 4, 8), "rows; 0 = the largest power of two the UB model allows")
+    flag = Tunable("G_T_CONTIG", 1, (0, 1), "1: transposed; 0: gather")
+    spec = KernelSpec(**{**spec.__dict__, "tunables": {"block_rows": auto, "G_T_CONTIG": flag}})
+    assert tune.axes(spec) == {"block_rows": [1, 2, 4, 8, 0], "G_T_CONTIG": [0, 1]}
+    space = [{"block_rows": r, "G_T_CONTIG": g} for r in (0, 1, 2, 4, 8) for g in (0, 1)]
+    seen = []
+    tune.search(space, {"block_rows": 0, "G_T_CONTIG": 1}, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0),
+                order=["block_rows", "G_T_CONTIG"], direction=1, budget=2, choices=tune.axes(spec))
+    assert seen[1] == {"block_rows": 8, "G_T_CONTIG": 1}  # from auto, the first explicit try is the largest

@@ -132,6 +132,26 @@ def tile_names(spec, dims, dtype: str) -> list[str]:
     return [n for n in spec.tunables if n in in_tiles]
 
 
+def is_auto_zero(tunable) -> bool:
+    """True when 0 means "let the UB model choose" (documented as ``0 = ...`` in the tunable's doc)."""
+    return 0 in tunable.choices and "0 = " in tunable.doc
+
+
+def axes(spec) -> dict[str, list[int]]:
+    """Each tunable's values in search order: ascending, with an "auto" 0 placed last.
+
+    The bundled kernels resolve an auto 0 to the largest power of two the UB model allows, so on
+    the size axis it sits above every explicit value; moving "down" from it tries explicit tiles.
+    """
+    out = {}
+    for name, t in spec.tunables.items():
+        vals = sorted(t.choices)
+        if is_auto_zero(t):
+            vals = [v for v in vals if v != 0] + [0]
+        out[name] = vals
+    return out
+
+
 def preferred_direction(bound: str | None) -> int:
     """+1 = try larger values first, -1 = smaller first, from the bottleneck class name."""
     text = (bound or "").lower()
@@ -178,7 +198,7 @@ def search(
     if config_key(start) not in allowed:
         raise ValueError(f"start configuration {config_key(start)} is not in the feasible space")
     budget = budget if budget is not None else default_budget(len(space))
-    if choices is None:
+    if choices is None:  # plain ascending order; pass ``axes(spec)`` for kernels with an auto 0
         choices = {n: sorted({c[n] for c in space}) for n in order}
     seen: dict[str, Trial] = {}
     result = SearchResult(best=None, start=None, space=len(space))  # type: ignore[arg-type]

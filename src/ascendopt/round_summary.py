@@ -1,0 +1,214 @@
+"""The round summary (fla's Ascend template) as data, and its printed form.
+
+Template (docs/reference/optimization-loop.md §10): target kernel Duration before -> after; pipe
+ratios Cube/MAC, Vector, scalar, MTE1, MTE2, MTE3; UB bandwidth when a MemoryUB run was collected;
+whether another round is warranted (stop criteria). ascendopt adds the bench verdict (never on a
+red gate), the UB use of the candidate's tiles and whether the metric the hypothesis targeted moved.
+
+Inputs are ``analysis.analyze`` reports (``{"kernels": [{"name", "avg_us", "bound", "evidence",
+"metrics": {canonical column: value | None}}], "not_collected": [...]}``). A metric that was not
+collected is ``None`` and printed as "not collected", never as 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+# (label, canonical columns in preference order). Scalar/MTE2 exist on both core halves; the vector
+# half comes first because most bundled kernels are vector kernels. dram_ratio is the CUDA (ncu) view.
+SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Cube/MAC", ("mac_ratio", "cube_utilization_pct")),
+    ("Vector", ("vec_ratio",)),
+    ("Scalar", ("vector_scalar_ratio", "cube_scalar_ratio", "scalar_ratio")),
+    ("MTE1", ("mte1_ratio",)),
+    ("MTE2", ("vector_mte2_ratio", "cube_mte2_ratio", "mte2_ratio")),
+    ("MTE3", ("mte3_ratio",)),
+    ("UB read GB/s", ("ub_read_bw_gbs",)),
+    ("UB write GB/s", ("ub_write_bw_gbs",)),
+    ("DRAM (ncu)", ("dram_ratio",)),
+)
+
+# Bottleneck class (substring) -> the metric a round against it should move.
+_CLASS_METRIC = (("cube", "mac_ratio"), ("vector", "vec_ratio"), ("scalar", "vector_scalar_ratio"),
+                 ("mte2", "vector_mte2_ratio"), ("memory-in", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
+                 ("memory-out", "mte3_ratio"), ("ub", "ub_read_bw_gbs"), ("dram", "dram_ratio"))
+# Hypothesis keywords -> metric. Checked before the class so an explicit word wins.
+_WORD_METRIC = (("mte1", "mte1_ratio"), ("mte2", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
+                ("scalar", "vector_scalar_ratio"), ("ub bandwidth", "ub_read_bw_gbs"), ("vector", "vec_ratio"),
+                ("vec", "vec_ratio"), ("cube", "mac_ratio"), ("mac", "mac_ratio"), ("dram", "dram_ratio"))
+
+MOVED_REL = 0.05  # a relative change of 5 % is beyond run-to-run profiler noise on one kernel
+MOVED_ABS_RATIO = 0.03  # pipe ratios near 0 move in absolute terms: 3 points of the core's cycles
+
+
+def target_kernel(report: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Any] | None:
+    """The hottest kernel of ``report`` whose name contains one of ``names`` (else the hottest)."""
+    if not report or not report.get("kernels"):
+        return None
+    kernels = report["kernels"]
+    for k in kernels:  # analysis ranks kernels by total time
+        if any(n and n in str(k.get("name", "")) for n in names):
+            return k
+    return kernels[0]
+
+
+def _metric(kernel: Mapping[str, Any] | None, columns: Sequence[str]) -> tuple[str | None, float | None]:
+    if not kernel:
+        return None, None
+    metrics = kernel.get("metrics") or {}
+    for col in columns:
+        value = metrics.get(col)
+        if isinstance(value, Mapping):  # tolerate {"value": x, ...} cells
+            value = value.get("value")
+        if value is not None:
+            return col, float(value)
+    return None, None
+
+
+def _duration(kernel: Mapping[str, Any] | None) -> float | None:
+    if not kernel:
+        return None
+    for key in ("avg_us", "duration_us"):
+        if kernel.get(key) is not None:
+            return float(kernel[key])
+    return None
+
+
+def resolve_target_metric(explicit: str | None, hypothesis: str, bound: str | None) -> str:
+    """The metric the round aims to move: ``--target-metric``, else a hypothesis keyword, else the class."""
+    if explicit:
+        for label, cols in SUMMARY_METRICS:
+            if explicit.lower() in (label.lower(), *cols):
+                return cols[0]
+        return explicit
+    text = hypothesis.lower()
+    for word, col in _WORD_METRIC:
+        if word in text:
+            return col
+    for word, col in _CLASS_METRIC:
+        if word in (bound or "").lower():
+            return col
+    return "duration_us"
+
+
+def moved(before: float | None, after: float | None, column: str) -> bool | None:
+    """True/False if the change is/is not beyond noise; None if either side was not collected."""
+    if before is None or after is None:
+        return None
+    if column.endswith("_ratio") and abs(after - before) >= MOVED_ABS_RATIO:
+        return True
+    base = abs(before) if before else 0.0
+    return abs(after - before) > MOVED_REL * base if base else after != before
+
+
+def _column_group(column: str) -> tuple[str, ...]:
+    for _label, cols in SUMMARY_METRICS:
+        if column in cols:
+            return cols
+    return (column,)
+
+
+def build(
+    *,
+    kernel_names: Sequence[str],
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    verdict: str,
+    another_round: bool,
+    stop_reason: str,
+    target_metric: str,
+    ub: Mapping[str, Any] | None = None,
+    speed: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The round summary as a plain dict (stored in the round record, printed by ``render``).
+
+    ``speed``: ``{"ratio_vs_best", "ratio_vs_baseline", "candidate_ms"}``, None on a red gate.
+    """
+    kb, ka = target_kernel(before, kernel_names), target_kernel(after, kernel_names)
+    rows = []
+    for label, cols in SUMMARY_METRICS:
+        col_b, vb = _metric(kb, cols)
+        col_a, va = _metric(ka, cols)
+        if vb is None and va is None and label in ("DRAM (ncu)", "UB read GB/s", "UB write GB/s"):
+            continue  # optional groups: only shown when collected on either side
+        rows.append({"label": label, "column": col_a or col_b or cols[0], "before": vb, "after": va})
+    if target_metric == "duration_us":
+        t_before, t_after = _duration(kb), _duration(ka)
+    else:
+        t_before, t_after = _metric(kb, _column_group(target_metric))[1], _metric(ka, _column_group(target_metric))[1]
+    return {
+        "target_kernel": (ka or kb or {}).get("name"),
+        "duration_us": {"before": _duration(kb), "after": _duration(ka)},
+        "metrics": rows,
+        "bound": (ka or kb or {}).get("bound"),
+        "bound_before": (kb or {}).get("bound"),
+        "bound_evidence": _evidence_text((ka or kb or {}).get("evidence")),
+        "not_collected": sorted(set((after or before or {}).get("not_collected") or [])),
+        "target_metric": {"name": target_metric, "before": t_before, "after": t_after,
+                          "moved": moved(t_before, t_after, target_metric)},
+        "ub": dict(ub) if ub else None,
+        "speed": dict(speed) if speed else None,
+        "verdict": verdict,
+        "another_round": another_round,
+        "stop_reason": stop_reason,
+    }
+
+
+def _evidence_text(evidence: Any) -> str | None:
+    if not evidence:
+        return None
+    if isinstance(evidence, str):
+        return evidence
+    parts = []
+    for e in evidence if isinstance(evidence, list) else [evidence]:
+        if isinstance(e, Mapping):
+            col, val, thr = e.get("column"), e.get("value"), e.get("threshold")
+            op = e.get("op", ">=")
+            parts.append(f"{col} {val:.3g} {op} {thr}" if isinstance(val, (int, float)) and thr is not None
+                         else f"{col} {val}")
+        else:
+            parts.append(str(e))
+    return "; ".join(parts)
+
+
+def _fmt(v: float | None, column: str = "") -> str:
+    if v is None:
+        return "not collected"
+    if column.endswith("_us"):
+        return f"{v:.2f} us"
+    if column.endswith("_gbs"):
+        return f"{v:.1f}"
+    return f"{v:.3f}"
+
+
+def render(summary: Mapping[str, Any], title: str) -> None:
+    """Print the summary: a before/after table on stdout, then verdict and next step lines."""
+    from ascendopt import console
+
+    d = summary["duration_us"]
+    rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
+    rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"])) for r in summary["metrics"]]
+    console.table(["metric", "before", "after"], rows, title=f"{title}: {summary.get('target_kernel') or 'target kernel'}")
+    lines = []
+    if summary.get("bound"):
+        ev = f" ({summary['bound_evidence']})" if summary.get("bound_evidence") else ""
+        lines.append(f"bound: {summary.get('bound_before') or '?'} -> {summary['bound']}{ev}")
+    tm = summary["target_metric"]
+    moved_text = {True: "moved", False: "did NOT move (reclassify or switch metric groups)",
+                  None: "not collected on both sides"}[tm["moved"]]
+    lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
+                 f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
+    if summary.get("ub"):
+        ub = summary["ub"]
+        lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
+    speed = summary.get("speed")
+    if summary["verdict"] == "drop":
+        lines.append("speed: not measured (red gate: no speed is reported)")
+    elif speed:
+        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
+                     f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
+    lines.append(f"verdict: {summary['verdict']}")
+    lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
+                 + summary["stop_reason"])
+    for line in lines:
+        console.out(line)
