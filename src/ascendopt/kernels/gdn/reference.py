@@ -1,0 +1,212 @@
+"""fp32 torch oracles for the gated delta rule forward: the recurrence token by token, and each chunk stage.
+
+Recurrence (per value head, state ``S`` of shape [K, V], ``h = hv // (HV // H)`` the query/key head):
+
+    S_t = exp(g_t) S_{t-1} + k_t (beta_t (v_t - S_{t-1}' k_t))'      with S_{t-1}' = exp(g_t) S_{t-1}
+    o_t = scale * S_t' q_t
+
+Chunked form (chunk of BT tokens, ``gc`` the chunk-local cumsum of ``g``; Yang et al., "Gated Delta
+Networks", arXiv 2412.06464, with the WY representation of the chunk's Householder-like products):
+
+    A   = strict_lower(beta_i k_i.k_j exp(gc_i - gc_j))            (stage kkt)
+    Ai  = (I + A)^-1                                                 (stage solve_tril)
+    w   = Ai (beta exp(gc) k),  u = Ai (beta v)                      (stage wy)
+    v'  = u - w h_c,  h_{c+1} = exp(gc_last) h_c + (exp(gc_last - gc) k)' v'   (stage state)
+    o   = scale (exp(gc) q h_c + lower(q k' exp(gc_i - gc_j)) v')   (stage output)
+
+Inputs use the public layout (``[B, T, heads, dim]``, varlen packed in B=1 with ``cu_seqlens``);
+everything is computed in fp32 and returned in fp32.
+"""
+
+from __future__ import annotations
+
+from ascendopt.kernels.gdn.layout import CHUNK
+
+
+def _bounds(batch: int, seq_len: int, cu_seqlens) -> list[tuple[int, int, int]]:
+    """(batch row, start, end) of every sequence."""
+    if cu_seqlens is None:
+        return [(b, 0, seq_len) for b in range(batch)]
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    return [(0, s, e) for s, e in zip(cu, cu[1:])]
+
+
+def _expand_heads(x, heads: int):
+    """[..., H, D] -> [..., HV, D]: value head hv reads query/key head hv // (HV // H)."""
+    return x.repeat_interleave(heads // x.shape[-2], dim=-2)
+
+
+def chunk_gated_delta_rule_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None):
+    """The oracle: the recurrence token by token in fp32.
+
+    q, k [B,T,H,K]; v [B,T,HV,V]; g (log decay), beta [B,T,HV]; initial_state [N,HV,K,V] or None.
+    Returns ``o`` [B,T,HV,V] and the final state [N,HV,K,V], both fp32.
+    """
+    import torch
+
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    scale = K ** -0.5 if scale is None else scale
+    q, k = _expand_heads(q.float(), HV), _expand_heads(k.float(), HV)
+    v, g, beta = v.float(), g.float(), beta.float()
+    bounds = _bounds(B, T, cu_seqlens)
+    o = torch.zeros(B, T, HV, V, dtype=torch.float32, device=q.device)
+    final = torch.zeros(len(bounds), HV, K, V, dtype=torch.float32, device=q.device)
+    for n, (b, start, end) in enumerate(bounds):
+        S = torch.zeros(HV, K, V, device=q.device) if initial_state is None else initial_state[n].float().clone()
+        for t in range(start, end):
+            S = S * g[b, t].exp()[:, None, None]
+            err = v[b, t] - torch.einsum("hk,hkv->hv", k[b, t], S)
+            S = S + torch.einsum("hk,hv->hkv", k[b, t], beta[b, t, :, None] * err)
+            o[b, t] = torch.einsum("hk,hkv->hv", q[b, t] * scale, S)
+        final[n] = S
+    return o, final
+
+
+# -- chunk stages -----------------------------------------------------------------------------------
+
+def _chunks(x, edge: bool = False):
+    """[L, ...] -> [NC, BT, ...], the tail padded with zeros (or with its last row: a gate cumsum)."""
+    import torch
+
+    length = x.shape[0]
+    pad = -length % CHUNK
+    if pad:
+        fill = x[-1:].expand(pad, *x.shape[1:]) if edge else x.new_zeros(pad, *x.shape[1:])
+        x = torch.cat([x, fill])
+    return x.reshape(-1, CHUNK, *x.shape[1:])
+
+
+def _unchunk(x, length: int):
+    return x.reshape(-1, *x.shape[2:])[:length]
+
+
+def gate_cumsum_reference(g, cu_seqlens=None):
+    """Chunk-local cumulative sum of g [B,T,HV] within each 64-token chunk of each sequence (fp32)."""
+    import torch
+
+    out = torch.zeros_like(g, dtype=torch.float32)
+    for b, s, e in _bounds(g.shape[0], g.shape[1], cu_seqlens):
+        if e > s:
+            out[b, s:e] = _unchunk(_chunks(g[b, s:e].float()).cumsum(1), e - s)
+    return out
+
+
+def kkt_reference(k, beta, gc, cu_seqlens=None):
+    """A [B,T,HV,BT] fp32: row i of a chunk holds beta_i k_i.k_j exp(gc_i - gc_j) for j < i, else 0."""
+    import torch
+
+    HV = beta.shape[-1]
+    out = torch.zeros(*beta.shape, CHUNK, dtype=torch.float32, device=k.device)
+    strict = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=k.device).tril(-1)
+    for b, s, e in _bounds(k.shape[0], k.shape[1], cu_seqlens):
+        if e == s:
+            continue
+        kc = _chunks(_expand_heads(k[b, s:e].float(), HV))  # [NC, BT, HV, K]
+        gcc = _chunks(gc[b, s:e].float(), edge=True)  # [NC, BT, HV]
+        bc = _chunks(beta[b, s:e].float())
+        dots = torch.einsum("nihk,njhk->nhij", kc, kc)
+        decay = (gcc.transpose(1, 2)[..., :, None] - gcc.transpose(1, 2)[..., None, :]).masked_fill(~strict, 0).exp()
+        A = (dots * decay * bc.transpose(1, 2)[..., :, None]).masked_fill(~strict, 0)
+        out[b, s:e] = _unchunk(A.permute(0, 2, 1, 3), e - s)
+    return out
+
+
+def solve_tril_reference(A, cu_seqlens=None):
+    """Ai [B,T,HV,BT] fp32: per chunk, (I + A)^-1 of the strictly lower triangular A."""
+    import torch
+
+    out = torch.zeros_like(A, dtype=torch.float32)
+    eye = torch.eye(CHUNK, device=A.device)
+    for b, s, e in _bounds(A.shape[0], A.shape[1], cu_seqlens):
+        if e == s:
+            continue
+        Ac = _chunks(A[b, s:e].float()).transpose(1, 2)  # [NC, HV, BT, BT]
+        inv = torch.linalg.solve_triangular(eye + Ac, eye.expand_as(Ac), upper=False, unitriangular=True)
+        out[b, s:e] = _unchunk(inv.transpose(1, 2), e - s)
+    return out
+
+
+def wy_reference(k, v, beta, Ai, gc, cu_seqlens=None):
+    """w = Ai (beta exp(gc) k) [B,T,HV,K] and u = Ai (beta v) [B,T,HV,V], fp32."""
+    import torch
+
+    HV = v.shape[2]
+    w = torch.zeros(*v.shape[:3], k.shape[-1], dtype=torch.float32, device=k.device)
+    u = torch.zeros_like(v, dtype=torch.float32)
+    for b, s, e in _bounds(k.shape[0], k.shape[1], cu_seqlens):
+        if e == s:
+            continue
+        Aic = _chunks(Ai[b, s:e].float())  # [NC, BT(i), HV, BT(j)]
+        scale = beta[b, s:e].float() * gc[b, s:e].float().exp()
+        kb = _chunks(_expand_heads(k[b, s:e].float(), HV) * scale[..., None])
+        vb = _chunks(v[b, s:e].float() * beta[b, s:e].float()[..., None])
+        w[b, s:e] = _unchunk(torch.einsum("nihj,njhk->nihk", Aic, kb), e - s)
+        u[b, s:e] = _unchunk(torch.einsum("nihj,njhv->nihv", Aic, vb), e - s)
+    return w, u
+
+
+def state_reference(k, w, u, gc, initial_state=None, cu_seqlens=None):
+    """The chunk-state recurrence.
+
+    Returns h [NC_total, HV, K, V] (state entering each chunk, chunks numbered over all sequences in
+    order), v_new [B,T,HV,V] = u - w h, and the final state [N,HV,K,V]; all fp32.
+    """
+    import torch
+
+    HV, V = u.shape[2], u.shape[3]
+    K = k.shape[-1]
+    bounds = _bounds(k.shape[0], k.shape[1], cu_seqlens)
+    states, v_new = [], torch.zeros_like(u, dtype=torch.float32)
+    final = torch.zeros(len(bounds), HV, K, V, dtype=torch.float32, device=k.device)
+    for n, (b, s, e) in enumerate(bounds):
+        h = torch.zeros(HV, K, V, device=k.device) if initial_state is None else initial_state[n].float().clone()
+        for c0 in range(s, e, CHUNK):
+            c1 = min(c0 + CHUNK, e)
+            states.append(h)
+            kc = _expand_heads(k[b, c0:c1].float(), HV)  # [L, HV, K]
+            gcc = gc[b, c0:c1].float()  # [L, HV]
+            vn = u[b, c0:c1].float() - torch.einsum("lhk,hkv->lhv", w[b, c0:c1].float(), h)
+            v_new[b, c0:c1] = vn
+            last = gcc[-1]
+            h = h * last.exp()[:, None, None] + torch.einsum(
+                "lhk,lhv->hkv", kc * (last[None] - gcc).exp()[..., None], vn)
+        final[n] = h
+    h_all = torch.stack(states) if states else torch.zeros(0, HV, K, V, device=k.device)
+    return h_all, v_new, final
+
+
+def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None):
+    """o [B,T,HV,V] fp32 = scale (exp(gc) q h_c + causal(q k' exp(gc_i - gc_j)) v_new) per chunk."""
+    import torch
+
+    HV = v_new.shape[2]
+    o = torch.zeros_like(v_new, dtype=torch.float32)
+    causal = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device).tril()
+    chunk = 0
+    for b, s, e in _bounds(q.shape[0], q.shape[1], cu_seqlens):
+        if e == s:
+            continue
+        qc = _chunks(_expand_heads(q[b, s:e].float(), HV))  # [NC, BT, HV, K]
+        kc = _chunks(_expand_heads(k[b, s:e].float(), HV))
+        vc = _chunks(v_new[b, s:e].float())
+        gcc = _chunks(gc[b, s:e].float(), edge=True)
+        hc = h[chunk:chunk + qc.shape[0]].float()  # [NC, HV, K, V]
+        chunk += qc.shape[0]
+        inter = torch.einsum("nihk,nhkv->nihv", qc * gcc.exp()[..., None], hc)
+        gt = gcc.transpose(1, 2)
+        decay = (gt[..., :, None] - gt[..., None, :]).masked_fill(~causal, 0).exp()
+        scores = (torch.einsum("nihk,njhk->nhij", qc, kc) * decay).masked_fill(~causal, 0)
+        intra = torch.einsum("nhij,njhv->nihv", scores, vc)
+        o[b, s:e] = _unchunk((inter + intra) * scale, e - s)
+    return o
+
+
+def chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None):
+    """The chunked form composed from the stage references; equals the oracle up to fp32 rounding."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    gc = gate_cumsum_reference(g, cu_seqlens)
+    Ai = solve_tril_reference(kkt_reference(k, beta, gc, cu_seqlens), cu_seqlens)
+    w, u = wy_reference(k, v, beta, Ai, gc, cu_seqlens)
+    h, v_new, final = state_reference(k, w, u, gc, initial_state, cu_seqlens)
+    return output_reference(q, k, v_new, h, gc, scale, cu_seqlens), final

@@ -1,0 +1,171 @@
+"""What every gated delta rule spec shares: shape presets, input factory, support check, tile picking.
+
+dims: ``B, T, H`` (query/key heads), ``HV`` (value heads, a multiple of H), ``K, V`` (head dims);
+varlen presets add ``seqlens`` and have B=1, T=sum(seqlens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ascendopt.kernels.gdn.layout import SUPPORTED_HEAD_DIMS, token_major_to_head_major
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _preset(name: str, doc: str, **dims: Any) -> ShapePreset:
+    if "seqlens" in dims:
+        dims = {"B": 1, "T": sum(dims["seqlens"]), **dims}
+    return ShapePreset(name, dims, doc)
+
+
+# CPU presets stay tiny (interpreter: ~1 ms per program step, install.md §1.7); K=V=16/32 exist
+# only for them. The three realistic ones are the H200 comparison against fla's forward.
+PRESETS = {p.name: p for p in (
+    _preset("tiny", "fixed length, tail chunk (T=100), grouped values", B=2, T=100, H=1, HV=2, K=32, V=32),
+    _preset("tiny_varlen", "three sequences, one shorter than a chunk", seqlens=(30, 64, 70), H=1, HV=2,
+            K=16, V=32),
+    _preset("realistic", "B4_T4096_H16_K128_V128", B=4, T=4096, H=16, HV=16, K=128, V=128),
+    _preset("B2_T8192_H16_HV32_K128_V128", "Qwen3-Next-like grouped values", B=2, T=8192, H=16, HV=32,
+            K=128, V=128),
+    _preset("varlen_T16384_H16_K128_V128", "five packed sequences, unaligned lengths",
+            seqlens=(517, 1500, 3001, 4999, 6367), H=16, HV=16, K=128, V=128),
+)}
+
+
+def torch_dtype(dtype: str):
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[dtype])
+
+
+def make_base_inputs(dims, dtype: str, device, seed: int) -> dict:
+    """q, k [B,T,H,K]; v [B,T,HV,V]; g, beta [B,T,HV]; initial_state [N,HV,K,V] fp32; cu_seqlens (varlen).
+
+    Keys are L2-normalised (as models call it, use_qk_l2norm); g = logsigmoid(x + 4) is a slow
+    decay (about -0.02 per token) so the state carries across chunks and the recurrence is tested.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    B, T, H, HV, K, V = (int(dims[n]) for n in ("B", "T", "H", "HV", "K", "V"))
+    seqlens = dims.get("seqlens")
+    N = len(seqlens) if seqlens else B
+    dt = torch_dtype(dtype)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    inputs = {
+        "q": randn(B, T, H, K).to(dt),
+        "k": F.normalize(randn(B, T, H, K), dim=-1).to(dt),
+        "v": randn(B, T, HV, V).to(dt),
+        "g": F.logsigmoid(randn(B, T, HV) + 4.0),
+        "beta": torch.sigmoid(randn(B, T, HV)).to(dt),
+        "initial_state": randn(N, HV, K, V) * 0.5,
+    }
+    if seqlens:
+        inputs["cu_seqlens"] = torch.tensor([0, *torch.tensor(seqlens).cumsum(0).tolist()], dtype=torch.int64)
+    return {name: t.to(device) for name, t in inputs.items()}
+
+
+def supports(dims, dtype: str, mode: str) -> str | None:
+    """None, or why the case is outside the kernels' real support range."""
+    try:
+        B, T, H, HV, K, V = (int(dims[n]) for n in ("B", "T", "H", "HV", "K", "V"))
+    except KeyError as exc:
+        return f"missing dim {exc.args[0]} (need B, T, H, HV, K, V)"
+    if min(B, T, H, HV) <= 0:
+        return "B, T, H, HV must be positive"
+    if HV % H:
+        return f"HV={HV} must be a multiple of H={H}"
+    for name, size in (("K", K), ("V", V)):
+        if size not in SUPPORTED_HEAD_DIMS:
+            return f"{name}={size}: head dims {SUPPORTED_HEAD_DIMS} (tl.dot needs >= 16; 256 uses narrower tiles)"
+    seqlens = dims.get("seqlens")
+    if seqlens is not None and (B != 1 or sum(seqlens) != T or min(seqlens) < 0):
+        return "varlen needs B=1 and T=sum(seqlens) with non-negative lengths"
+    return None
+
+
+@dataclass(frozen=True)
+class HeadMajor:
+    """A per-token, per-head scalar already transposed to ``[HV, B*T]`` by the host (G_T_CONTIG)."""
+
+    data: Any
+
+    @classmethod
+    def of(cls, x) -> "HeadMajor":
+        return cls(token_major_to_head_major(x))
+
+
+def token_scalar_arg(x, contiguous_t: bool):
+    """(tensor, T_CONTIG flag) to pass a gate/beta to a kernel: transposed on the host when asked."""
+    if isinstance(x, HeadMajor):
+        return x.data, True
+    if contiguous_t:
+        return token_major_to_head_major(x), True
+    return x, False
+
+
+def value_heads(x) -> int:
+    """HV of a per-token scalar given as ``[B, T, HV]`` or as ``HeadMajor`` ``[HV, B*T]``."""
+    return x.data.shape[0] if isinstance(x, HeadMajor) else x.shape[-1]
+
+
+def ub_bytes() -> int:
+    from ascendopt import backends
+
+    return backends.current().info().ub_bytes
+
+
+def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
+    """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``."""
+    from ascendopt import ub
+
+    if requested > 0:
+        return min(requested, upper)
+    return ub.solve(stage.tile, free, stage.dtype, stage.multiplier, ub_bytes(), stage.margin, upper=upper)
+
+
+def tile_tunable(name: str, doc: str) -> Tunable:
+    return Tunable(name, 0, (0, 16, 32, 64, 128, 256), f"{doc}; 0 = largest power of two the UB model allows")
+
+
+G_T_CONTIG = Tunable("G_T_CONTIG", 1, (0, 1), "1: gate and beta transposed to [HV, T] on the host and read "
+                     "T-contiguous; 0: read [T, HV] with a stride-HV gather")
+
+TOLERANCES = {"fp32": 2e-5, "bf16": 2e-2}  # relative RMS error vs the fp32 oracle
+
+
+def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Callable, reference: Callable,
+               ub_model: Callable, cost: Callable[[Any, str, str], Cost], kernel_names: tuple[str, ...],
+               tunables: dict[str, Tunable], extras: dict | None = None,
+               tolerances: dict[str, float] | None = None) -> KernelSpec:
+    """A cube-bound forward-only KernelSpec over the shared presets."""
+    return KernelSpec(
+        name=name, description=description, bound="cube", modes=("fwd",), dtypes=("fp32", "bf16"),
+        shapes=dict(PRESETS), tunables=tunables, make_inputs=make_inputs, run=run, reference=reference,
+        ub_model=ub_model, cost=cost, supports=supports, kernel_names=kernel_names,
+        tolerances=dict(tolerances or TOLERANCES), extras=dict(extras or {}),
+    )
+
+
+def dims_of(dims) -> tuple[int, int, int, int, int, int, int]:
+    """B, T, H, HV, K, V and the number of chunks over all sequences."""
+    B, T, H, HV, K, V = (int(dims[n]) for n in ("B", "T", "H", "HV", "K", "V"))
+    seqlens = dims.get("seqlens") or (T,) * B
+    chunks = sum(-(-s // 64) for s in seqlens)
+    return B, T, H, HV, K, V, chunks
+
+
+def element_bytes(dtype: str) -> int:
+    from ascendopt.ub import dtype_bytes
+
+    return dtype_bytes(dtype)
+
+
+__all__ = ["PRESETS", "HeadMajor", "make_base_inputs", "supports", "stage_spec", "pick_tile", "UBStage"]
