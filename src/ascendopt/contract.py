@@ -1,0 +1,362 @@
+"""The frozen task contract (``.ascendopt/contract.yaml``, schema 1) <-> a frozen dataclass.
+
+``ascendopt freeze`` writes it once; every later command reads it. The contract records what may
+not change during the loop (workload, tolerances, frozen files with sha256, expected kernel names)
+and the evidence freeze gathered (device fingerprint, git commit, baseline latency).
+
+Tamper evidence: at freeze, ``integrity.fields`` stores a sha256 of each top-level field's
+canonical JSON and ``integrity.digest`` one over all of them. ``verify_digest`` recomputes them
+from the raw YAML *before* validation, so a hand edit is reported as an integrity violation
+(exit 3) that names the field, even when the edited value would also fail validation.
+
+Validation errors name the file and the dotted field: ``contract.yaml: tolerances.fwd.rtol: must be > 0``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from ascendopt.errors import ContractError, IntegrityError
+from ascendopt.workspace import Workspace, read_yaml, write_yaml
+
+KINDS = ("kernel", "exec-file")
+MODES = ("fwd", "fwdbwd")
+TOLERANCE_KEYS = ("fwd", "bwd")
+FILE_ROLES = ("test", "reference", "workload", "oracle")
+# Fields outside the digest: the digest itself and the schema marker read_yaml already checks.
+_UNDIGESTED = ("integrity", "schema")
+
+
+class _Fields:
+    """Validation helpers that prefix every error with ``<file>: <dotted.path>:``."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, problem: str) -> ContractError:
+        return ContractError(f"{self.source}: {path}: {problem}",
+                             hint="restore the file or re-run `ascendopt freeze --force`")
+
+    def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"expected a mapping, found {type(value).__name__}")
+        return value
+
+    def get(self, data: Mapping[str, Any], key: str, path: str, *, optional: bool = False) -> Any:
+        if key not in data:
+            if optional:
+                return None
+            raise self.fail(f"{path}{key}", "missing")
+        return data[key]
+
+    def text(self, value: Any, path: str, *, choices: tuple[str, ...] | None = None, empty: bool = False) -> str:
+        if not isinstance(value, str) or (not empty and not value):
+            raise self.fail(path, f"expected a non-empty string, found {value!r}")
+        if choices and value not in choices:
+            raise self.fail(path, f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    def positive(self, value: Any, path: str, *, allow_zero: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(path, f"expected a number, found {value!r}")
+        if value != value or (value < 0 if allow_zero else value <= 0):  # value != value: NaN
+            raise self.fail(path, "must be >= 0" if allow_zero else "must be > 0")
+        return float(value)
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(path, f"expected a list of non-empty strings, found {value!r}")
+        return tuple(value)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Correctness limits for one tensor class (``fwd`` outputs or ``bwd`` gradients).
+
+    ``rtol``: largest relative-RMS error vs the fp32 oracle. ``lowp_factor``: for bf16/fp16 the
+    kernel's error must also stay below ``lowp_factor`` x the error of torch's own computation in
+    that dtype (Liger's rule; 2.0 by default).
+    """
+
+    rtol: float
+    lowp_factor: float = 2.0
+
+
+@dataclass(frozen=True)
+class ShapeCase:
+    """One entry of the frozen shape matrix: a preset name (or ``custom``) and its dims."""
+
+    name: str
+    dims: dict[str, Any]
+
+    @property
+    def varlen(self) -> bool:
+        return "seqlens" in self.dims
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is run. ``kind="kernel"``: a bundled kernel over ``shapes`` with ``config``;
+    ``kind="exec-file"``: own code, ``exec_file`` defines ``workload()``, ``kernel_filter`` names
+    the target kernel."""
+
+    kind: str
+    dtype: str | None = None
+    mode: str | None = None
+    kernel: str | None = None
+    shapes: tuple[ShapeCase, ...] = ()
+    varlen: bool = False
+    config: dict[str, int] = field(default_factory=dict)
+    exec_file: str | None = None
+    kernel_filter: str | None = None
+
+
+@dataclass(frozen=True)
+class FrozenFile:
+    """A file (or, for ``role: oracle``, a function's source as ``file::qualname``) and its sha256."""
+
+    path: str
+    role: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class BaselineTiming:
+    """Baseline latency of one shape case, ms per call (synchronized, see ascendopt.bench)."""
+
+    case: str
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    cv: float
+    n: int
+    calls_per_sample: int = 1
+
+
+@dataclass(frozen=True)
+class Contract:
+    op: str
+    entry_point: str
+    backend: str
+    device: dict[str, Any]  # fingerprint: device name, chip, core counts, versions
+    workload: Workload
+    tolerances: dict[str, Tolerance]  # "fwd" / "bwd"; empty for own code (its tests hold them)
+    frozen_files: tuple[FrozenFile, ...]
+    commands: dict[str, tuple[str, ...]]  # "validation" / "benchmark" as argv lists
+    baseline: tuple[BaselineTiming, ...]
+    expected_kernels: tuple[str, ...]
+    kernels_seen: tuple[str, ...]
+    metric_groups: tuple[str, ...]
+    git: dict[str, Any]  # {"commit": sha or None, "dirty": bool}
+    created_at: str
+    max_rounds: int = 20  # iteration cap of the loop (rounds.should_stop)
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.workload.kind == "kernel"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["workload"]["shapes"] = [{"name": s.name, "dims": _dims_out(s.dims)} for s in self.workload.shapes]
+        data["frozen_files"] = [asdict(f) for f in self.frozen_files]
+        data["baseline"] = [asdict(b) for b in self.baseline]
+        data["commands"] = {k: list(v) for k, v in self.commands.items()}
+        for key in ("expected_kernels", "kernels_seen", "metric_groups"):
+            data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "contract.yaml") -> "Contract":
+        """Validate a raw mapping; every error names ``source`` and the dotted field."""
+        f = _Fields(source)
+        workload = _workload(f, f.mapping(f.get(data, "workload", ""), "workload"))
+        tolerances = {}
+        for key, value in f.mapping(f.get(data, "tolerances", ""), "tolerances").items():
+            path = f"tolerances.{key}"
+            if key not in TOLERANCE_KEYS:
+                raise f.fail(path, f"unknown key (expected {', '.join(TOLERANCE_KEYS)})")
+            tol = f.mapping(value, path)
+            tolerances[key] = Tolerance(
+                rtol=f.positive(f.get(tol, "rtol", path + "."), f"{path}.rtol"),
+                lowp_factor=f.positive(tol.get("lowp_factor", 2.0), f"{path}.lowp_factor"),
+            )
+        if workload.kind == "kernel" and "fwd" not in tolerances:
+            raise f.fail("tolerances.fwd", "missing (a bundled kernel needs output tolerances)")
+        if workload.kind == "kernel" and workload.mode == "fwdbwd" and "bwd" not in tolerances:
+            raise f.fail("tolerances.bwd", "missing (mode fwdbwd checks gradients)")
+        files = []
+        for i, item in enumerate(_list(f, f.get(data, "frozen_files", ""), "frozen_files")):
+            path = f"frozen_files[{i}]"
+            item = f.mapping(item, path)
+            sha = f.text(f.get(item, "sha256", path + "."), f"{path}.sha256")
+            if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+                raise f.fail(f"{path}.sha256", "not a sha256 hex digest")
+            files.append(FrozenFile(path=f.text(f.get(item, "path", path + "."), f"{path}.path"),
+                                    role=f.text(f.get(item, "role", path + "."), f"{path}.role", choices=FILE_ROLES),
+                                    sha256=sha))
+        commands = {}
+        for key, value in f.mapping(f.get(data, "commands", ""), "commands").items():
+            commands[str(key)] = f.strings(value, f"commands.{key}")
+        baseline = []
+        for i, item in enumerate(_list(f, f.get(data, "baseline", ""), "baseline")):
+            path = f"baseline[{i}]"
+            item = f.mapping(item, path)
+            vals = {k: f.positive(f.get(item, k, path + "."), f"{path}.{k}") for k in ("median_ms", "p20_ms", "p80_ms")}
+            n = f.get(item, "n", path + ".")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise f.fail(f"{path}.n", f"expected a positive integer, found {n!r}")
+            baseline.append(BaselineTiming(case=f.text(f.get(item, "case", path + "."), f"{path}.case"),
+                                           cv=f.positive(f.get(item, "cv", path + "."), f"{path}.cv", allow_zero=True),
+                                           n=n, calls_per_sample=int(item.get("calls_per_sample", 1)), **vals))
+        if not baseline:
+            raise f.fail("baseline", "empty (freeze measures at least one case)")
+        expected = f.strings(f.get(data, "expected_kernels", ""), "expected_kernels")
+        if not expected:
+            raise f.fail("expected_kernels", "empty (the kernel-hit check needs at least one name)")
+        git = f.mapping(f.get(data, "git", ""), "git")
+        max_rounds = data.get("max_rounds", 20)
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+            raise f.fail("max_rounds", f"expected a positive integer, found {max_rounds!r}")
+        return cls(
+            op=f.text(f.get(data, "op", ""), "op"),
+            entry_point=f.text(f.get(data, "entry_point", ""), "entry_point"),
+            backend=f.text(f.get(data, "backend", ""), "backend", choices=("npu", "cuda", "cpu")),
+            device=dict(f.mapping(f.get(data, "device", ""), "device")),
+            workload=workload,
+            tolerances=tolerances,
+            frozen_files=tuple(files),
+            commands=commands,
+            baseline=tuple(baseline),
+            expected_kernels=expected,
+            kernels_seen=f.strings(f.get(data, "kernels_seen", ""), "kernels_seen"),
+            metric_groups=f.strings(f.get(data, "metric_groups", ""), "metric_groups"),
+            git=dict(git),
+            created_at=f.text(f.get(data, "created_at", ""), "created_at"),
+            max_rounds=max_rounds,
+        )
+
+
+def _list(f: _Fields, value: Any, path: str) -> list:
+    if not isinstance(value, list):
+        raise f.fail(path, f"expected a list, found {type(value).__name__}")
+    return value
+
+
+def _dims_out(dims: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dims.items()}
+
+
+def _dims_in(f: _Fields, value: Any, path: str) -> dict[str, Any]:
+    dims: dict[str, Any] = {}
+    for key, v in f.mapping(value, path).items():
+        if key == "seqlens":
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x > 0 for x in v):
+                raise f.fail(f"{path}.seqlens", f"expected a list of positive integers, found {v!r}")
+            dims[key] = tuple(v)
+        elif isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise f.fail(f"{path}.{key}", f"expected a positive integer, found {v!r}")
+        else:
+            dims[str(key)] = v
+    return dims
+
+
+def _workload(f: _Fields, w: Mapping[str, Any]) -> Workload:
+    kind = f.text(f.get(w, "kind", "workload."), "workload.kind", choices=KINDS)
+    if kind == "exec-file":
+        return Workload(kind=kind,
+                        exec_file=f.text(f.get(w, "exec_file", "workload."), "workload.exec_file"),
+                        kernel_filter=f.text(f.get(w, "kernel_filter", "workload."), "workload.kernel_filter"))
+    shapes = []
+    for i, item in enumerate(_list(f, f.get(w, "shapes", "workload."), "workload.shapes")):
+        path = f"workload.shapes[{i}]"
+        item = f.mapping(item, path)
+        shapes.append(ShapeCase(name=f.text(f.get(item, "name", path + "."), f"{path}.name"),
+                                dims=_dims_in(f, f.get(item, "dims", path + "."), f"{path}.dims")))
+    if not shapes:
+        raise f.fail("workload.shapes", "empty (the shape matrix needs at least one case)")
+    config = {}
+    for key, value in f.mapping(w.get("config") or {}, "workload.config").items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise f.fail(f"workload.config.{key}", f"expected an integer, found {value!r}")
+        config[str(key)] = value
+    varlen = w.get("varlen", False)
+    if not isinstance(varlen, bool):
+        raise f.fail("workload.varlen", f"expected true or false, found {varlen!r}")
+    return Workload(kind=kind,
+                    kernel=f.text(f.get(w, "kernel", "workload."), "workload.kernel"),
+                    dtype=f.text(f.get(w, "dtype", "workload."), "workload.dtype"),
+                    mode=f.text(f.get(w, "mode", "workload."), "workload.mode", choices=MODES),
+                    shapes=tuple(shapes), varlen=varlen, config=config)
+
+
+# -- digest ------------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def field_digests(data: Mapping[str, Any]) -> dict[str, str]:
+    """sha256 (hex) of each top-level field's canonical JSON, the digest and schema excluded."""
+    return {k: hashlib.sha256(_canonical(v)).hexdigest() for k, v in data.items() if k not in _UNDIGESTED}
+
+
+def digest(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canonical(field_digests(data))).hexdigest()
+
+
+def verify_digest(data: Mapping[str, Any], source: str = "contract.yaml") -> None:
+    """Raise IntegrityError naming the first field whose value changed since freeze."""
+    stored = data.get("integrity")
+    if not isinstance(stored, Mapping) or not isinstance(stored.get("fields"), Mapping):
+        raise IntegrityError(f"{source}: integrity: missing or malformed (the contract was edited by hand)",
+                             hint="restore the file or re-run `ascendopt freeze --force`")
+    now = field_digests(data)
+    frozen = dict(stored["fields"])
+    for name in sorted(set(now) | set(frozen)):
+        if name not in frozen:
+            raise IntegrityError(f"{source}: {name}: field added after freeze",
+                                 hint="restore the file or re-run `ascendopt freeze --force`")
+        if name not in now:
+            raise IntegrityError(f"{source}: {name}: field removed after freeze",
+                                 hint="restore the file or re-run `ascendopt freeze --force`")
+        if now[name] != frozen[name]:
+            raise IntegrityError(f"{source}: {name}: changed after freeze (sha256 mismatch)",
+                                 hint="restore the file or re-run `ascendopt freeze --force`")
+    if stored.get("digest") != digest(data):
+        raise IntegrityError(f"{source}: integrity.digest: does not match the frozen fields",
+                             hint="restore the file or re-run `ascendopt freeze --force`")
+
+
+def sealed(contract: Contract) -> dict[str, Any]:
+    """The contract as YAML data with its ``integrity`` block (what ``save`` writes)."""
+    data = contract.to_dict()
+    # Round-trip through JSON so the digest sees exactly the types YAML will give back on load.
+    data = json.loads(json.dumps(data))
+    data["integrity"] = {"digest": digest(data), "fields": field_digests(data)}
+    return data
+
+
+# -- workspace I/O -----------------------------------------------------------------------------
+
+
+def save(ws: Workspace, contract: Contract) -> None:
+    """Write ``contract.yaml`` atomically with a fresh digest (only ``freeze`` calls this)."""
+    write_yaml(ws.contract_path, sealed(contract))
+
+
+def load_raw(ws: Workspace) -> dict[str, Any]:
+    ws.require_contract()
+    return read_yaml(ws.contract_path)
+
+
+def load(ws: Workspace, *, check_digest: bool = True) -> Contract:
+    """Read and validate the contract; with ``check_digest`` a hand edit raises IntegrityError (exit 3)."""
+    data = load_raw(ws)
+    source = ws.contract_path.name
+    if check_digest:
+        verify_digest(data, source)
+    return Contract.from_dict(data, source)

@@ -1,0 +1,136 @@
+"""Own-code workloads: loading ``workload()`` from an exec-file, and interleaved A/B timing of the
+same workload in two source trees, one child process per tree.
+
+Why child processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
+the working tree define the same module names, so they cannot share one interpreter. The parent
+keeps the measurement core's discipline anyway: both children warm up, use one batch size, and
+take samples alternately (ABBA) so slow drift of clocks and temperature cancels in the pairs that
+``bench.decide`` judges.
+
+Child protocol (one JSON object per line; the child's own stdout is redirected to stderr so a
+workload's prints cannot corrupt it): ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
+``{"cmd": "sample", "calls"}`` -> ``{"ms"}`` (per call); ``{"cmd": "exit"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ascendopt.errors import UsageError
+
+
+def load_workload(path: Path) -> Callable[[], Any]:
+    """Run the exec-file's module code once and return its ``workload()`` (called once per step)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: workload file not found", hint="pass --exec-file PATH to a Python file")
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        namespace = runpy.run_path(str(path), run_name="__ascendopt_workload__")
+    except SystemExit as exc:
+        raise UsageError(f"{path}: module code called exit({exc.code})") from None
+    except Exception as exc:  # noqa: BLE001 - user code: report it in one line, naming the file
+        raise UsageError(f"{path}: module code raised {type(exc).__name__}: {exc}") from None
+    fn = namespace.get("workload")
+    if not callable(fn):
+        raise UsageError(f"{path}: does not define workload()",
+                         hint="define `def workload():` that runs the kernel once per call")
+    return fn
+
+
+def _child_main(exec_file: str) -> None:
+    from ascendopt import backends, bench
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    fn = load_workload(Path(exec_file))
+    backend = backends.current()
+    run = bench._Runner(lambda: fn(), None)
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["cmd"] == "warmup":
+            reply = {"per_call_ms": bench._warmup(run, backend, int(msg["count"]), float(msg["min_ms"]))}
+        elif msg["cmd"] == "sample":
+            reply = {"ms": bench._sample(run, backend, int(msg["calls"]))}
+        else:
+            break
+        proto.write(json.dumps(reply) + "\n")
+
+
+class _Child:
+    """One workload process rooted at ``tree`` (cwd and first on PYTHONPATH)."""
+
+    def __init__(self, tree: Path, exec_file: Path, label: str):
+        self.label = label
+        env = dict(os.environ)
+        paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+        env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        self.proc = subprocess.Popen([sys.executable, "-m", "ascendopt.interleave", str(exec_file)], cwd=tree,
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def ask(self, **msg: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self.proc.wait(timeout=30)
+            tail = (self.proc.stderr.read() if self.proc.stderr else "").strip().splitlines()[-3:]
+            raise UsageError(f"{self.label} workload process exited ({self.proc.returncode}): {' | '.join(tail)}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.ask(cmd="exit")
+            except (UsageError, ValueError, OSError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+
+def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, pairs: int = 30, warmup: int = 5,
+                  warmup_ms: float = 25.0, min_sample_ms: float = 1.0, rule=None):
+    """Interleaved timing of ``<tree>/<exec_rel>``'s ``workload()`` in both trees -> ``bench.Comparison``."""
+    from ascendopt import bench
+
+    rule = rule or bench.DecisionRule()
+    a = _Child(baseline_tree, baseline_tree / exec_rel, "baseline")
+    try:
+        b = _Child(candidate_tree, candidate_tree / exec_rel, "candidate")
+        try:
+            per_a = a.ask(cmd="warmup", count=warmup, min_ms=warmup_ms)["per_call_ms"]
+            per_b = b.ask(cmd="warmup", count=warmup, min_ms=warmup_ms)["per_call_ms"]
+            calls = bench._calls_per_sample(min(per_a, per_b), min_sample_ms)
+            base, cand = [], []
+            for i in range(pairs):
+                order = (a, b) if i % 2 == 0 else (b, a)
+                for child in order:
+                    ms = child.ask(cmd="sample", calls=calls)["ms"]
+                    (base if child is a else cand).append(max(ms, 1e-9))
+            return bench.decide(base, cand, rule, calls)
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1])
