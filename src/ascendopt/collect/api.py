@@ -1,0 +1,186 @@
+"""The public collection API: ``profile_callable``, ``collect_exec_file``, ``collect_kernel``.
+
+Every run writes ONE metric group into its own folder (npu: torch_npu's ``*_ascend_pt``; cuda/cpu:
+``<name>_<YYYYmmdd-HHMMSS>_ascendopt_<backend>``) with ``ascendopt_profile.yaml``; the runs of one
+call share a ``set_id`` so analyze can merge them. Folders appear in ``out_dir`` only when complete.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ascendopt import console
+from ascendopt.collect import metadata
+from ascendopt.collect.metrics import NONE, parse_metric_groups
+from ascendopt.collect.names import new_set_id, sanitize_name
+from ascendopt.collect.settings import ProfileSettings
+from ascendopt.collect.staging import prepare_out_dir, publish, staging
+
+DEFAULT_OUT_DIR = "npu_prof"
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _backend() -> str:
+    from ascendopt import backends
+
+    return backends.current().name
+
+
+def profile_callable(fn: Callable[[], Any], *, name: str, out_dir: str | os.PathLike = DEFAULT_OUT_DIR,
+                     aic_metrics: str = "PipeUtilization", profiler_level: str = "Level1", wait: int = 0,
+                     warmup: int = 1, active: int = 1, repeat: int = 1, skip_first: int = 0,
+                     steps: int | None = None) -> Path:
+    """Profile ``fn()`` in this process on the current backend; returns the profile folder.
+
+    ``fn`` is called ``steps`` times (default one schedule cycle: 2), each call followed by a
+    device synchronize and a profiler step. One metric group per call (``aic_metrics``, aliases
+    such as ``pipe``/``ub`` accepted). On cuda this records durations only: counters need
+    Nsight Compute to re-run the workload, which ``collect_exec_file`` / ``collect_kernel`` do.
+    With ``repeat > 1`` on npu, torch_npu writes one folder per cycle; the newest is returned.
+    """
+    settings = ProfileSettings.build(name=name, aic_metrics=aic_metrics, profiler_level=profiler_level, wait=wait,
+                                     warmup=warmup, active=active, repeat=repeat, skip_first=skip_first,
+                                     steps=steps)
+    backend = _backend()
+    if backend == "cuda" and settings.metric_group != NONE:
+        console.warn("profile_callable on cuda records durations only; hardware counters need Nsight Compute "
+                     "to re-run the workload: use `ascendopt collect --exec-file` or collect_exec_file()")
+    out = prepare_out_dir(out_dir)
+    from ascendopt.collect.runs import profile_into
+
+    call = f"ascendopt.profile_callable(name={settings.name!r}, aic_metrics={settings.metric_group!r})"
+    with staging(out) as stage:
+        folders = profile_into(fn, settings, stage, out_dir=out, workload=metadata.callable_workload(fn),
+                               command=call, set_id=new_set_id(), git_dir=Path.cwd())
+        placed = publish(folders, out)
+    console.status(f"profile written to {placed[-1]} ({settings.metric_group}, {backend})")
+    return placed[-1]
+
+
+def _collect(groups: Sequence[str], *, name: str, out_dir: str | os.PathLike, run_one: Callable[..., list[Path]],
+             label: str, schedule: dict[str, Any]) -> list[Path]:
+    """One run per metric group, shared set_id, progress on stderr; returns the placed folders."""
+    canonical = parse_metric_groups(list(groups) if not isinstance(groups, str) else groups)
+    settings = [ProfileSettings.build(name=name, aic_metrics=g, **schedule) for g in canonical]
+    backend = _backend()
+    if backend == "cuda" and any(s.metric_group != NONE for s in settings):
+        from ascendopt.collect import ncu
+
+        ncu.require()  # fail before running anything (exit 5)
+    out = prepare_out_dir(out_dir)
+    set_id = new_set_id()
+    placed: list[Path] = []
+    with console.progress(f"collect {label}", total=len(settings)) as bar:
+        for s in settings:
+            bar.update(f"collect {label} [{s.metric_group}] on {backend}")
+            with staging(out) as stage:
+                folders = run_one(s, stage, out, set_id, backend)
+                placed += publish(folders, out)
+            bar.advance()
+    for path in placed:
+        console.status(f"profile written to {path}")
+    return placed
+
+
+def _add_counters(folders: list[Path], settings: ProfileSettings, backend: str, spec: dict[str, Any], *,
+                  kernel_filter: str | None, timeout: float | None, label: str) -> None:
+    """cuda + a metric group: the Nsight Compute pass, then mark the metadata."""
+    if backend != "cuda" or settings.metric_group == NONE:
+        return
+    from ascendopt.collect import ncu
+
+    for folder in folders:
+        facts = ncu.collect(folder, settings.metric_group, spec, kernel_filter=kernel_filter, timeout=timeout,
+                            label=label)
+        metadata.update(folder, hardware_counters=True, ncu=facts)
+
+
+def collect_exec_file(path: str | os.PathLike, *, metric_groups: Sequence[str] | str = ("PipeUtilization",),
+                      out_dir: str | os.PathLike = DEFAULT_OUT_DIR, name: str | None = None,
+                      profiler_level: str = "Level1", wait: int = 0, warmup: int = 1, active: int = 1,
+                      repeat: int = 1, skip_first: int = 0, steps: int | None = None,
+                      timeout: float | None = DEFAULT_TIMEOUT_S, kernel_filter: str | None = None,
+                      command: str | None = None) -> list[Path]:
+    """Profile ``workload()`` of an exec-file in a child process, one run per metric group.
+
+    ``timeout`` (seconds) applies to each child process (the profiler run and, on cuda, the
+    Nsight Compute replay). Failures raise with ``file:line`` (exit 2) and leave no folder behind.
+    """
+    from ascendopt.collect.child import run_child
+    from ascendopt.collect.workload import check_exec_file
+
+    file = check_exec_file(path)
+    name = sanitize_name(name or file.stem)
+    workload = metadata.exec_file_workload(file)
+    cmd = command or f"ascendopt collect --exec-file {file}"
+
+    def run_one(settings: ProfileSettings, stage: Path, out: Path, set_id: str, backend: str) -> list[Path]:
+        spec = {"mode": "profile", "workload": {"exec_file": str(file)}, "settings": settings.to_dict(),
+                "staging": str(stage), "out_dir": str(out),
+                "meta": {"workload": workload, "command": cmd, "set_id": set_id, "git_dir": str(file.parent)}}
+        result = run_child(spec, label=str(file), timeout=timeout, backend=backend)
+        folders = [Path(f) for f in result["folders"]]
+        _add_counters(folders, settings, backend, spec, kernel_filter=kernel_filter, timeout=timeout,
+                      label=str(file))
+        return folders
+
+    schedule = dict(profiler_level=profiler_level, wait=wait, warmup=warmup, active=active, repeat=repeat,
+                    skip_first=skip_first, steps=steps)
+    return _collect(metric_groups, name=name, out_dir=out_dir, run_one=run_one, label=name, schedule=schedule)
+
+
+def resolve_kernel_case(kernel: str, shape: str | None, dtype: str | None, mode: str | None,
+                        config: dict[str, Any] | None) -> dict[str, Any]:
+    """Kernel + shape preset or dims string + dtype + mode, validated against the KernelSpec."""
+    from ascendopt import kernels
+    from ascendopt.kernels.spec import parse_dims
+
+    spec = kernels.get(kernel)
+    if shape is None:
+        shape = "tiny" if _backend() == "cpu" else "realistic"
+    dims = dict(spec.shape(shape).dims) if shape in spec.shapes or "=" not in shape else parse_dims(shape)
+    dtype = dtype or spec.dtypes[0]
+    mode = mode or spec.modes[0]
+    spec.check_supported(dims, dtype, mode)
+    return {"kernel": spec.name, "shape": shape, "dims": dims, "dtype": dtype, "mode": mode,
+            "config": spec.config(config)}
+
+
+def collect_kernel(kernel: str, *, shape: str | None = None, dtype: str | None = None, mode: str | None = None,
+                   config: dict[str, Any] | None = None, metric_groups: Sequence[str] | str = ("PipeUtilization",),
+                   out_dir: str | os.PathLike = DEFAULT_OUT_DIR, name: str | None = None,
+                   profiler_level: str = "Level1", wait: int = 0, warmup: int = 1, active: int = 1,
+                   repeat: int = 1, skip_first: int = 0, steps: int | None = None,
+                   timeout: float | None = DEFAULT_TIMEOUT_S, kernel_filter: str | None = None,
+                   command: str | None = None) -> list[Path]:
+    """Profile a bundled kernel, one folder per metric group (returned in order).
+
+    ``shape``: a preset name (default ``tiny`` on cpu, ``realistic`` elsewhere) or a dims string
+    ``"B=2,T=64,D=128"``; ``dtype``/``mode`` default to the spec's first. The kernel runs in this
+    process (bundled kernels are trusted code); on cuda the Nsight Compute replay runs in a child.
+    """
+    from ascendopt.collect.runs import profile_into
+    from ascendopt.collect.workload import kernel_callable
+
+    case = resolve_kernel_case(kernel, shape, dtype, mode, config)
+    name = sanitize_name(name or case["kernel"])
+    workload = metadata.kernel_workload(case["kernel"], case["shape"], case["dims"], case["dtype"], case["mode"],
+                                        case["config"])
+    cmd = command or (f"ascendopt collect --kernel {case['kernel']} --shape {case['shape']} "
+                      f"--dtype {case['dtype']} --mode {case['mode']}")
+    child_case = dict(case, dims={k: list(v) if isinstance(v, tuple) else v for k, v in case["dims"].items()})
+    fn = kernel_callable(child_case)
+
+    def run_one(settings: ProfileSettings, stage: Path, out: Path, set_id: str, backend: str) -> list[Path]:
+        folders = profile_into(fn, settings, stage, out_dir=out, workload=workload, command=cmd, set_id=set_id,
+                               git_dir=Path.cwd())
+        spec = {"workload": {"kernel": child_case}, "settings": settings.to_dict()}
+        _add_counters(folders, settings, backend, spec, kernel_filter=kernel_filter, timeout=timeout,
+                      label=f"kernel {case['kernel']}")
+        return folders
+
+    schedule = dict(profiler_level=profiler_level, wait=wait, warmup=warmup, active=active, repeat=repeat,
+                    skip_first=skip_first, steps=steps)
+    return _collect(metric_groups, name=name, out_dir=out_dir, run_one=run_one, label=name, schedule=schedule)

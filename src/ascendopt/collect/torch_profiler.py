@@ -1,0 +1,94 @@
+"""cuda and cpu collection with ``torch.profiler``: ``trace.json`` + ``kernels.csv`` in one folder.
+
+cuda records CPU + CUDA activity (Triton kernels appear under their ``@triton.jit`` names); cpu
+records CPU activity only, where Triton kernels run in the interpreter. Neither has hardware
+counters here: on cuda they come from Nsight Compute in a second run (``collect.ncu``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ascendopt.collect import kernel_table
+from ascendopt.collect.names import profile_folder
+from ascendopt.collect.settings import ProfileSettings
+
+# Names of the Triton kernels launched under the interpreter hook (cpu backend) in this process.
+_interpreted_kernels: set[str] = set()
+
+
+@contextlib.contextmanager
+def name_interpreted_kernels() -> Iterator[set[str]]:
+    """Open a profiler range named after each Triton kernel the interpreter runs.
+
+    A user's exec-file launches ``kernel[grid](...)`` directly, not through
+    ``kernels.common.launch``, and the interpreter runs it as plain Python, so without a range
+    the CPU profile could not show which kernel ran. The hook wraps
+    ``InterpretedFunction.run`` (triton's interpreter entry point for ``kernel[grid](...)``);
+    if that entry point is missing in some triton version the profile still has the ranges of
+    bundled kernels.
+    """
+    import torch
+
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        yield _interpreted_kernels
+        return
+    original = InterpretedFunction.run
+
+    def run(self, *args, **kwargs):
+        name = getattr(self.fn, "__name__", "triton_kernel")
+        if kwargs.get("warmup"):
+            return original(self, *args, **kwargs)
+        _interpreted_kernels.add(name)
+        with torch.profiler.record_function(name):
+            return original(self, *args, **kwargs)
+
+    InterpretedFunction.run = run
+    try:
+        yield _interpreted_kernels
+    finally:
+        InterpretedFunction.run = original
+
+
+def profile_torch(fn: Callable[[], object], settings: ProfileSettings, dest_root: Path, backend: str,
+                  out_dir: Path | None = None, on_step: Callable[[int], None] | None = None) -> Path:
+    """Run ``fn`` ``settings.steps`` times under torch.profiler; returns the new profile folder.
+
+    The folder is created under ``dest_root`` (a staging folder: the caller renames it into
+    ``out_dir``, so the name is chosen free in both).
+    Each step ends with a device synchronize so the recorded kernels finish inside their step.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from ascendopt import backends
+
+    roots = [Path(dest_root)] + ([Path(out_dir)] if out_dir else [])
+    folder = profile_folder(roots, settings.name, backend)
+    folder.mkdir(parents=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend == "cuda" else [])
+    traces: list[Path] = []
+
+    def on_trace_ready(prof) -> None:
+        # One trace per repeat cycle; the first keeps the agreed name trace.json.
+        path = folder / ("trace.json" if not traces else f"trace_{len(traces)}.json")
+        prof.export_chrome_trace(str(path))
+        traces.append(path)
+
+    sync = backends.Backend(backend, "collect").synchronize
+    hook = name_interpreted_kernels() if backend == "cpu" else contextlib.nullcontext(None)
+    with hook as kernel_names:
+        with profile(activities=activities, schedule=schedule(**settings.schedule), on_trace_ready=on_trace_ready,
+                     record_shapes=True) as prof:
+            for step in range(settings.steps):
+                fn()
+                sync()
+                prof.step()
+                if on_step:
+                    on_step(step)
+        names = set(kernel_names) if kernel_names else None
+    kernel_table.write(traces, folder, backend, names)
+    return folder
