@@ -1,0 +1,305 @@
+"""causal_conv1d: depthwise causal convolution (W = 2..4 taps), forward and backward, varlen.
+
+    y = act(conv(x, weight) + bias) + residual,    act = identity | silu
+
+x ``[B,T,D]`` (varlen: ``B == 1`` with ``cu_seqlens`` int32 or int64), weight ``[D,W]``, bias ``[D]``,
+residual ``[B,T,D]``, initial_state / final_state ``[N,D,W-1]`` (the last W-1 inputs of each
+sequence; slot W-2 is the newest). Kernels: ``causal_conv1d_fwd.py`` and ``causal_conv1d_bwd.py``;
+this module holds the public entry, the fp32 torch oracle and the ``KernelSpec``.
+
+Spec conventions: ``dims`` holds the extents ``B, T, D, W`` (or ``seqlens, D, W``) and 0/1 feature
+flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final state out).
+``make_inputs`` adds the non-tensor ``activation`` ("silu" or None) to the inputs dict.
+"""
+
+from __future__ import annotations
+
+from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
+from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+from ascendopt.ub import dtype_bytes
+
+__all__ = ["causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_fwd", "causal_conv1d_reference", "SPEC"]
+
+# Live [BT, BD] tile copies in fp32 units (our count of the kernels' live sets; fp32 inputs, the
+# worst case). fwd: one tap tile double-buffered by the compiler (2) + its fp32 copy (1) + the
+# accumulator (1) + residual/output tile (1) = 5. bwd with silu: dy tile double-buffered (2) + x tap
+# tile double-buffered (2) + its fp32 copy (1) + z (1) + sigmoid/dz temporaries (1) + dx accumulator
+# (1) + dz of row shift 0 kept for dweight (1) = 9. Cross-check: fla's Ascend bwd failed at 64x128 fp32
+# (~200 KB needed, cases.md), i.e. >= 6 live copies, and its fwd at 128x128 (req ~390 KB, ~6 copies).
+FWD_MEM_MULT = 5.0
+BWD_MEM_MULT = 9.0
+FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
+UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
+
+_FLAG_DEFAULTS = {"act": 1, "bias": 1, "residual": 0, "state": 0}
+
+
+def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
+                  activation=None, cu_seqlens=None, config=None):
+    """Forward ``(y [B,T,D], final_state [N,D,W-1] | None)``; ``config`` overrides SPEC tunables."""
+    cfg = SPEC.config(config)
+    if activation not in (None, "silu"):
+        raise ValueError(f"activation={activation!r}: supported are None and 'silu'")
+    return causal_conv1d_fwd(x, weight, bias, residual, initial_state, output_final_state, activation,
+                             cu_seqlens, BT=cfg["BT"], BD=cfg["BD"])
+
+
+def causal_conv1d_reference(x, weight, bias=None, residual=None, initial_state=None, activation=None,
+                            cu_seqlens=None):
+    """Plain-torch oracle: ``(y, final_state)`` via ``F.conv1d(groups=D)`` on the sequence left-padded
+    with its initial state (zeros without one). Differentiable; computes in the inputs' dtype."""
+    import torch
+    import torch.nn.functional as F
+
+    B, T, D = x.shape
+    W = weight.shape[1]
+    if cu_seqlens is None:
+        seqs = [(b, x[b]) for b in range(B)]
+    else:
+        cu = cu_seqlens.tolist()
+        seqs = [(n, x[0, cu[n]:cu[n + 1]]) for n in range(len(cu) - 1)]
+    ys, states = [], []
+    for n, xs in seqs:
+        left = initial_state[n] if initial_state is not None else xs.new_zeros(D, W - 1)
+        full = torch.cat([left, xs.t()], dim=1)  # [D, W-1+L]
+        if xs.shape[0]:
+            z = F.conv1d(full[None], weight[:, None, :], bias, groups=D)[0].t()  # [L, D]
+        else:  # an empty sequence: conv1d rejects inputs shorter than the kernel
+            z = xs * 0
+        ys.append(F.silu(z) if activation == "silu" else z)
+        states.append(full[:, full.shape[1] - (W - 1):])
+    y = torch.stack(ys) if cu_seqlens is None else torch.cat(ys)[None]
+    if residual is not None:
+        y = y + residual
+    return y, torch.stack(states)
+
+
+# -- spec ------------------------------------------------------------------------------------
+
+
+def _flags(dims) -> dict[str, int]:
+    return {k: int(dims.get(k, v)) for k, v in _FLAG_DEFAULTS.items()}
+
+
+def _extent(dims) -> tuple[int, int, int]:
+    """(B, T, N): packed batch, packed length and number of sequences."""
+    if "seqlens" in dims:
+        return 1, sum(dims["seqlens"]), len(dims["seqlens"])
+    return dims["B"], dims["T"], dims["B"]
+
+
+def _make_inputs(dims, dtype: str, device, seed: int = 0) -> dict:
+    import torch
+
+    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    gen = torch.Generator().manual_seed(seed)
+    B, T, N = _extent(dims)
+    D, W = dims["D"], dims["W"]
+    f = _flags(dims)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(shape, generator=gen) * scale).to(device, tdt)
+
+    inputs = {"x": rand(B, T, D), "weight": rand(D, W, scale=W ** -0.5),
+              "activation": "silu" if f["act"] else None, "dy": rand(B, T, D)}
+    if f["bias"]:
+        inputs["bias"] = rand(D, scale=0.5)
+    if f["residual"]:
+        inputs["residual"] = rand(B, T, D)
+    if f["state"]:
+        inputs["initial_state"] = rand(N, D, W - 1)
+        inputs["dfinal_state"] = rand(N, D, W - 1)
+    if "seqlens" in dims:
+        cu = [0]
+        for length in dims["seqlens"]:
+            cu.append(cu[-1] + length)
+        inputs["cu_seqlens"] = torch.tensor(cu, dtype=torch.int32, device=device)
+    return inputs
+
+
+def _run(inputs: dict, config: dict, mode: str) -> dict:
+    x, weight = inputs["x"], inputs["weight"]
+    bias, residual, h0 = inputs.get("bias"), inputs.get("residual"), inputs.get("initial_state")
+    act, cu = inputs.get("activation"), inputs.get("cu_seqlens")
+    y, ht = causal_conv1d_fwd(x, weight, bias, residual, h0, h0 is not None, act, cu,
+                              BT=config["BT"], BD=config["BD"])
+    out = {"y": y}
+    if h0 is not None:
+        out["final_state"] = ht
+    if mode == "fwdbwd":
+        dx, dw, db, dh0 = causal_conv1d_bwd(x, inputs["dy"], weight, bias, h0, inputs.get("dfinal_state"), act, cu,
+                                            BT=config["BT_BWD"], BD=config["BD_BWD"])
+        out.update(dx=dx, dweight=dw)
+        if bias is not None:
+            out["dbias"] = db
+        if residual is not None:
+            out["dresidual"] = inputs["dy"]  # y = ... + residual: the gradient is dy itself, no copy
+        if h0 is not None:
+            out["dinitial_state"] = dh0
+    return out
+
+
+def _reference(inputs: dict, mode: str) -> dict:
+    """The oracle on the given tensors (the gate passes fp32 copies); gradients through autograd."""
+    import torch
+
+    names = [k for k in ("x", "weight", "bias", "residual", "initial_state") if k in inputs]
+    leaves = {k: inputs[k].detach().requires_grad_(mode == "fwdbwd") for k in names}
+    y, ht = causal_conv1d_reference(leaves["x"], leaves["weight"], leaves.get("bias"), leaves.get("residual"),
+                                    leaves.get("initial_state"), inputs.get("activation"), inputs.get("cu_seqlens"))
+    has_state = "initial_state" in inputs
+    out = {"y": y.detach()}
+    if has_state:
+        out["final_state"] = ht.detach()
+    if mode == "fwdbwd":
+        outs, grads = [y], [inputs["dy"].to(y.dtype)]
+        if has_state:
+            outs.append(ht)
+            grads.append(inputs["dfinal_state"].to(ht.dtype))
+        got = torch.autograd.grad(outs, [leaves[k] for k in names], grads)
+        out.update({f"d{k}": g for k, g in zip(names, got)})
+    return out
+
+
+def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
+    return [
+        UBStage("fwd", {"BT": config["BT"], "BD": config["BD"]}, "fp32", FWD_MEM_MULT, UB_MARGIN),
+        UBStage("bwd", {"BT": config["BT_BWD"], "BD": config["BD_BWD"]}, "fp32", BWD_MEM_MULT, UB_MARGIN),
+        UBStage("dw_finalize", {"BS": 32, "BD": 64}, "fp32", FIN_MEM_MULT, UB_MARGIN),
+    ]
+
+
+def _cost(dims, dtype: str, mode: str) -> Cost:
+    B, T, N = _extent(dims)
+    D, W = dims["D"], dims["W"]
+    f = _flags(dims)
+    b = dtype_bytes(dtype)
+    n = B * T * D
+    state = N * D * (W - 1) * b if f["state"] else 0
+    params = (D * W + D * f["bias"]) * b
+    # fwd: x in, y out, residual in, weight/bias in, initial state in, final state out
+    fwd_bytes = 2 * n * b + f["residual"] * n * b + params + 2 * state
+    fwd_flops = 2 * W * n + f["bias"] * n + 4 * f["act"] * n + f["residual"] * n
+    if mode == "fwd":
+        return Cost(fwd_bytes, fwd_flops)
+    # bwd: x and dy in, dx out, dweight/dbias out, dfinal_state in, dinitial_state out (dresidual is dy)
+    bwd_bytes = 3 * n * b + params + 2 * state
+    bwd_flops = 4 * W * n + f["act"] * (2 * W + 6) * n * W + f["bias"] * n
+    return Cost(fwd_bytes + bwd_bytes, fwd_flops + bwd_flops)
+
+
+def _supports(dims, dtype: str, mode: str) -> str | None:
+    for key in ("D", "W"):
+        if key not in dims:
+            return f"missing dimension {key} (give B, T, D, W or seqlens, D, W)"
+    if "seqlens" in dims:
+        if dims.get("B", 1) != 1:
+            return "varlen packs all sequences into B=1: drop B or set B=1"
+        if any(length < 0 for length in dims["seqlens"]):
+            return "seqlens must be >= 0"
+        longest = max(dims["seqlens"], default=0)
+    else:
+        if "B" not in dims or "T" not in dims:
+            return "missing dimension B or T (give B, T, D, W or seqlens, D, W)"
+        if dims["B"] < 1 or dims["T"] < 1:
+            return "B and T must be >= 1"
+        longest = dims["T"]
+    if not 2 <= dims["W"] <= 4:
+        return f"W={dims['W']}: the kernels unroll 2..4 taps (the short-convolution range of Mamba/DeltaNet)"
+    if dims["D"] < 1:
+        return "D must be >= 1"
+    if longest >= 2**31 - 1024:
+        return f"sequence length {longest}: time indices inside a sequence are int32 (limit 2^31 - 1024)"
+    for key, value in _flags(dims).items():
+        if value not in (0, 1):
+            return f"{key}={value}: feature flags are 0 or 1"
+    return None
+
+
+def _peer(inputs: dict, mode: str) -> dict:
+    """fla-core 0.6.0's Triton causal_conv1d on the same inputs (H200 comparison).
+
+    fla keeps W states ``[N,D,W]`` (slot 0 unused by the convolution): ours are padded with a zero
+    column on the left and the outputs sliced back to ``[N,D,W-1]``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    try:
+        from fla.modules.causal_conv1d import causal_conv1d as fla_conv
+    except ImportError:  # fla-core < 0.6 kept it in fla.modules.convolution
+        from fla.modules.convolution import causal_conv1d as fla_conv
+
+    grad = mode == "fwdbwd"
+    names = [k for k in ("x", "weight", "bias", "residual") if k in inputs]
+    leaves = {k: inputs[k].detach().requires_grad_(grad) for k in names}
+    h0 = inputs.get("initial_state")
+    if h0 is not None:
+        leaves["initial_state"] = F.pad(h0.detach(), (1, 0)).requires_grad_(grad)
+    with torch.set_grad_enabled(grad):
+        y, ht = fla_conv(leaves["x"], leaves["weight"], leaves.get("bias"), leaves.get("residual"),
+                         leaves.get("initial_state"), output_final_state=h0 is not None,
+                         activation=inputs.get("activation"), cu_seqlens=inputs.get("cu_seqlens"))
+    out = {"y": y.detach()}
+    if h0 is not None:
+        out["final_state"] = ht.detach()[..., 1:]
+    if grad:
+        outs, grads = [y], [inputs["dy"]]
+        if h0 is not None:
+            outs.append(ht)
+            grads.append(F.pad(inputs["dfinal_state"], (1, 0)))
+        keys = list(leaves)
+        got = torch.autograd.grad(outs, [leaves[k] for k in keys], grads)
+        out.update({f"d{k}": g for k, g in zip(keys, got)})
+        if h0 is not None:
+            out["dinitial_state"] = out["dinitial_state"][..., 1:]
+    return out
+
+
+_TILE_DOC = "power of two; {what}. UB: {mult} live fp32 [BT, BD] copies must fit {margin:.0%} of UB"
+
+SPEC = KernelSpec(
+    name="causal_conv1d",
+    description="depthwise causal conv1d (W 2..4), bias, silu, residual, states, varlen; fwd + bwd "
+                "(dx, dweight, dbias, dinitial_state) on a 1D vector-core grid with a constexpr bulk/tail split",
+    bound="vector",
+    modes=("fwd", "fwdbwd"),
+    dtypes=("bf16", "fp32"),
+    shapes={
+        "tiny": ShapePreset("tiny", {"B": 2, "T": 150, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1,
+                                     "state": 1}, "CPU CI: every feature on, bulk + tail tiles, D not a tile multiple"),
+        "tiny_varlen": ShapePreset("tiny_varlen", {"seqlens": (37, 0, 80, 2, 45), "D": 24, "W": 3, "act": 1,
+                                                   "bias": 1, "residual": 0, "state": 1},
+                                   "CPU CI: varlen with an empty and a shorter-than-W sequence"),
+        "realistic": ShapePreset("realistic", {"B": 4, "T": 4096, "D": 4096, "W": 4, "act": 1, "bias": 1},
+                                 "B4_T4096_D4096_W4: a DeltaNet short convolution (silu + bias)"),
+        "varlen": ShapePreset("varlen", {"seqlens": (2048, 1000, 4096, 37, 6000, 3203), "D": 4096, "W": 4,
+                                         "act": 1, "bias": 1}, "six packed sequences, 16384 tokens, D4096 W4"),
+        "states": ShapePreset("states", {"B": 4, "T": 4096, "D": 4096, "W": 4, "act": 1, "bias": 1, "residual": 1,
+                                         "state": 1}, "B4_T4096_D4096_W4 with residual, initial and final state"),
+    },
+    tunables={
+        "BT": Tunable("BT", 64, (8, 16, 32, 64, 128, 256),
+                      _TILE_DOC.format(what="forward time tile", mult=FWD_MEM_MULT, margin=UB_MARGIN)),
+        "BD": Tunable("BD", 64, (16, 32, 64, 128, 256, 512),
+                      _TILE_DOC.format(what="forward channel tile", mult=FWD_MEM_MULT, margin=UB_MARGIN)),
+        "BT_BWD": Tunable("BT_BWD", 32, (8, 16, 32, 64, 128),
+                          _TILE_DOC.format(what="backward time tile", mult=BWD_MEM_MULT, margin=UB_MARGIN)),
+        "BD_BWD": Tunable("BD_BWD", 64, (16, 32, 64, 128, 256),
+                          _TILE_DOC.format(what="backward channel tile", mult=BWD_MEM_MULT, margin=UB_MARGIN)),
+    },
+    make_inputs=_make_inputs,
+    run=_run,
+    reference=_reference,
+    ub_model=_ub_model,
+    cost=_cost,
+    supports=_supports,
+    kernel_names=("_causal_conv1d_fwd_kernel", "_causal_conv1d_bwd_kernel"),
+    tolerances={"fp32": 1e-5, "bf16": 1e-2},
+    extras={"peer": _peer, "peer_name": "fla.modules.causal_conv1d.causal_conv1d (fla-core 0.6.0, backend triton)",
+            "outputs": {"fwd": ("y", "final_state"),
+                        "fwdbwd": ("y", "final_state", "dx", "dweight", "dbias", "dresidual", "dinitial_state")},
+            "all_kernel_names": ("_causal_conv1d_fwd_kernel", "_causal_conv1d_state_kernel",
+                                 "_causal_conv1d_bwd_kernel", "_causal_conv1d_dw_finalize_kernel")},
+)

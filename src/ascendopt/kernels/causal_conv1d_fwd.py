@@ -1,0 +1,265 @@
+"""causal_conv1d forward: Triton kernels, the bulk/tail tile plan and the forward launcher.
+
+    z[t, d] = bias[d] + sum_w wt[w, d] * x[t - (W-1) + w, d]     (x at t < 0 from the initial state)
+    y[t, d] = act(z[t, d]) + residual[t, d]                         act = identity | silu
+
+Layout: x, y, residual ``[B, T, D]`` (varlen: ``B == 1`` and ``cu_seqlens``), weight ``[D, W]``
+transposed on the host to ``wt [W, D]`` so each tap is one contiguous ``[BD]`` row; states
+``[N, D, W-1]`` (slot ``W-2`` is the most recent token).
+
+Tap windows: each of the W taps is its own ``[BT, BD]`` load of x shifted by one row, not one
+``BT+W-1`` window cut with ``tl.extract_slice``: that op is Ascend-only and neither the upstream
+Triton compiler nor the interpreter has it (docs/reference/install.md §3.3). The shifted loads
+overlap by ``BT-1`` rows, so on CUDA they hit L1 and on Ascend L2; HBM traffic stays one read of x.
+
+Bulk/tail split (seed: "Constexpr-split mutually exclusive DMA paths", "MTE DMA past packed
+allocation"): a tile is *bulk* when its whole halo window ``[t0-(W-1), t0+BT+halo_right)`` lies
+inside its own sequence. Bulk tiles go to one launch with ``TAIL_MODE=0`` (block pointers, no
+masks, never past packed ``B*T``); all other tiles go to a second launch with ``TAIL_MODE=1``
+(masked loads, initial state for t < 0). The host computes both tile sets, for varlen too (from
+``cu_seqlens``, like fla's ``prepare_chunk_indices``), so no kernel needs the seed's runtime
+mode 2 that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+from ascendopt.kernels import common
+
+
+@triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start"])
+def _causal_conv1d_fwd_kernel(
+    x, wt, bias, residual, h0, y, cu_seqlens, tiles,
+    T, n_tasks, n_per_seq, t_first, n_head, tail_start,
+    D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr,
+    ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr,
+):
+    ND: tl.constexpr = (D + BD - 1) // BD
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_prog):
+        i_d = task % ND
+        i_r = task // ND
+        # Decode the time tile; every pointer below is rebound from the base arguments per task.
+        if IS_VARLEN:
+            i_n = tl.load(tiles + 2 * i_r)
+            i_t = tl.load(tiles + 2 * i_r + 1)
+            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+            T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+        else:
+            i_n = i_r // n_per_seq
+            j = i_r % n_per_seq
+            if TAIL_MODE == 0:
+                i_t = t_first + j
+            else:
+                i_t = tl.where(j < n_head, j, tail_start + j - n_head)
+            bos = tl.cast(i_n, tl.int64) * T
+            T_n = T
+        o_d = i_d * BD + tl.arange(0, BD)
+        m_d = o_d < D
+        row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
+        acc = tl.zeros([BT, BD], dtype=tl.float32)
+        if TAIL_MODE == 0:
+            x_win = x + (row0 - (W - 1)) * D  # halo rows are inside the sequence (bulk predicate)
+            for w in tl.static_range(W):
+                p_x = tl.make_block_ptr(x_win, (BT + W - 1, D), (D, 1), (w, i_d * BD), (BT, BD), (1, 0))
+                if D % BD == 0:
+                    b_x = tl.load(p_x)
+                    b_w = tl.load(wt + w * D + o_d)
+                else:
+                    b_x = tl.load(p_x, boundary_check=(1,))
+                    b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0)
+                acc += b_x.to(tl.float32) * b_w.to(tl.float32)[None, :]
+        else:
+            o_t = i_t * BT + tl.arange(0, BT)
+            for w in tl.static_range(W):
+                src = o_t - (W - 1) + w
+                m_x = (src >= 0) & (src < T_n)
+                p_x = x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :]
+                b_x = tl.load(p_x, mask=m_x[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+                if USE_H0:
+                    # x[t] for -(W-1) <= t < 0 is initial_state[n, d, t + W - 1]
+                    m_h = (src < 0) & (src >= 1 - W)
+                    p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (src + W - 1)[:, None]
+                    b_x += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+                b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+                acc += b_x * b_w[None, :]
+        if HAS_BIAS:
+            acc += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+        if ACT:
+            acc = acc * tl.sigmoid(acc)
+        if TAIL_MODE == 0:
+            p_y = tl.make_block_ptr(y + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
+            if HAS_RES:
+                p_r = tl.make_block_ptr(residual + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
+                if D % BD == 0:
+                    acc += tl.load(p_r).to(tl.float32)
+                else:
+                    acc += tl.load(p_r, boundary_check=(1,)).to(tl.float32)
+            if D % BD == 0:
+                tl.store(p_y, acc.to(y.dtype.element_ty))
+            else:
+                tl.store(p_y, acc.to(y.dtype.element_ty), boundary_check=(1,))
+        else:
+            m_y = (o_t < T_n)[:, None] & m_d[None, :]
+            off_y = (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
+            if HAS_RES:
+                acc += tl.load(residual + off_y, mask=m_y, other=0.0).to(tl.float32)
+            tl.store(y + off_y, acc.to(y.dtype.element_ty), mask=m_y)
+
+
+@triton.jit(do_not_specialize=["T", "n_tasks"])
+def _causal_conv1d_state_kernel(
+    x, h0, ht, cu_seqlens, T, n_tasks,
+    D: tl.constexpr, W: tl.constexpr, BS: tl.constexpr, BD: tl.constexpr,
+    USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    """Final state ``ht[n, d, j] = x[T_n - (W-1) + j]`` (from the initial state when that is < 0)."""
+    ND: tl.constexpr = (D + BD - 1) // BD
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_prog):
+        i_d = task % ND
+        i_n = task // ND
+        if IS_VARLEN:
+            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+            T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+        else:
+            bos = tl.cast(i_n, tl.int64) * T
+            T_n = T
+        o_d = i_d * BD + tl.arange(0, BD)
+        m_d = o_d < D
+        o_j = tl.arange(0, BS)
+        m_j = o_j < W - 1
+        src = T_n - (W - 1) + o_j
+        b_s = tl.load(x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :],
+                      mask=(m_j & (src >= 0))[:, None] & m_d[None, :], other=0.0)
+        off_s = tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + o_j[:, None]
+        if USE_H0:
+            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (src + W - 1)[:, None]
+            b_s += tl.load(p_h, mask=(m_j & (src < 0))[:, None] & m_d[None, :], other=0.0)
+        tl.store(ht + off_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
+
+
+# -- tile plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TileSet:
+    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table."""
+
+    n_tiles: int
+    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen only)
+    n_per_seq: int = 1
+    t_first: int = 0
+    n_head: int = 0
+    tail_start: int = 0
+
+    def args(self):
+        return self.table, self.n_per_seq, self.t_first, self.n_head, self.tail_start
+
+
+def _ranges(length: int, BT: int, W: int, halo_right: int) -> tuple[int, int, int]:
+    """(NT, lo, hi): tiles ``lo <= i_t < hi`` keep ``[t0-(W-1), t0+BT+halo_right)`` inside ``[0, length)``."""
+    nt = triton.cdiv(length, BT)
+    lo = triton.cdiv(W - 1, BT)
+    hi = max(0, (length - halo_right) // BT)
+    return nt, lo, hi
+
+
+def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    """Bulk and tail tile sets for B sequences of length T."""
+    nt, lo, hi = _ranges(T, BT, W, halo_right)
+    n_bulk = max(0, hi - lo)
+    n_head = min(lo, nt)
+    tail_start = max(hi, lo)
+    n_tail = n_head + max(0, nt - tail_start)
+    bulk = TileSet(B * n_bulk, None, max(n_bulk, 1), lo, 0, 0)
+    tail = TileSet(B * n_tail, None, max(n_tail, 1), 0, n_head, tail_start)
+    return bulk, tail
+
+
+_plan_cache: dict = {}
+
+
+def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor)."""
+    import torch
+
+    key = (id(cu_seqlens), cu_seqlens._version, BT, W, halo_right)
+    hit = _plan_cache.get(key)
+    if hit is not None and hit[0]() is cu_seqlens:
+        return hit[1]
+    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    bulk, tail = [], []
+    for n, length in enumerate(lens):
+        nt, lo, hi = _ranges(length, BT, W, halo_right)
+        bulk += [(n, t) for t in range(lo, hi)]
+        tail += [(n, t) for t in range(nt) if not lo <= t < hi]
+
+    def table(pairs):
+        t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(cu_seqlens.device)
+        return TileSet(len(pairs), t)
+
+    plan = (table(bulk), table(tail))
+    if len(_plan_cache) > 64:
+        _plan_cache.clear()
+    _plan_cache[key] = (weakref.ref(cu_seqlens), plan)
+    return plan
+
+
+def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    B, T = x_shape[0], x_shape[1]
+    if cu_seqlens is None:
+        return plan_fixed(B, T, BT, W, halo_right)
+    return plan_varlen(cu_seqlens, BT, W, halo_right)
+
+
+# -- launcher ----------------------------------------------------------------------------------
+
+ACTIVATIONS = (None, "silu")
+
+
+def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
+                      activation=None, cu_seqlens=None, *, BT: int = 64, BD: int = 64):
+    """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
+    ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
+    final_state ``[N,D,W-1]`` in x's dtype or None."""
+    import torch
+
+    B, T, D = x.shape
+    W = weight.shape[1]
+    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    x = x.contiguous()
+    wt = weight.t().contiguous()  # [W, D]: one contiguous row per tap
+    y = common.alloc((B, T, D), x.dtype, x.device)
+    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=0)
+    nd = triton.cdiv(D, BD)
+    flags = dict(D=D, W=W, BT=BT, BD=BD, ACT=activation == "silu", HAS_BIAS=bias is not None,
+                 HAS_RES=residual is not None, USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None)
+    res = residual.contiguous() if residual is not None else None
+    h0 = initial_state.contiguous() if initial_state is not None else None
+    for mode, tiles in ((0, bulk), (1, tail)):
+        n_tasks = tiles.n_tiles * nd
+        if n_tasks == 0:
+            continue
+        table, n_per_seq, t_first, n_head, tail_start = tiles.args()
+        common.launch(_causal_conv1d_fwd_kernel, (common.grid_size("vector", n_tasks),),
+                      x, wt, bias, res, h0, y, cu_seqlens, table,
+                      T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, **flags)
+    final_state = None
+    if output_final_state:
+        final_state = common.alloc((N, D, W - 1), x.dtype, x.device)
+        n_tasks = N * nd
+        if n_tasks:
+            common.launch(_causal_conv1d_state_kernel, (common.grid_size("vector", n_tasks),),
+                          x, h0, final_state, cu_seqlens, T, n_tasks, D=D, W=W,
+                          BS=triton.next_power_of_2(W - 1), BD=BD, USE_H0=h0 is not None,
+                          IS_VARLEN=cu_seqlens is not None)
+    return y, final_state
