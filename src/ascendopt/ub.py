@@ -26,11 +26,11 @@ DEFAULT_MARGIN = 0.85
 
 def dtype_bytes(dtype: str | int) -> int:
     """Bytes per element of a dtype name (``bf16``, ``fp32``, ``torch.bfloat16``...) or an int."""
-    if isinstance(dtype, int):
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
         if dtype <= 0:
             raise UsageError(f"dtype size {dtype}: must be > 0 bytes")
         return dtype
-    key = str(dtype).replace("torch.", "").lower()
+    key = str(dtype).replace("torch.", "").replace("tl.", "").lower()
     if key not in DTYPE_BYTES:
         raise UsageError(f"unknown dtype {dtype!r}", hint=f"known: {', '.join(sorted(DTYPE_BYTES))}")
     return DTYPE_BYTES[key]
@@ -65,24 +65,30 @@ class UBCheck:
                 f"(margin {self.margin}) -> {verdict}")
 
 
+def _check_multiplier(multiplier: float) -> Fraction:
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not math.isfinite(multiplier) \
+            or multiplier <= 0:
+        raise UsageError(f"memory multiplier {multiplier}: must be a finite number > 0")
+    return Fraction(str(multiplier))
+
+
 def peak_bytes(tile: Mapping[str, int], dtype: str | int, multiplier: float) -> int:
     """``ceil(multiplier x prod(tile) x dtype_bytes)`` in bytes; every tile size must be >= 1."""
-    if multiplier <= 0:
-        raise UsageError(f"memory multiplier {multiplier}: must be > 0")
+    mult = _check_multiplier(multiplier)
     if not tile:
         raise UsageError("tile: give at least one dimension, e.g. BT=64,BD=256")
     elements = 1
     for name, size in tile.items():
-        if not isinstance(size, int) or size <= 0:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise UsageError(f"tile {name}={size}: must be a positive integer")
         elements *= size
-    return math.ceil(Fraction(str(multiplier)) * elements * dtype_bytes(dtype))
+    return math.ceil(mult * elements * dtype_bytes(dtype))
 
 
 def check(tile: Mapping[str, int], dtype: str | int, multiplier: float, ub_bytes: int,
           margin: float = DEFAULT_MARGIN) -> UBCheck:
     """Peak live bytes of ``tile`` against ``margin x ub_bytes``."""
-    if not isinstance(ub_bytes, int) or ub_bytes <= 0:
+    if isinstance(ub_bytes, bool) or not isinstance(ub_bytes, int) or ub_bytes <= 0:
         raise UsageError(f"UB size {ub_bytes}: must be a positive number of bytes")
     m = _check_margin(margin)
     budget = math.floor(m * ub_bytes)
@@ -95,21 +101,49 @@ def solve(tile: Mapping[str, int], free: str, dtype: str | int, multiplier: floa
 
     ``upper`` caps the answer (e.g. next power of two of the real extent). Raises if even 1 overflows.
     """
+    if not free:
+        raise UsageError("solve: name the free dimension, e.g. BT")
+    if upper is not None and (isinstance(upper, bool) or not isinstance(upper, int) or upper <= 0):
+        raise UsageError(f"upper bound {upper}: must be a positive integer")
     fixed = {k: v for k, v in tile.items() if k != free}
     one = check({**fixed, free: 1}, dtype, multiplier, ub_bytes, margin)
     if not one.safe:
         raise UsageError(f"{free}=1 already overflows UB: {one.describe()}")
-    per_unit = Fraction(str(multiplier)) * dtype_bytes(dtype)
+    per_unit = _check_multiplier(multiplier) * dtype_bytes(dtype)
     for size in fixed.values():
         per_unit *= size
     largest = int(Fraction(one.budget_bytes) / per_unit)  # floor: largest integer that fits
     best = 1 << (largest.bit_length() - 1)
     if upper is not None:
-        if upper <= 0:
-            raise UsageError(f"upper bound {upper}: must be > 0")
-        best = min(best, 1 << (upper - 1).bit_length())
+        best = min(best, next_pow2(upper))
     return best
 
 
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def resolve_chip(name: str) -> tuple[str, int]:
+    """``(chip name in configs/chips.yaml, UB bytes)`` for a name or alias.
+
+    Accepts the exact key (``Ascend910B2``), any letter case, the name without its ``Ascend`` prefix
+    (``910B2``) and device names with a suffix (``Ascend910B2C``). Raises ``UsageError`` for an unknown
+    chip or one without a UB figure (GPUs, the interpreter).
+    """
+    from ascendopt.config import chips
+
+    table = chips()
+    wanted = str(name).strip().lower()
+    if not wanted:
+        raise UsageError("chip name is empty", hint=f"known chips: {', '.join(sorted(table))}")
+    candidates = [wanted, "ascend" + wanted]
+    match = next((key for c in candidates for key in table if key.lower() == c), None)
+    if match is None:  # device names sometimes carry suffixes ("Ascend910B2C"): unambiguous prefix only
+        prefixed = {key for c in candidates for key in table if c.startswith(key.lower())}
+        match = max(prefixed, key=len) if prefixed else None
+    if match is None:
+        raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {', '.join(sorted(table))}; or pass --ub-bytes")
+    ub = table[match].get("ub_bytes")
+    if not isinstance(ub, int) or ub <= 0:
+        raise UsageError(f"chip {match} has no Unified Buffer size in chips.yaml", hint="pass --ub-bytes N")
+    return match, ub

@@ -1,0 +1,66 @@
+"""`ascendopt lint`: the mechanical part of the review checklist as static checks over Triton-Ascend sources."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from ascendopt.cli.options import JsonOpt
+
+
+def lint(
+    paths: Annotated[Optional[List[str]], typer.Argument(help="Python files or folders (searched for *.py).")] = None,
+    format: Annotated[str, typer.Option("--format", help="text | json | github (workflow annotations).")] = "text",
+    select: Annotated[
+        Optional[str], typer.Option("--select", help="Only these rule ids or prefixes, comma-separated (AO1,AO203).")
+    ] = None,
+    ignore: Annotated[Optional[str], typer.Option("--ignore", help="Skip these rule ids or prefixes.")] = None,
+    explain: Annotated[
+        Optional[str], typer.Option("--explain", help="Print what a rule checks, why, the fix and the seed's words.")
+    ] = None,
+    list_rules: Annotated[bool, typer.Option("--list-rules", help="List every rule id with its summary.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Check Triton-Ascend kernels against the review checklist.
+
+    Findings print as PATH:LINE:COL: ID message. Silence one line with `# noqa: ID` (or a bare `# noqa`).
+    Exit 0 clean, 1 findings, 2 bad usage or a file that could not be read or parsed (reported as AO001/AO002).
+    """
+    from ascendopt import console
+    from ascendopt.errors import UsageError
+    from ascendopt.lint import get_rule, iter_rules, lint_paths
+    from ascendopt.lint.format import FORMATS, render, summary
+
+    fmt = "json" if json else format.lower()
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {format}: unknown output format", hint=f"choose one of {', '.join(FORMATS)}")
+    if explain:
+        rule = get_rule(explain)
+        if fmt == "json":
+            console.print_json({"id": rule.id, "name": rule.name, "summary": rule.summary, "why": rule.why,
+                                "fix": rule.fix, "seed": list(rule.seed)})
+        else:
+            sys.stdout.write(rule.explain())
+        return
+    if list_rules:
+        rules = list(iter_rules())
+        if fmt == "json":
+            console.print_json([{"id": r.id, "name": r.name, "summary": r.summary} for r in rules])
+        else:
+            sys.stdout.write("".join(f"{r.id} {r.name}: {r.summary}\n" for r in rules))
+        return
+    if not paths:
+        raise UsageError("lint: give at least one file or folder", hint="e.g. ascendopt lint src/ --format github")
+    report = lint_paths(paths, select=select, ignore=ignore)
+    text = render(report, fmt)
+    if text:
+        sys.stdout.write(text + "\n")
+    if fmt != "json":
+        console.status(summary(report))
+    raise typer.Exit(report.exit_code)
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(lint)

@@ -1,0 +1,109 @@
+"""`ascendopt ub`: peak live bytes of a tile set against a chip's Unified Buffer, and the largest safe tile."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ascendopt.cli.options import JsonOpt
+
+
+def parse_tile(text: str) -> dict[str, int]:
+    """``"BT=64,BD=256"`` -> ``{"BT": 64, "BD": 256}``; every size a positive integer, names unique."""
+    from ascendopt.errors import UsageError
+
+    tile: dict[str, int] = {}
+    for item in (p.strip() for p in text.split(",")):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--tile {text!r}: expected NAME=SIZE pairs such as BT=64,BD=256")
+        if name in tile:
+            raise UsageError(f"--tile {text!r}: {name} given twice")
+        try:
+            size = int(value.strip())
+        except ValueError:
+            raise UsageError(f"--tile {name}={value.strip()}: size must be an integer") from None
+        if size <= 0:
+            raise UsageError(f"--tile {name}={size}: size must be >= 1")
+        tile[name] = size
+    return tile
+
+
+def ub(
+    tile: Annotated[str, typer.Option("--tile", help="Tile sizes, NAME=SIZE comma-separated, e.g. BT=64,BD=256.")],
+    dtype: Annotated[str, typer.Option("--dtype", help="Element type: bf16, fp16, fp32, int32, ...")] = "fp32",
+    mult: Annotated[
+        float, typer.Option("--mult", help="Memory multiplier: live tile-sized buffers (accumulators, copies, masks).")
+    ] = ...,
+    chip: Annotated[
+        Optional[str], typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2).")
+    ] = None,
+    ub_bytes: Annotated[
+        Optional[int], typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")
+    ] = None,
+    margin: Annotated[float, typer.Option("--margin", help="Safety margin in (0, 1]; budget = margin x UB.")] = 0.85,
+    solve: Annotated[
+        Optional[str], typer.Option("--solve", help="Print the largest safe power of two for this tile dimension.")
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Peak UB bytes = mult x tile elements x dtype bytes, against margin x UB.
+
+    Exit 0 when the tile fits the budget, 1 when it overflows, 2 on bad input. With --solve DIM the
+    other dimensions stay fixed and the answer is the largest power of two for DIM that fits.
+    """
+    from ascendopt import config, console
+    from ascendopt import ub as model
+
+    sizes = parse_tile(tile)
+    if ub_bytes is not None:
+        chip_name, capacity, source = chip or "custom", ub_bytes, "--ub-bytes"
+    else:
+        if chip is None:
+            chip = config.default_model_chip()
+            console.status(f"no --chip or --ub-bytes: using {chip}")
+        chip_name, capacity = model.resolve_chip(chip)
+        source = "configs/chips.yaml"
+    solved = None
+    if solve:
+        solved = model.solve(sizes, solve, dtype, mult, capacity, margin)
+        sizes = {**sizes, solve: solved}
+    check = model.check(sizes, dtype, mult, capacity, margin)
+    result = {
+        "schema": 1, "chip": chip_name, "ub_bytes": capacity, "ub_source": source,
+        "tile": sizes, "elements": _elements(sizes), "dtype": dtype,
+        "dtype_bytes": model.dtype_bytes(dtype), "multiplier": mult, "margin": margin,
+        "peak_bytes": check.peak_bytes, "share_of_ub": round(check.share, 6), "budget_bytes": check.budget_bytes,
+        "safe": check.safe, "solve": {"dim": solve, "largest_safe": solved} if solve else None,
+    }
+    if json:
+        console.print_json(result)
+    else:
+        tile_text = " x ".join(f"{k}={v}" for k, v in sizes.items())
+        rows = [
+            ("chip", f"{chip_name} (UB {capacity} B, from {source})"),
+            ("tile", f"{tile_text} = {result['elements']} elements of {dtype} ({result['dtype_bytes']} B)"),
+            ("multiplier", f"{mult:g}"),
+            ("peak", f"{check.peak_bytes} B"),
+            ("share of UB", f"{check.share:.1%}"),
+            ("budget", f"{check.budget_bytes} B (margin {margin:g})"),
+            ("verdict", "safe" if check.safe else "OVERFLOWS the budget"),
+        ]
+        if solve:
+            rows.insert(0, (f"largest safe {solve}", str(solved)))
+        console.table(["", "value"], rows, title="ascendopt ub")
+    if not check.safe:
+        raise typer.Exit(1)
+
+
+def _elements(sizes: dict[str, int]) -> int:
+    total = 1
+    for size in sizes.values():
+        total *= size
+    return total
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(ub)

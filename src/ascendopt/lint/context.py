@@ -1,0 +1,341 @@
+"""What the rules see of one file: the tree walked once (parents + nodes by type) and facts per kernel.
+
+A *kernel* is a function decorated with ``triton.jit`` (bare, called, or under ``triton.autotune`` /
+``triton.heuristics``). Facts are computed lazily and only from names, so they are approximate in
+one direction only: when unsure whether a value is compile-time, rules that flag runtime values
+treat it as compile-time (precision matters more than recall).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from functools import cached_property
+
+TL_PREFIXES = ("tl.", "triton.language.", "language.")
+# Calls whose result is a compile-time value when every argument is (certain in Triton).
+_CONST_CALLS = {"min", "max", "abs", "int", "bool", "tl.constexpr", "triton.cdiv", "triton.next_power_of_2"}
+# Triton jit helpers that very likely fold on constexpr arguments; used only where "compile-time" means "do not flag".
+_MAYBE_CONST_CALLS = _CONST_CALLS | {"tl.cdiv", "float", "len", "tl.static_range"}
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``tl.load`` for ``Attribute(Name('tl'), 'load')``; None when not a plain dotted name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def tl_func(call: ast.AST) -> str | None:
+    """``load`` for a call of ``tl.load`` / ``triton.language.load``; None otherwise."""
+    if not isinstance(call, ast.Call):
+        return None
+    name = dotted(call.func)
+    if name:
+        for prefix in TL_PREFIXES:
+            if name.startswith(prefix):
+                return name[len(prefix):]
+    return None
+
+
+def arg(call: ast.Call, index: int, keyword: str) -> ast.AST | None:
+    """The argument at ``index`` or passed as ``keyword``."""
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    return None
+
+
+def _is_dtype(node: ast.AST | None, names: tuple[str, ...]) -> bool:
+    name = dotted(node) if node is not None else None
+    return bool(name) and any(name == p + n for p in TL_PREFIXES for n in names)
+
+
+def is_int64_dtype(node) -> bool:
+    return _is_dtype(node, ("int64", "uint64"))
+
+
+def is_int32_dtype(node) -> bool:
+    return _is_dtype(node, ("int32", "uint32", "int16", "int8"))
+
+
+def cast_target(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """``(value, dtype)`` for ``value.to(dtype)`` or ``tl.cast(value, dtype)``; None otherwise."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and tl_func(node) is None:
+        dtype = arg(node, 0, "dtype")
+        return (node.func.value, dtype) if dtype is not None else None
+    if tl_func(node) == "cast":
+        value, dtype = arg(node, 0, "input"), arg(node, 1, "dtype")
+        if value is not None and dtype is not None:
+            return value, dtype
+    return None
+
+
+def int64_cast_of(node: ast.AST) -> ast.AST | None:
+    """The value cast when ``node`` casts to int64, else None."""
+    cast = cast_target(node)
+    return cast[0] if cast and is_int64_dtype(cast[1]) else None
+
+
+def base_name(node: ast.AST) -> str | None:
+    """Leftmost name of a pointer expression: ``x`` for ``x + i * D + offs`` or ``tl.advance(x, ...)``."""
+    while True:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            node = node.left
+        elif isinstance(node, ast.Call) and tl_func(node) == "advance" and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Name):
+            return node.id
+        else:
+            return None
+
+
+def add_terms(node: ast.AST) -> list[ast.AST]:
+    """Operands of a chain of ``+``: ``[a, b * c, d]`` for ``a + b * c + d``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return add_terms(node.left) + add_terms(node.right)
+    return [node]
+
+
+def names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _is_jit_decorator(dec: ast.AST) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    name = dotted(target) or ""
+    return name in ("triton.jit", "jit", "tl.jit", "triton.language.jit")
+
+
+class Kernel:
+    """Facts about one ``@triton.jit`` function, computed on first use."""
+
+    def __init__(self, fn: ast.FunctionDef):
+        self.fn = fn
+        all_args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        self.params = [a.arg for a in all_args]
+        self.constexpr_params = {a.arg for a in all_args if a.annotation is not None and _is_constexpr_ann(a.annotation)}
+
+    @cached_property
+    def assigns(self) -> dict[str, list[ast.AST | None]]:
+        """Every value bound to a local name (None: unknown, e.g. an unpacked call result)."""
+        table: dict[str, list[ast.AST | None]] = defaultdict(list)
+        for node in ast.walk(self.fn):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    _bind(table, target, node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                _bind(table, node.target, node.value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                table[node.target.id].append(ast.BinOp(node.target, node.op, node.value))
+            elif isinstance(node, ast.For):
+                static = (dotted(node.iter.func) if isinstance(node.iter, ast.Call) else "") in (
+                    "tl.static_range", "triton.language.static_range")
+                for name in names_in(node.target):
+                    # static_range loop variables are compile-time; others are runtime
+                    table[name].append(ast.Constant(0) if static else None)
+        return table
+
+    def _fixed_point(self, seeds: set[str], accepts) -> set[str]:
+        """Names with at least one binding, all of which satisfy ``accepts(value, known)``."""
+        known = set(seeds)
+        changed = True
+        while changed:
+            changed = False
+            for name, values in self.assigns.items():
+                if name in known or name in self.params:
+                    continue
+                if values and all(v is not None and accepts(v, known) for v in values):
+                    known.add(name)
+                    changed = True
+        return known
+
+    @cached_property
+    def constexpr_names(self) -> set[str]:
+        """Names certainly holding a compile-time value (constexpr params and arithmetic on them)."""
+        seeds = {p for p in self.constexpr_params if p not in self.assigns}
+        return self._fixed_point(seeds, lambda v, k: _const(v, k, strict=True, params=self.params))
+
+    @cached_property
+    def maybe_constexpr_names(self) -> set[str]:
+        seeds = set(self.constexpr_params)
+        local = set(self.assigns)
+        return self._fixed_point(seeds, lambda v, k: _const(v, k, strict=False, params=self.params, local=local))
+
+    def is_constexpr(self, node: ast.AST, strict: bool) -> bool:
+        known = self.constexpr_names if strict else self.maybe_constexpr_names
+        return _const(node, known, strict=strict, params=self.params, local=set(self.assigns))
+
+    @cached_property
+    def int64_names(self) -> set[str]:
+        return self._fixed_point(set(), lambda v, k: _int64(v, k))
+
+    def is_int64(self, node: ast.AST) -> bool:
+        return _int64(node, self.int64_names)
+
+    @cached_property
+    def pointer_names(self) -> set[str]:
+        """Names used as the base of a load/store/block pointer, plus names derived from them by +/-."""
+        seeds = {n for n in self.params + list(self.assigns) if n.endswith("_ptr")}
+        for node in ast.walk(self.fn):
+            func = tl_func(node)
+            if func in ("load", "store", "make_block_ptr", "make_tensor_descriptor") or (
+                    func or "").startswith("atomic_"):
+                base = base_name(node.args[0]) if node.args else None
+                if base:
+                    seeds.add(base)
+        known = set(seeds)
+        changed = True
+        while changed:
+            changed = False
+            for name, values in self.assigns.items():
+                if name not in known and any(v is not None and _is_pointer_value(v, known) for v in values):
+                    known.add(name)
+                    changed = True
+        return known
+
+    @cached_property
+    def block_pointer_names(self) -> set[str]:
+        return {name for name, values in self.assigns.items()
+                if any(tl_func(v) in ("make_block_ptr", "advance") for v in values if v is not None)}
+
+
+def _is_constexpr_ann(ann: ast.AST) -> bool:
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        return ann.value.split(".")[-1] == "constexpr"
+    name = dotted(ann) or ""
+    return name.split(".")[-1] == "constexpr"
+
+
+def _bind(table, target: ast.AST, value: ast.AST) -> None:
+    if isinstance(target, ast.Name):
+        table[target.id].append(value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            for t, v in zip(target.elts, value.elts):
+                _bind(table, t, v)
+        else:
+            for name in names_in(target):
+                table[name].append(None)
+
+
+def _const(node, known: set[str], *, strict: bool, params=(), local=None) -> bool:
+    """Whether ``node`` is a compile-time value given the compile-time names in ``known``."""
+    rec = lambda n: _const(n, known, strict=strict, params=params, local=local)  # noqa: E731
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        if node.id in known:
+            return True
+        # A name that is neither a parameter nor local is a global, which Triton requires to be constexpr.
+        return not strict and local is not None and node.id not in params and node.id not in local
+    if isinstance(node, ast.Attribute):
+        if node.attr in ("dtype", "shape", "numel") or (dotted(node) or "").startswith(TL_PREFIXES):
+            return True
+        return not strict and rec(node.value)
+    if isinstance(node, ast.Subscript):
+        return rec(node.value) and rec(node.slice)
+    if isinstance(node, ast.BinOp):
+        return rec(node.left) and rec(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return rec(node.operand)
+    if isinstance(node, ast.BoolOp):
+        return all(rec(v) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return rec(node.left) and all(rec(c) for c in node.comparators)
+    if isinstance(node, ast.IfExp):
+        return rec(node.test) and rec(node.body) and rec(node.orelse)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(rec(e) for e in node.elts)
+    if isinstance(node, ast.Call):
+        allowed = _CONST_CALLS if strict else _MAYBE_CONST_CALLS
+        return dotted(node.func) in allowed and all(rec(a) for a in node.args)
+    return False
+
+
+def _int64(node, known: set[str]) -> bool:
+    """Whether ``node`` certainly has an int64 value (explicit cast, or arithmetic with one)."""
+    if int64_cast_of(node) is not None:
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in known
+    if isinstance(node, ast.BinOp):
+        return _int64(node.left, known) or _int64(node.right, known)
+    if isinstance(node, ast.UnaryOp):
+        return _int64(node.operand, known)
+    if isinstance(node, ast.IfExp):
+        return _int64(node.body, known) and _int64(node.orelse, known)
+    if isinstance(node, ast.Subscript):
+        return _int64(node.value, known)
+    if isinstance(node, ast.Call):
+        func = tl_func(node)
+        if func in ("full", "zeros", "arange") and is_int64_dtype(arg(node, 99, "dtype")):
+            return True
+        if func in ("where", "minimum", "maximum"):
+            vals = node.args[1:] if func == "where" else node.args
+            return any(_int64(v, known) for v in vals)
+    return False
+
+
+def _is_pointer_value(value: ast.AST, pointers: set[str]) -> bool:
+    if tl_func(value) in ("make_block_ptr", "advance", "make_tensor_descriptor"):
+        return True
+    base = base_name(value)
+    return base is not None and base in pointers
+
+
+class FileContext:
+    """One parsed file: source lines, nodes by type, each node's parent, and its kernels."""
+
+    def __init__(self, path: str, source: str, tree: ast.Module):
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.by_type: dict[type, list[ast.AST]] = defaultdict(list)
+        stack = [tree]
+        while stack:  # the one walk over the file
+            node = stack.pop()
+            self.by_type[type(node)].append(node)
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+                stack.append(child)
+        for nodes in self.by_type.values():
+            nodes.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        self.kernels: dict[ast.FunctionDef, Kernel] = {
+            fn: Kernel(fn) for fn in self.by_type[ast.FunctionDef]
+            if any(_is_jit_decorator(d) for d in fn.decorator_list)
+        }
+
+    def nodes(self, *types: type) -> list[ast.AST]:
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        out = [n for t in types for n in self.by_type.get(t, [])]
+        return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+
+    def ancestors(self, node: ast.AST):
+        while node in self.parent:
+            node = self.parent[node]
+            yield node
+
+    def kernel_of(self, node: ast.AST) -> Kernel | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.FunctionDef):
+                return self.kernels.get(anc)
+        return None
+
+    def kernel_nodes(self, *types: type):
+        """``(kernel, node)`` for every node of ``types`` inside a kernel."""
+        for node in self.nodes(*types):
+            kernel = self.kernel_of(node)
+            if kernel is not None:
+                yield kernel, node

@@ -1,0 +1,165 @@
+"""AO2xx: the integer width of index math (constexpr .to, int64 block-pointer offsets, late casts, cu_seqlens)."""
+
+from __future__ import annotations
+
+import ast
+
+from ascendopt.lint.context import (FileContext, Kernel, add_terms, arg, cast_target, int64_cast_of,
+                                    is_int32_dtype, names_in, tl_func)
+from ascendopt.lint.registry import rule
+
+
+def _src(node: ast.AST, limit: int = 40) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@rule(
+    "AO201", "constexpr-to",
+    summary="`.to(...)` called on a tl.constexpr kernel parameter (or arithmetic on them).",
+    why="A constexpr argument is a Python value at compile time, not a tensor: `B.to(tl.int64)` fails with "
+        "AttributeError(\"'constexpr' object has no attribute 'to'\").",
+    fix="Use `tl.cast(B, tl.int64)`, which accepts constexpr and tensor values alike.",
+    seed=("B.to(tl.int64) / i_t.to(tl.int64) on specialized or folded constexpr ints (constexpr has no .to); "
+          "use tl.cast",),
+)
+def check_constexpr_to(ctx: FileContext):
+    for kernel, call in ctx.kernel_nodes(ast.Call):
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to") or tl_func(call):
+            continue
+        receiver = call.func.value
+        if isinstance(receiver, ast.Constant) or not names_in(receiver) & kernel.constexpr_names:
+            continue
+        if kernel.is_constexpr(receiver, strict=True):
+            dtype = ast.unparse(call.args[0]) if call.args else "..."
+            yield call, (f"`{_src(receiver)}` is tl.constexpr, which has no .to(): "
+                         f"use tl.cast({_src(receiver)}, {dtype})")
+
+
+@rule(
+    "AO202", "block-ptr-int64",
+    summary="An int64 value passed as a tl.make_block_ptr offset or block_shape.",
+    why="Block pointers take 32-bit offsets and block shapes (\"Block pointers only support 32 bit "
+        "offsets/block_shape\"); an int64 row offset such as a varlen `t0 = bos + i_t * BT` is rejected.",
+    fix="Put the int64 part into the base pointer (`x + bos * D`) and pass the int32 tile offset "
+        "(`i_t * BT`) to make_block_ptr.",
+    seed=("Passing int64 t0 as make_block_ptr offsets (offsets/block_shape must be int32)",
+          "make_block_ptr offsets stay int32: Triton rejects int64 offsets/block_shape. Flattened pointer math "
+          "(bos * D, t0 * D, i_b * stride) uses int64; pass i_t * BT (int32) as the block row offset. Do not "
+          "feed t0 into make_block_ptr."),
+)
+def check_block_ptr_int64(ctx: FileContext):
+    for kernel, call in ctx.kernel_nodes(ast.Call):
+        if tl_func(call) != "make_block_ptr":
+            continue
+        for index, keyword in ((3, "offsets"), (4, "block_shape")):
+            value = arg(call, index, keyword)
+            if isinstance(value, (ast.Tuple, ast.List)):
+                for element in value.elts:
+                    if kernel.is_int64(element):
+                        yield element, (f"int64 `{_src(element)}` in make_block_ptr {keyword}: must be int32; "
+                                        "move the int64 part into the base pointer")
+
+
+def _tile_local(kernel: Kernel, name: str) -> bool:
+    """A name bound only to compile-time arithmetic on tl.arange (an offset inside one tile)."""
+    values = kernel.assigns.get(name) or []
+    return bool(values) and all(
+        v is not None and any(tl_func(n) == "arange" for n in ast.walk(v))
+        and all(x in kernel.maybe_constexpr_names or x == "tl" for x in names_in(v)) for v in values)
+
+
+def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
+    """Whether ``node`` involves a runtime scalar index (program id, loaded value, runtime extent)."""
+    for sub in ast.walk(node):
+        if tl_func(sub) in ("program_id", "num_programs", "load"):
+            return True
+        if isinstance(sub, ast.Name) and (sub.id in kernel.assigns or sub.id in kernel.params):
+            if sub.id not in kernel.maybe_constexpr_names and not _tile_local(kernel, sub.id):
+                return True
+    return False
+
+
+def _products(node: ast.AST):
+    """Multiplications inside ``node``, not looking into nested casts (those are separate values)."""
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        if sub is not node and cast_target(sub) is not None:
+            continue
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mult):
+            yield sub
+        stack.extend(ast.iter_child_nodes(sub))
+
+
+@rule(
+    "AO203", "late-int64-cast",
+    summary="A runtime index multiplied by a stride first and cast to int64 afterwards.",
+    why="Program ids, chunk indices and grid-derived values are int32: the product wraps past 2^31 before "
+        "the trailing cast. `(NT - 1) * HV*K*V` with K=V=128, HV=64, BT=64 overflows at T > 131K; "
+        "`(i_b * T).to(tl.int64)` from CUDA code still wraps.",
+    fix="Cast the index before multiplying: `tl.cast(i_b, tl.int64) * T`, `tl.cast(NT - 1, tl.int64) * DH_CS`, "
+        "`tl.cast(bos, tl.int64) * HV + i_h`.",
+    seed=("Cast the index first with tl.cast (not .to on specialized ints): tl.cast(i_t, tl.int64) * BT, "
+          "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS.",
+          "Never (i_b * T).to(tl.int64) or ((NT - 1) * DH_CS).to(tl.int64)."),
+)
+def check_late_cast(ctx: FileContext):
+    for kernel, call in ctx.kernel_nodes(ast.Call):
+        value = int64_cast_of(call)
+        if value is None:
+            continue
+        for product in _products(value):
+            left, right = product.left, product.right
+            if kernel.is_int64(left) or kernel.is_int64(right):
+                continue
+            if kernel.is_constexpr(left, strict=False) and kernel.is_constexpr(right, strict=False):
+                continue  # compile-time product: Python ints do not wrap
+            if _runtime_index(kernel, left) or _runtime_index(kernel, right):
+                yield product, (f"`{_src(product)}` is computed in int32 and cast to int64 afterwards: it can "
+                                f"wrap first; cast the index before multiplying (tl.cast(x, tl.int64) * stride)")
+                break
+
+
+def _cu_seqlens_narrowing(value: ast.AST) -> str | None:
+    """'int32' for ``tl.load(cu_seqlens + i).to(tl.int32)``, 'uncast' for a bare load, else None."""
+    kind = "uncast"
+    cast = cast_target(value)
+    if cast is not None:
+        if not is_int32_dtype(cast[1]):
+            return None
+        value, kind = cast[0], "int32"
+    if tl_func(value) == "load" and value.args and any("cu_seqlens" in n.lower() for n in names_in(value.args[0])):
+        return kind
+    return None
+
+
+@rule(
+    "AO204", "cu-seqlens-int32",
+    summary="A cu_seqlens value loaded as (or narrowed to) int32 and then used in stride math.",
+    why="Sequence starts are token offsets into the packed batch: `(bos * HV + i_hv) * V` in int32 wraps long "
+        "before bos reaches 2^31 (HV=32, V=4096: safe only while bos < ~16K). Hosts pass int64 or int32 "
+        "cu_seqlens, so the loaded dtype is not guaranteed.",
+    fix="Load as int64 either way: `bos = tl.load(cu_seqlens + i_n).to(tl.int64)`; narrow only the length "
+        "`T = (eos - bos).to(tl.int32)`; or cast before the stride: `tl.cast(bos, tl.int64) * HV + i_h`.",
+    seed=("Varlen cu_seqlens \u2192 int64 for pointer math: host dtype is often torch.long, but tests also pass "
+          "int32; load as tl.int64 either way. Loading .to(tl.int32) then (bos * HV + i_hv) * V overflows well "
+          "before bos hits 2\u00b3\u00b9 (HV=32, V=4096 \u2192 safe bos \u2248 16K).",),
+)
+def check_cu_seqlens(ctx: FileContext):
+    for kernel in ctx.kernels.values():
+        narrow: dict[str, str] = {}
+        for name, values in kernel.assigns.items():
+            kinds = [_cu_seqlens_narrowing(v) if v is not None else None for v in values]
+            if kinds and kinds[0] is not None and all(k is not None for k in kinds):
+                narrow[name] = "int32" if "int32" in kinds else "uncast"
+        if not narrow:
+            continue
+        for product in (n for n in ast.walk(kernel.fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+            for operand in (product.left, product.right):
+                hit = [t.id for t in add_terms(operand) if isinstance(t, ast.Name) and t.id in narrow]
+                if hit:
+                    how = "narrowed to int32" if narrow[hit[0]] == "int32" else "loaded without .to(tl.int64)"
+                    yield product, (f"`{hit[0]}` comes from cu_seqlens {how} and is multiplied in "
+                                    f"`{_src(product)}`: int32 wraps; load it with .to(tl.int64)")
+                    break
