@@ -1,0 +1,314 @@
+"""chunk_local_cumsum: cumulative sum of a gate along time, restarting at every chunk.
+
+``g`` is ``[B, T, H]`` (one gate per head) or ``[B, T, H, S]`` (a gate vector per head); the result has
+the same shape, accumulated in fp32 and stored as ``output_dtype``: ``o[t] = scale * sum(g[c0..t])``
+for ``c0`` the start of ``t``'s chunk of ``chunk_size`` tokens (``reverse``: ``sum(g[t..c_end])``).
+Varlen: ``B == 1`` and ``cu_seqlens`` ``[N+1]`` (int32 or int64); chunks align to each sequence start.
+
+Kernel view: the gate as ``[B, T, C]`` with ``C = H*S``; a task is one ``[BT, BC]`` tile (a chunk of
+``BT`` steps by ``BC`` channels). The tile is one contiguous 2D DMA: no stride-H gather along T.
+With ``t_contig=1`` the host first transposes ``g`` to ``[B, C, T]`` (when ``C > 1``) and the kernel
+loads the same tile T-contiguous (constexpr ``T_CONTIG``), the G_T_CONTIG layout of the seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ascendopt import ub
+from ascendopt.errors import UsageError
+from ascendopt.kernels.common import alloc, grid_size, launch
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+from ascendopt.ub import dtype_bytes
+
+# Live fp32 copies of the [BT, BC] tile: fla's Ascend cumsum uses 8.0 for its 2D (vector) tile and
+# 3.0 for the 1D scalar one (ops/utils/backends/triton_ascend/cumsum.py); our tile is always 2D
+# (gate, prefix sums, the reverse total and the scan's temporaries), so 8.0, margin 0.85.
+MEM_MULT = 8.0
+UB_MARGIN = 0.85
+CHUNK_SIZES = (16, 32, 64, 128)
+# On CUDA a [BT, BC] fp32 tile of at most 8192 elements stays in registers with the default 4 warps.
+CUDA_MAX_TILE_ELEMENTS = 8192
+
+
+@triton.jit(do_not_specialize=["T", "C", "n_seqs", "n_tasks", "n_cblocks", "chunk_start", "n_chunks"])
+def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_seqs, n_tasks, n_cblocks,
+                               chunk_start, n_chunks,
+                               BT: tl.constexpr, BC: tl.constexpr, REVERSE: tl.constexpr, HAS_SCALE: tl.constexpr,
+                               IS_VARLEN: tl.constexpr, SEARCH_STEPS: tl.constexpr, TAIL: tl.constexpr,
+                               T_CONTIG: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_programs):
+        i_cb = task % n_cblocks
+        i_c = task // n_cblocks
+        if IS_VARLEN:
+            # Sequence of global chunk i_c: the largest i_n with chunk_offsets[i_n] <= i_c.
+            lo = i_c * 0
+            hi = lo + n_seqs
+            for _ in tl.static_range(SEARCH_STEPS):
+                mid = (lo + hi) // 2
+                go = tl.load(chunk_offsets + mid) <= i_c
+                lo = tl.where(go, mid, lo)
+                hi = tl.where(go, hi, mid)
+            i_t = tl.cast(i_c - tl.load(chunk_offsets + lo), tl.int32)
+            bos = tl.load(cu_seqlens + lo).to(tl.int64)
+            eos = tl.load(cu_seqlens + lo + 1).to(tl.int64)
+            t_seq = (eos - bos).to(tl.int32)
+            # Tasks past the last chunk (the host bounds the count without a device sync) land beyond
+            # t_seq: their boundary-checked DMAs read zeros and store nothing.
+            batch = tl.cast(0, tl.int64)
+        else:
+            batch = tl.cast(i_c // n_chunks, tl.int64)
+            i_t = chunk_start + i_c % n_chunks
+            bos = tl.cast(0, tl.int64)
+            t_seq = T
+        # int64 element offsets of this task's sequence; block-pointer offsets below stay int32.
+        rows = batch * T + bos
+        if T_CONTIG:
+            p_g = tl.make_block_ptr(g + batch * C * T + bos, (t_seq, C), (1, T), (i_t * BT, i_cb * BC), (BT, BC), (0, 1))
+        else:
+            p_g = tl.make_block_ptr(g + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))
+        p_o = tl.make_block_ptr(o + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))
+        if TAIL:
+            b_g = tl.load(p_g, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
+        else:
+            b_g = tl.load(p_g, boundary_check=(1,), padding_option="zero").to(tl.float32)
+        b_o = tl.cumsum(b_g, axis=0)
+        if REVERSE:
+            # suffix sum = chunk total - prefix sum + own term (padded rows are 0 and add nothing)
+            b_o = tl.sum(b_g, axis=0)[None, :] - b_o + b_g
+        if HAS_SCALE:
+            b_o = b_o * scale
+        if TAIL:
+            tl.store(p_o, b_o.to(p_o.dtype.element_ty), boundary_check=(0, 1))
+        else:
+            tl.store(p_o, b_o.to(p_o.dtype.element_ty), boundary_check=(1,))
+
+
+_offsets_cache: dict = {}
+
+
+def _chunk_offsets(cu_seqlens, chunk_size: int):
+    """``[N+1]`` int64 prefix sums of per-sequence chunk counts, computed on the device (no sync).
+
+    The last result is kept, like fla's ``tensor_cache``, for the same ``cu_seqlens`` object; the
+    cache holds a reference (so the id cannot be reused) and checks the tensor's version counter
+    (so an in-place edit recomputes).
+    """
+    key = (id(cu_seqlens), cu_seqlens._version, chunk_size)
+    hit = _offsets_cache.get("last")
+    if hit is not None and hit[0] == key and hit[1] is cu_seqlens:
+        return hit[2]
+    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int64)
+    offsets = torch.zeros(lens.numel() + 1, dtype=torch.int64, device=cu_seqlens.device)
+    torch.cumsum(torch.div(lens + (chunk_size - 1), chunk_size, rounding_mode="floor"), 0, out=offsets[1:])
+    _offsets_cache["last"] = (key, cu_seqlens, offsets)
+    return offsets
+
+
+def _block_c(c: int, chunk_size: int, requested: int) -> int:
+    """Channels per tile: ``requested``, or the largest power of two the UB model allows (<= C)."""
+    from ascendopt import backends
+
+    backend = backends.current()
+    info = backend.info()
+    if requested:
+        check = ub.check({"BT": chunk_size, "BC": requested}, "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN)
+        if info.ub_enforced and not check.safe:
+            raise UsageError(f"block_c={requested} with chunk_size={chunk_size}: {check.describe()}",
+                             hint="use block_c=0 (UB model) or a smaller value")
+        return requested
+    bc = ub.solve({"BT": chunk_size, "BC": 1}, "BC", "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN, upper=c)
+    if backend.name == "cuda":
+        bc = max(1, min(bc, CUDA_MAX_TILE_ELEMENTS // chunk_size))
+    return bc
+
+
+def _validate(g, chunk_size: int, cu_seqlens) -> None:
+    if g.dim() not in (3, 4):
+        raise UsageError(f"g: expected [B, T, H] or [B, T, H, S], got shape {tuple(g.shape)}")
+    if chunk_size not in CHUNK_SIZES:
+        raise UsageError(f"chunk_size={chunk_size}: must be one of {', '.join(map(str, CHUNK_SIZES))}")
+    if cu_seqlens is not None:
+        if g.shape[0] != 1:
+            raise UsageError(f"g: varlen (cu_seqlens given) needs B == 1, got B={g.shape[0]}")
+        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+            raise UsageError(f"cu_seqlens: expected [N+1] with N >= 1, got shape {tuple(cu_seqlens.shape)}")
+        if cu_seqlens.dtype not in (torch.int32, torch.int64):
+            raise UsageError(f"cu_seqlens: dtype {cu_seqlens.dtype} must be int32 or int64")
+
+
+def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=None, output_dtype=torch.float32,
+                       config=None):
+    """Chunk-local cumsum of ``g`` ``[B, T, H]`` or ``[B, T, H, S]`` along T; same shape, fp32 sums.
+
+    ``scale`` multiplies the sums; ``reverse`` sums to the chunk end; ``cu_seqlens`` ``[N+1]`` (int32
+    or int64, with B == 1) restarts chunks at every sequence start; ``output_dtype`` of the result.
+    ``config``: tunables ``block_c`` and ``t_contig`` (see ``SPEC``).
+    """
+    _validate(g, chunk_size, cu_seqlens)
+    cfg = SPEC.config(config)
+    b, t = g.shape[0], g.shape[1]
+    c = math.prod(g.shape[2:])
+    o = alloc(g.shape, output_dtype, g.device)
+    if b * t * c == 0:
+        return o
+    t_contig = bool(cfg["t_contig"])
+    if t_contig and c > 1:
+        src = g.reshape(b, t, c).transpose(1, 2).contiguous()  # [B, C, T]: T-contiguous rows per channel
+    else:
+        src = g.contiguous()
+    bc = _block_c(c, chunk_size, cfg["block_c"])
+    n_cblocks = triton.cdiv(c, bc)
+    common = {"BT": chunk_size, "BC": bc, "REVERSE": bool(reverse), "HAS_SCALE": scale is not None,
+              "T_CONTIG": t_contig}
+    scale = 1.0 if scale is None else float(scale)
+    if cu_seqlens is not None:
+        n_seqs = cu_seqlens.numel() - 1
+        offsets = _chunk_offsets(cu_seqlens, chunk_size)
+        # Upper bound of sum(cdiv(len_i, BT)) known on the host: cdiv(T, BT) + N.
+        n_tasks = (triton.cdiv(t, chunk_size) + n_seqs) * n_cblocks
+        steps = max(0, (n_seqs - 1).bit_length())
+        launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, cu_seqlens, offsets, scale, t, c,
+               n_seqs, n_tasks, n_cblocks, 0, 1, IS_VARLEN=True, SEARCH_STEPS=steps, TAIL=True, **common)
+        return o
+    full, rest = divmod(t, chunk_size)
+    for start, chunks, tail in ((0, full, False), (full, 1 if rest else 0, True)):
+        n_tasks = b * chunks * n_cblocks
+        if n_tasks == 0:
+            continue
+        launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, None, None, scale, t, c, 1,
+               n_tasks, n_cblocks, start, chunks, IS_VARLEN=False, SEARCH_STEPS=0, TAIL=tail, **common)
+    return o
+
+
+def chunk_local_cumsum_reference(inputs: dict, mode: str = "fwd") -> dict:
+    """fp32 torch oracle: per sequence, pad to whole chunks, cumsum inside each chunk."""
+    g = inputs["g"].float()
+    chunk, reverse, scale = inputs["chunk_size"], inputs["reverse"], inputs.get("scale")
+    cu = inputs.get("cu_seqlens")
+    bounds = [(i, 0, g.shape[1]) for i in range(g.shape[0])] if cu is None else [
+        (0, int(s), int(e)) for s, e in zip(cu[:-1].tolist(), cu[1:].tolist())]
+    o = torch.zeros_like(g)
+    for bi, s, e in bounds:
+        seq = g[bi, s:e]
+        n = seq.shape[0]
+        pad = (-n) % chunk
+        padded = torch.cat([seq, seq.new_zeros((pad,) + seq.shape[1:])]).view(-1, chunk, *seq.shape[1:])
+        if reverse:
+            sums = padded.flip(1).cumsum(1).flip(1)
+        else:
+            sums = padded.cumsum(1)
+        o[bi, s:e] = sums.reshape(-1, *seq.shape[1:])[:n]
+    if scale is not None:
+        o = o * scale
+    return {"o": o}
+
+
+# -- spec ------------------------------------------------------------------------------------
+
+
+def _shape(dims) -> tuple[int, ...]:
+    t = sum(dims["seqlens"]) if "seqlens" in dims else dims["T"]
+    b = 1 if "seqlens" in dims else dims["B"]
+    return (b, t, dims["H"]) + ((dims["S"],) if "S" in dims else ())
+
+
+def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwd") -> dict:
+    """``g`` (log-space decays, negative), plus the op's options: ``chunk_size``, ``reverse``, ``scale``."""
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    gen = torch.Generator().manual_seed(seed)
+    g = torch.nn.functional.logsigmoid(torch.randn(_shape(dims), generator=gen) + 2.0)
+    inputs = {"g": g.to(device, torch_dtype), "chunk_size": int(dims.get("chunk", 64)),
+              "reverse": bool(dims.get("reverse", 0)), "scale": None}
+    if "seqlens" in dims:
+        cu = torch.tensor([0, *itertools.accumulate(dims["seqlens"])], dtype=torch.int32)
+        inputs["cu_seqlens"] = cu.to(device)
+    return inputs
+
+
+def _run(inputs: dict, config: dict, mode: str) -> dict:
+    return {"o": chunk_local_cumsum(inputs["g"], inputs["chunk_size"], reverse=inputs["reverse"],
+                                    scale=inputs.get("scale"), cu_seqlens=inputs.get("cu_seqlens"), config=config)}
+
+
+def _channels(dims) -> int:
+    return dims["H"] * dims.get("S", 1)
+
+
+def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
+    chunk = int(dims.get("chunk", 64))
+    bc = _block_c(_channels(dims), chunk, config["block_c"])
+    return [UBStage("fwd", {"BT": chunk, "BC": bc}, "fp32", MEM_MULT, UB_MARGIN)]  # MEM_MULT: fla's 2D cumsum
+
+
+def _cost(dims, dtype: str, mode: str) -> Cost:
+    n = math.prod(_shape(dims))
+    return Cost(n * (dtype_bytes(dtype) + 4), 2 * n)  # g in, fp32 o out; one add (and scale) per element
+
+
+def _supports(dims, dtype: str, mode: str) -> str | None:
+    if "H" not in dims:
+        return "missing dimension H (give B, T, H, optionally S, chunk; or seqlens for varlen)"
+    if "seqlens" not in dims and ("B" not in dims or "T" not in dims):
+        return "missing dimension B or T (or give seqlens=L1:L2:... for varlen)"
+    if int(dims.get("chunk", 64)) not in CHUNK_SIZES:
+        return f"chunk={dims.get('chunk')}: chunk sizes are {', '.join(map(str, CHUNK_SIZES))}"
+    if mode != "fwd":
+        return "forward only: the cumsum's backward is this op with reverse=True"
+    if _channels(dims) < 1 or (("seqlens" not in dims) and min(dims["B"], dims["T"]) < 1):
+        return "every dimension must be >= 1"
+    return None
+
+
+def _peer(inputs: dict, mode: str) -> dict:
+    """flash-linear-attention's chunk_local_cumsum (fla-core 0.6.0) on the same inputs."""
+    from fla.ops.utils.cumsum import chunk_local_cumsum as fla_cumsum
+
+    cu = inputs.get("cu_seqlens")
+    return {"o": fla_cumsum(inputs["g"], inputs["chunk_size"], reverse=inputs["reverse"], scale=inputs.get("scale"),
+                            cu_seqlens=None if cu is None else cu.long(), output_dtype=torch.float32)}
+
+
+SPEC = KernelSpec(
+    name="chunk_local_cumsum",
+    description="per-chunk cumsum of a gate along T ([B,T,H] or [B,T,H,S]; reverse, scale, varlen), fp32 out",
+    bound="vector",
+    modes=("fwd",),
+    dtypes=("fp32", "bf16"),
+    shapes={
+        "tiny": ShapePreset("tiny", {"B": 2, "T": 150, "H": 3, "chunk": 64}, "CPU CI: 2 full chunks + a tail"),
+        "tiny_varlen": ShapePreset("tiny_varlen", {"seqlens": (70, 0, 33, 128), "H": 2, "chunk": 32},
+                                   "CPU CI: non-aligned, empty and aligned sequences"),
+        "realistic": ShapePreset("realistic", {"B": 4, "T": 4096, "H": 32, "chunk": 64},
+                                 "B4_T4096_H32: the scalar gate of gated delta rule, chunk 64"),
+        "realistic_vector": ShapePreset("realistic_vector", {"B": 2, "T": 4096, "H": 16, "S": 128, "chunk": 64},
+                                        "B2_T4096_H16_S128: a per-channel (KDA-style) gate, chunk 64"),
+        "realistic_varlen": ShapePreset("realistic_varlen",
+                                        {"seqlens": (4096, 1000, 3001, 2048, 5000, 1239), "H": 32, "chunk": 64},
+                                        "six packed sequences, 16384 tokens, H32, chunk 64"),
+    },
+    tunables={
+        "block_c": Tunable("block_c", 0, (0, 1, 2, 4, 8, 16, 32, 64, 128, 256),
+                           "channels (H*S) per [BT, BC] tile; 0 = the largest power of two the UB model allows"),
+        "t_contig": Tunable("t_contig", 0, (0, 1),
+                            "1 = host-transpose g to [B, H*S, T] and load T-contiguous; 0 = load the [BT, BC] "
+                            "slab of the [B, T, H*S] layout (also one contiguous DMA, no transpose pass)"),
+    },
+    make_inputs=_make_inputs,
+    run=_run,
+    reference=chunk_local_cumsum_reference,
+    ub_model=_ub_model,
+    cost=_cost,
+    supports=_supports,
+    kernel_names=("_chunk_local_cumsum_kernel",),
+    tolerances={"fp32": 1e-5, "bf16": 1e-5},
+    extras={"peer": _peer, "peer_name": "fla.ops.utils.cumsum.chunk_local_cumsum (fla-core 0.6.0)",
+            "outputs": {"fwd": ("o",)}, "options": ("chunk_size", "reverse", "scale")},
+)

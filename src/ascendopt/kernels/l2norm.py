@@ -1,0 +1,234 @@
+"""l2norm over the last dimension: ``y = x / sqrt(sum(x^2) + eps)``, forward and backward.
+
+Shapes: ``x`` ``[..., D]`` (bf16 or fp32), ``y`` like ``x``, ``rstd`` ``[...]`` fp32 (saved for the
+backward). Backward: ``dx = rstd * (dy - sum(dy * y) * y)``. Accumulation is fp32. Each program of a
+1D core grid loops over ``[BR, BD]`` row tiles (``BD`` = the padded row, ``BR`` from the UB model).
+"""
+
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+from ascendopt.kernels import rowwise
+from ascendopt.kernels.common import alloc, launch
+from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+from ascendopt.ub import dtype_bytes
+
+# Live fp32 tiles per [BR, BD] element, from fla's device-calibrated l2norm
+# (modules/norm/triton_ascend/l2norm.py: _FWD_MEM_MULT 2.0 = x and y; _BWD_MEM_MULT 4.0 = y, dy,
+# dx and the dy*y product; "backward overflows at BT=128, BD=128, while BT=64 is safe").
+FWD_MEM_MULT = 2.0
+BWD_MEM_MULT = 4.0
+UB_MARGIN = 0.85  # fla's _UB_SAFETY_MARGIN for the norms (optimization-loop.md §6.2)
+DEFAULT_EPS = 1e-6
+
+
+@triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
+def _l2norm_fwd_kernel(x, y, rstd, eps, n_rows, row_start, n_tasks,
+                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0 = row_start + task * BR
+        rows_left = n_rows - r0
+        # Pointers rebound from the bases every task (in-place ptr += across tasks can miscompile).
+        row_base = tl.cast(r0, tl.int64) * D
+        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
+        store_tile(p_y, (b_x * b_rstd[:, None]).to(p_y.dtype.element_ty), TAIL)
+        store_rows(p_r, b_rstd, TAIL)
+
+
+@triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
+def _l2norm_bwd_kernel(y, rstd, dy, dx, n_rows, row_start, n_tasks,
+                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0 = row_start + task * BR
+        rows_left = n_rows - r0
+        row_base = tl.cast(r0, tl.int64) * D
+        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_dy = tl.make_block_ptr(dy + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_dx = tl.make_block_ptr(dx + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        b_y = load_tile(p_y, TAIL).to(tl.float32)
+        b_dy = load_tile(p_dy, TAIL).to(tl.float32)
+        b_rstd = load_rows(p_r, TAIL)
+        # dx = rstd * (dy - <dy, y> y): the projection of dy off the unit vector y, scaled back.
+        b_dot = tl.sum(b_dy * b_y, axis=1)
+        b_dx = (b_dy - b_dot[:, None] * b_y) * b_rstd[:, None]
+        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
+
+
+def _rows(x):
+    d = rowwise.check_rows(x)
+    return x.contiguous().view(-1, d), d
+
+
+def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
+    """Forward: ``x`` ``[..., D]`` -> (``y`` like ``x``, ``rstd`` ``[...]`` fp32)."""
+    import torch
+
+    cfg = SPEC.config(config)
+    x2, d = _rows(x)
+    n_rows = x2.shape[0]
+    y = alloc(x2.shape, x.dtype, x.device)
+    rstd = alloc((n_rows,), torch.float32, x.device)
+    br = rowwise.block_rows(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    bd = rowwise.row_block(d)
+    for part in rowwise.plan_rows(n_rows, br):
+        launch(_l2norm_fwd_kernel, (part.programs,), x2, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+               D=d, BR=br, BD=bd, TAIL=part.tail)
+    return y.view(x.shape), rstd.view(x.shape[:-1])
+
+
+def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
+    """Backward from the forward's ``y`` and ``rstd``: returns ``dx`` like ``dy``."""
+    cfg = SPEC.config(config)
+    y2, d = _rows(y)
+    dy2, _ = _rows(dy)
+    n_rows = y2.shape[0]
+    dx = alloc(dy2.shape, dy.dtype, dy.device)
+    br = rowwise.block_rows(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    bd = rowwise.row_block(d)
+    for part in rowwise.plan_rows(n_rows, br):
+        launch(_l2norm_bwd_kernel, (part.programs,), y2, rstd.contiguous().view(-1), dy2, dx, n_rows,
+               part.row_start, part.n_tasks, D=d, BR=br, BD=bd, TAIL=part.tail)
+    return dx.view(dy.shape)
+
+
+def l2norm(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
+    """``x / sqrt(sum(x^2, -1) + eps)`` over the last dim of ``x`` ``[..., D]``; same shape and dtype."""
+    return l2norm_fwd(x, eps, config=config)[0]
+
+
+def l2norm_reference(inputs: dict, mode: str) -> dict:
+    """fp32 torch oracle: ``y`` and, for ``fwdbwd``, ``dx`` (exact gradient through autograd)."""
+    import torch
+
+    x = inputs["x"].detach().float().requires_grad_(mode == "fwdbwd")
+    y = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + DEFAULT_EPS)
+    out = {"y": y.detach()}
+    if mode == "fwdbwd":
+        (dx,) = torch.autograd.grad(y, x, inputs["dy"].float())
+        out["dx"] = dx
+    return out
+
+
+# -- spec ------------------------------------------------------------------------------------
+
+
+def _shape(dims) -> tuple[int, ...]:
+    lead = (dims["B"], dims["T"]) + ((dims["H"],) if "H" in dims else ())
+    return lead + (dims["D"],)
+
+
+def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwdbwd") -> dict:
+    import torch
+
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    gen = torch.Generator().manual_seed(seed)
+    shape = _shape(dims)
+    x = torch.randn(shape, generator=gen) + 0.1
+    dy = torch.randn(shape, generator=gen)
+    return {"x": x.to(device, torch_dtype), "dy": dy.to(device, torch_dtype)}
+
+
+def _run(inputs: dict, config: dict, mode: str) -> dict:
+    y, rstd = l2norm_fwd(inputs["x"], config=config)
+    out = {"y": y}
+    if mode == "fwdbwd":
+        out["dx"] = l2norm_bwd(y, rstd, inputs["dy"], config=config)
+    return out
+
+
+def _n_rows(dims) -> int:
+    return math.prod(_shape(dims)[:-1])
+
+
+def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
+    n, d = _n_rows(dims), dims["D"]
+    bd = rowwise.row_block(d)
+    fwd = rowwise.block_rows(n, d, FWD_MEM_MULT, UB_MARGIN, config["block_rows"])
+    bwd = rowwise.block_rows(n, d, BWD_MEM_MULT, UB_MARGIN, config["block_rows_bwd"])
+    # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT (fla's calibrated l2norm values).
+    return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", FWD_MEM_MULT, UB_MARGIN),
+            UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", BWD_MEM_MULT, UB_MARGIN)]
+
+
+def _cost(dims, dtype: str, mode: str) -> Cost:
+    n, d = _n_rows(dims), dims["D"]
+    b = dtype_bytes(dtype)
+    fwd_bytes = 2 * n * d * b + 4 * n  # x in, y out, rstd out
+    fwd_flops = 3 * n * d  # square, sum, scale
+    if mode == "fwd":
+        return Cost(fwd_bytes, fwd_flops)
+    # fwdbwd minimum: x and dy read once, y and dx written once (rstd round-trips as fp32).
+    return Cost(4 * n * d * b + 8 * n, fwd_flops + 5 * n * d)
+
+
+def _supports(dims, dtype: str, mode: str) -> str | None:
+    for key in ("B", "T", "D"):
+        if key not in dims:
+            return f"missing dimension {key} (give B, T, D and optionally H)"
+    if "seqlens" in dims:
+        return "l2norm is row-wise: varlen packing changes nothing, use B=1,T=<total>"
+    if min(_shape(dims)) < 1:
+        return "every dimension must be >= 1"
+    ub_bytes = rowwise.ub_context()[0]
+    mult = BWD_MEM_MULT if mode == "fwdbwd" else FWD_MEM_MULT
+    widest = rowwise.max_row_width(mult, ub_bytes, UB_MARGIN)
+    if rowwise.row_block(dims["D"]) > widest:
+        return (f"D={dims['D']} pads to BD={rowwise.row_block(dims['D'])} > {widest}, the widest single-pass row "
+                f"whose fp32 tile (x{mult} live copies) fits {UB_MARGIN:.0%} of UB {ub_bytes} B")
+    return None
+
+
+def _peer(inputs: dict, mode: str) -> dict:
+    """flash-linear-attention's l2norm (fla-core 0.6.0) on the same inputs, for the H200 comparison."""
+    from fla.modules.norm.l2norm import l2norm as fla_l2norm
+
+    if mode == "fwd":
+        return {"y": fla_l2norm(inputs["x"], eps=DEFAULT_EPS)}
+    x = inputs["x"].detach().requires_grad_(True)
+    y = fla_l2norm(x, eps=DEFAULT_EPS)
+    y.backward(inputs["dy"])
+    return {"y": y.detach(), "dx": x.grad}
+
+
+SPEC = KernelSpec(
+    name="l2norm",
+    description="L2 normalization over the last dim (fwd: y, rstd; bwd: dx), [BR, BD] row tiles from the UB model",
+    bound="vector",
+    modes=("fwd", "fwdbwd"),
+    dtypes=("bf16", "fp32"),
+    shapes={
+        "tiny": ShapePreset("tiny", {"B": 2, "T": 37, "D": 64}, "CPU CI: 74 rows, bulk + tail tiles"),
+        "realistic": ShapePreset("realistic", {"B": 4, "T": 4096, "H": 32, "D": 128},
+                                 "B4_T4096_H32_D128: q/k normalization of a gated-delta-rule layer"),
+        "wide": ShapePreset("wide", {"B": 4, "T": 4096, "D": 4096}, "B4_T4096_D4096: one 4096-wide row per token"),
+        "widest": ShapePreset("widest", {"B": 1, "T": 4096, "D": 8192}, "B1_T4096_D8192: the widest supported row"),
+    },
+    tunables={
+        "block_rows": Tunable("block_rows", 0, rowwise.ROW_CHOICES, "forward " + rowwise.ROW_DOC),
+        "block_rows_bwd": Tunable("block_rows_bwd", 0, rowwise.ROW_CHOICES, "backward " + rowwise.ROW_DOC),
+    },
+    make_inputs=_make_inputs,
+    run=_run,
+    reference=l2norm_reference,
+    ub_model=_ub_model,
+    cost=_cost,
+    supports=_supports,
+    kernel_names=("_l2norm_fwd_kernel", "_l2norm_bwd_kernel"),
+    tolerances={"fp32": 1e-5, "bf16": 1e-2},
+    extras={"peer": _peer, "peer_name": "fla.modules.norm.l2norm.l2norm (fla-core 0.6.0)",
+            "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx")}},
+)

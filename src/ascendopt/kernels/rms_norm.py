@@ -1,0 +1,295 @@
+"""RMS norm with a weight over the last dimension, forward and backward.
+
+Forward: ``y = x * rstd * w`` with ``rstd = 1 / sqrt(mean(x^2) + eps)``; ``x`` ``[..., D]`` (bf16 or
+fp32), ``w`` ``[D]``, ``y`` like ``x``, ``rstd`` ``[...]`` fp32. Backward:
+``dx = rstd * (w*dy) - x * rstd^3 * mean(w*dy*x)`` and ``dw = sum_rows(dy * x * rstd)``. The weight
+gradient is reduced deterministically: every program writes one fp32 partial row, a second kernel
+sums the partials in a fixed order. Accumulation is fp32 throughout.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ascendopt import ub
+from ascendopt.kernels import rowwise
+from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
+from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
+from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
+from ascendopt.ub import dtype_bytes
+
+# Live fp32 copies per [BR, BD] tile element, counted from the kernels below and anchored on fla's
+# calibrated l2norm (2.0 fwd / 4.0 bwd, modules/norm/triton_ascend/l2norm.py): forward x, y and the
+# weight broadcast to [BR, BD] -> 3.0; backward x, dy, dx, the broadcast weight and the dy*x*rstd
+# product feeding the dw row-sum -> 5.0 (fla's layernorm, which also keeps mean-centred x and a bias,
+# uses 6.0 / 8.0). The [BD] weight and dw accumulator rows fit within these at BR >= 1.
+FWD_MEM_MULT = 3.0
+BWD_MEM_MULT = 5.0
+# dw finalize: the [BP, BDW] partial tile and its column-sum temporary.
+FINALIZE_MEM_MULT = 2.0
+UB_MARGIN = 0.85  # fla's norm margin (optimization-loop.md §6.2)
+MAX_PARTIAL_ROWS = 64
+DEFAULT_EPS = 1e-6
+
+
+@triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
+def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
+                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    # The weight row is loaded once per program and stays resident across its tasks.
+    p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
+    b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0 = row_start + task * BR
+        rows_left = n_rows - r0
+        row_base = tl.cast(r0, tl.int64) * D  # int64 before the stride: r0 * D passes 2^31 at large T*D
+        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)
+        b_y = b_x * b_rstd[:, None] * b_w[None, :]
+        store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL)
+        store_rows(p_r, b_rstd, TAIL)
+
+
+@triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks", "first_program"])
+def _rms_norm_bwd_kernel(x, w, rstd, dy, dx, dw_partial, n_rows, row_start, n_tasks, first_program,
+                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
+    b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
+    b_dw = tl.zeros([BD], dtype=tl.float32)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0 = row_start + task * BR
+        rows_left = n_rows - r0
+        row_base = tl.cast(r0, tl.int64) * D
+        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_dy = tl.make_block_ptr(dy + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_dx = tl.make_block_ptr(dx + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_dy = load_tile(p_dy, TAIL).to(tl.float32)
+        b_rstd = load_rows(p_r, TAIL)  # tail rows past n_rows load 0, so they add nothing to dw
+        b_xr = b_x * b_rstd[:, None]  # the normalized row x_hat
+        b_dw += tl.sum(b_dy * b_xr, axis=0)
+        b_wdy = b_dy * b_w[None, :]
+        b_c = tl.sum(b_wdy * b_xr, axis=1) / D
+        b_dx = (b_wdy - b_xr * b_c[:, None]) * b_rstd[:, None]
+        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
+    # One fp32 partial row per program (never atomics): the finalize kernel sums them in order.
+    partial_row = tl.cast(first_program + pid, tl.int64) * D
+    p_dw = tl.make_block_ptr(dw_partial + partial_row, (D,), (1,), (0,), (BD,), (0,))
+    tl.store(p_dw, b_dw, boundary_check=(0,))
+
+
+@triton.jit(do_not_specialize=["n_partials", "n_tasks"])
+def _rms_norm_dweight_kernel(dw_partial, dw, n_partials, n_tasks,
+                             D: tl.constexpr, BP: tl.constexpr, BDW: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    for task in tl.range(pid, n_tasks, n_programs):
+        c0 = task * BDW
+        b_acc = tl.zeros([BDW], dtype=tl.float32)
+        for p0 in range(0, n_partials, BP):
+            p_part = tl.make_block_ptr(dw_partial, (n_partials, D), (D, 1), (p0, c0), (BP, BDW), (1, 0))
+            b_acc += tl.sum(tl.load(p_part, boundary_check=(0, 1), padding_option="zero"), axis=0)
+        p_dw = tl.make_block_ptr(dw, (D,), (1,), (c0,), (BDW,), (0,))
+        tl.store(p_dw, b_acc.to(p_dw.dtype.element_ty), boundary_check=(0,))
+
+
+def _rows(x):
+    d = rowwise.check_rows(x)
+    return x.contiguous().view(-1, d), d
+
+
+def _check_weight(weight, d: int):
+    from ascendopt.errors import UsageError
+
+    if tuple(weight.shape) != (d,):
+        raise UsageError(f"weight: expected shape ({d},) to match x's last dim, got {tuple(weight.shape)}")
+    return weight.contiguous()
+
+
+def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = None):
+    """Forward: ``x`` ``[..., D]``, ``weight`` ``[D]`` -> (``y`` like ``x``, ``rstd`` ``[...]`` fp32)."""
+    import torch
+
+    cfg = SPEC.config(config)
+    x2, d = _rows(x)
+    w = _check_weight(weight, d)
+    n_rows = x2.shape[0]
+    y = alloc(x2.shape, x.dtype, x.device)
+    rstd = alloc((n_rows,), torch.float32, x.device)
+    br = rowwise.block_rows(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    bd = rowwise.row_block(d)
+    for part in rowwise.plan_rows(n_rows, br):
+        launch(_rms_norm_fwd_kernel, (part.programs,), x2, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+               D=d, BR=br, BD=bd, TAIL=part.tail)
+    return y.view(x.shape), rstd.view(x.shape[:-1])
+
+
+def _finalize_tiles(n_partials: int, d: int) -> tuple[int, int]:
+    """(BP, BDW) for the dw finalize: about one column block per vector core, BP rows from the UB model."""
+    cores = num_cores("vector")
+    bdw = max(16, min(256, rowwise.row_block(d), 1 << max(0, (d // max(cores, 1)).bit_length() - 1)))
+    ub_bytes = rowwise.ub_context()[0]
+    bp = ub.solve({"BP": 1, "BDW": bdw}, "BP", "fp32", FINALIZE_MEM_MULT, ub_bytes, UB_MARGIN, upper=n_partials)
+    return min(bp, MAX_PARTIAL_ROWS), bdw
+
+
+def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
+    """Backward: returns (``dx`` like ``x``, ``dweight`` like ``weight``) from the forward's ``rstd``."""
+    import torch
+
+    cfg = SPEC.config(config)
+    x2, d = _rows(x)
+    dy2, _ = _rows(dy)
+    w = _check_weight(weight, d)
+    n_rows = x2.shape[0]
+    dx = alloc(x2.shape, dy.dtype, x.device)
+    br = rowwise.block_rows(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    bd = rowwise.row_block(d)
+    plan = rowwise.plan_rows(n_rows, br)
+    n_partials = rowwise.total_programs(plan)
+    dw_partial = alloc((n_partials, d), torch.float32, x.device)
+    for part in plan:
+        launch(_rms_norm_bwd_kernel, (part.programs,), x2, w, rstd.contiguous().view(-1), dy2, dx, dw_partial,
+               n_rows, part.row_start, part.n_tasks, part.first_program, D=d, BR=br, BD=bd, TAIL=part.tail)
+    dweight = alloc((d,), weight.dtype, x.device)
+    bp, bdw = _finalize_tiles(n_partials, d)
+    tasks = triton.cdiv(d, bdw)
+    launch(_rms_norm_dweight_kernel, (grid_size("vector", tasks),), dw_partial, dweight, n_partials, tasks,
+           D=d, BP=bp, BDW=bdw)
+    return dx.view(x.shape), dweight
+
+
+def rms_norm(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = None):
+    """``x * rsqrt(mean(x^2, -1) + eps) * weight`` for ``x`` ``[..., D]``, ``weight`` ``[D]``."""
+    return rms_norm_fwd(x, weight, eps, config=config)[0]
+
+
+def rms_norm_reference(inputs: dict, mode: str) -> dict:
+    """fp32 torch oracle: ``y``; for ``fwdbwd`` also ``dx`` and ``dweight`` (exact, through autograd)."""
+    import torch
+
+    grad = mode == "fwdbwd"
+    x = inputs["x"].detach().float().requires_grad_(grad)
+    w = inputs["weight"].detach().float().requires_grad_(grad)
+    y = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + DEFAULT_EPS) * w
+    out = {"y": y.detach()}
+    if grad:
+        dx, dw = torch.autograd.grad(y, (x, w), inputs["dy"].float())
+        out.update(dx=dx, dweight=dw)
+    return out
+
+
+# -- spec ------------------------------------------------------------------------------------
+
+
+def _shape(dims) -> tuple[int, ...]:
+    return (dims["B"], dims["T"], dims["D"])
+
+
+def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwdbwd") -> dict:
+    import torch
+
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    gen = torch.Generator().manual_seed(seed)
+    shape = _shape(dims)
+    x = torch.randn(shape, generator=gen)
+    weight = 1.0 + 0.1 * torch.randn(dims["D"], generator=gen)
+    dy = torch.randn(shape, generator=gen)
+    return {"x": x.to(device, torch_dtype), "weight": weight.to(device, torch_dtype), "dy": dy.to(device, torch_dtype)}
+
+
+def _run(inputs: dict, config: dict, mode: str) -> dict:
+    y, rstd = rms_norm_fwd(inputs["x"], inputs["weight"], config=config)
+    out = {"y": y}
+    if mode == "fwdbwd":
+        out["dx"], out["dweight"] = rms_norm_bwd(inputs["x"], inputs["weight"], rstd, inputs["dy"], config=config)
+    return out
+
+
+def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
+    n, d = dims["B"] * dims["T"], dims["D"]
+    bd = rowwise.row_block(d)
+    fwd = rowwise.block_rows(n, d, FWD_MEM_MULT, UB_MARGIN, config["block_rows"])
+    bwd = rowwise.block_rows(n, d, BWD_MEM_MULT, UB_MARGIN, config["block_rows_bwd"])
+    bp, bdw = _finalize_tiles(64, d)
+    # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT / FINALIZE_MEM_MULT above for their origin.
+    return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", FWD_MEM_MULT, UB_MARGIN),
+            UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", BWD_MEM_MULT, UB_MARGIN),
+            UBStage("dweight", {"BP": bp, "BDW": bdw}, "fp32", FINALIZE_MEM_MULT, UB_MARGIN)]
+
+
+def _cost(dims, dtype: str, mode: str) -> Cost:
+    n, d = dims["B"] * dims["T"], dims["D"]
+    b = dtype_bytes(dtype)
+    fwd_bytes = 2 * n * d * b + d * b + 4 * n  # x in, y out, weight in, rstd out
+    fwd_flops = 4 * n * d
+    if mode == "fwd":
+        return Cost(fwd_bytes, fwd_flops)
+    # fwdbwd minimum: x, dy, weight read once; y, dx, dweight written once; rstd round-trips in fp32.
+    return Cost(4 * n * d * b + 2 * d * b + 8 * n, fwd_flops + 9 * n * d)
+
+
+def _supports(dims, dtype: str, mode: str) -> str | None:
+    for key in ("B", "T", "D"):
+        if key not in dims:
+            return f"missing dimension {key} (give B, T, D)"
+    if "seqlens" in dims:
+        return "rms_norm is row-wise: varlen packing changes nothing, use B=1,T=<total>"
+    if min(_shape(dims)) < 1:
+        return "every dimension must be >= 1"
+    ub_bytes = rowwise.ub_context()[0]
+    mult = BWD_MEM_MULT if mode == "fwdbwd" else FWD_MEM_MULT
+    widest = rowwise.max_row_width(mult, ub_bytes, UB_MARGIN)
+    if rowwise.row_block(dims["D"]) > widest:
+        return (f"D={dims['D']} pads to BD={rowwise.row_block(dims['D'])} > {widest}, the widest single-pass row "
+                f"whose fp32 tile (x{mult} live copies) fits {UB_MARGIN:.0%} of UB {ub_bytes} B")
+    return None
+
+
+def _peer(inputs: dict, mode: str) -> dict:
+    """flash-linear-attention's rms_norm (fla-core 0.6.0) on the same inputs, for the H200 comparison."""
+    from fla.modules.norm.layernorm import rms_norm as fla_rms_norm
+
+    if mode == "fwd":
+        return {"y": fla_rms_norm(inputs["x"], inputs["weight"], None, eps=DEFAULT_EPS)}
+    x = inputs["x"].detach().requires_grad_(True)
+    w = inputs["weight"].detach().requires_grad_(True)
+    y = fla_rms_norm(x, w, None, eps=DEFAULT_EPS)
+    y.backward(inputs["dy"])
+    return {"y": y.detach(), "dx": x.grad, "dweight": w.grad}
+
+
+SPEC = KernelSpec(
+    name="rms_norm",
+    description="RMS norm with weight over the last dim (fwd: y, rstd; bwd: dx, dweight via fp32 partials)",
+    bound="vector",
+    modes=("fwd", "fwdbwd"),
+    dtypes=("bf16", "fp32"),
+    shapes={
+        "tiny": ShapePreset("tiny", {"B": 2, "T": 37, "D": 96}, "CPU CI: 74 rows of a non-power-of-two width"),
+        "realistic": ShapePreset("realistic", {"B": 4, "T": 4096, "D": 4096}, "B4_T4096_D4096: a 4096-wide model"),
+        "widest": ShapePreset("widest", {"B": 1, "T": 4096, "D": 8192}, "B1_T4096_D8192: the widest supported row"),
+    },
+    tunables={
+        "block_rows": Tunable("block_rows", 0, rowwise.ROW_CHOICES, "forward " + rowwise.ROW_DOC),
+        "block_rows_bwd": Tunable("block_rows_bwd", 0, rowwise.ROW_CHOICES, "backward " + rowwise.ROW_DOC),
+    },
+    make_inputs=_make_inputs,
+    run=_run,
+    reference=rms_norm_reference,
+    ub_model=_ub_model,
+    cost=_cost,
+    supports=_supports,
+    kernel_names=("_rms_norm_fwd_kernel", "_rms_norm_bwd_kernel", "_rms_norm_dweight_kernel"),
+    tolerances={"fp32": 1e-5, "bf16": 1e-2},
+    extras={"peer": _peer, "peer_name": "fla.modules.norm.layernorm.rms_norm (fla-core 0.6.0)",
+            "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx", "dweight")}},
+)

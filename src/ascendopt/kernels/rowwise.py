@@ -1,0 +1,139 @@
+"""Pieces shared by the row-wise norms (``l2norm``, ``rms_norm``): the row tile and the bulk/tail plan.
+
+A row-wise op views its input as ``[n_rows, D]`` and processes ``[BR, BD]`` tiles: ``BD`` is the
+whole row padded to a power of two (one pass, no second sweep over D), ``BR`` rows come from the
+UB model. Full tiles run in a *bulk* launch whose block pointers never leave the tensor along the
+rows; the last partial tile runs in a separate *tail* launch with ``TAIL=True`` (a constexpr), so
+no compiled kernel carries both DMA paths (seed: "Constexpr-split mutually exclusive DMA paths").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+from ascendopt import ub
+from ascendopt.errors import UsageError
+from ascendopt.kernels.common import grid_size
+
+# fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
+MAX_BLOCK_ROWS = 128
+# On CUDA the register file, not a UB, bounds a tile: Triton's default 4 warps (num_warps may not be
+# set, see kernels.common) hold an 8192-element fp32 tile at 64 values per thread without spilling.
+CUDA_MAX_TILE_ELEMENTS = 8192
+ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
+
+
+def ub_context() -> tuple[int, str, bool]:
+    """(UB bytes, backend name, whether UB is enforced) of the current backend."""
+    from ascendopt import backends
+
+    backend = backends.current()
+    info = backend.info()
+    return info.ub_bytes, backend.name, info.ub_enforced
+
+
+def row_block(d: int) -> int:
+    """``BD``: the whole row, padded to a power of two (at least 16 for aligned vector tiles)."""
+    return max(16, ub.next_pow2(d))
+
+
+def max_row_width(multiplier: float, ub_bytes: int, margin: float) -> int:
+    """Largest power-of-two ``BD`` whose single-row fp32 tile fits the UB budget."""
+    return ub.solve({"BR": 1, "BD": 1}, "BD", "fp32", multiplier, ub_bytes, margin)
+
+
+def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0) -> int:
+    """``BR`` for an fp32 ``[BR, row_block(d)]`` tile with ``multiplier`` live copies.
+
+    ``requested`` > 0 is taken as given (on npu it must fit the UB budget); 0 solves the UB model,
+    capped by ``MAX_BLOCK_ROWS``, the rows present, and on CUDA by ``CUDA_MAX_TILE_ELEMENTS``.
+    """
+    bd = row_block(d)
+    ub_bytes, backend, enforced = ub_context()
+    if requested:
+        check = ub.check({"BR": requested, "BD": bd}, "fp32", multiplier, ub_bytes, margin)
+        if enforced and not check.safe:
+            raise UsageError(f"block_rows={requested} with BD={bd}: {check.describe()}",
+                             hint="use block_rows=0 (UB model) or a smaller value")
+        return requested
+    rows = ub.solve({"BR": 1, "BD": bd}, "BR", "fp32", multiplier, ub_bytes, margin, upper=max(n_rows, 1))
+    rows = min(rows, MAX_BLOCK_ROWS)
+    if backend == "cuda":
+        rows = max(1, min(rows, CUDA_MAX_TILE_ELEMENTS // bd))
+    return rows
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a row-wise kernel: tasks ``[0, n_tasks)`` cover rows from ``row_start``."""
+
+    row_start: int
+    n_tasks: int
+    programs: int
+    tail: bool
+    first_program: int  # index of this launch's first program among all launches (partials rows)
+
+
+def plan_rows(n_rows: int, rows_per_tile: int) -> list[Launch]:
+    """Bulk launch over the full tiles, then one tail launch for the remaining rows (if any)."""
+    full, rest = divmod(n_rows, rows_per_tile)
+    launches = []
+    if full:
+        launches.append(Launch(0, full, grid_size("vector", full), False, 0))
+    if rest:
+        first = launches[0].programs if launches else 0
+        launches.append(Launch(full * rows_per_tile, 1, 1, True, first))
+    return launches
+
+
+def total_programs(launches: list[Launch]) -> int:
+    return sum(launch.programs for launch in launches)
+
+
+def check_rows(x, name: str = "x") -> int:
+    """Validate a ``[..., D]`` input; return D. The row view needs a contiguous last dimension."""
+    if x.dim() < 2:
+        raise UsageError(f"{name}: expected at least 2 dims [..., D], got shape {tuple(x.shape)}")
+    if x.shape[-1] == 0:
+        raise UsageError(f"{name}: last dimension D is 0")
+    return int(x.shape[-1])
+
+
+@triton.jit
+def load_tile(p, TAIL: tl.constexpr):
+    """Load a ``[BR, BD]`` block: bulk tiles check only the padded columns, tail tiles rows too."""
+    if TAIL:
+        tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
+    else:
+        tile = tl.load(p, boundary_check=(1,), padding_option="zero")
+    return tile
+
+
+@triton.jit
+def store_tile(p, value, TAIL: tl.constexpr):
+    if TAIL:
+        tl.store(p, value, boundary_check=(0, 1))
+    else:
+        tl.store(p, value, boundary_check=(1,))
+
+
+@triton.jit
+def load_rows(p, TAIL: tl.constexpr):
+    """Load a ``[BR]`` per-row vector (e.g. rstd); only tail tiles can run past the last row."""
+    if TAIL:
+        rows = tl.load(p, boundary_check=(0,), padding_option="zero")
+    else:
+        rows = tl.load(p)
+    return rows
+
+
+@triton.jit
+def store_rows(p, value, TAIL: tl.constexpr):
+    if TAIL:
+        tl.store(p, value, boundary_check=(0,))
+    else:
+        tl.store(p, value)
