@@ -13,9 +13,9 @@ or the backend. Bad input raises ``UsageError``; nothing returns None.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping
 
 from ascendopt.errors import UsageError
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,14 +11,14 @@ from ascendopt.cli.options import JsonOpt
 
 
 def lint(
-    paths: Annotated[Optional[List[str]], typer.Argument(help="Python files or folders (searched for *.py).")] = None,
+    paths: Annotated[list[str] | None, typer.Argument(help="Python files or folders (searched for *.py).")] = None,
     format: Annotated[str, typer.Option("--format", help="text | json | github (workflow annotations).")] = "text",
     select: Annotated[
-        Optional[str], typer.Option("--select", help="Only these rule ids or prefixes, comma-separated (AO1,AO203).")
+        str | None, typer.Option("--select", help="Only these rule ids or prefixes, comma-separated (AO1,AO203).")
     ] = None,
-    ignore: Annotated[Optional[str], typer.Option("--ignore", help="Skip these rule ids or prefixes.")] = None,
+    ignore: Annotated[str | None, typer.Option("--ignore", help="Skip these rule ids or prefixes.")] = None,
     explain: Annotated[
-        Optional[str], typer.Option("--explain", help="Print what a rule checks, why, the fix and the seed's words.")
+        str | None, typer.Option("--explain", help="Print what a rule checks, why, the fix and the seed's words.")
     ] = None,
     list_rules: Annotated[bool, typer.Option("--list-rules", help="List every rule id with its summary.")] = False,
     json: JsonOpt = False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -38,14 +38,14 @@ def ub(
         float, typer.Option("--mult", help="Memory multiplier: live tile-sized buffers (accumulators, copies, masks).")
     ] = ...,
     chip: Annotated[
-        Optional[str], typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2).")
+        str | None, typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2).")
     ] = None,
     ub_bytes: Annotated[
-        Optional[int], typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")
+        int | None, typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")
     ] = None,
     margin: Annotated[float, typer.Option("--margin", help="Safety margin in (0, 1]; budget = margin x UB.")] = 0.85,
     solve: Annotated[
-        Optional[str], typer.Option("--solve", help="Print the largest safe power of two for this tile dimension.")
+        str | None, typer.Option("--solve", help="Print the largest safe power of two for this tile dimension.")
     ] = None,
     json: JsonOpt = False,
 ) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from ascendopt.errors import UsageError
 from ascendopt.lint.context import FileContext
@@ -20,14 +20,14 @@ rule("AO001", "syntax-error",
      summary="The file does not parse as Python, so no rule could check it.",
      why="A file the linter cannot parse is a file nobody has checked.",
      fix="Fix the syntax error (the message gives Python's own description and position).",
-     seed=("Before tuning, classify the issue: compile failure / UB overflow / grid limit / numeric error / real "
-           "performance bottleneck",))(None)
+     seed=(("Before tuning, classify the issue: compile failure / UB overflow / grid limit / numeric error / real "
+           "performance bottleneck"),))(None)
 rule("AO002", "unreadable",
      summary="The file cannot be read (permissions, or not UTF-8 text).",
      why="A file the linter cannot read is a file nobody has checked.",
      fix="Make the file readable as UTF-8 text, or leave it out of the paths given to `ascendopt lint`.",
-     seed=("Make the target backend semantically correct before optimizing; never hide missing capability "
-           "or kernel bugs behind a Torch fallback.",))(None)
+     seed=(("Make the target backend semantically correct before optimizing; never hide missing capability "
+           "or kernel bugs behind a Torch fallback."),))(None)
 
 
 @dataclass

@@ -6,8 +6,9 @@ AO2xx integer width of index math, AO3xx DMA paths and control flow, AO4xx numer
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ascendopt.errors import UsageError
 
@@ -40,7 +41,7 @@ class Rule:
     why: str
     fix: str
     seed: tuple[str, ...]  # the seed's own sentences this rule enforces, quoted verbatim
-    check: Callable[["FileContext"], Iterable[tuple[object, str]]] | None = field(default=None, compare=False)
+    check: Callable[[FileContext], Iterable[tuple[object, str]]] | None = field(default=None, compare=False)
 
     def explain(self) -> str:
         """The rule's documentation as plain text (what ``ascendopt lint --explain ID`` prints)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ascendopt.lint.context import FileContext, Kernel, add_terms, arg, base_name, dotted, names_in, tl_func
+from ascendopt.lint.astutil import add_terms, arg, base_name, dotted, names_in, tl_func
+from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 GATE_NAME = re.compile(r"^(g|gk|gv|gate|gates|g_cumsum|g_cs)(_ptr)?$")
@@ -43,9 +44,9 @@ def _has_constexpr_part(kernel: Kernel, test: ast.AST) -> bool:
         "the optional pointer still compiles when the pointer is None.",
     fix="Nest the flag: `if not FLAG: ... elif runtime: ... else: ...`.",
     seed=("if CONSTEXPR_FLAG or runtime: around an optional pointer \u2014 else still compiles when the ptr is None",
-          "Do not OR a constexpr optional-pointer flag with a runtime check: if USE_INITIAL_STATE or i_t*BT < W "
+          ("Do not OR a constexpr optional-pointer flag with a runtime check: if USE_INITIAL_STATE or i_t*BT < W "
           "still lowers the else and compiles initial_state + \u2026 when the pointer is None. Nest: if not "
-          "FLAG: \u2026 elif runtime: \u2026 else: \u2026."),
+          "FLAG: \u2026 elif runtime: \u2026 else: \u2026.")),
 )
 def check_constexpr_or(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp, ast.While):
@@ -89,8 +90,8 @@ def _first_dma(kernel: Kernel, nodes, kind: str) -> ast.AST | None:
     fix="Host-split the last tile into a second launch with a tl.constexpr TAIL_MODE (0 = block pointer only, "
         "1 = always masked, 2 = runtime for varlen / NT == 1) so each compile keeps one path.",
     seed=("Leaving a runtime is_tail_chunk (or similar) between block_ptr and masked DMA \u2014 both stay in UB",
-          "Constexpr-split mutually exclusive DMA paths (critical on Ascend): a runtime if is_tail_chunk that "
-          "chooses make_block_ptr vs masked tl.load keeps both paths live in UB."),
+          ("Constexpr-split mutually exclusive DMA paths (critical on Ascend): a runtime if is_tail_chunk that "
+          "chooses make_block_ptr vs masked tl.load keeps both paths live in UB.")),
 )
 def check_runtime_dma_branch(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp):
@@ -140,8 +141,8 @@ def _self_update(target: str, value: ast.AST) -> bool:
     why="In a 1D core-grid task loop each task is independent; carrying a pointer from one task to the next "
         "can be mis-compiled by Ascend Triton (and `ptr -=` across chunks gave NaN in chunk_delta_h).",
     fix="Rebind local pointers from the base argument every iteration: `q_ptr = q + offset(task_id)`.",
-    seed=("In a core-grid task loop, rebind local pointers each iteration (q_ptr = q + \u2026); do not accumulate "
-          "with in-place ptr += across tasks \u2014 Ascend Triton can mis-compile that pattern.",),
+    seed=(("In a core-grid task loop, rebind local pointers each iteration (q_ptr = q + \u2026); do not accumulate "
+          "with in-place ptr += across tasks \u2014 Ascend Triton can mis-compile that pattern."),),
 )
 def check_task_loop_pointers(ctx: FileContext):
     for kernel in ctx.kernels.values():
@@ -197,9 +198,9 @@ def _head_strided(kernel: Kernel, node: ast.AST) -> ast.AST | None:
         "(~30-45x in chunk_delta_h).",
     fix="On the host, `g.transpose(1, 2).contiguous()` when HV != 1 and pass a tl.constexpr G_T_CONTIG; load "
         "with a stride-1 pointer (`g + i_b*HV*T_seq + i_h*T_seq`, varlen `bos + i_h*T_seq`).",
-    seed=("Gate g along T (critical on Ascend): if g is [B, T, HV], host g.transpose(1, 2).contiguous() and "
+    seed=(("Gate g along T (critical on Ascend): if g is [B, T, HV], host g.transpose(1, 2).contiguous() and "
           "load via G_T_CONTIG + stride-1 g_ptr (see g-contiguous-loading.md). Stride-HV gathers in bwd hot "
-          "loops can be 10\u00d7\u201335\u00d7 slower than contiguous loads; HV==1 needs no transpose.",),
+          "loops can be 10\u00d7\u201335\u00d7 slower than contiguous loads; HV==1 needs no transpose."),),
 )
 def check_gate_head_stride(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):

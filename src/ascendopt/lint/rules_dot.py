@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from ascendopt.lint.context import FileContext, arg, tl_func
+from ascendopt.lint.astutil import arg, tl_func
+from ascendopt.lint.context import FileContext
 from ascendopt.lint.registry import rule
 
 Clobbered = dict  # tile name -> line of the tl.dot that took it as left operand
@@ -121,9 +122,9 @@ def _merge(a: Clobbered, b: Clobbered) -> Clobbered:
     fix="Reload the tile from GM before reusing it (one large reuse between stages), or copy it with "
         "`tile_copy = tile + 0.0` BEFORE the first dot and use the copy afterwards (a copy made after the "
         "dot copies corrupted data).",
-    seed=("Ascend tl.dot clobbers the left operand: on NPU, tl.dot(lhs, rhs, \u2026) may overwrite lhs in UB "
+    seed=(("Ascend tl.dot clobbers the left operand: on NPU, tl.dot(lhs, rhs, \u2026) may overwrite lhs in UB "
           "(CUDA Triton does not). Any later read of that tile (second lhs, rhs, store) sees corrupted data "
-          "unless you reload from GM or copy with tile + 0.0before the first lhs dot.",
+          "unless you reload from GM or copy with tile + 0.0before the first lhs dot."),
           "Reused tl.dot left-hand tiles: GM reload or tile + 0.0before first lhs dot (post-dot copy invalid)"),
 )
 def check_dot_lhs(ctx: FileContext):

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import ast
 
-from ascendopt.lint.context import (FileContext, Kernel, add_terms, arg, cast_target, int64_cast_of,
-                                    is_int32_dtype, names_in, tl_func)
+from ascendopt.lint.astutil import (
+    add_terms,
+    arg,
+    cast_target,
+    int64_cast_of,
+    is_int32_dtype,
+    names_in,
+    tl_func,
+)
+from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 
@@ -20,8 +28,8 @@ def _src(node: ast.AST, limit: int = 40) -> str:
     why="A constexpr argument is a Python value at compile time, not a tensor: `B.to(tl.int64)` fails with "
         "AttributeError(\"'constexpr' object has no attribute 'to'\").",
     fix="Use `tl.cast(B, tl.int64)`, which accepts constexpr and tensor values alike.",
-    seed=("B.to(tl.int64) / i_t.to(tl.int64) on specialized or folded constexpr ints (constexpr has no .to); "
-          "use tl.cast",),
+    seed=(("B.to(tl.int64) / i_t.to(tl.int64) on specialized or folded constexpr ints (constexpr has no .to); "
+          "use tl.cast"),),
 )
 def check_constexpr_to(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -44,9 +52,9 @@ def check_constexpr_to(ctx: FileContext):
     fix="Put the int64 part into the base pointer (`x + bos * D`) and pass the int32 tile offset "
         "(`i_t * BT`) to make_block_ptr.",
     seed=("Passing int64 t0 as make_block_ptr offsets (offsets/block_shape must be int32)",
-          "make_block_ptr offsets stay int32: Triton rejects int64 offsets/block_shape. Flattened pointer math "
+          ("make_block_ptr offsets stay int32: Triton rejects int64 offsets/block_shape. Flattened pointer math "
           "(bos * D, t0 * D, i_b * stride) uses int64; pass i_t * BT (int32) as the block row offset. Do not "
-          "feed t0 into make_block_ptr."),
+          "feed t0 into make_block_ptr.")),
 )
 def check_block_ptr_int64(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -74,9 +82,9 @@ def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
     for sub in ast.walk(node):
         if tl_func(sub) in ("program_id", "num_programs", "load"):
             return True
-        if isinstance(sub, ast.Name) and (sub.id in kernel.assigns or sub.id in kernel.params):
-            if sub.id not in kernel.maybe_constexpr_names and not _tile_local(kernel, sub.id):
-                return True
+        if (isinstance(sub, ast.Name) and (sub.id in kernel.assigns or sub.id in kernel.params)
+                and sub.id not in kernel.maybe_constexpr_names and not _tile_local(kernel, sub.id)):
+            return True
     return False
 
 
@@ -100,8 +108,8 @@ def _products(node: ast.AST):
         "`(i_b * T).to(tl.int64)` from CUDA code still wraps.",
     fix="Cast the index before multiplying: `tl.cast(i_b, tl.int64) * T`, `tl.cast(NT - 1, tl.int64) * DH_CS`, "
         "`tl.cast(bos, tl.int64) * HV + i_h`.",
-    seed=("Cast the index first with tl.cast (not .to on specialized ints): tl.cast(i_t, tl.int64) * BT, "
-          "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS.",
+    seed=(("Cast the index first with tl.cast (not .to on specialized ints): tl.cast(i_t, tl.int64) * BT, "
+          "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS."),
           "Never (i_b * T).to(tl.int64) or ((NT - 1) * DH_CS).to(tl.int64)."),
 )
 def check_late_cast(ctx: FileContext):
@@ -142,9 +150,9 @@ def _cu_seqlens_narrowing(value: ast.AST) -> str | None:
         "cu_seqlens, so the loaded dtype is not guaranteed.",
     fix="Load as int64 either way: `bos = tl.load(cu_seqlens + i_n).to(tl.int64)`; narrow only the length "
         "`T = (eos - bos).to(tl.int32)`; or cast before the stride: `tl.cast(bos, tl.int64) * HV + i_h`.",
-    seed=("Varlen cu_seqlens \u2192 int64 for pointer math: host dtype is often torch.long, but tests also pass "
+    seed=(("Varlen cu_seqlens \u2192 int64 for pointer math: host dtype is often torch.long, but tests also pass "
           "int32; load as tl.int64 either way. Loading .to(tl.int32) then (bos * HV + i_hv) * V overflows well "
-          "before bos hits 2\u00b3\u00b9 (HV=32, V=4096 \u2192 safe bos \u2248 16K).",),
+          "before bos hits 2\u00b3\u00b9 (HV=32, V=4096 \u2192 safe bos \u2248 16K)."),),
 )
 def check_cu_seqlens(ctx: FileContext):
     for kernel in ctx.kernels.values():

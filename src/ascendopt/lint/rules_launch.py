@@ -8,7 +8,8 @@ import re
 import tokenize
 from typing import NamedTuple
 
-from ascendopt.lint.context import FileContext, dotted
+from ascendopt.lint.astutil import dotted
+from ascendopt.lint.context import FileContext
 from ascendopt.lint.registry import rule
 
 CUDA_ONLY = ("num_warps", "num_stages")
@@ -48,8 +49,8 @@ def _target_name(target: ast.AST) -> str | None:
         "dicts, wrapper parameters and the helpers that compute them; also delete commented-out copies. "
         "Tune with tiles, grid, layout, fusion/split and the UB budget instead (`ascendopt ub`).",
     seed=("Hard constraint (NPU launch params): Ascend Triton kernels do not supportnum_warps or num_stages.",
-          "No num_warps / num_stages anywhere: NPU does not support them. Omit from kernel call sites, autotune "
-          "config dicts, and wrappers. Do not leave them commented-out \u201cfor CUDA parity\u201d; delete them."),
+          ("No num_warps / num_stages anywhere: NPU does not support them. Omit from kernel call sites, autotune "
+          "config dicts, and wrappers. Do not leave them commented-out \u201cfor CUDA parity\u201d; delete them.")),
 )
 def check_num_warps(ctx: FileContext):
     for call in ctx.nodes(ast.Call):
