@@ -1,0 +1,121 @@
+"""Fast, strict CSV reading for profiler tables (pyarrow), by column NAME, never by position.
+
+Profiler CSVs are big (a long training step gives 10^5-10^6 rows) and quirky
+(docs/reference/ascend-profiler.md §4.5): a TAB after the start time, quoted cells, ``N/A`` /
+``NA`` / empty for "not collected", CRLF, no final newline, ragged rows, a trailing comma that
+makes an empty-named column. ``read_columns`` reads only the columns asked for, turns every
+"missing" marker into NaN (never 0), and raises ``ProfileError`` naming the file for anything
+it cannot read.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ascendopt.errors import ProfileError
+
+NULL_MARKERS = ["N/A", "NA", "", "n/a", "-"]
+_HEAD_BYTES = 1 << 16
+
+
+def read_header(path: Path) -> list[str]:
+    """The header row's names, stripped. Raises ProfileError for empty, binary or header-less files."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not head.strip():
+        raise ProfileError(f"{path}: empty file", hint="re-run the profiler; the export did not finish")
+    if b"\x00" in head:
+        raise ProfileError(f"{path}: binary data, not a CSV text file")
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not UTF-8 text, not a CSV file") from None
+    names = next(csv.reader([text]), [])
+    names = [n.strip() for n in names]
+    if not any(names):
+        raise ProfileError(f"{path}: first line is not a CSV header")
+    return names
+
+
+def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lines: int = 0):
+    """Read the raw columns ``wanted`` (raw name -> canonical name) into a pandas DataFrame.
+
+    ``text``: canonical names to keep as strings (read dictionary-encoded, i.e. categorical);
+    every other column is float64 with NaN for N/A / NA / empty cells. ``skip_lines`` skips
+    lines before the header (ncu's ``==PROF==`` lines).
+    Returns ``(frame, notes)``; notes are warnings such as skipped ragged rows.
+    Raises ProfileError when the file holds no data rows, a row cannot be parsed, or a numeric
+    column holds a value that is not a number.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
+
+    notes: list[str] = []
+    ragged: list[str] = []
+
+    def on_invalid(row) -> str:
+        # A row with a different field count: its later cells would be shifted. Skip it, say so.
+        ragged.append(f"line {row.number}" if row.number is not None else repr(row.text[:40]))
+        return "skip"
+
+    types = {raw: (pa.dictionary(pa.int32(), pa.string()) if canon in text else pa.string())
+             for raw, canon in wanted.items()}
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(wanted), column_types=types, null_values=NULL_MARKERS,
+                strings_can_be_null=True, quoted_strings_can_be_null=True,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
+        msg = str(exc).splitlines()[0][:160]
+        raise ProfileError(f"{path}: cannot parse as CSV ({msg})") from None
+    if ragged:
+        notes.append(f"{path.name}: skipped {len(ragged)} row(s) whose field count differs from the header "
+                     f"({', '.join(ragged[:3])}); their cells would be shifted")
+    if table.num_rows == 0:
+        raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
+
+    columns, names = [], []
+    for raw, canon in wanted.items():
+        col = table.column(raw)
+        if canon not in text:
+            col = _to_float(path, raw, col, pa, pc)
+        columns.append(col)
+        names.append(canon)
+    table = pa.table(columns, names=names)
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    return frame, notes
+
+
+def _to_float(path: Path, raw: str, col, pa, pc):
+    """Strings -> float64. Strips spaces, TABs and quotes first (the start-time TAB quirk)."""
+    cleaned = pc.utf8_trim(col, characters=' \t\r"')
+    cleaned = pc.if_else(pc.is_in(cleaned, value_set=pa.array(NULL_MARKERS)), None, cleaned)
+    try:
+        return pc.cast(cleaned, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # Thousands separators ("1,980,000": ncu) are numbers too.
+    no_commas = pc.replace_substring(cleaned, ",", "")
+    try:
+        return pc.cast(no_commas, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        import pandas as pd
+
+        values = no_commas.to_pandas()
+        bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
+        row = int(bad.index[0]) + 1
+        raise ProfileError(
+            f"{path}: column {raw!r} has a non-numeric value {bad.iloc[0]!r} (data row {row})",
+            hint="expected a number or N/A",
+        ) from None

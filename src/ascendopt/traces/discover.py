@@ -1,0 +1,119 @@
+"""Find profile runs: what a path is, and which run to read when a folder holds several.
+
+A run is one of: a torch_npu ``*_ascend_pt`` folder (or any folder holding
+``ASCEND_PROFILER_OUTPUT/``), an ``ASCEND_PROFILER_OUTPUT`` folder itself, msprof output
+(``PROF_*`` / ``mindstudio_profiler_output`` with ``op_summary_*.csv``), an ``msprof op``
+folder (``OPPROF_*``, per-block CSVs), or this tool's cuda/cpu folder (``kernels.csv``,
+``trace.json``, ``ncu_raw*.csv``, ``ascendopt_profile.yaml``). A parent folder's runs are
+ordered by the timestamp in their names (then by modification time); the newest is read unless
+the caller names one (docs/reference/ascend-profiler.md §2: never "the first glob match").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendopt.errors import ProfileError
+
+PROFILE_YAML = "ascendopt_profile.yaml"
+_STAMPS = (
+    re.compile(r"_(\d{14,17})_ascend_(?:pt|ms)$"),
+    re.compile(r"_(\d{8})-(\d{6})_ascendopt_"),
+    re.compile(r"^PROF_\d+_(\d{14,17})"),
+    re.compile(r"^OPPROF_(\d{8,})"),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One profile run: its folder (or file), its kind, and the sort stamp from its name."""
+
+    path: Path
+    kind: str  # npu | msprof | msprof-op | ascendopt (cuda/cpu folder; backend read later)
+    stamp: str
+
+    def sort_key(self) -> tuple[str, float]:
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            mtime = 0.0
+        return (self.stamp, mtime)
+
+
+def stamp_of(name: str) -> str:
+    for pattern in _STAMPS:
+        m = pattern.search(name)
+        if m:
+            return "".join(m.groups()).ljust(17, "0")
+    return ""
+
+
+def _first_cell(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(4096)
+    except OSError:
+        return ""
+    return line.split(b",", 1)[0].strip().decode("utf-8", "replace").lstrip("\ufeff")
+
+
+def block_csvs(folder: Path) -> list[Path]:
+    """``msprof op`` per-block CSVs in a folder (header starts with ``block_id``)."""
+    return sorted(p for p in folder.glob("*.csv") if _first_cell(p) == "block_id")
+
+
+def op_summaries(folder: Path) -> list[Path]:
+    """msprof ``op_summary_*.csv`` files under a PROF_* / mindstudio_profiler_output / parent folder."""
+    found = sorted(folder.glob("op_summary_*.csv"))
+    found = found or sorted(folder.glob("mindstudio_profiler_output/op_summary_*.csv"))
+    return found or sorted(folder.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
+
+
+def kind_of_dir(folder: Path) -> str | None:
+    """The kind of run a folder is, or None when it is not a run itself."""
+    if (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
+        return "npu"
+    if folder.name == "ASCEND_PROFILER_OUTPUT" or (folder / "kernel_details.csv").is_file():
+        return "npu"
+    if (folder / PROFILE_YAML).is_file() or (folder / "kernels.csv").is_file() or any(folder.glob("ncu_raw*.csv")):
+        return "ascendopt"
+    if (folder / "trace.json").is_file():
+        return "ascendopt"
+    if folder.name.startswith("PROF_") or folder.name == "mindstudio_profiler_output":
+        return "msprof" if op_summaries(folder) else None
+    if list(folder.glob("op_summary_*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary_*.csv")):
+        return "msprof"
+    if block_csvs(folder):
+        return "msprof-op"
+    return None
+
+
+def find_runs(path: Path) -> list[Run]:
+    """Runs at ``path``: itself, else its children, else its grandchildren; oldest first."""
+    path = Path(path)
+    if not path.exists():
+        raise ProfileError(f"{path}: no such file or folder")
+    if path.is_file():
+        return [Run(path, "file", stamp_of(path.name))]
+    kind = kind_of_dir(path)
+    if kind:
+        return [Run(path, kind, stamp_of(path.name))]
+    for depth in (1, 2):
+        pattern = "*" if depth == 1 else "*/*"
+        runs = []
+        for child in sorted(path.glob(pattern)):
+            if not child.is_dir():
+                continue
+            k = kind_of_dir(child)
+            # a PROF_* folder inside an *_ascend_pt run belongs to that run, not a run of its own
+            if k and not (k == "msprof" and kind_of_dir(child.parent) == "npu"):
+                runs.append(Run(child, k, stamp_of(child.name)))
+        if runs:
+            return sorted(runs, key=Run.sort_key)
+    raise ProfileError(
+        f"{path}: no profile found (looked for *_ascend_pt/ASCEND_PROFILER_OUTPUT, PROF_*/op_summary_*.csv, "
+        "OPPROF_* per-block CSVs, kernels.csv / trace.json / ncu_raw*.csv)",
+        hint="pass the folder `ascendopt collect` printed",
+    )
