@@ -36,6 +36,7 @@ app = typer.Typer(
 # (module under ascendopt.cli, command name) in the order of the checklist, then the tools around it.
 COMMANDS: list[tuple[str, str]] = [
     ("env", "env"),
+    ("collect", "collect"),
     ("lint", "lint"),
     ("ub", "ub"),
 ]

@@ -35,11 +35,13 @@ def profile_folder(roots: list[Path], name: str, backend: str) -> Path:
     """``<roots[0]>/<name>_<YYYYmmdd-HHMMSS>_ascendopt_<backend>``, a name free in every root.
 
     ``roots`` are the staging folder (where it is created) and the final out_dir (where it will be
-    renamed to). A clash within the same second (two metric groups of a fast run) gets ``-2``,
-    ``-3``... appended to the timestamp, keeping the ``_ascendopt_<backend>`` suffix readers glob.
+    renamed to). A clash within the same second (two metric groups of a fast run) takes the next
+    free second, so names keep the exact pattern readers parse and still sort in run order.
     """
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    label, n = stamp, 2
-    while any((root / f"{name}_{label}_ascendopt_{backend}").exists() for root in roots):
-        label, n = f"{stamp}-{n}", n + 1
-    return roots[0] / f"{name}_{label}_ascendopt_{backend}"
+    now = time.time()
+    for offset in range(3600):
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now + offset))
+        leaf = f"{name}_{stamp}_ascendopt_{backend}"
+        if not any((root / leaf).exists() for root in roots):
+            return roots[0] / leaf
+    raise UsageError(f"{roots[-1]}: no free profile folder name for {name!r} within the next hour")

@@ -1,0 +1,144 @@
+"""`ascendopt collect`: checklist step 2 — profile a workload file or a bundled kernel, ONE metric
+group per run (`--aic-metrics pipe,ub` makes two runs recorded as one set for `analyze`)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated, Optional
+
+import typer
+
+from ascendopt.cli.options import JsonOpt
+
+_GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: pipe, ub, memory, l2, arith, memaccess, "
+                "memoryl0, conflict, none (or the full names, e.g. PipeUtilization).")
+
+
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    from ascendopt.errors import UsageError
+
+    config = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--set {item!r}: expected NAME=VALUE (a tunable of the kernel)")
+        config[name.strip()] = value.strip()
+    return config
+
+
+def _command_line(args: list[tuple[str, object]]) -> str:
+    """The canonical command that reproduces this collection (recorded in the profile metadata)."""
+    parts = ["ascendopt", "collect"]
+    for flag, value in args:
+        if value is None or value is False:
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    return shlex.join(parts)
+
+
+def collect(
+    exec_file: Annotated[Optional[str], typer.Option("--exec-file", help="Workload file: module code runs once, workload() each step.")] = None,  # noqa: E501
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="A bundled kernel (see `ascendopt kernels`).")] = None,
+    shape: Annotated[Optional[str], typer.Option("--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. Default: tiny on cpu, realistic elsewhere.")] = None,  # noqa: E501
+    mode: Annotated[Optional[str], typer.Option("--mode", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,  # noqa: E501
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="--kernel: fp32, bf16, ... (default: the kernel's first).")] = None,  # noqa: E501
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="--kernel: tunable NAME=VALUE (repeatable).")] = None,  # noqa: E501
+    aic_metrics: Annotated[str, typer.Option("--aic-metrics", help=_GROUPS_HELP)] = "PipeUtilization",
+    level: Annotated[str, typer.Option("--level", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",  # noqa: E501
+    name: Annotated[Optional[str], typer.Option("--name", help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,  # noqa: E501
+    out_dir: Annotated[str, typer.Option("--out-dir", help="Parent folder of the profile folders.")] = "npu_prof",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each workload process may run (the profiler run, and the ncu replay on cuda).")] = 600.0,  # noqa: E501
+    wait: Annotated[int, typer.Option("--wait", help="Schedule: steps skipped per cycle.")] = 0,
+    warmup: Annotated[int, typer.Option("--warmup", help="Schedule: warm-up steps per cycle (the first, compiling call lands here).")] = 1,  # noqa: E501
+    active: Annotated[int, typer.Option("--active", help="Schedule: recorded steps per cycle.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", help="Schedule: cycles.")] = 1,
+    skip_first: Annotated[int, typer.Option("--skip-first", help="Schedule: steps skipped once at the start.")] = 0,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Workload calls (default: one full schedule, skip_first + (wait+warmup+active) x repeat).")] = None,  # noqa: E501
+    kernel_filter: Annotated[Optional[str], typer.Option("--kernel-filter", help="Substring of the kernel name: ncu profiles only these (cuda); passed on to --analyze.")] = None,  # noqa: E501
+    analyze: Annotated[bool, typer.Option("--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,  # noqa: E501
+    json: JsonOpt = False,
+) -> None:
+    """Profile a workload with the backend's profiler and print the profile folder(s).
+
+    npu: torch_npu.profiler (CPU+NPU, Level1, the asked AiCMetrics group); cuda: torch.profiler, plus
+    an Nsight Compute replay for the counters; cpu: torch.profiler over the Triton interpreter (no
+    counters). Exit 2 for a bad workload (syntax error, no workload(), raises, hangs past --timeout),
+    5 when the backend or ncu is missing.
+    """
+    from ascendopt import backends, console
+    from ascendopt.collect import collect_exec_file, collect_kernel
+    from ascendopt.errors import UsageError
+
+    if (exec_file is None) == (kernel is None):
+        raise UsageError("collect needs exactly one of --exec-file FILE or --kernel NAME")
+    if timeout <= 0:
+        raise UsageError(f"--timeout {timeout:g}: must be > 0 seconds")
+    schedule = dict(profiler_level=level, wait=wait, warmup=warmup, active=active, repeat=repeat,
+                    skip_first=skip_first, steps=steps)
+    common = [("--aic-metrics", aic_metrics), ("--level", level), ("--name", name), ("--out-dir", out_dir),
+              ("--wait", wait), ("--warmup", warmup), ("--active", active), ("--repeat", repeat),
+              ("--skip-first", skip_first), ("--steps", steps), ("--kernel-filter", kernel_filter)]
+    if exec_file is not None:
+        command = _command_line([("--exec-file", exec_file)] + common)
+        paths = collect_exec_file(exec_file, metric_groups=aic_metrics, out_dir=out_dir, name=name, timeout=timeout,
+                                  kernel_filter=kernel_filter, command=command, **schedule)
+    else:
+        config = _parse_sets(set_ or [])
+        sets = [("--set", f"{k}={v}") for k, v in config.items()]
+        command = _command_line([("--kernel", kernel), ("--shape", shape), ("--mode", mode), ("--dtype", dtype)]
+                                + sets + common)
+        paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config, metric_groups=aic_metrics,
+                               out_dir=out_dir, name=name, timeout=timeout, kernel_filter=kernel_filter,
+                               command=command, **schedule)
+    profiles = [_summary(p) for p in paths]
+    if analyze:
+        _chain_analyze(paths, kernel_filter, json, profiles)
+        return
+    if json:
+        console.print_json({"schema": 1, "backend": backends.current().name, "profiles": profiles})
+        return
+    for path in paths:
+        console.out(str(path))
+
+
+def _summary(path) -> dict[str, object]:
+    from ascendopt.collect.metadata import FILENAME
+    from ascendopt.workspace import read_yaml
+
+    meta = read_yaml(path / FILENAME)
+    return {"path": str(path), "metric_group": meta.get("metric_group"), "backend": meta.get("backend"),
+            "hardware_counters": meta.get("hardware_counters"), "set_id": meta.get("set_id")}
+
+
+def _chain_analyze(paths, kernel_filter: str | None, json: bool, profiles: list[dict[str, object]]) -> None:
+    """`--analyze`: the analyze command on the new folders (merged as one set), if this build has it."""
+    import importlib
+
+    from ascendopt import console
+
+    try:
+        importlib.import_module("ascendopt.analysis")
+        importlib.import_module("ascendopt.cli.analyze")
+    except ImportError:
+        console.warn("--analyze: this build has no analyze command; run `ascendopt analyze <folder>` later")
+        if json:
+            console.print_json({"schema": 1, "profiles": profiles})
+        else:
+            for path in paths:
+                console.out(str(path))
+        return
+    from ascendopt.cli import app
+
+    args = ["analyze", *[str(p) for p in paths]]
+    if kernel_filter:
+        args += ["--kernel-filter", kernel_filter]
+    if json:
+        args.append("--json")
+    else:
+        for path in paths:
+            console.status(f"profile: {path}")
+    app(args=args, prog_name="ascendopt", standalone_mode=False)
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(collect)
