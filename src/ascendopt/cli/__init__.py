@@ -39,6 +39,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("collect", "collect"),
     ("lint", "lint"),
     ("ub", "ub"),
+    ("kernels", "kernels"),
 ]
 
 _state = {"debug": False}

@@ -309,6 +309,7 @@ SPEC = KernelSpec(
     supports=_supports,
     kernel_names=("_chunk_local_cumsum_kernel",),
     tolerances={"fp32": 1e-5, "bf16": 1e-5},
-    extras={"peer": _peer, "peer_name": "fla.ops.utils.cumsum.chunk_local_cumsum (fla-core 0.6.0)",
+    extras={"support": "g [B, T, H(, S)], any T, H*S; chunk 16-128; varlen: B=1, int32/int64 cu_seqlens, empty seqs ok",
+            "peer": _peer, "peer_name": "fla.ops.utils.cumsum.chunk_local_cumsum (fla-core 0.6.0)",
             "outputs": {"fwd": ("o",)}, "options": ("chunk_size", "reverse", "scale")},
 )

@@ -229,6 +229,7 @@ SPEC = KernelSpec(
     supports=_supports,
     kernel_names=("_l2norm_fwd_kernel", "_l2norm_bwd_kernel"),
     tolerances={"fp32": 1e-5, "bf16": 1e-2},
-    extras={"peer": _peer, "peer_name": "fla.modules.norm.l2norm.l2norm (fla-core 0.6.0)",
+    extras={"support": "x [..., D]: D 1..8192 (fp32 row tile x2 fwd / x4 bwd in 85% of a 192 KiB UB), any rows",
+            "peer": _peer, "peer_name": "fla.modules.norm.l2norm.l2norm (fla-core 0.6.0)",
             "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx")}},
 )

@@ -1,0 +1,120 @@
+"""`ascendopt kernels`: the bundled kernels with their modes, dtypes, shape presets, tunables and support ranges."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ascendopt.cli.options import JsonOpt
+
+
+def describe_spec(spec, *, detail: bool) -> dict[str, Any]:
+    """Plain-data view of a ``KernelSpec``; ``detail`` adds per-preset support, UB model and cost."""
+    from ascendopt import ub
+
+    info: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "bound": spec.bound,
+        "modes": list(spec.modes),
+        "dtypes": list(spec.dtypes),
+        "presets": {name: _dims_text(p.dims) for name, p in spec.shapes.items()},
+        "tunables": {name: {"default": t.default, "choices": list(t.choices), "doc": t.doc}
+                     for name, t in spec.tunables.items()},
+        "support": spec.extras.get("support", ""),
+        "kernel_names": list(spec.kernel_names),
+        "tolerances": dict(spec.tolerances),
+        "peer": spec.extras.get("peer_name"),
+    }
+    if not detail:
+        return info
+    cfg = spec.config()
+    presets = {}
+    for name, preset in spec.shapes.items():
+        entry: dict[str, Any] = {"dims": _dims_text(preset.dims), "doc": preset.doc, "modes": {}}
+        for mode in spec.modes:
+            reasons = {dtype: spec.supports(preset.dims, dtype, mode) for dtype in spec.dtypes}
+            entry["modes"][mode] = {dtype: reason or "supported" for dtype, reason in reasons.items()}
+        dtype = spec.dtypes[0]
+        if all(spec.supports(preset.dims, dtype, m) is None for m in spec.modes):
+            stages = []
+            ub_bytes = _ub_bytes()
+            for stage in spec.ub_model(preset.dims, cfg, dtype):
+                check = ub.check(stage.tile, stage.dtype, stage.multiplier, ub_bytes, stage.margin)
+                stages.append({"stage": stage.stage, "tile": stage.tile, "dtype": stage.dtype,
+                               "multiplier": stage.multiplier, "peak_bytes": check.peak_bytes,
+                               "budget_bytes": check.budget_bytes, "safe": check.safe})
+            entry["ub_model"] = {"dtype": dtype, "ub_bytes": ub_bytes, "stages": stages}
+            entry["cost"] = {m: {"bytes": spec.cost(preset.dims, dtype, m).bytes,
+                                 "flops": spec.cost(preset.dims, dtype, m).flops} for m in spec.modes}
+        presets[name] = entry
+    info["presets"] = presets
+    return info
+
+
+def _ub_bytes() -> int:
+    from ascendopt import backends
+
+    return backends.current().info().ub_bytes
+
+
+def _dims_text(dims) -> str:
+    parts = []
+    for key, value in dims.items():
+        parts.append(f"{key}={':'.join(map(str, value))}" if isinstance(value, tuple) else f"{key}={value}")
+    return ",".join(parts)
+
+
+def kernels(
+    name: Annotated[str | None, typer.Argument(help="Show one kernel in detail (default: list all).")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """List the bundled kernels: modes, dtypes, shape presets, tunables (default and choices), support ranges."""
+    from ascendopt import console
+    from ascendopt import kernels as registry
+
+    specs = [registry.get(name)] if name else registry.all_specs()
+    data = [describe_spec(spec, detail=name is not None) for spec in specs]
+    if json:
+        console.print_json({"schema": 1, "kernels": data})
+        return
+    if name is None:
+        rows = [(d["name"], d["bound"], ",".join(d["modes"]), ",".join(d["dtypes"]), " ".join(d["presets"]),
+                 " ".join(f"{k}={v['default']}" for k, v in d["tunables"].items())) for d in data]
+        console.table(["kernel", "bound", "modes", "dtypes", "presets", "tunables (default)"], rows,
+                      title="bundled kernels")
+        return
+    _print_detail(data[0])
+
+
+def _print_detail(d: dict[str, Any]) -> None:
+    from ascendopt import console
+
+    facts = [("description", d["description"]), ("bound", d["bound"]), ("modes", ", ".join(d["modes"])),
+             ("dtypes", ", ".join(d["dtypes"])), ("support", d["support"]),
+             ("kernel names", ", ".join(d["kernel_names"])),
+             ("tolerances", ", ".join(f"{k} {v:g}" for k, v in d["tolerances"].items())), ("peer", d["peer"])]
+    console.table(["fact", "value"], facts, title=f"kernel {d['name']}")
+    console.table(["tunable", "default", "choices", "meaning"],
+                  [(k, v["default"], " ".join(map(str, v["choices"])), v["doc"]) for k, v in d["tunables"].items()],
+                  title="tunables")
+    rows = []
+    for preset, entry in d["presets"].items():
+        support = "; ".join(f"{mode}/{dtype}: {why}" for mode, by_dtype in entry["modes"].items()
+                            for dtype, why in by_dtype.items() if why != "supported") or "all modes and dtypes"
+        ub_text = ""
+        if "ub_model" in entry:
+            ub_text = "; ".join(f"{s['stage']} {_tile_text(s['tile'])} x{s['multiplier']:g} "
+                                f"{s['peak_bytes']}/{s['budget_bytes']} B{'' if s['safe'] else ' OVERFLOWS'}"
+                                for s in entry["ub_model"]["stages"])
+        rows.append((preset, entry["dims"], support, ub_text))
+    console.table(["preset", "dims", "support", "UB model at defaults (peak/budget)"], rows, title="shape presets")
+
+
+def _tile_text(tile: dict[str, int]) -> str:
+    return "[" + ",".join(f"{k}={v}" for k, v in tile.items()) + "]"
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(kernels)
