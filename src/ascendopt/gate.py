@@ -405,7 +405,7 @@ def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping
     red = next((s.name for s in stages if s.status == "fail"), None)
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
-    notes.append(f"gate took {time.monotonic() - started:.1f} s")
+    notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
 
 

@@ -1,0 +1,101 @@
+"""`ascendopt freeze`: step 1, write the task contract (workload, tolerances, frozen files, baseline)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+
+
+def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[str, str]:
+    """``["BT=64,BD=128", "X=1"]`` -> ``{"BT": "64", "BD": "128", "X": "1"}`` (the spec validates values)."""
+    from ascendopt.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            if "=" not in part:
+                raise UsageError(f"{option} {part!r}: expected NAME=VALUE (e.g. {option} BT=64)")
+            name, value = (s.strip() for s in part.split("=", 1))
+            out[name] = value
+    return out
+
+
+def freeze(
+    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")] = None,
+    shapes: Annotated[Optional[list[str]], typer.Option(
+        "--shapes", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
+                         "Default: tiny on cpu, realistic elsewhere.")] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32 | bf16 | fp16 (default bf16 if supported).")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="fwd | fwdbwd (default fwdbwd if supported).")] = None,
+    varlen: Annotated[bool, typer.Option("--varlen", help="Add a variable-length (cu_seqlens) twin of every shape.")] = False,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Baseline tunables NAME=VALUE (default: the spec's).")] = None,
+    exec_file: Annotated[Optional[str], typer.Option("--exec-file", help="Own code: a Python file defining workload().")] = None,
+    test: Annotated[Optional[list[str]], typer.Option("--test", help="Own code: frozen test file(s); repeat.")] = None,
+    test_cmd: Annotated[Optional[str], typer.Option("--test-cmd", help="Own code: validation command "
+                                                    "(default: python -m pytest -q TESTS).")] = None,
+    reference: Annotated[Optional[list[str]], typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")] = None,
+    kernel_filter: Annotated[Optional[str], typer.Option("--kernel-filter", help="Own code: substring of the target "
+                                                         "kernel's name that must appear in the profile.")] = None,
+    aic_metrics: Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")] = "PipeUtilization",
+    max_rounds: Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")] = 20,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing contract.")] = False,
+    workspace: WorkspaceOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
+
+    Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
+    Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...].
+    Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen) and an existing
+    contract without --force (exit 2).
+    """
+    from ascendopt import console
+    from ascendopt.errors import UsageError
+    from ascendopt.freeze import freeze_exec_file, freeze_kernel
+    from ascendopt.workspace import Workspace
+
+    ws = Workspace.resolve(workspace)
+    groups = [g.strip() for g in aic_metrics.split(",") if g.strip()]
+    if bool(kernel) == bool(exec_file):
+        raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
+    if kernel:
+        own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--kernel-filter": kernel_filter}
+        given = [k for k, v in own_only.items() if v]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only for own code (--exec-file)")
+        contract = freeze_kernel(ws, kernel=kernel, shapes=shapes, dtype=dtype, mode=mode, varlen=varlen,
+                                 config=parse_assignments(set_), metric_groups=groups, max_rounds=max_rounds,
+                                 force=force)
+    else:
+        given = [k for k, v in {"--shapes": shapes, "--dtype": dtype, "--mode": mode, "--varlen": varlen,
+                                "--set": set_}.items() if v]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only for bundled kernels (--kernel)")
+        contract = freeze_exec_file(ws, exec_file=exec_file, tests=test or [], kernel_filter=kernel_filter or "",
+                                    test_cmd=test_cmd, references=reference or [], metric_groups=groups,
+                                    max_rounds=max_rounds, force=force)
+    if json:
+        console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
+        return
+    w = contract.workload
+    rows = [("contract", str(ws.contract_path)), ("op", contract.op), ("entry point", contract.entry_point),
+            ("backend", f"{contract.backend} ({contract.device.get('name')})")]
+    if contract.is_kernel:
+        rows += [("workload", f"{w.dtype} {w.mode}, config {w.config}"),
+                 ("shapes", "; ".join(f"{s.name} {s.dims}" for s in w.shapes)),
+                 ("tolerances", ", ".join(f"{k}: rtol {t.rtol:g}, {t.lowp_factor:g}x torch low-precision"
+                                          for k, t in contract.tolerances.items()))]
+    rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
+    rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
+              f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
+    rows += [("kernels expected", ", ".join(contract.expected_kernels)),
+             ("git commit", (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
+    console.table(["field", "value"], rows, title="ascendopt freeze")
+    console.info("next: `ascendopt collect` (profile), then `ascendopt analyze`; `ascendopt gate` checks the contract")
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(freeze)

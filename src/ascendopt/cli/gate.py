@@ -1,0 +1,89 @@
+"""`ascendopt gate`: step 5 for CI — integrity, correctness, kernel hit, performance; one exit code."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+
+_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-"}
+
+
+def _render(result) -> None:
+    """Stage table, per-tensor report, verdict lines and the final line (stdout)."""
+    from ascendopt import console
+    from ascendopt.correctness import TensorReport
+
+    console.table(["stage", "status", "summary"],
+                  [(s.name, _STATUS[s.status], s.summary) for s in result.stages], title="ascendopt gate")
+    for stage in result.stages:
+        tensors = stage.data.get("tensors")
+        if tensors:
+            last = None
+            for item in tensors:
+                report = TensorReport(**item)
+                if report.case != last:
+                    console.out(f"[{report.case}]")
+                    last = report.case
+                console.out(report.line())
+        if stage.name == "kernel_hit" and stage.status == "fail":
+            console.out("kernels seen: " + ", ".join(stage.data.get("seen", [])[:15]))
+        if stage.name == "correctness" and stage.status == "fail" and "output_tail" in stage.data:
+            console.out(stage.data["output_tail"])
+        if stage.name == "performance" and stage.status in ("pass", "fail"):
+            for check in stage.checks:
+                console.out(check.message)
+    for note in result.notes:
+        console.info(f"note: {note}")
+    if result.passed:
+        perf = next(s for s in result.stages if s.name == "performance")
+        faster = [c for c in perf.data.get("comparisons", []) if c["verdict"] == "faster"]
+        extra = "; ".join(f"{c['case']} {c['speedup']:.3f}x faster" for c in faster)
+        console.out("gate: PASS" + (f" ({extra})" if extra else ""))
+    else:
+        console.out(f"gate: FAIL at {result.failed_stage.name} (exit {result.exit_code})")
+
+
+def gate(
+    skip_perf: Annotated[bool, typer.Option("--skip-perf", help="Skip the performance stage (CPU-only CI).")] = False,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="Bundled kernel: candidate tunables NAME=VALUE (default: the frozen configuration).")] = None,
+    pairs: Annotated[int, typer.Option("--pairs", min=6, help="Interleaved sample pairs per timed case.")] = 30,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")] = None,
+    workspace: WorkspaceOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4).
+
+    Stages run in that order and stop at the first red one. Correctness of a bundled kernel compares
+    every output and gradient with the fp32 oracle over the frozen shape matrix with NaN-poisoned
+    outputs; own code runs the frozen test command. Performance interleaves baseline and candidate
+    (bundled: two configurations in this process; own code: the frozen commit in a temporary git
+    worktree against the working tree). A speedup is only printed on a green gate.
+    """
+    from pathlib import Path
+
+    from ascendopt import console
+    from ascendopt.cli.freeze import parse_assignments
+    from ascendopt.errors import CorrectnessError, IntegrityError, RegressionError
+    from ascendopt.gate import run_gate
+    from ascendopt.workspace import Workspace, atomic_write_text
+
+    ws = Workspace.resolve(workspace)
+    result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs)
+    if junit:
+        atomic_write_text(Path(junit), result.to_junit())
+    if json:
+        console.print_json(result.to_dict())
+    else:
+        _render(result)
+    failed = result.failed_stage
+    if failed is not None:
+        error = {"integrity": IntegrityError, "performance": RegressionError}.get(failed.name, CorrectnessError)
+        raise error(f"gate red at {failed.name}: {failed.summary}")
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(gate)
