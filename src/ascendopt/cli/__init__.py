@@ -35,6 +35,8 @@ app = typer.Typer(
 
 # (module under ascendopt.cli, command name) in the order of the checklist, then the tools around it.
 COMMANDS: list[tuple[str, str]] = [
+    ("freeze", "freeze"),
+    ("gate", "gate"),
     ("env", "env"),
     ("collect", "collect"),
     ("lint", "lint"),
