@@ -12,7 +12,7 @@ from ascendopt.errors import UsageError
 from ascendopt.kernels.spec import KernelSpec
 
 # Module names under ascendopt.kernels, each defining SPEC (or SPECS, a list, for multi-stage ops).
-_MODULES: list[str] = ["causal_conv1d", "chunk_local_cumsum", "l2norm", "rms_norm"]
+_MODULES: list[str] = ["causal_conv1d", "chunk_local_cumsum", "l2norm", "rms_norm", "gdn"]
 
 _registry: dict[str, KernelSpec] | None = None
 

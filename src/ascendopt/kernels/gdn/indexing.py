@@ -11,12 +11,12 @@ import triton.language as tl
 
 @triton.jit
 def chunk_of(i_c, chunk_indices, cu_seqlens):
-    """Global chunk ``i_c`` -> (sequence id, chunk id in the sequence, first token int64, length int32)."""
+    """Global chunk ``i_c`` -> (chunk id in its sequence, first token of the sequence int64, its length int32)."""
     i_n = tl.load(chunk_indices + i_c * 2)
     i_t = tl.load(chunk_indices + i_c * 2 + 1)
     bos = tl.load(cu_seqlens + i_n).to(tl.int64)
     eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-    return i_n, i_t, bos, (eos - bos).to(tl.int32)
+    return i_t, bos, (eos - bos).to(tl.int32)
 
 
 @triton.jit

@@ -11,9 +11,18 @@ import triton.language as tl
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
-from ascendopt.kernels.gdn.workload import (G_T_CONTIG, UBStage, dims_of, element_bytes, make_base_inputs,
-                                            pick_tile, stage_spec, tile_tunable, token_scalar_arg,
-                                            value_heads)
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    element_bytes,
+    make_base_inputs,
+    pick_tile,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    value_heads,
+)
 from ascendopt.kernels.spec import Cost
 
 
@@ -26,7 +35,7 @@ def _gdn_kkt_kernel(k, beta, gc, A, cu_seqlens, chunk_indices, T_total, num_task
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv = task // HV, task % HV
         i_h = i_hv // (HV // H)
-        i_n, i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
         t0 = i_t * BT
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
@@ -103,10 +112,10 @@ def _ub_model(dims, config, dtype):
 
 
 def _cost(dims, dtype, mode):
-    B, T, H, HV, K, V, chunks = dims_of(dims)
-    e = element_bytes(dtype)
-    moved = B * T * H * K * e + B * T * HV * (e + 4) + B * T * HV * CHUNK * 4
-    return Cost(bytes=moved, flops=2 * chunks * HV * CHUNK * CHUNK * K)
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens = d.B * d.T
+    moved = tokens * d.H * d.K * e + tokens * d.HV * (e + 4) + tokens * d.HV * CHUNK * 4
+    return Cost(bytes=moved, flops=2 * d.chunks * d.HV * CHUNK * CHUNK * d.K)
 
 
 SPEC = stage_spec(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 from ascendopt.errors import UsageError
 
@@ -48,9 +49,9 @@ def pack(batch: int, seq_len: int, cu_seqlens=None, device=None) -> Packing:
     if batch != 1:
         raise UsageError(f"cu_seqlens given with batch size {batch}: pack sequences into B=1")
     bounds = [int(x) for x in cu_seqlens.tolist()]
-    if len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != seq_len or any(b < a for a, b in zip(bounds, bounds[1:])):
+    if len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != seq_len or any(b < a for a, b in pairwise(bounds)):
         raise UsageError(f"cu_seqlens {bounds[:8]}: must rise from 0 to T={seq_len}")
-    lengths = [b - a for a, b in zip(bounds, bounds[1:])]
+    lengths = [b - a for a, b in pairwise(bounds)]
     chunks = [(n, i) for n, length in enumerate(lengths) for i in range(-(-length // CHUNK))]
     offsets = [0]
     for length in lengths:

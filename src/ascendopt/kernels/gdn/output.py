@@ -15,9 +15,18 @@ from ascendopt.errors import UsageError
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
-from ascendopt.kernels.gdn.workload import (G_T_CONTIG, UBStage, dims_of, element_bytes, make_base_inputs,
-                                            pick_tile, stage_spec, tile_tunable, token_scalar_arg,
-                                            value_heads)
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    element_bytes,
+    make_base_inputs,
+    pick_tile,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    value_heads,
+)
 from ascendopt.kernels.spec import Cost
 
 
@@ -31,7 +40,7 @@ def _gdn_output_kernel(q, k, v_new, h, gc, o, cu_seqlens, chunk_indices, scale, 
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv, i_v = task // (HV * NV), (task // NV) % HV, task % NV
         i_h = i_hv // (HV // H)
-        i_n, i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
         t0 = i_t * BT
         q_seq = q + (bos * H + i_h) * K  # rebound per task
         k_seq = k + (bos * H + i_h) * K
@@ -132,10 +141,10 @@ def _ub_model(dims, config, dtype):
 
 
 def _cost(dims, dtype, mode):
-    B, T, H, HV, K, V, chunks = dims_of(dims)
-    e = element_bytes(dtype)
-    moved = B * T * (2 * H * K + 2 * HV * V) * e + B * T * HV * 4 + chunks * HV * K * V * e
-    return Cost(bytes=moved, flops=2 * B * T * HV * (K * V + CHUNK * K + CHUNK * V))
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens = d.B * d.T
+    moved = tokens * (2 * d.H * d.K + 2 * d.HV * d.V) * e + tokens * d.HV * 4 + d.chunks * d.HV * d.K * d.V * e
+    return Cost(bytes=moved, flops=2 * tokens * d.HV * (d.K * d.V + CHUNK * d.K + CHUNK * d.V))
 
 
 SPEC = stage_spec(

@@ -20,6 +20,8 @@ everything is computed in fp32 and returned in fp32.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ascendopt.kernels.gdn.layout import CHUNK
 
 
@@ -28,7 +30,7 @@ def _bounds(batch: int, seq_len: int, cu_seqlens) -> list[tuple[int, int, int]]:
     if cu_seqlens is None:
         return [(b, 0, seq_len) for b in range(batch)]
     cu = [int(x) for x in cu_seqlens.tolist()]
-    return [(0, s, e) for s, e in zip(cu, cu[1:])]
+    return [(0, s, e) for s, e in pairwise(cu)]
 
 
 def _expand_heads(x, heads: int):
@@ -44,7 +46,7 @@ def chunk_gated_delta_rule_reference(q, k, v, g, beta, scale=None, initial_state
     """
     import torch
 
-    B, T, H, K = q.shape
+    B, T, _, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     scale = K ** -0.5 if scale is None else scale
     q, k = _expand_heads(q.float(), HV), _expand_heads(k.float(), HV)

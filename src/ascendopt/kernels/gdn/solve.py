@@ -63,7 +63,7 @@ def _gdn_solve_tril_kernel(A, Ai, cu_seqlens, chunk_indices, num_tasks, HV: tl.c
     zero = tl.zeros([BC, BC], dtype=tl.float32)
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv = task // HV, task % HV
-        i_n, i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
         t0 = i_t * BT
         A_seq = A + (bos * HV + i_hv) * BT  # rebound per task
         Ai_seq = Ai + (bos * HV + i_hv) * BT
@@ -148,10 +148,10 @@ def _ub_model(dims, config, dtype):
 
 
 def _cost(dims, dtype, mode):
-    B, T, H, HV, K, V, chunks = dims_of(dims)
-    # forward substitution ~ BT * BC^2 per chunk, block products 10 (+6 for the lhs side) BC^3 dots
-    flops = chunks * HV * (4 * BC * BC * BC + 2 * 16 * BC ** 3)
-    return Cost(bytes=B * T * HV * CHUNK * (4 + 4), flops=flops)
+    d = dims_of(dims)
+    # per chunk: forward substitution 4 blocks x BC rows x BC^2, plus 16 BC^3 block products (x2 flops)
+    flops = d.chunks * d.HV * (4 * BC ** 3 + 2 * 16 * BC ** 3)
+    return Cost(bytes=d.B * d.T * d.HV * CHUNK * (4 + 4), flops=flops)
 
 
 SPEC = stage_spec(

@@ -18,9 +18,18 @@ from ascendopt.errors import UsageError
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import load_last_token_scalar, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
-from ascendopt.kernels.gdn.workload import (G_T_CONTIG, UBStage, dims_of, element_bytes, make_base_inputs,
-                                            pick_tile, stage_spec, tile_tunable, token_scalar_arg,
-                                            value_heads)
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    element_bytes,
+    make_base_inputs,
+    pick_tile,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    value_heads,
+)
 from ascendopt.kernels.spec import Cost
 
 
@@ -47,7 +56,7 @@ def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, 
         w_seq = w + (bos * HV + i_hv) * K
         u_seq = u + (bos * HV + i_hv) * V
         vn_seq = v_new + (bos * HV + i_hv) * V
-        for i_t in range(0, tl.cdiv(T_seq, BT)):
+        for i_t in range(tl.cdiv(T_seq, BT)):
             t0 = i_t * BT
             chunk = tl.cast(first_chunk + i_t, tl.int64) * HV + i_hv
             p_hc = tl.make_block_ptr(h + chunk * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
@@ -150,12 +159,10 @@ def _ub_model(dims, config, dtype):
 
 
 def _cost(dims, dtype, mode):
-    B, T, H, HV, K, V, chunks = dims_of(dims)
-    e = element_bytes(dtype)
-    N = len(dims.get("seqlens") or ()) or B
-    moved = B * T * (H * K + HV * K + 2 * HV * V) * e + B * T * HV * 4 + chunks * HV * K * V * e \
-        + 2 * N * HV * K * V * 4
-    return Cost(bytes=moved, flops=4 * B * T * HV * K * V)
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens, state = d.B * d.T, d.HV * d.K * d.V
+    moved = tokens * (d.H * d.K + d.HV * d.K + 2 * d.HV * d.V) * e + tokens * d.HV * 4 + d.chunks * state * e
+    return Cost(bytes=moved + 2 * d.N * state * 4, flops=4 * tokens * state)
 
 
 SPEC = stage_spec(

@@ -6,8 +6,9 @@ varlen presets add ``seqlens`` and have B=1, T=sum(seqlens).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
 from ascendopt.kernels.gdn.layout import SUPPORTED_HEAD_DIMS, token_major_to_head_major
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
@@ -98,7 +99,7 @@ class HeadMajor:
     data: Any
 
     @classmethod
-    def of(cls, x) -> "HeadMajor":
+    def of(cls, x) -> HeadMajor:
         return cls(token_major_to_head_major(x))
 
 
@@ -154,12 +155,22 @@ def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Calla
     )
 
 
-def dims_of(dims) -> tuple[int, int, int, int, int, int, int]:
-    """B, T, H, HV, K, V and the number of chunks over all sequences."""
+class Extents(NamedTuple):
+    B: int
+    T: int
+    H: int
+    HV: int
+    K: int
+    V: int
+    N: int  # sequences
+    chunks: int  # 64-token chunks over all sequences
+
+
+def dims_of(dims) -> Extents:
+    """The named extents of a dims dict, with the sequence and chunk counts."""
     B, T, H, HV, K, V = (int(dims[n]) for n in ("B", "T", "H", "HV", "K", "V"))
     seqlens = dims.get("seqlens") or (T,) * B
-    chunks = sum(-(-s // 64) for s in seqlens)
-    return B, T, H, HV, K, V, chunks
+    return Extents(B, T, H, HV, K, V, len(seqlens), sum(-(-s // 64) for s in seqlens))
 
 
 def element_bytes(dtype: str) -> int:
@@ -168,4 +179,4 @@ def element_bytes(dtype: str) -> int:
     return dtype_bytes(dtype)
 
 
-__all__ = ["PRESETS", "HeadMajor", "make_base_inputs", "supports", "stage_spec", "pick_tile", "UBStage"]
+__all__ = ["PRESETS", "HeadMajor", "UBStage", "make_base_inputs", "pick_tile", "stage_spec", "supports"]
