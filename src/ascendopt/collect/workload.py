@@ -51,17 +51,27 @@ def _workload_line(source: str) -> int | None:
 
 
 def check_exec_file(path: str | Path) -> Path:
-    """Parent-side checks (no code runs): the file exists, is readable text."""
+    """Parent-side checks before any process starts (no user code runs): the file exists, is
+    UTF-8 text and compiles (a syntax error is reported at once, with its line)."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"--exec-file {p}: not found")
     if not p.is_file():
         raise UsageError(f"--exec-file {p}: not a file")
     try:
-        p.read_text(encoding="utf-8")
+        source = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"--exec-file {p}: not a UTF-8 text file") from None
-    return p.resolve()
+    p = p.resolve()
+    _compile(source, p)
+    return p
+
+
+def _compile(source: str, path: Path):
+    try:
+        return compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise WorkloadFailure(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
 
 
 def load_exec_file(path: Path) -> Callable[[], Any]:
@@ -69,10 +79,7 @@ def load_exec_file(path: Path) -> Callable[[], Any]:
     path = Path(path).resolve()
     source = path.read_text(encoding="utf-8")
     sys.path.insert(0, str(path.parent))
-    try:
-        code = compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise WorkloadFailure(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    code = _compile(source, path)
     namespace: dict[str, Any] = {"__name__": "__ascendopt_workload__", "__file__": str(path)}
     try:
         exec(code, namespace)
