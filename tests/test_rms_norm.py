@@ -1,0 +1,78 @@
+"""rms_norm forward and backward (dx and the deterministic dweight reduction) under the interpreter."""
+
+import pytest
+import torch
+
+from ascendopt.errors import UsageError
+from ascendopt.kernels import get
+from ascendopt.kernels.common import nan_poisoning
+from ascendopt.kernels.rms_norm import rms_norm, rms_norm_bwd, rms_norm_fwd, rms_norm_reference
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
+
+
+def rel_rms(result, reference):
+    diff = result.double() - reference.double()
+    return float(diff.pow(2).mean().sqrt() / reference.double().pow(2).mean().sqrt())
+
+
+def _inputs(shape, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=gen) * 2 + 0.3).to(dtype)
+    weight = (1 + 0.2 * torch.randn(shape[-1], generator=gen)).to(dtype)
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    return x, weight, dy
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("config", [{}, {"block_rows": 8, "block_rows_bwd": 4}])
+def test_forward_and_backward_match_oracle_with_bulk_and_tail_tiles(dtype, config):
+    # 74 rows (bulk tiles + a partial tail tile with 8- or 4-row tiles); D=96 pads to 128.
+    x, w, dy = _inputs((2, 37, 96), dtype)
+    with nan_poisoning():
+        y, rstd = rms_norm_fwd(x, w, config=config)
+        dx, dw = rms_norm_bwd(x, w, rstd, dy, config=config)
+    ref = rms_norm_reference({"x": x, "weight": w, "dy": dy}, "fwdbwd")
+    for name, value in (("y", y), ("dx", dx), ("dweight", dw)):
+        assert value.dtype == dtype, name
+        assert not torch.isnan(value).any(), name
+        assert rel_rms(value, ref[name]) < TOL[dtype], name
+    torch.testing.assert_close(rstd, torch.rsqrt(x.float().pow(2).mean(-1) + 1e-6), rtol=1e-5, atol=0)
+
+
+def test_weight_gradient_is_deterministic_and_exact_in_fp32():
+    x, w, dy = _inputs((3, 50, 64), torch.float32, seed=3)
+    _, rstd = rms_norm_fwd(x, w, config={"block_rows": 4})
+    first = rms_norm_bwd(x, w, rstd, dy, config={"block_rows_bwd": 4})[1]
+    second = rms_norm_bwd(x, w, rstd, dy, config={"block_rows_bwd": 4})[1]
+    assert torch.equal(first, second)
+    ref = rms_norm_reference({"x": x, "weight": w, "dy": dy}, "fwdbwd")["dweight"]
+    torch.testing.assert_close(first, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_widest_supported_row_and_refusal_beyond():
+    spec = get("rms_norm")
+    x, w, dy = _inputs((1, 2, 8192), torch.float32)
+    y, rstd = rms_norm_fwd(x, w)
+    dx, dw = rms_norm_bwd(x, w, rstd, dy)
+    ref = rms_norm_reference({"x": x, "weight": w, "dy": dy}, "fwdbwd")
+    assert rel_rms(y, ref["y"]) < 1e-5
+    assert rel_rms(dx, ref["dx"]) < 1e-5 and rel_rms(dw, ref["dweight"]) < 1e-5
+    reason = spec.supports({"B": 1, "T": 2, "D": 16384}, "bf16", "fwdbwd")
+    assert reason and "D=16384" in reason
+
+
+def test_gate_check_passes_for_both_dtypes():
+    from ascendopt.correctness import check_kernel
+
+    spec = get("rms_norm")
+    for dtype in ("fp32", "bf16"):
+        reports = check_kernel(spec, spec.shape("tiny").dims, dtype, "fwdbwd", None)
+        assert [r.name for r in reports] == ["y", "dx", "dweight"]
+        assert all(r.passed for r in reports), [r.line() for r in reports]
+
+
+def test_weight_shape_mismatch_is_a_usage_error():
+    x, w, _ = _inputs((2, 4, 32), torch.float32)
+    with pytest.raises(UsageError, match="weight"):
+        rms_norm(x, w[:16])
