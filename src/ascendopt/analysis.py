@@ -1,0 +1,273 @@
+"""Step 3 as pure functions: rank kernels by duration share, classify them, diff two reports.
+
+``analyze(profile)`` aggregates the canonical kernel table per (device, name, core type):
+count, total and average duration, share of the device's total kernel time (communication tasks
+excluded, as op_statistic.csv does), duration-weighted mean metrics, then classifies each listed
+kernel with ``rules.classify``. ``compare(before, after)`` diffs two such reports per kernel.
+Both return JSON-ready dicts; rendering lives in ``cli/analyze.py``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Any, Mapping
+
+import numpy as np
+
+from ascendopt.errors import UsageError
+from ascendopt.rules import RuleSet, classify, load_rules
+from ascendopt.traces import Profile
+from ascendopt.traces.columns import NON_COMPUTE_CORE_TYPES
+
+SCHEMA = 1
+KEYS = ["device", "name", "core_type"]
+# Canonical columns derived per kernel: max over the two core halves, and UB vector traffic.
+DERIVED = {"scalar_ratio": ("cube_scalar_ratio", "vector_scalar_ratio"),
+           "mte2_ratio": ("cube_mte2_ratio", "vector_mte2_ratio")}
+UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
+
+
+def _clean(value: Any) -> Any:
+    """NaN -> None (not collected); numpy scalars -> Python numbers."""
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def aggregate(profile: Profile):
+    """Per-kernel aggregate of the compute rows -> (frame, device totals Series, communication dict).
+
+    Frame columns: device, name, core_type, op_type, count, total_us, avg_us, share, block_dim,
+    block_dim_min, mix_block_dim, then the duration-weighted mean of every metric column.
+    """
+    import pandas as pd
+
+    df = profile.kernels
+    is_comm = df["core_type"].astype(str).isin(NON_COMPUTE_CORE_TYPES).to_numpy()
+    comm = {"count": int(is_comm.sum()), "total_us": float(df.loc[is_comm, "duration_us"].sum())}
+    compute = df[~is_comm] if is_comm.any() else df
+    metrics = [c for c in profile.metric_columns if c in compute.columns]
+    dur = compute["duration_us"].to_numpy(float)
+    keys = [compute[k].astype(str) if compute[k].dtype == object else compute[k] for k in KEYS]
+    parts = {
+        "count": pd.Series(np.ones(len(compute)), index=compute.index),
+        "total_us": compute["duration_us"],
+        "block_dim": compute["block_dim"],
+        "mix_block_dim": compute["mix_block_dim"],
+    }
+    base = pd.DataFrame(parts)
+    grouped = base.groupby(keys, observed=True, sort=False)
+    agg = grouped.agg(count=("count", "sum"), total_us=("total_us", "sum"), block_dim=("block_dim", "max"),
+                      block_dim_min=("block_dim", "min"), mix_block_dim=("mix_block_dim", "max"))
+    op_type = compute["op_type"].groupby(keys, observed=True, sort=False).first()
+    agg["op_type"] = op_type.astype(str)
+    if metrics:
+        values = compute[metrics].to_numpy(float)
+        present = ~np.isnan(values)
+        weighted = pd.DataFrame(np.where(present, values * dur[:, None], 0.0), columns=metrics, index=compute.index)
+        weights = pd.DataFrame(present * dur[:, None], columns=metrics, index=compute.index)
+        num = weighted.groupby(keys, observed=True, sort=False).sum()
+        den = weights.groupby(keys, observed=True, sort=False).sum()
+        means = num / den.where(den > 0)
+        # a kernel whose duration is 0 still has metrics: fall back to the plain mean
+        plain = compute[metrics].groupby(keys, observed=True, sort=False).mean()
+        agg = agg.join(means.fillna(plain))
+    for name, (a, b) in DERIVED.items():
+        if a in agg.columns or b in agg.columns:
+            agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
+    if all(c in agg.columns for c in UB_VECTOR):
+        agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+    agg = agg.reset_index()
+    agg.columns = [str(c) for c in agg.columns]
+    totals = agg.groupby("device", observed=True)["total_us"].sum()
+    agg["avg_us"] = agg["total_us"] / agg["count"]
+    agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
+    agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    return agg, totals, comm
+
+
+def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndarray:
+    """Boolean mask of kernels whose name or op type matches ``pattern``.
+
+    Plain text is a substring test; ``regex:EXPR`` a regular-expression search (like Nsight
+    Compute's ``-k regex:``). A bad regex is a UsageError.
+    """
+    if pattern.startswith("regex:"):
+        try:
+            rx = re.compile(pattern[len("regex:"):])
+        except re.error as exc:
+            raise UsageError(f"--kernel-filter {pattern!r}: not a valid regular expression ({exc})") from None
+        return np.array([bool(rx.search(n) or rx.search(t)) for n, t in zip(names, op_types)], dtype=bool)
+    return np.array([pattern in n or pattern in t for n, t in zip(names, op_types)], dtype=bool)
+
+
+def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:
+    needle = pattern[len("regex:"):] if pattern.startswith("regex:") else pattern
+    unique = list(dict.fromkeys(names))
+    close = difflib.get_close_matches(needle, unique, n=5, cutoff=0.3)
+    if not close:  # short needles against long names: rank by similarity anyway
+        close = sorted(unique, key=lambda n: -difflib.SequenceMatcher(None, needle, n).ratio())[:5]
+    return UsageError(f"--kernel-filter {pattern!r} matches no kernel in {path}; closest names: {', '.join(close)}",
+                      hint="use a substring of a name above, or regex:EXPR")
+
+
+def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profile, rules: RuleSet) -> dict[str, Any]:
+    metrics = {c: _clean(row.get(c)) for c in metric_cols}
+    kernel = {"core_type": row["core_type"], "avg_us": float(row["avg_us"]), "block_dim": _clean(row["block_dim"]),
+              "metrics": metrics}
+    result = classify(kernel, kind=profile.kind, device=profile.device, rules=rules)
+    primary = rules.rule(result.bound)
+    return {
+        "name": str(row["name"]),
+        "device": str(row["device"]),
+        "core_type": str(row["core_type"]),
+        "op_type": str(row["op_type"]),
+        "count": int(row["count"]),
+        "total_us": float(row["total_us"]),
+        "avg_us": float(row["avg_us"]),
+        "share": float(row["share"]),
+        "block_dim": _clean(row["block_dim"]),
+        "block_dim_min": _clean(row["block_dim_min"]),
+        "mix_block_dim": _clean(row["mix_block_dim"]),
+        "bound": result.bound,
+        "bound_label": primary.label,
+        "evidence": result.evidence,
+        "findings": [f.to_dict() for f in result.findings],
+        "metrics": metrics,
+        "levers": result.levers,
+    }
+
+
+def _op_types(profile: Profile, agg, limit: int = 15) -> list[dict[str, Any]]:
+    """Ranking per op type: op_statistic.csv when the profile has it, else from the kernel table."""
+    stats = profile.op_statistic
+    if stats is not None and len(stats):
+        s = stats.sort_values("total_us", ascending=False).head(limit)
+        return [{"op_type": str(r["op_type"]), "core_type": str(r.get("core_type")), "count": _clean(r.get("count")),
+                 "total_us": _clean(r["total_us"]), "share": _clean(r.get("ratio_pct", float("nan")) / 100.0),
+                 "source": "op_statistic.csv"} for _, r in s.iterrows()]
+    g = agg.groupby(["op_type", "core_type"], observed=True, sort=False)[["count", "total_us", "share"]].sum()
+    g = g.sort_values("total_us", ascending=False).head(limit).reset_index()
+    return [{"op_type": str(r["op_type"]), "core_type": str(r["core_type"]), "count": int(r["count"]),
+             "total_us": float(r["total_us"]), "share": float(r["share"]), "source": "kernel table"}
+            for _, r in g.iterrows()]
+
+
+def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
+    """Profile-level "unfused / fallback" finding for a filtered target (seed diagnosis table)."""
+    share_thr, count_thr = rules.thresholds["fallback_target_share"], rules.thresholds["fallback_min_small_kernels"]
+    short = rules.thresholds["short_kernel_us"]
+    target_share = float(agg.loc[mask, "total_us"].sum() / agg["total_us"].sum()) if agg["total_us"].sum() else 0.0
+    small = int(((~mask) & (agg["avg_us"] < short.value)).sum())
+    if target_share >= share_thr.value or small < count_thr.value:
+        return []
+    rule = rules.rule("fallback_unfused")
+    ev = [{"column": "target_share", "value": round(target_share, 6), "op": "<", "threshold": share_thr.value,
+           "threshold_name": share_thr.name, "origin": share_thr.origin},
+          {"column": "small_kernels", "value": small, "op": ">=", "threshold": count_thr.value,
+           "threshold_name": count_thr.name, "origin": count_thr.origin}]
+    return [{"class": rule.name, "label": rule.label, "evidence": ev, "levers": list(rule.levers)}]
+
+
+def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
+            rules: RuleSet | None = None) -> dict[str, Any]:
+    """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
+
+    ``kernel_filter``: substring of a kernel name or op type, or ``regex:EXPR``; matching nothing
+    raises UsageError naming the closest kernels. ``top``: keep the N kernels with most time.
+    """
+    rules = rules or load_rules()
+    if top is not None and top < 1:
+        raise UsageError(f"--top {top}: must be at least 1")
+    agg, totals, comm = aggregate(profile)
+    names = agg["name"].astype(str).tolist()
+    profile_findings: list[dict[str, Any]] = []
+    selected = agg
+    if kernel_filter:
+        mask = match_filter(names, agg["op_type"].astype(str).tolist(), kernel_filter)
+        if not mask.any():
+            raise _no_match(kernel_filter, names, profile.path)
+        selected = agg[mask]
+        profile_findings = _fallback_finding(agg, mask, rules)
+    if top is not None:
+        selected = selected.head(top)
+    metric_cols = [c for c in agg.columns if c not in
+                   ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "share",
+                    "block_dim", "block_dim_min", "mix_block_dim")]
+    kernels = [_kernel_entry(row, metric_cols, profile, rules) for row in selected.to_dict("records")]
+    return {
+        "schema": SCHEMA,
+        "profile": str(profile.path),
+        "kind": profile.kind,
+        "runs": [str(p) for p in profile.runs],
+        "device": profile.device,
+        "metric_groups": list(profile.metric_groups),
+        "not_collected": list(profile.not_collected),
+        "notes": list(profile.notes),
+        "kernel_filter": kernel_filter,
+        "total_us": {str(k): float(v) for k, v in totals.items()},
+        "communication": comm,
+        "kernel_count": int(len(agg)),
+        "kernels": kernels,
+        "op_types": _op_types(profile, agg),
+        "findings": profile_findings,
+    }
+
+
+def _key(k: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(k.get("device")), str(k.get("name")), str(k.get("core_type")))
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return b / a if a and b is not None else None
+
+
+def compare(report_a: Mapping[str, Any], report_b: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-kernel diff of two ``analyze`` reports: ``a`` = before (baseline), ``b`` = after.
+
+    For each kernel in both: count / total / average / share before and after, ``avg_us_delta``
+    (after - before, us), ``avg_us_ratio`` (after / before), the bound before and after, and for
+    every metric collected on both sides ``{"a", "b", "delta"}``. Metrics collected on one side
+    only are listed under ``not_comparable`` (never compared with 0).
+    """
+    ka = {_key(k): k for k in report_a.get("kernels", [])}
+    kb = {_key(k): k for k in report_b.get("kernels", [])}
+    rows = []
+    for key, a in ka.items():
+        b = kb.get(key)
+        if b is None:
+            continue
+        metrics, one_sided = {}, []
+        for col in sorted(set(a.get("metrics") or {}) | set(b.get("metrics") or {})):
+            va, vb = (a.get("metrics") or {}).get(col), (b.get("metrics") or {}).get(col)
+            if va is None and vb is None:
+                continue
+            if va is None or vb is None:
+                one_sided.append(col)
+                continue
+            metrics[col] = {"a": va, "b": vb, "delta": vb - va}
+        rows.append({
+            "name": a["name"], "device": a.get("device"), "core_type": a.get("core_type"),
+            "a": {k: a.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
+            "b": {k: b.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
+            "avg_us_delta": b["avg_us"] - a["avg_us"],
+            "avg_us_ratio": _ratio(a["avg_us"], b["avg_us"]),
+            "total_us_delta": b["total_us"] - a["total_us"],
+            "share_delta": b["share"] - a["share"],
+            "bound_a": a.get("bound"), "bound_b": b.get("bound"),
+            "metrics": metrics, "not_comparable": one_sided,
+        })
+    return {
+        "schema": SCHEMA,
+        "a": report_a.get("profile"), "b": report_b.get("profile"),
+        "metric_groups_a": report_a.get("metric_groups"), "metric_groups_b": report_b.get("metric_groups"),
+        "kernels": rows,
+        "only_in_a": [k["name"] for key, k in ka.items() if key not in kb],
+        "only_in_b": [k["name"] for key, k in kb.items() if key not in ka],
+    }
