@@ -50,8 +50,13 @@ def test_order_and_direction_follow_the_bottleneck_class():
     start = {"BT": 16, "BD": 128, "SPLIT": 1}
     for bound, want in (("vector-bound", 32), ("core under-use", 8)):
         seen = []
-        tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", "BD", "SPLIT"],
-                    direction=tune.preferred_direction(bound), budget=3)
+
+        def record(c, inc, seen=seen):
+            seen.append(c)
+            return tune.Trial(c, 1.0)
+
+        tune.search(space, start, record, order=["BT", "BD", "SPLIT"], direction=tune.preferred_direction(bound),
+                    budget=3)
         assert seen[1]["BT"] == want  # the first move: larger rows for vector-bound, smaller for under-use
 
 

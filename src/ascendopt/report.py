@@ -10,8 +10,9 @@ baseline (docs/reference/optimization-loop.md §10).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,8 +140,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
     lines += ["", "## Rounds (OPT_LOG)", ""]
     lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
     stop = should_stop(records, max_rounds=max_rounds)
-    lines += ["", f"Stop decision: {'stop' if stop.stop else 'continue'}"
-                  f"{f' ({stop.criterion})' if stop.criterion else ''}: {stop.reason}"]
+    criterion = f" ({stop.criterion})" if stop.criterion else ""
+    lines += ["", f"Stop decision: {'stop' if stop.stop else 'continue'}{criterion}: {stop.reason}"]
     if plot_name:
         lines += ["", f"![latency per round]({plot_name})"]
     best = best_round(records)
@@ -153,8 +154,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
                      "in that round.")
         lines.append("")
         lines += _table(STATS_COLUMNS, rows)
-        lines += ["", f"Equal-weight geomean speedup vs baseline: **{speedup:.3f}x** over "
-                      f"{len(best.timing['cases'])} case(s)."]
+        cases = len(best.timing["cases"])
+        lines += ["", f"Equal-weight geomean speedup vs baseline: **{speedup:.3f}x** over {cases} case(s)."]
         cfg = best.config
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
@@ -206,7 +207,7 @@ def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], pat
     ax.set_xlabel("round")
     ax.set_ylabel("latency, median ms (geomean over cases)")
     ax.set_title(f"{contract.get('op')}: latency per round")
-    ax.set_xticks(range(0, (records[-1].number if records else 0) + 1))
+    ax.set_xticks(range((records[-1].number if records else 0) + 1))
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)

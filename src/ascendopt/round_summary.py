@@ -12,7 +12,8 @@ collected is ``None`` and printed as "not collected", never as 0.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # (label, canonical columns in preference order). Scalar/MTE2 exist on both core halves; the vector
 # half comes first because most bundled kernels are vector kernels. dram_ratio is the CUDA (ncu) view.

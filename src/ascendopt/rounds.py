@@ -22,9 +22,10 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ascendopt.errors import ContractError
 from ascendopt.workspace import Workspace, read_yaml, write_yaml
@@ -100,7 +101,8 @@ class RoundRecord:
     ub: dict[str, Any] | None = None
     target_metric: str | None = None
     floor: FloorEvidence | None = None
-    profile: str | None = None  # profile folder collected by this round's re-profile
+    profiles: list[str] = field(default_factory=list)  # folders of this round's re-profile (one per group)
+    profiles_before: list[str] = field(default_factory=list)  # the best-so-far profile it was compared with
     command: str = ""
 
     def __post_init__(self) -> None:
@@ -132,7 +134,7 @@ class RoundRecord:
         return d
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "round") -> "RoundRecord":
+    def from_dict(cls, data: Mapping[str, Any], where: str = "round") -> RoundRecord:
         body = {k: v for k, v in data.items() if k != "schema"}
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(body) - known)
@@ -347,9 +349,9 @@ def git_head(cwd: str | Path | None = None) -> str | None:
     """``branch[sha12]`` of the git checkout at ``cwd``, or None outside git."""
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                             timeout=10)
+                             timeout=10, check=False)
         br = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                            timeout=10)
+                            timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if sha.returncode != 0:

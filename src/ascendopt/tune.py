@@ -25,9 +25,10 @@ import inspect
 import itertools
 import json
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ascendopt import ub as ubmodel
 from ascendopt.workspace import atomic_write_text
@@ -183,7 +184,7 @@ def search(
     order: Sequence[str],
     direction: int = +1,
     budget: int | None = None,
-    cache: "TuneCache | None" = None,
+    cache: TuneCache | None = None,
     choices: Mapping[str, Sequence[int]] | None = None,
     on_trial: Callable[[Trial, Trial], None] | None = None,
     start_trial: Trial | None = None,

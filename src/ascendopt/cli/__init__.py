@@ -36,12 +36,16 @@ app = typer.Typer(
 # (module under ascendopt.cli, command name) in the order of the checklist, then the tools around it.
 COMMANDS: list[tuple[str, str]] = [
     ("freeze", "freeze"),
+    ("optimize_round", "optimize-round"),
     ("gate", "gate"),
+    ("reprofile", "reprofile"),
     ("env", "env"),
     ("collect", "collect"),
     ("lint", "lint"),
     ("ub", "ub"),
     ("kernels", "kernels"),
+    ("demo", "demo"),
+    ("report", "report"),
 ]
 
 _state = {"debug": False}

@@ -1,0 +1,94 @@
+"""`ascendopt optimize-round`: one recorded round (steps 4+5+6), or `--auto` search over the tunables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+
+
+def optimize_round(
+    hypothesis: Annotated[str, typer.Option("--hypothesis", help="One line: the change and why it should help.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
+    ] = None,
+    auto: Annotated[bool, typer.Option("--auto", help="Search the bundled kernel's tunables; each candidate is a round.")] = False,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="--auto: fresh evaluations at most (default 25% of the space).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Run even though a stop criterion is reached.")] = False,
+    target_metric: Annotated[
+        str | None,
+        typer.Option("--target-metric", help="Metric the hypothesis should move (vec_ratio, MTE2, ...); "
+                                             "default: from the hypothesis words, else the bottleneck class."),
+    ] = None,
+    pairs: Annotated[int, typer.Option("--pairs", help="Interleaved timing rounds per shape case.")] = 30,
+    workspace: WorkspaceOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
+    best so far, re-profile with the contract's metric groups, record rounds/NNNN.yaml and print the
+    round summary with the verdict keep | revert | drop | floor and whether another round is warranted.
+
+    Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
+    """
+    from ascendopt import console, round_run, round_summary
+    from ascendopt.errors import UsageError
+    from ascendopt.workspace import Workspace
+
+    ws = Workspace.resolve(workspace)
+    ws.require_contract()
+    if pairs < 6:
+        raise UsageError(f"--pairs {pairs}: the A/B test needs at least 6 pairs")
+    sets = round_run.parse_sets(set_)
+    if auto and sets:
+        raise UsageError("--auto and --set exclude each other: --auto chooses the values")
+    if budget is not None and not auto:
+        raise UsageError("--budget applies to --auto only")
+
+    if auto:
+        rows = []
+
+        def on_round(outcome):
+            r = outcome.record
+            rows.append(r)
+            console.info(f"round {r.number}: {round_run.format_config(r.change.get('set'))} -> {r.verdict}"
+                         + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else ""))
+
+        with console.progress("optimize-round --auto") as bar:
+            result = round_run.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
+                                        step=bar.update, on_round=on_round)
+        if json:
+            console.print_json(result)
+            return
+        console.table(["round", "change", "gate", "median ms", "vs best", "verdict"],
+                      [(r.number, round_run.format_config(r.change.get("set")),
+                        "pass" if r.gate.get("passed") else "fail",
+                        "-" if r.candidate_ms is None else f"{r.candidate_ms:.4f}",
+                        round_run.speedup_text(r.ratio_vs_best), r.verdict) for r in rows],
+                      title=f"auto search: {len(rows)} round(s), {result['space']} feasible, {result['pruned']} pruned "
+                            f"by the UB model, budget {result['budget']}")
+        console.out(f"best configuration: {round_run.format_config(result['best'])}")
+        console.out(f"cache: {result['cache']}")
+        return
+
+    with console.progress("optimize-round") as bar:
+        outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=sets, force=force, pairs=pairs,
+                                      target_metric=target_metric, step=bar.update)
+    record = outcome.record
+    if json:
+        console.print_json({**record.to_dict(), "path": str(outcome.path)})
+    else:
+        round_summary.render(record.summary, f"round {record.number} ({record.direction})")
+        if not record.gate.get("passed"):
+            console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
+        console.out(f"recorded: {outcome.path}")
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(optimize_round)

@@ -1,0 +1,37 @@
+"""`ascendopt reprofile`: collect again, diff, reclassify, did the targeted metric move, stop criteria."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+
+
+def reprofile(
+    target_metric: Annotated[
+        str | None, typer.Option("--target-metric", help="Metric to judge (default: the last round's).")
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Profile the best configuration so far with the contract's metric groups, compare it with the
+    profile before the last change, reclassify the hot kernel, say whether the metric the last
+    hypothesis targeted moved, and apply the stop criteria (stall, floor, max_rounds, directions)."""
+    from ascendopt import console
+    from ascendopt import reprofile as rp
+    from ascendopt.workspace import Workspace
+
+    ws = Workspace.resolve(workspace)
+    ws.require_contract()
+    with ws.lock(), console.progress("reprofile") as bar:
+        result = rp.reprofile(ws, target_metric=target_metric, step=bar.update)
+    if json:
+        console.print_json(result)
+        return
+    rp.print_result(result)
+
+
+def register(app: typer.Typer, name: str) -> None:
+    app.command(name)(reprofile)

@@ -1,0 +1,94 @@
+"""One optimize-round end to end on the CPU interpreter with the gate's test kernel and its virtual clock.
+
+``t_scale``'s ``EXTRA`` tunable plants an extra pass over EXTRA % of the elements; its virtual clock
+advances 1 us per element launched (+-0.3 % seeded jitter), so verdicts do not depend on this
+machine's load. Profiles are skipped here (``reprofile=False``): the demo test covers them.
+"""
+
+import dataclasses
+
+import pytest
+
+import _gate_kernels as gk
+from ascendopt import round_run, rounds
+from ascendopt.errors import UsageError
+from ascendopt.freeze import freeze_kernel
+from ascendopt.workspace import Workspace
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    gk.install(monkeypatch)
+    w = Workspace(tmp_path / ".ascendopt")
+    freeze_kernel(w, kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", config={"EXTRA": 50}, max_rounds=5)
+    return w
+
+
+def _round(ws, sets, hypothesis="vector-bound: drop the planted extra pass", **kw):
+    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
+                               timer=gk.virtual_clock, **kw)
+
+
+def test_keep_then_revert_then_drop(ws, monkeypatch):
+    keep = _round(ws, {"EXTRA": "0"})
+    r = keep.record
+    assert keep.exit_code == 0 and r.verdict == "keep" and r.number == 1
+    assert r.timing["ratio_vs_best"] == pytest.approx(1 / 1.5, rel=0.02)  # 50 % fewer elements launched
+    assert r.change == {"kind": "tunables", "set": {"EXTRA": 0}, "config": {"BLOCK": 64, "EXTRA": 0}}
+    assert r.summary["speed"]["ratio_vs_baseline"] == pytest.approx(1 / 1.5, rel=0.02)
+    assert r.ub["enforced"] is False and r.target_metric == "vec_ratio"
+    assert ws.round_path(1).exists()
+
+    # round 2 starts from the best (EXTRA=0) and adds one change; 5 % more work is measurably slower
+    slower = _round(ws, {"EXTRA": "5"}, hypothesis="try a small extra pass")
+    t = slower.record.timing
+    assert slower.record.verdict == "revert" and t["vs_best"] == "slower"
+    assert set(slower.record.timing["cases"][0]["samples_ms"]) == {"baseline", "best", "candidate"}
+    assert t["ratio_vs_best"] == pytest.approx(1.05, rel=0.01)
+
+    # a candidate that breaks correctness: red gate -> drop, no timing, the gate's exit code
+    def run(inputs, config, mode):
+        out = gk.t_scale(inputs, config, mode)
+        if config["BLOCK"] == 128:
+            out["y"] = out["y"] * 1.5
+        return out
+
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, run=run))
+    drop = _round(ws, {"BLOCK": "128"}, hypothesis="bigger blocks")
+    assert drop.record.verdict == "drop" and drop.record.timing is None and drop.exit_code == 1
+    assert drop.record.gate["failed_stage"] == "correctness" and drop.record.summary["speed"] is None
+    assert [r.verdict for r in rounds.load_rounds(ws)] == ["keep", "revert", "drop"]
+
+
+def test_stop_refuses_without_force_and_bad_sets(ws):
+    with pytest.raises(UsageError, match="no tunable 'NOPE'.*tunables: BLOCK, EXTRA"):
+        _round(ws, {"NOPE": "1"})
+    with pytest.raises(UsageError, match=r"EXTRA=7: out of range.*valid values: 0, 5, 50"):
+        _round(ws, {"EXTRA": "7"})
+    with pytest.raises(UsageError, match="changes nothing"):
+        _round(ws, {"EXTRA": "50"})
+    for value in ("32", "128", "32"):  # three non-keep rounds in a row
+        _round(ws, {"BLOCK": value}, hypothesis=f"block {value}")
+    with pytest.raises(UsageError, match="stop criterion 'stall' reached: 3 consecutive rounds without a keep"):
+        _round(ws, {"EXTRA": "0"})
+    assert len(rounds.load_rounds(ws)) == 3  # the refusal wrote nothing
+    forced = _round(ws, {"EXTRA": "0"}, force=True)
+    assert forced.record.number == 4 and forced.record.verdict == "keep"
+
+
+def test_auto_search_records_each_candidate(ws):
+    result = round_run.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+    recs = rounds.load_rounds(ws)
+    assert [r.number for r in recs] == result["rounds"] and 1 <= len(recs) <= 4
+    assert result["best"]["EXTRA"] == 0  # the planted extra pass is found and dropped
+    assert all(r.command.endswith("--auto --budget 4") for r in recs)
+    assert all(len(r.change["set"]) == 1 for r in recs)  # one change per candidate round
+    assert (ws.root / "tune-cache.json").exists()
+
+
+def test_parse_sets():
+    assert round_run.parse_sets(["a=1", "b=2,c=3"]) == {"a": "1", "b": "2", "c": "3"}
+    with pytest.raises(UsageError, match="expected NAME=VALUE"):
+        round_run.parse_sets(["a"])
+    with pytest.raises(UsageError, match="given twice"):
+        round_run.parse_sets(["a=1", "a=2"])
