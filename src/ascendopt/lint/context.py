@@ -80,13 +80,23 @@ class Kernel:
 
     @cached_property
     def constexpr_names(self) -> set[str]:
-        """Names certainly holding a compile-time value (constexpr params and arithmetic on them)."""
-        seeds = {p for p in self.constexpr_params if p not in self.assigns}
-        return self._fixed_point(seeds, lambda v, k: _const(v, k, strict=True, params=self.params))
+        """Names certainly holding a constexpr: constexpr params, ``X: tl.constexpr = ...`` locals and
+        static_range loop variables. A plain ``x = B * 2`` is NOT one: Triton's assignment turns
+        compile-time values into tensors (code_generator ``visit_Assign`` -> ``to_tensor``)."""
+        names = {p for p in self.constexpr_params if p not in self.assigns}
+        for node in ast.walk(self.fn):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and _is_constexpr_ann(
+                    node.annotation):
+                names.add(node.target.id)
+            elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and dotted(node.iter.func) in (
+                    "tl.static_range", "triton.language.static_range"):
+                names |= names_in(node.target)
+        return names
 
     @cached_property
     def maybe_constexpr_names(self) -> set[str]:
-        seeds = set(self.constexpr_params)
+        """Names whose value is known at compile time, including locals computed from constexprs."""
+        seeds = set(self.constexpr_params) | self.constexpr_names
         local = set(self.assigns)
         return self._fixed_point(seeds, lambda v, k: _const(v, k, strict=False, params=self.params, local=local))
 
