@@ -41,6 +41,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("reprofile", "reprofile"),
     ("env", "env"),
     ("collect", "collect"),
+    ("analyze", "analyze"),
     ("lint", "lint"),
     ("ub", "ub"),
     ("kernels", "kernels"),
