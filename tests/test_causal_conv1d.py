@@ -24,7 +24,8 @@ def _check(dims, dtype, config, mode="fwdbwd", seed=0):
     inputs = SPEC.make_inputs(dims, dtype, "cpu", seed)
     with nan_poisoning():
         out = SPEC.run(inputs, SPEC.config(config), mode)
-    fp32 = {k: (v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in inputs.items()}
+    fp32 = {k: (v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+            for k, v in inputs.items()}
     ref = SPEC.reference(fp32, mode)
     assert set(out) == set(ref)
     for name, value in out.items():
@@ -60,7 +61,7 @@ def test_tiny_presets_with_default_tiles():
 
 
 def test_forward_only_mode_returns_outputs_only():
-    inputs, out = _check({"B": 1, "T": 20, "D": 16, "W": 4, "state": 1}, "fp32", SMALL, mode="fwd")
+    _inputs, out = _check({"B": 1, "T": 20, "D": 16, "W": 4, "state": 1}, "fp32", SMALL, mode="fwd")
     assert set(out) == {"y", "final_state"}
 
 
@@ -75,7 +76,7 @@ def test_varlen_equals_each_sequence_alone():
     w, b = _rand(D, W, seed=3), _rand(D, seed=4)
     h0, dht = _rand(len(lens), D, W - 1, seed=5), _rand(len(lens), D, W - 1, seed=6)
     cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64)
-    tiles = dict(BT=8, BD=16)
+    tiles = {"BT": 8, "BD": 16}
     y, ht = causal_conv1d_fwd(x, w, b, None, h0, True, "silu", cu, **tiles)
     dx, dw, db, dh0 = causal_conv1d_bwd(x, dy, w, b, h0, dht, "silu", cu, **tiles)
     dw_sum, db_sum = torch.zeros_like(dw), torch.zeros_like(db)
@@ -86,7 +87,8 @@ def test_varlen_equals_each_sequence_alone():
             continue
         xs, dys = x[:, lo:hi], dy[:, lo:hi]
         ys, hts = causal_conv1d_fwd(xs, w, b, None, h0[n:n + 1], True, "silu", None, **tiles)
-        dxs, dws, dbs, dh0s = causal_conv1d_bwd(xs, dys, w, b, h0[n:n + 1], dht[n:n + 1], "silu", None, **tiles)
+        one = slice(n, n + 1)
+        dxs, dws, dbs, dh0s = causal_conv1d_bwd(xs, dys, w, b, h0[one], dht[one], "silu", None, **tiles)
         torch.testing.assert_close(y[:, lo:hi], ys, rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(ht[n:n + 1], hts, rtol=0, atol=0)
         torch.testing.assert_close(dx[:, lo:hi], dxs, rtol=1e-6, atol=1e-6)
@@ -109,13 +111,15 @@ def test_cu_seqlens_int32_and_int64_agree_and_match_oracle():
 
 
 def test_weight_gradient_is_deterministic():
-    x, dy, w, b = _rand(2, 40, 24, seed=9), _rand(2, 40, 24, seed=10), _rand(24, 4, seed=11), _rand(24, seed=12)
+    x, dy = _rand(2, 40, 24, seed=9), _rand(2, 40, 24, seed=10)
+    w, b = _rand(24, 4, seed=11), _rand(24, seed=12)
     first = causal_conv1d_bwd(x, dy, w, b, activation="silu", BT=8, BD=16)
     second = causal_conv1d_bwd(x, dy, w, b, activation="silu", BT=8, BD=16)
     assert torch.equal(first[1], second[1]) and torch.equal(first[2], second[2])
 
 
-@pytest.mark.parametrize("T,BT,W,halo", [(45, 8, 4, 0), (45, 8, 4, 3), (8, 8, 4, 0), (3, 8, 2, 1), (64, 16, 3, 2)])
+@pytest.mark.parametrize("T,BT,W,halo",
+                         [(45, 8, 4, 0), (45, 8, 4, 3), (8, 8, 4, 0), (3, 8, 2, 1), (64, 16, 3, 2)])
 def test_fixed_plan_splits_every_tile_once_and_bulk_windows_stay_inside(T, BT, W, halo):
     bulk, tail = plan_fixed(2, T, BT, W, halo)
     tiles = [t for t in range(-(-T // BT))]

@@ -19,7 +19,7 @@ from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
 
-__all__ = ["causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_fwd", "causal_conv1d_reference", "SPEC"]
+__all__ = ["SPEC", "causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_fwd", "causal_conv1d_reference"]
 
 # Live [BT, BD] tile copies in fp32 units (our count of the kernels' live sets; fp32 inputs, the
 # worst case). fwd: one tap tile double-buffered by the compiler (2) + its fp32 copy (1) + the
@@ -52,7 +52,7 @@ def causal_conv1d_reference(x, weight, bias=None, residual=None, initial_state=N
     import torch
     import torch.nn.functional as F
 
-    B, T, D = x.shape
+    B, _T, D = x.shape
     W = weight.shape[1]
     if cu_seqlens is None:
         seqs = [(b, x[b]) for b in range(B)]
@@ -128,7 +128,8 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
     if h0 is not None:
         out["final_state"] = ht
     if mode == "fwdbwd":
-        dx, dw, db, dh0 = causal_conv1d_bwd(x, inputs["dy"], weight, bias, h0, inputs.get("dfinal_state"), act, cu,
+        dht = inputs.get("dfinal_state")
+        dx, dw, db, dh0 = causal_conv1d_bwd(x, inputs["dy"], weight, bias, h0, dht, act, cu,
                                             BT=config["BT_BWD"], BD=config["BD_BWD"])
         out.update(dx=dx, dweight=dw)
         if bias is not None:
@@ -147,7 +148,8 @@ def _reference(inputs: dict, mode: str) -> dict:
     names = [k for k in ("x", "weight", "bias", "residual", "initial_state") if k in inputs]
     leaves = {k: inputs[k].detach().requires_grad_(mode == "fwdbwd") for k in names}
     y, ht = causal_conv1d_reference(leaves["x"], leaves["weight"], leaves.get("bias"), leaves.get("residual"),
-                                    leaves.get("initial_state"), inputs.get("activation"), inputs.get("cu_seqlens"))
+                                    leaves.get("initial_state"), inputs.get("activation"),
+                                    inputs.get("cu_seqlens"))
     has_state = "initial_state" in inputs
     out = {"y": y.detach()}
     if has_state:
@@ -262,22 +264,25 @@ _TILE_DOC = "power of two; {what}. UB: {mult} live fp32 [BT, BD] copies must fit
 SPEC = KernelSpec(
     name="causal_conv1d",
     description="depthwise causal conv1d (W 2..4), bias, silu, residual, states, varlen; fwd + bwd "
-                "(dx, dweight, dbias, dinitial_state) on a 1D vector-core grid with a constexpr bulk/tail split",
+                "(dx, dweight, dbias, dinitial_state); 1D vector-core grid, constexpr bulk/tail split",
     bound="vector",
     modes=("fwd", "fwdbwd"),
     dtypes=("bf16", "fp32"),
     shapes={
         "tiny": ShapePreset("tiny", {"B": 2, "T": 150, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1,
-                                     "state": 1}, "CPU CI: every feature on, bulk + tail tiles, D not a tile multiple"),
+                                     "state": 1},
+                            "CPU CI: every feature on, bulk + tail tiles, D not a tile multiple"),
         "tiny_varlen": ShapePreset("tiny_varlen", {"seqlens": (37, 0, 80, 2, 45), "D": 24, "W": 3, "act": 1,
                                                    "bias": 1, "residual": 0, "state": 1},
                                    "CPU CI: varlen with an empty and a shorter-than-W sequence"),
         "realistic": ShapePreset("realistic", {"B": 4, "T": 4096, "D": 4096, "W": 4, "act": 1, "bias": 1},
                                  "B4_T4096_D4096_W4: a DeltaNet short convolution (silu + bias)"),
         "varlen": ShapePreset("varlen", {"seqlens": (2048, 1000, 4096, 37, 6000, 3203), "D": 4096, "W": 4,
-                                         "act": 1, "bias": 1}, "six packed sequences, 16384 tokens, D4096 W4"),
-        "states": ShapePreset("states", {"B": 4, "T": 4096, "D": 4096, "W": 4, "act": 1, "bias": 1, "residual": 1,
-                                         "state": 1}, "B4_T4096_D4096_W4 with residual, initial and final state"),
+                                         "act": 1, "bias": 1},
+                              "six packed sequences, 16384 tokens, D4096 W4"),
+        "states": ShapePreset("states", {"B": 4, "T": 4096, "D": 4096, "W": 4, "act": 1, "bias": 1,
+                                         "residual": 1, "state": 1},
+                              "B4_T4096_D4096_W4 with residual, initial and final state"),
     },
     tunables={
         "BT": Tunable("BT", 64, (8, 16, 32, 64, 128, 256),
@@ -287,7 +292,8 @@ SPEC = KernelSpec(
         "BT_BWD": Tunable("BT_BWD", 32, (8, 16, 32, 64, 128),
                           _TILE_DOC.format(what="backward time tile", mult=BWD_MEM_MULT, margin=UB_MARGIN)),
         "BD_BWD": Tunable("BD_BWD", 64, (16, 32, 64, 128, 256),
-                          _TILE_DOC.format(what="backward channel tile", mult=BWD_MEM_MULT, margin=UB_MARGIN)),
+                          _TILE_DOC.format(what="backward channel tile", mult=BWD_MEM_MULT,
+                                           margin=UB_MARGIN)),
     },
     make_inputs=_make_inputs,
     run=_run,
@@ -297,9 +303,11 @@ SPEC = KernelSpec(
     supports=_supports,
     kernel_names=("_causal_conv1d_fwd_kernel", "_causal_conv1d_bwd_kernel"),
     tolerances={"fp32": 1e-5, "bf16": 1e-2},
-    extras={"peer": _peer, "peer_name": "fla.modules.causal_conv1d.causal_conv1d (fla-core 0.6.0, backend triton)",
+    extras={"peer": _peer,
+            "peer_name": "fla.modules.causal_conv1d.causal_conv1d (fla-core 0.6.0, backend triton)",
             "outputs": {"fwd": ("y", "final_state"),
-                        "fwdbwd": ("y", "final_state", "dx", "dweight", "dbias", "dresidual", "dinitial_state")},
+                        "fwdbwd": ("y", "final_state", "dx", "dweight", "dbias", "dresidual",
+                                   "dinitial_state")},
             "all_kernel_names": ("_causal_conv1d_fwd_kernel", "_causal_conv1d_state_kernel",
                                  "_causal_conv1d_bwd_kernel", "_causal_conv1d_dw_finalize_kernel")},
 )

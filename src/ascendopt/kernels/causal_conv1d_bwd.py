@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_fwd import plan
+from ascendopt.kernels.causal_conv1d_fwd import plan, state_ptrs
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
 # worth a tunable: the scratch it reads is ~1/BT of the bwd traffic.
@@ -48,7 +48,7 @@ def _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
                     mask=m[:, None] & m_d[None, :], other=0.0).to(tl.float32)
         if USE_H0:
             m_h = (src < 0) & (src >= 1 - W)
-            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (src + W - 1)[:, None]
+            p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
             b += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
     return b
 
@@ -101,7 +101,8 @@ def _causal_conv1d_bwd_kernel(
         dz0 = tl.zeros([BT, BD], dtype=tl.float32)
         for s in tl.static_range(W):
             if TAIL_MODE == 0:
-                p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD), (1, 0))
+                p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD),
+                                         (1, 0))
                 if D % BD == 0:
                     b_dy = tl.load(p_dy).to(tl.float32)
                 else:
@@ -127,13 +128,12 @@ def _causal_conv1d_bwd_kernel(
             acc += dz * b_w[None, :]
             if s == 0:
                 dz0 = dz
-        if TAIL_MODE != 0:
-            if HAS_DHT:
-                # final state slot j holds x[T_n - (W-1) + j]
-                j_s = o_t - T_n + W - 1
-                m_s = (j_s >= 0) & (o_t < T_n)
-                p_s = dht + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + j_s[:, None]
-                acc += tl.load(p_s, mask=m_s[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+        if TAIL_MODE != 0 and HAS_DHT:
+            # final state slot j holds x[T_n - (W-1) + j]
+            j_s = o_t - T_n + W - 1
+            m_s = (j_s >= 0) & (o_t < T_n)
+            p_s = state_ptrs(dht, i_n, o_d, j_s, D, W)
+            acc += tl.load(p_s, mask=m_s[:, None] & m_d[None, :], other=0.0).to(tl.float32)
         if TAIL_MODE == 0:
             p_dx = tl.make_block_ptr(dx + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
             if D % BD == 0:
@@ -142,10 +142,11 @@ def _causal_conv1d_bwd_kernel(
                 tl.store(p_dx, acc.to(dx.dtype.element_ty), boundary_check=(1,))
         elif TAIL_MODE == 1:
             m_y = (o_t < T_n)[:, None] & m_d[None, :]
-            tl.store(dx + (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :], acc.to(dx.dtype.element_ty), mask=m_y)
+            p_dx = dx + (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
+            tl.store(p_dx, acc.to(dx.dtype.element_ty), mask=m_y)
         else:
             m_h = ((o_t < 0) & (o_t >= 1 - W))[:, None] & m_d[None, :]
-            p_h = dh0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (o_t + W - 1)[:, None]
+            p_h = state_ptrs(dh0, i_n, o_d, o_t + W - 1, D, W)
             tl.store(p_h, acc.to(dh0.dtype.element_ty), mask=m_h)
         if TAIL_MODE != 2:
             p_part = part + tl.cast(slot0 + i_r, tl.int64) * ((W + 1) * D) + o_d
@@ -161,7 +162,7 @@ def _causal_conv1d_bwd_kernel(
 def _causal_conv1d_dw_finalize_kernel(part, dw, db, n_slots, n_tasks,
                                       D: tl.constexpr, W: tl.constexpr, BS: tl.constexpr, BD: tl.constexpr,
                                       HAS_BIAS: tl.constexpr):
-    """dweight ``[D, W]`` (and dbias) = fixed-order sum of the per-tile partials ``part [n_slots, W+1, D]``."""
+    """dweight ``[D, W]`` (and dbias): fixed-order sum of the tile partials ``part [n_slots, W+1, D]``."""
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
@@ -200,8 +201,8 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     n_slots = bulk.n_tiles + tail.n_tiles
     part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
     nd = triton.cdiv(D, BD)
-    flags = dict(D=D, W=W, BD=BD, ACT=activation == "silu", HAS_BIAS=bias is not None, USE_H0=h0 is not None,
-                 HAS_DHT=dht is not None, IS_VARLEN=cu_seqlens is not None)
+    flags = {"D": D, "W": W, "BD": BD, "ACT": activation == "silu", "HAS_BIAS": bias is not None,
+             "USE_H0": h0 is not None, "HAS_DHT": dht is not None, "IS_VARLEN": cu_seqlens is not None}
     dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
     launches = [(0, bulk, 0, BT), (1, tail, bulk.n_tiles, BT)]
     if h0 is not None:
@@ -212,14 +213,15 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
         n_tasks = n_tiles * nd
         if n_tasks == 0:
             continue
-        table, n_per_seq, t_first, n_head, tail_start = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
+        args = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
         common.launch(_causal_conv1d_bwd_kernel, (common.grid_size("vector", n_tasks),),
-                      x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, table,
-                      T, n_tasks, n_per_seq, t_first, n_head, tail_start, slot0,
+                      x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
+                      T, n_tasks, *args[1:], slot0,
                       BT=bt, TAIL_MODE=mode, **flags)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
     n_fin = triton.cdiv(D, _FIN_BD) * (W + (bias is not None))
     common.launch(_causal_conv1d_dw_finalize_kernel, (common.grid_size("vector", n_fin),),
-                  part, dweight, dbias, n_slots, n_fin, D=D, W=W, BS=_FIN_BS, BD=_FIN_BD, HAS_BIAS=bias is not None)
+                  part, dweight, dbias, n_slots, n_fin,
+                  D=D, W=W, BS=_FIN_BS, BD=_FIN_BD, HAS_BIAS=bias is not None)
     return dx, dweight, dbias, dh0

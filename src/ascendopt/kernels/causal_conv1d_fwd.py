@@ -32,6 +32,12 @@ import triton.language as tl
 from ascendopt.kernels import common
 
 
+@triton.jit
+def state_ptrs(base, i_n, o_d, slot, D: tl.constexpr, W: tl.constexpr):
+    """Pointers ``[len(slot), BD]`` into a state ``[N, D, W-1]`` (int64 sequence offset)."""
+    return base + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + slot[:, None]
+
+
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start"])
 def _causal_conv1d_fwd_kernel(
     x, wt, bias, residual, h0, y, cu_seqlens, tiles,
@@ -86,7 +92,7 @@ def _causal_conv1d_fwd_kernel(
                 if USE_H0:
                     # x[t] for -(W-1) <= t < 0 is initial_state[n, d, t + W - 1]
                     m_h = (src < 0) & (src >= 1 - W)
-                    p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (src + W - 1)[:, None]
+                    p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
                     b_x += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
                 b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
                 acc += b_x * b_w[None, :]
@@ -140,11 +146,11 @@ def _causal_conv1d_state_kernel(
         src = T_n - (W - 1) + o_j
         b_s = tl.load(x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :],
                       mask=(m_j & (src >= 0))[:, None] & m_d[None, :], other=0.0)
-        off_s = tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + o_j[:, None]
         if USE_H0:
-            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + (src + W - 1)[:, None]
+            p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
             b_s += tl.load(p_h, mask=(m_j & (src < 0))[:, None] & m_d[None, :], other=0.0)
-        tl.store(ht + off_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
+        p_s = state_ptrs(ht, i_n, o_d, o_j, D, W)
+        tl.store(p_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
 
 
 # -- tile plan ---------------------------------------------------------------------------------
@@ -231,7 +237,6 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None."""
-    import torch
 
     B, T, D = x.shape
     W = weight.shape[1]
@@ -241,8 +246,9 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     y = common.alloc((B, T, D), x.dtype, x.device)
     bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=0)
     nd = triton.cdiv(D, BD)
-    flags = dict(D=D, W=W, BT=BT, BD=BD, ACT=activation == "silu", HAS_BIAS=bias is not None,
-                 HAS_RES=residual is not None, USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None)
+    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "ACT": activation == "silu", "HAS_BIAS": bias is not None,
+             "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
+             "IS_VARLEN": cu_seqlens is not None}
     res = residual.contiguous() if residual is not None else None
     h0 = initial_state.contiguous() if initial_state is not None else None
     for mode, tiles in ((0, bulk), (1, tail)):
