@@ -228,7 +228,7 @@ def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwd") -> 
     inputs = {"g": g.to(device, torch_dtype), "chunk_size": int(dims.get("chunk", 64)),
               "reverse": bool(dims.get("reverse", 0)), "scale": None}
     if "seqlens" in dims:
-        cu = torch.tensor([0, *itertools.accumulate(dims["seqlens"])], dtype=torch.int32)
+        cu = torch.tensor([0, *itertools.accumulate(dims["seqlens"])], dtype=torch.int64)
         inputs["cu_seqlens"] = cu.to(device)
     return inputs
 
