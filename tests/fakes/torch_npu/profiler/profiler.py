@@ -9,8 +9,6 @@ op_statistic files copied from tests/data/ascend_fake_output (chosen by level an
 export that did not finish; ``analyse()`` then writes the output.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import shutil

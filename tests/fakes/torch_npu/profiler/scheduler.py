@@ -1,7 +1,5 @@
 """Fake of ``torch_npu.profiler.scheduler``: ``Schedule`` (exported as ``schedule``) and ``ProfilerAction``."""
 
-from __future__ import annotations
-
 from enum import Enum
 
 from torch_npu.profiler._record import recorded
