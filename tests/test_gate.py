@@ -260,3 +260,16 @@ def test_worker_protocol_keeps_workload_prints_out_of_the_pipe(tmp_path):
                                 '{"cmd": "exit"}\n', capture_output=True, text=True, cwd=tmp_path, timeout=120)
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [sorted(r) for r in replies] == [["per_call_ms"], ["ms"]] and "noise" in proc.stderr
+
+
+def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("freeze", "--kernel", "rms_norm", "--shapes", "tiny", "--mode", "fwd", "-w", "ws")
+    assert code == 0, err
+    code, out, err = cli("gate", "-w", "ws", "--skip-perf", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "skipped"]
+    (tensor,) = result["stages"][1]["data"]["tensors"]
+    assert tensor["name"] == "y" and tensor["passed"] and tensor["torch_ratio"] > 0
+    assert result["stages"][2]["checks"] == [{"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}]
