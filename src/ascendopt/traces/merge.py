@@ -4,7 +4,8 @@ launch order of that name within its run (task and stream ids are assigned per r
 cannot pair rows; docs/reference/ascend-profiler.md §9.5).
 
 Timing (durations, start times, core times, cycles) comes from the first run; every later run
-only adds the metric columns the first run lacks.
+only adds the metric columns the first run lacks. Communication tasks are not paired (their
+names carry per-run ids, ``hcom_allReduce__868_0_1``) and carry no PMU data anyway.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ascendopt.errors import ProfileError
-from ascendopt.traces.columns import BASE_COLUMNS
+from ascendopt.traces.columns import BASE_COLUMNS, NON_COMPUTE_CORE_TYPES
 
 KEYS = ["device", "name", "occurrence"]
 
@@ -26,9 +27,13 @@ def _with_occurrence(frame):
     return order
 
 
+def _compute(frame):
+    return frame[~frame["core_type"].astype(str).isin(NON_COMPUTE_CORE_TYPES)]
+
+
 def _check_same_launches(a, b, path_a, path_b) -> None:
-    ca = Counter(zip(a["device"], a["name"]))
-    cb = Counter(zip(b["device"], b["name"]))
+    ca = Counter(zip(*(_compute(a)[k] for k in ("device", "name"))))
+    cb = Counter(zip(*(_compute(b)[k] for k in ("device", "name"))))
     if ca == cb:
         return
     for key in list(ca) + list(cb):
@@ -52,5 +57,5 @@ def merge_kernel_frames(frames: list, paths: list) -> tuple:
         if not new_cols:
             notes.append(f"{path}: adds no metric columns to the merge")
             continue
-        base = base.merge(other[KEYS + new_cols], on=KEYS, how="left", validate="one_to_one")
+        base = base.merge(_compute(other)[KEYS + new_cols], on=KEYS, how="left", validate="one_to_one")
     return base.drop(columns=["occurrence"]).reset_index(drop=True), notes
