@@ -100,8 +100,8 @@ def no_go_bar(contract: Mapping[str, Any], records: Sequence[RoundRecord]) -> li
         if r.floor:
             bound = f"{r.floor.bound}: {r.floor.detail}"
             break
-        if r.summary.get("bound"):
-            bound = f"{r.summary['bound']} ({r.summary.get('bound_evidence') or 'see round ' + str(r.number)})"
+        if r.summary.get("bound") and r.summary.get("bound_evidence"):  # a class without numbers names nothing
+            bound = f"{r.summary['bound']} ({r.summary['bound_evidence']})"
             break
     return [
         ("recorded baseline number", base is not None, f"{_ms(base)} ms" if base else "missing"),
@@ -140,8 +140,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
     lines += ["", "## Rounds (OPT_LOG)", ""]
     lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
     stop = should_stop(records, max_rounds=max_rounds)
-    criterion = f" ({stop.criterion})" if stop.criterion else ""
-    lines += ["", f"Stop decision: {'stop' if stop.stop else 'continue'}{criterion}: {stop.reason}"]
+    lines += ["", f"Stop decision: stop ({stop.criterion}): {stop.reason}" if stop.stop else
+              f"Stop decision: {stop.reason}"]
     if plot_name:
         lines += ["", f"![latency per round]({plot_name})"]
     best = best_round(records)

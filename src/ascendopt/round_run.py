@@ -34,6 +34,21 @@ Step = Callable[[str], None]
 IMPLAUSIBLE = 5.0  # bench.IMPLAUSIBLE_RATIO: a > 5x change is measured again before it is reported
 
 
+def prepare_backend() -> None:
+    """Arrange the backend before the kernel registry is imported (cpu: ``TRITON_INTERPRET=1``).
+
+    ``import ascendopt.kernels`` loads ``kernels.spec``, after which the backend's own late check
+    refuses to switch the interpreter on; calling this first keeps a plain shell (no
+    TRITON_INTERPRET in the environment) working.
+    """
+    import sys
+
+    from ascendopt import backends
+
+    if "ascendopt.kernels" not in sys.modules:
+        backends.current().prepare_kernels()
+
+
 def parse_sets(items: Sequence[str] | None) -> dict[str, str]:
     """``["BT=64", "BD=128"]`` -> ``{"BT": "64", "BD": "128"}``; values are validated by the spec."""
     out: dict[str, str] = {}

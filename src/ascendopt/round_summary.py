@@ -32,7 +32,8 @@ SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Bottleneck class (substring) -> the metric a round against it should move.
 _CLASS_METRIC = (("cube", "mac_ratio"), ("vector", "vec_ratio"), ("scalar", "vector_scalar_ratio"),
                  ("mte2", "vector_mte2_ratio"), ("memory-in", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
-                 ("memory-out", "mte3_ratio"), ("ub", "ub_read_bw_gbs"), ("dram", "dram_ratio"))
+                 ("memory-out", "mte3_ratio"), ("ub_bandwidth", "ub_read_bw_gbs"), ("memory", "vector_mte2_ratio"),
+                 ("dram", "dram_ratio"))
 # Hypothesis keywords -> metric. Checked before the class so an explicit word wins.
 _WORD_METRIC = (("mte1", "mte1_ratio"), ("mte2", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
                 ("scalar", "vector_scalar_ratio"), ("ub bandwidth", "ub_read_bw_gbs"), ("vector", "vec_ratio"),
@@ -160,6 +161,8 @@ def _evidence_text(evidence: Any) -> str | None:
         return None
     if isinstance(evidence, str):
         return evidence
+    if isinstance(evidence, Mapping) and "column" not in evidence:  # analyze's {column: value}
+        return "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items())
     parts = []
     for e in evidence if isinstance(evidence, list) else [evidence]:
         if isinstance(e, Mapping):

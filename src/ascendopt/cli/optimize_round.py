@@ -39,6 +39,7 @@ def optimize_round(
     from ascendopt.errors import UsageError
     from ascendopt.workspace import Workspace
 
+    round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
     if pairs < 6:
