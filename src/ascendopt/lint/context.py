@@ -43,12 +43,35 @@ class Kernel:
         all_args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         self.params = [a.arg for a in all_args]
         self.constexpr_params = {a.arg for a in all_args if a.annotation is not None and _is_constexpr_ann(a.annotation)}
+        self.by_type: dict[type, list[ast.AST]] = defaultdict(list)  # filled by FileContext's walk
+        self._names: dict[int, frozenset[str]] = {}
+        self._tl_calls: dict[int, frozenset[str]] = {}
+
+    def nodes(self, *types: type) -> list[ast.AST]:
+        """This kernel's nodes of ``types`` (walk order; findings are sorted by the engine)."""
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        return [n for t in types for n in self.by_type.get(t, [])]
+
+    def names(self, node: ast.AST) -> frozenset[str]:
+        """Names read or written inside ``node`` (memoized: rules ask about the same bindings often)."""
+        key = id(node)
+        if key not in self._names:
+            self._names[key] = frozenset(names_in(node))
+        return self._names[key]
+
+    def tl_calls(self, node: ast.AST) -> frozenset[str]:
+        """``tl.*`` functions called inside ``node`` (``{"arange", "load"}``), memoized."""
+        key = id(node)
+        if key not in self._tl_calls:
+            self._tl_calls[key] = frozenset(f for f in map(tl_func, ast.walk(node)) if f)
+        return self._tl_calls[key]
 
     @cached_property
     def assigns(self) -> dict[str, list[ast.AST | None]]:
         """Every value bound to a local name (None: unknown, e.g. an unpacked call result)."""
         table: dict[str, list[ast.AST | None]] = defaultdict(list)
-        for node in ast.walk(self.fn):
+        for node in self.nodes(ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.AugAssign, ast.For):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     _bind(table, target, node.value)
@@ -84,7 +107,7 @@ class Kernel:
         static_range loop variables. A plain ``x = B * 2`` is NOT one: Triton's assignment turns
         compile-time values into tensors (code_generator ``visit_Assign`` -> ``to_tensor``)."""
         names = {p for p in self.constexpr_params if p not in self.assigns}
-        for node in ast.walk(self.fn):
+        for node in self.nodes(ast.AnnAssign, ast.For):
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and _is_constexpr_ann(
                     node.annotation):
                 names.add(node.target.id)
@@ -97,12 +120,12 @@ class Kernel:
     def maybe_constexpr_names(self) -> set[str]:
         """Names whose value is known at compile time, including locals computed from constexprs."""
         seeds = set(self.constexpr_params) | self.constexpr_names
-        local = set(self.assigns)
+        local = self.assigns
         return self._fixed_point(seeds, lambda v, k: _const(v, k, strict=False, params=self.params, local=local))
 
     def is_constexpr(self, node: ast.AST, strict: bool) -> bool:
         known = self.constexpr_names if strict else self.maybe_constexpr_names
-        return _const(node, known, strict=strict, params=self.params, local=set(self.assigns))
+        return _const(node, known, strict=strict, params=self.params, local=self.assigns)
 
     @cached_property
     def int64_names(self) -> set[str]:
@@ -115,7 +138,7 @@ class Kernel:
     def pointer_names(self) -> set[str]:
         """Names used as the base of a load/store/block pointer, plus names derived from them by +/-."""
         seeds = {n for n in self.params + list(self.assigns) if n.endswith("_ptr")}
-        for node in ast.walk(self.fn):
+        for node in self.nodes(ast.Call):
             func = tl_func(node)
             if func in ("load", "store", "make_block_ptr", "make_tensor_descriptor") or (
                     func or "").startswith("atomic_"):
@@ -223,7 +246,7 @@ def _is_pointer_value(value: ast.AST, pointers: set[str]) -> bool:
 
 
 class FileContext:
-    """One parsed file: source lines, nodes by type, each node's parent, and its kernels."""
+    """One parsed file: nodes by type, its kernels, and the parent of every node inside a kernel."""
 
     def __init__(self, path: str, source: str, tree: ast.Module):
         self.path = path
@@ -231,25 +254,37 @@ class FileContext:
         self.tree = tree
         self.parent: dict[ast.AST, ast.AST] = {}
         self.by_type: dict[type, list[ast.AST]] = defaultdict(list)
-        stack = [tree]
-        while stack:  # the one walk over the file
-            node = stack.pop()
-            self.by_type[type(node)].append(node)
-            for child in ast.iter_child_nodes(node):
-                self.parent[child] = node
-                stack.append(child)
-        for nodes in self.by_type.values():
-            nodes.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
-        self.kernels: dict[ast.FunctionDef, Kernel] = {
-            fn: Kernel(fn) for fn in self.by_type[ast.FunctionDef]
-            if any(_is_jit_decorator(d) for d in fn.decorator_list)
-        }
+        self.kernels: dict[ast.FunctionDef, Kernel] = {}
+        self._kernel_of: dict[ast.AST, Kernel] = {}
+        stack: list[tuple[ast.AST, Kernel | None]] = [(tree, None)]
+        while stack:  # the one walk over the file: buckets by type, parents, enclosing kernel
+            node, kernel = stack.pop()
+            kind = type(node)
+            self.by_type[kind].append(node)
+            if kernel is not None:
+                kernel.by_type[kind].append(node)
+                self._kernel_of[node] = kernel
+            elif kind is ast.FunctionDef and any(_is_jit_decorator(d) for d in node.decorator_list):
+                kernel = self.kernels[node] = Kernel(node)
+            parent = self.parent if kernel is not None else None  # only kernel rules ask for ancestors
+            for field in node._fields:  # ast.iter_child_nodes without its generator overhead
+                value = getattr(node, field, None)
+                if isinstance(value, list):
+                    for child in value:
+                        if isinstance(child, ast.AST):
+                            if parent is not None:
+                                parent[child] = node
+                            stack.append((child, kernel))
+                elif isinstance(value, ast.AST):
+                    if parent is not None:
+                        parent[value] = node
+                    stack.append((value, kernel))
 
     def nodes(self, *types: type) -> list[ast.AST]:
+        """Nodes of ``types`` anywhere in the file (walk order)."""
         if len(types) == 1:
             return self.by_type.get(types[0], [])
-        out = [n for t in types for n in self.by_type.get(t, [])]
-        return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        return [n for t in types for n in self.by_type.get(t, [])]
 
     def ancestors(self, node: ast.AST):
         while node in self.parent:
@@ -257,14 +292,11 @@ class FileContext:
             yield node
 
     def kernel_of(self, node: ast.AST) -> Kernel | None:
-        for anc in self.ancestors(node):
-            if isinstance(anc, ast.FunctionDef):
-                return self.kernels.get(anc)
-        return None
+        return self._kernel_of.get(node)
 
     def kernel_nodes(self, *types: type):
         """``(kernel, node)`` for every node of ``types`` inside a kernel."""
-        for node in self.nodes(*types):
-            kernel = self.kernel_of(node)
-            if kernel is not None:
+        for kernel in self.kernels.values():
+            for node in kernel.nodes(*types):
                 yield kernel, node
+

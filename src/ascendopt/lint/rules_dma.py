@@ -107,15 +107,17 @@ def check_runtime_dma_branch(ctx: FileContext):
                 break
 
 
+def _strided_range(loop: ast.For) -> bool:
+    """``for t in range(start, stop, step)`` with a non-literal step."""
+    it = loop.iter
+    return (isinstance(it, ast.Call) and (dotted(it.func) or "") in ("range", "tl.range", "triton.language.range")
+            and len(it.args) >= 3 and not isinstance(it.args[2], ast.Constant))
+
+
 def _task_loop(kernel: Kernel, pid_names: set[str], loop: ast.For) -> bool:
     """``for t in tl.range(pid, tasks, num_cores)``: a 1D core-grid task loop."""
-    it = loop.iter
-    if not (isinstance(it, ast.Call) and (dotted(it.func) or "") in ("range", "tl.range", "triton.language.range")):
-        return False
-    if len(it.args) < 3 or isinstance(it.args[2], ast.Constant):
-        return False
-    start = it.args[0]
-    return any(tl_func(n) == "program_id" for n in ast.walk(start)) or bool(names_in(start) & pid_names)
+    start = loop.iter.args[0]
+    return "program_id" in kernel.tl_calls(start) or bool(kernel.names(start) & pid_names)
 
 
 def _pid_names(kernel: Kernel) -> set[str]:
@@ -124,8 +126,8 @@ def _pid_names(kernel: Kernel) -> set[str]:
     while changed:
         changed = False
         for name, values in kernel.assigns.items():
-            if name not in known and any(v is not None and (any(tl_func(n) == "program_id" for n in ast.walk(v))
-                                                            or names_in(v) & known) for v in values):
+            if name not in known and any(v is not None and ("program_id" in kernel.tl_calls(v)
+                                                            or kernel.names(v) & known) for v in values):
                 known.add(name)
                 changed = True
     return known
@@ -146,13 +148,15 @@ def _self_update(target: str, value: ast.AST) -> bool:
 )
 def check_task_loop_pointers(ctx: FileContext):
     for kernel in ctx.kernels.values():
-        pid_names = _pid_names(kernel)
-        for loop in (n for n in ast.walk(kernel.fn) if isinstance(n, ast.For)):
+        loops = [n for n in kernel.nodes(ast.For) if _strided_range(n)]
+        pid_names = _pid_names(kernel) if loops else set()
+        for loop in loops:
             if not _task_loop(kernel, pid_names, loop):
                 continue
             fresh: set[str] = set()
             updates = []
-            for sub in (n for stmt in loop.body for n in ast.walk(stmt)):
+            inside = (n for n in kernel.nodes(ast.AugAssign, ast.Assign) if any(a is loop for a in ctx.ancestors(n)))
+            for sub in inside:
                 if isinstance(sub, ast.AugAssign) and isinstance(sub.op, (ast.Add, ast.Sub)):
                     if isinstance(sub.target, ast.Name) and sub.target.id in kernel.pointer_names:
                         updates.append((sub, sub.target.id))
@@ -171,14 +175,10 @@ def check_task_loop_pointers(ctx: FileContext):
 
 def _tile_along(kernel: Kernel, node: ast.AST) -> bool:
     """Whether ``node`` holds a vector of indices (tl.arange, directly or through one local name)."""
-    for sub in ast.walk(node):
-        if tl_func(sub) == "arange":
-            return True
-        if isinstance(sub, ast.Name):
-            for value in kernel.assigns.get(sub.id, []):
-                if value is not None and any(tl_func(n) == "arange" for n in ast.walk(value)):
-                    return True
-    return False
+    if "arange" in kernel.tl_calls(node):
+        return True
+    return any(v is not None and "arange" in kernel.tl_calls(v)
+               for name in kernel.names(node) for v in kernel.assigns.get(name, []))
 
 
 def _head_strided(kernel: Kernel, node: ast.AST) -> ast.AST | None:

@@ -129,7 +129,7 @@ def _merge(a: Clobbered, b: Clobbered) -> Clobbered:
 )
 def check_dot_lhs(ctx: FileContext):
     for kernel in ctx.kernels.values():
-        if not any(tl_func(n) == "dot" for n in ast.walk(kernel.fn)):
+        if not any(tl_func(n) == "dot" for n in kernel.nodes(ast.Call)):
             continue
         flow = _DotFlow()
         flow.block(kernel.fn.body, {})

@@ -73,8 +73,8 @@ def _tile_local(kernel: Kernel, name: str) -> bool:
     """A name bound only to compile-time arithmetic on tl.arange (an offset inside one tile)."""
     values = kernel.assigns.get(name) or []
     return bool(values) and all(
-        v is not None and any(tl_func(n) == "arange" for n in ast.walk(v))
-        and all(x in kernel.maybe_constexpr_names or x == "tl" for x in names_in(v)) for v in values)
+        v is not None and "arange" in kernel.tl_calls(v)
+        and all(x in kernel.maybe_constexpr_names or x == "tl" for x in kernel.names(v)) for v in values)
 
 
 def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
@@ -163,7 +163,7 @@ def check_cu_seqlens(ctx: FileContext):
                 narrow[name] = "int32" if "int32" in kinds else "uncast"
         if not narrow:
             continue
-        for product in (n for n in ast.walk(kernel.fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+        for product in (n for n in kernel.nodes(ast.BinOp) if isinstance(n.op, ast.Mult)):
             for operand in (product.left, product.right):
                 hit = [t.id for t in add_terms(operand) if isinstance(t, ast.Name) and t.id in narrow]
                 if hit:
