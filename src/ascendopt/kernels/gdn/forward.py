@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
+from ascendopt.errors import UsageError
 from ascendopt.kernels.chunk_local_cumsum import SPEC as CUMSUM_SPEC
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum
 from ascendopt.kernels.gdn import kkt, output, solve, state, wy
 from ascendopt.kernels.gdn.layout import CHUNK, check_heads, pack
-from ascendopt.kernels.gdn.reference import chunk_gated_delta_rule_reference
+from ascendopt.kernels.gdn.reference import chunk_gated_delta_rule_reference, chunked_reference, lowp_of
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     HeadMajor,
@@ -66,9 +67,12 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
     import torch
 
     cfg = SPEC.config(config)
-    B, T, _, _, K, _ = check_heads(q, k, v, g, beta)
+    B, T, _, HV, K, V = check_heads(q, k, v, g, beta)
     scale = K ** -0.5 if scale is None else scale
     packing = pack(B, T, cu_seqlens, q.device)
+    if initial_state is not None and tuple(initial_state.shape) != (packing.N, HV, K, V):
+        raise UsageError(f"initial_state {tuple(initial_state.shape)}: expected [N={packing.N}, HV={HV}, "
+                         f"K={K}, V={V}]")
     gc = chunk_local_cumsum(g, CHUNK, cu_seqlens=cu_seqlens, output_dtype=torch.float32)
     if cfg["G_T_CONTIG"]:
         # one host transpose each, shared by all four stages that read them
@@ -91,6 +95,14 @@ def _run(inputs, config, mode):
 
 
 def _reference(inputs, mode):
+    """fp32 inputs: the token-by-token oracle. Low-precision inputs: torch's own computation of the
+    chunked algorithm with the same intermediates rounded to that dtype (the gate's bf16 yardstick)."""
+    lowp = lowp_of(inputs["q"])
+    if lowp is not None:
+        o, final = chunked_reference(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"],
+                                     initial_state=inputs["initial_state"], cu_seqlens=inputs.get("cu_seqlens"),
+                                     lowp=lowp)
+        return {"o": o, "final_state": final}
     o, final = chunk_gated_delta_rule_reference(inputs["q"], inputs["k"], inputs["v"], inputs["g"],
                                                 inputs["beta"], initial_state=inputs["initial_state"],
                                                 cu_seqlens=inputs.get("cu_seqlens"))

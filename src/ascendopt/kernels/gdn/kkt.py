@@ -103,7 +103,8 @@ def _run(inputs, config, mode):
 
 
 def _reference(inputs, mode):
-    return {"A": ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], inputs.get("cu_seqlens"))}
+    return {"A": ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], inputs.get("cu_seqlens"),
+                                   ref.lowp_of(inputs["k"]))}
 
 
 def _ub_model(dims, config, dtype):

@@ -132,7 +132,7 @@ def _run(inputs, config, mode):
 
 def _reference(inputs, mode):
     return {"o": ref.output_reference(inputs["q"], inputs["k"], inputs["v_new"], inputs["h"], inputs["gc"],
-                                      _scale(inputs), inputs.get("cu_seqlens"))}
+                                      _scale(inputs), inputs.get("cu_seqlens"), ref.lowp_of(inputs["q"]))}
 
 
 def _ub_model(dims, config, dtype):

@@ -15,7 +15,10 @@ Networks", arXiv 2412.06464, with the WY representation of the chunk's Household
     o   = scale (exp(gc) q h_c + lower(q k' exp(gc_i - gc_j)) v')   (stage output)
 
 Inputs use the public layout (``[B, T, heads, dim]``, varlen packed in B=1 with ``cu_seqlens``);
-everything is computed in fp32 and returned in fp32.
+everything is computed in fp32 and returned in fp32. The stage functions take ``lowp`` (a torch
+dtype): then every operand the kernels round to that dtype before a ``tl.dot`` is rounded here too,
+which makes them "torch's own low-precision computation" of the chunked algorithm, the second
+limit of the correctness gate (``ascendopt.correctness``) for bf16 runs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ def _bounds(batch: int, seq_len: int, cu_seqlens) -> list[tuple[int, int, int]]:
         return [(b, 0, seq_len) for b in range(batch)]
     cu = [int(x) for x in cu_seqlens.tolist()]
     return [(0, s, e) for s, e in pairwise(cu)]
+
+
+def _round(x, lowp):
+    """``x`` rounded to ``lowp`` and back to fp32 (no-op for ``lowp=None``)."""
+    return x if lowp is None else x.to(lowp).float()
+
+
+def lowp_of(x):
+    """The low-precision dtype of an input tensor, or None for fp32."""
+    import torch
+
+    return None if x.dtype == torch.float32 else x.dtype
 
 
 def _expand_heads(x, heads: int):
@@ -94,7 +109,7 @@ def gate_cumsum_reference(g, cu_seqlens=None):
     return out
 
 
-def kkt_reference(k, beta, gc, cu_seqlens=None):
+def kkt_reference(k, beta, gc, cu_seqlens=None, lowp=None):
     """A [B,T,HV,BT] fp32: row i of a chunk holds beta_i k_i.k_j exp(gc_i - gc_j) for j < i, else 0."""
     import torch
 
@@ -107,9 +122,9 @@ def kkt_reference(k, beta, gc, cu_seqlens=None):
         kc = _chunks(_expand_heads(k[b, s:e].float(), HV))  # [NC, BT, HV, K]
         gcc = _chunks(gc[b, s:e].float(), edge=True)  # [NC, BT, HV]
         bc = _chunks(beta[b, s:e].float())
-        dots = torch.einsum("nihk,njhk->nhij", kc, kc)
+        dots = torch.einsum("nihk,njhk->nhij", _round(kc * bc[..., None], lowp), kc)
         decay = (gcc.transpose(1, 2)[..., :, None] - gcc.transpose(1, 2)[..., None, :]).masked_fill(~strict, 0).exp()
-        A = (dots * decay * bc.transpose(1, 2)[..., :, None]).masked_fill(~strict, 0)
+        A = (dots * decay).masked_fill(~strict, 0)
         out[b, s:e] = _unchunk(A.permute(0, 2, 1, 3), e - s)
     return out
 
@@ -129,7 +144,7 @@ def solve_tril_reference(A, cu_seqlens=None):
     return out
 
 
-def wy_reference(k, v, beta, Ai, gc, cu_seqlens=None):
+def wy_reference(k, v, beta, Ai, gc, cu_seqlens=None, lowp=None):
     """w = Ai (beta exp(gc) k) [B,T,HV,K] and u = Ai (beta v) [B,T,HV,V], fp32."""
     import torch
 
@@ -141,14 +156,14 @@ def wy_reference(k, v, beta, Ai, gc, cu_seqlens=None):
             continue
         Aic = _chunks(Ai[b, s:e].float())  # [NC, BT(i), HV, BT(j)]
         scale = beta[b, s:e].float() * gc[b, s:e].float().exp()
-        kb = _chunks(_expand_heads(k[b, s:e].float(), HV) * scale[..., None])
-        vb = _chunks(v[b, s:e].float() * beta[b, s:e].float()[..., None])
+        kb = _chunks(_round(_expand_heads(k[b, s:e].float(), HV) * scale[..., None], lowp))
+        vb = _chunks(_round(v[b, s:e].float() * beta[b, s:e].float()[..., None], lowp))
         w[b, s:e] = _unchunk(torch.einsum("nihj,njhk->nihk", Aic, kb), e - s)
         u[b, s:e] = _unchunk(torch.einsum("nihj,njhv->nihv", Aic, vb), e - s)
     return w, u
 
 
-def state_reference(k, w, u, gc, initial_state=None, cu_seqlens=None):
+def state_reference(k, w, u, gc, initial_state=None, cu_seqlens=None, lowp=None):
     """The chunk-state recurrence.
 
     Returns h [NC_total, HV, K, V] (state entering each chunk, chunks numbered over all sequences in
@@ -168,17 +183,17 @@ def state_reference(k, w, u, gc, initial_state=None, cu_seqlens=None):
             states.append(h)
             kc = _expand_heads(k[b, c0:c1].float(), HV)  # [L, HV, K]
             gcc = gc[b, c0:c1].float()  # [L, HV]
-            vn = u[b, c0:c1].float() - torch.einsum("lhk,hkv->lhv", w[b, c0:c1].float(), h)
+            vn = u[b, c0:c1].float() - torch.einsum("lhk,hkv->lhv", w[b, c0:c1].float(), _round(h, lowp))
             v_new[b, c0:c1] = vn
             last = gcc[-1]
             h = h * last.exp()[:, None, None] + torch.einsum(
-                "lhk,lhv->hkv", kc * (last[None] - gcc).exp()[..., None], vn)
+                "lhk,lhv->hkv", kc, _round(vn * (last[None] - gcc).exp()[..., None], lowp))
         final[n] = h
     h_all = torch.stack(states) if states else torch.zeros(0, HV, K, V, device=k.device)
     return h_all, v_new, final
 
 
-def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None):
+def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None, lowp=None):
     """o [B,T,HV,V] fp32 = scale (exp(gc) q h_c + causal(q k' exp(gc_i - gc_j)) v_new) per chunk."""
     import torch
 
@@ -199,16 +214,21 @@ def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None):
         gt = gcc.transpose(1, 2)
         decay = (gt[..., :, None] - gt[..., None, :]).masked_fill(~causal, 0).exp()
         scores = (torch.einsum("nihk,njhk->nhij", qc, kc) * decay).masked_fill(~causal, 0)
-        intra = torch.einsum("nhij,njhv->nihv", scores, vc)
+        intra = torch.einsum("nhij,njhv->nihv", _round(scores, lowp), vc)
         o[b, s:e] = _unchunk((inter + intra) * scale, e - s)
     return o
 
 
-def chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None):
-    """The chunked form composed from the stage references; equals the oracle up to fp32 rounding."""
+def chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None, lowp=None):
+    """The chunked form composed from the stage references; equals the oracle up to fp32 rounding.
+
+    With ``lowp`` the intermediates the forward stores in the input dtype (Ai, w, u, h, v_new) are
+    rounded to it as well: torch's own low-precision computation of the same algorithm.
+    """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     gc = gate_cumsum_reference(g, cu_seqlens)
-    Ai = solve_tril_reference(kkt_reference(k, beta, gc, cu_seqlens), cu_seqlens)
-    w, u = wy_reference(k, v, beta, Ai, gc, cu_seqlens)
-    h, v_new, final = state_reference(k, w, u, gc, initial_state, cu_seqlens)
-    return output_reference(q, k, v_new, h, gc, scale, cu_seqlens), final
+    Ai = _round(solve_tril_reference(kkt_reference(k, beta, gc, cu_seqlens, lowp), cu_seqlens), lowp)
+    w, u = (_round(x, lowp) for x in wy_reference(k, v, beta, Ai, gc, cu_seqlens, lowp))
+    h, v_new, final = state_reference(k, w, u, gc, initial_state, cu_seqlens, lowp)
+    o = output_reference(q, k, _round(v_new, lowp), _round(h, lowp), gc, scale, cu_seqlens, lowp)
+    return o, final

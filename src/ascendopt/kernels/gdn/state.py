@@ -149,7 +149,7 @@ def _run(inputs, config, mode):
 
 def _reference(inputs, mode):
     h, v_new, final = ref.state_reference(inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
-                                          inputs["initial_state"], inputs.get("cu_seqlens"))
+                                          inputs["initial_state"], inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"]))
     return {"h": h, "v_new": v_new, "final_state": final}
 
 

@@ -118,7 +118,7 @@ def _run(inputs, config, mode):
 
 def _reference(inputs, mode):
     w, u = ref.wy_reference(inputs["k"], inputs["v"], inputs["beta"], inputs["Ai"], inputs["gc"],
-                            inputs.get("cu_seqlens"))
+                            inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"]))
     return {"w": w, "u": u}
 
 

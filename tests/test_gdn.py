@@ -1,0 +1,200 @@
+"""Gated delta rule forward: every stage kernel and the whole forward against the fp32 oracles.
+
+Runs under Triton's interpreter (tests/conftest.py), fp32 unless stated: the interpreter's bf16
+``tl.dot`` is wrong and its fp32 -> bf16 cast truncates (see the bf16 test's fixture).
+"""
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from ascendopt.correctness import check_kernel
+from ascendopt.errors import UsageError
+from ascendopt.kernels import get
+from ascendopt.kernels.common import nan_poisoning
+from ascendopt.kernels.gdn import reference as ref
+from ascendopt.kernels.gdn.forward import chunk_gated_delta_rule_fwd
+from ascendopt.kernels.gdn.workload import make_base_inputs
+
+STAGES = ("gdn_kkt", "gdn_solve_tril", "gdn_wy", "gdn_state", "gdn_output")
+
+
+def _inputs(seed=0, dtype="fp32", **dims):
+    if "seqlens" in dims:
+        dims = {"B": 1, "T": sum(dims["seqlens"]), **dims}
+    return make_base_inputs(dims, dtype, torch.device("cpu"), seed)
+
+
+def _ratio(result, expected) -> float:
+    """Relative RMS error, the gate's metric."""
+    return float((result.double() - expected.double()).pow(2).mean().sqrt() / expected.double().pow(2).mean().sqrt())
+
+
+@pytest.mark.parametrize("dims", [
+    {"B": 2, "T": 100, "H": 1, "HV": 2, "K": 16, "V": 32},
+    {"seqlens": (30, 0, 130), "H": 2, "HV": 4, "K": 32, "V": 16},
+], ids=["fixed", "varlen"])
+def test_chunked_reference_equals_the_recurrence(dims):
+    x = _inputs(**dims)
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
+    kw = {"initial_state": x["initial_state"], "cu_seqlens": x.get("cu_seqlens")}
+    o, final = ref.chunk_gated_delta_rule_reference(*args, **kw)
+    o_chunked, final_chunked = ref.chunked_reference(*args, **kw)
+    assert _ratio(o_chunked, o) < 1e-5 and _ratio(final_chunked, final) < 1e-5
+    # the state really carries across chunks: without it the second chunk's output changes
+    o_cold, _ = ref.chunk_gated_delta_rule_reference(*args, cu_seqlens=x.get("cu_seqlens"))
+    assert _ratio(o_cold, o) > 1e-2
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny_varlen"])
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_matches_its_oracle_with_poisoned_outputs(stage, preset):
+    spec = get(stage)
+    reports = check_kernel(spec, spec.shape(preset).dims, "fp32", "fwd", None)
+    assert reports and all(r.passed for r in reports), [r.line() for r in reports]
+    assert all(r.err_ratio < 1e-6 for r in reports), [r.line() for r in reports]
+
+
+@pytest.mark.parametrize("dims, with_state", [
+    ({"B": 2, "T": 100, "H": 1, "HV": 2, "K": 32, "V": 32}, True),
+    ({"seqlens": (30, 0, 70), "H": 2, "HV": 4, "K": 16, "V": 32}, True),
+    ({"B": 1, "T": 64, "H": 2, "HV": 2, "K": 16, "V": 16}, False),
+], ids=["fixed-grouped", "varlen-empty-seq", "one-chunk-no-state"])
+def test_forward_matches_the_recurrence(dims, with_state):
+    x = _inputs(**dims)
+    cu = x.get("cu_seqlens")
+    if cu is not None:
+        cu = cu.to(torch.int32)  # kernels load cu_seqlens as int64 whatever the host dtype
+    h0 = x["initial_state"] if with_state else None
+    with nan_poisoning():
+        o, final = chunk_gated_delta_rule_fwd(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=h0,
+                                              output_final_state=with_state, cu_seqlens=cu)
+    o_ref, final_ref = ref.chunk_gated_delta_rule_reference(x["q"], x["k"], x["v"], x["g"], x["beta"],
+                                                            initial_state=h0, cu_seqlens=cu)
+    assert o.shape == o_ref.shape and torch.isfinite(o).all()
+    assert _ratio(o, o_ref) < 2e-6
+    if with_state:
+        assert _ratio(final, final_ref) < 2e-6
+        if dims.get("seqlens"):  # the empty sequence hands its initial state straight through
+            assert torch.equal(final[1], h0[1])
+    else:
+        assert final is None
+
+
+def test_gate_layout_does_not_change_results():
+    x = _inputs(B=1, T=70, H=1, HV=2, K=16, V=16)
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
+    o_contig, f_contig = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True,
+                                                    config={"G_T_CONTIG": 1})
+    o_gather, f_gather = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True,
+                                                    config={"G_T_CONTIG": 0})
+    assert torch.equal(o_contig, o_gather) and torch.equal(f_contig, f_gather)
+
+
+@pytest.fixture
+def clobbering_dot(monkeypatch):
+    """Make the interpreter behave like Ascend's tl.dot at its worst: the left operand is destroyed
+    (filled with NaN) by every dot, so any later read of it shows up as NaN in the outputs."""
+    from triton.runtime import interpreter
+
+    original = interpreter.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, *args, **kwargs):
+        result = original(self, a, b, d, *args, **kwargs)
+        a.data[...] = np.nan
+        return result
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
+
+
+@triton.jit
+def _reads_lhs_after_dot(x, y, N: tl.constexpr):
+    o = tl.arange(0, N)
+    b_x = tl.load(x + o[:, None] * N + o[None, :])
+    b_y = tl.dot(b_x, b_x) + b_x  # the lhs read after its dot: the pattern the seed forbids
+    tl.store(y + o[:, None] * N + o[None, :], b_y)
+
+
+def test_clobbering_dot_catches_a_left_operand_read(clobbering_dot):
+    x = torch.randn(16, 16)
+    y = torch.empty(16, 16)
+    _reads_lhs_after_dot[(1,)](x, y, N=16)
+    assert torch.isnan(y).all()
+
+
+def test_forward_never_reads_a_dot_left_operand_after_the_dot(clobbering_dot):
+    x = _inputs(seqlens=(40, 90), H=1, HV=2, K=16, V=16)
+    o, final = chunk_gated_delta_rule_fwd(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["initial_state"],
+                                          output_final_state=True, cu_seqlens=x["cu_seqlens"])
+    o_ref, final_ref = ref.chunk_gated_delta_rule_reference(x["q"], x["k"], x["v"], x["g"], x["beta"],
+                                                            initial_state=x["initial_state"],
+                                                            cu_seqlens=x["cu_seqlens"])
+    assert _ratio(o, o_ref) < 2e-6 and _ratio(final, final_ref) < 2e-6
+
+
+@pytest.fixture
+def rounding_bf16_casts(monkeypatch):
+    """The interpreter casts fp32 -> bf16 by truncation (relative RMS error 2x that of hardware's
+    round-to-nearest-even); round like the hardware so bf16 results are judged as they would be there."""
+    from triton.runtime import interpreter
+
+    original = interpreter.InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            values = torch.from_numpy(np.ascontiguousarray(src.data)).to(torch.bfloat16)
+            return interpreter.TensorHandle(values.view(torch.int16).numpy().view(np.uint16), tl.bfloat16)
+        return original(self, src, dst_type)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "cast_impl", cast_impl)
+
+
+def test_bf16_forward_passes_both_gate_limits(rounding_bf16_casts):
+    spec = get("chunk_gated_delta_rule_fwd")
+    reports = check_kernel(spec, spec.shape("tiny_varlen").dims, "bf16", "fwd", None)
+    assert all(r.passed for r in reports), [r.line() for r in reports]
+    o = next(r for r in reports if r.name == "o")
+    assert o.dtype == "bfloat16" and o.torch_ratio is not None and o.err_ratio <= o.limit
+
+
+@pytest.mark.parametrize("dims, h0_shape, message", [
+    ({"H": 2, "HV": 3, "K": 16}, None, "multiple of"),
+    ({"H": 1, "HV": 1, "K": 48}, None, "head dim K=48"),
+    ({"H": 1, "HV": 2, "K": 16}, (1, 2, 16, 16), r"initial_state \(1, 2, 16, 16\)"),
+], ids=["heads", "head-dim", "state-shape"])
+def test_bad_inputs_are_usage_errors(dims, h0_shape, message):
+    x = _inputs(B=2, T=64, V=16, **dims)
+    h0 = None if h0_shape is None else torch.zeros(h0_shape)
+    with pytest.raises(UsageError, match=message):
+        chunk_gated_delta_rule_fwd(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=h0)
+
+
+def test_varlen_needs_a_packed_batch():
+    x = _inputs(B=2, T=64, H=1, HV=1, K=16, V=16)
+    with pytest.raises(UsageError, match="B=1"):
+        chunk_gated_delta_rule_fwd(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=torch.tensor([0, 64, 128]))
+
+
+def test_ub_model_picks_tiles_and_follows_the_capacity(monkeypatch):
+    from ascendopt import backends, ub
+
+    monkeypatch.setenv("ASCENDOPT_CHIP", "Ascend910B2")
+    spec = get("chunk_gated_delta_rule_fwd")
+
+    def tiles(dims):
+        backends.reset()
+        return {s.stage: s for s in spec.ub_model(dims, spec.config(), "bf16")}
+
+    realistic = dict(spec.shape("realistic").dims)
+    stages = tiles(realistic)
+    assert stages["state"].tile["BV"] == 32 and stages["kkt"].tile["BK"] == 128
+    assert stages["output.o"].tile["BV"] == 64
+    for stage in stages.values():
+        assert ub.check(stage.tile, stage.dtype, stage.multiplier, 196608, stage.margin).safe, stage
+    wide = tiles({**realistic, "K": 256, "V": 256})
+    assert wide["state"].tile["BV"] == 16 and spec.supports({**realistic, "K": 256, "V": 256}, "bf16", "fwd") is None
+    monkeypatch.setenv("ASCENDOPT_UB_BYTES", str(196608 // 2))
+    assert tiles(realistic)["state"].tile["BV"] == 16
+    backends.reset()
