@@ -238,11 +238,20 @@ def compare(report_a: Mapping[str, Any], report_b: Mapping[str, Any]) -> dict[st
     """
     ka = {_key(k): k for k in report_a.get("kernels", [])}
     kb = {_key(k): k for k in report_b.get("kernels", [])}
+    pairs = {key: key for key in ka if key in kb}
+    # a Level0 profile has no core types: pair the rest by (device, name) when that is unambiguous
+    loose_b: dict[tuple[str, str], list] = {}
+    for key in kb:
+        if key not in pairs.values():
+            loose_b.setdefault(key[:2], []).append(key)
+    for key in ka:
+        if key not in pairs and len(loose_b.get(key[:2], [])) == 1:
+            pairs[key] = loose_b[key[:2]][0]
     rows = []
     for key, a in ka.items():
-        b = kb.get(key)
-        if b is None:
+        if key not in pairs:
             continue
+        b = kb[pairs[key]]
         metrics, one_sided = {}, []
         for col in sorted(set(a.get("metrics") or {}) | set(b.get("metrics") or {})):
             va, vb = (a.get("metrics") or {}).get(col), (b.get("metrics") or {}).get(col)
@@ -268,6 +277,6 @@ def compare(report_a: Mapping[str, Any], report_b: Mapping[str, Any]) -> dict[st
         "a": report_a.get("profile"), "b": report_b.get("profile"),
         "metric_groups_a": report_a.get("metric_groups"), "metric_groups_b": report_b.get("metric_groups"),
         "kernels": rows,
-        "only_in_a": [k["name"] for key, k in ka.items() if key not in kb],
-        "only_in_b": [k["name"] for key, k in kb.items() if key not in ka],
+        "only_in_a": [k["name"] for key, k in ka.items() if key not in pairs],
+        "only_in_b": [k["name"] for key, k in kb.items() if key not in set(pairs.values())],
     }

@@ -104,15 +104,9 @@ def _to_float(path: Path, raw: str, col, pa, pc):
     try:
         return pc.cast(cleaned, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    # Thousands separators ("1,980,000": ncu) are numbers too.
-    no_commas = pc.replace_substring(cleaned, ",", "")
-    try:
-        return pc.cast(no_commas, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         import pandas as pd
 
-        values = no_commas.to_pandas()
+        values = cleaned.to_pandas()
         bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
         row = int(bad.index[0]) + 1
         raise ProfileError(
