@@ -80,8 +80,9 @@ def compare_tensor(name: str, kind: str, result, reference, torch_lowp, toleranc
     if result.shape != reference.shape:
         return TensorReport(case, name, kind, dtype, math.inf, math.inf, None, tolerance.rtol, 0, False,
                             f"shape {tuple(result.shape)} != reference {tuple(reference.shape)}")
-    ref = reference.detach().double().cpu()
-    res = result.detach().double().cpu()
+    # float64 on the result's device: realistic shapes stay on the accelerator; only scalars come back.
+    ref = reference.detach().to(device=result.device, dtype=torch.float64)
+    res = result.detach().double()
     bad = ~torch.isfinite(res) & torch.isfinite(ref)
     nan_count = int(bad.sum())
     finite = torch.isfinite(res) & torch.isfinite(ref)
@@ -90,7 +91,7 @@ def compare_tensor(name: str, kind: str, result, reference, torch_lowp, toleranc
     limit = tolerance.rtol
     torch_ratio = None
     if dtype in UNIT_ROUNDOFF and torch_lowp is not None:
-        torch_ratio = relative_rms(torch_lowp.detach().double().cpu(), ref)
+        torch_ratio = relative_rms(torch_lowp.detach().to(device=result.device, dtype=torch.float64), ref)
         limit = min(limit, tolerance.lowp_factor * max(torch_ratio, UNIT_ROUNDOFF[dtype]))
     if nan_count:
         reason = f"{nan_count} of {res.numel()} elements NaN/inf (unwritten or overflow)"
