@@ -92,3 +92,53 @@ def test_parse_sets():
         round_run.parse_sets(["a"])
     with pytest.raises(UsageError, match="given twice"):
         round_run.parse_sets(["a=1", "a=2"])
+
+
+def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
+    """Own code: the gate times the frozen commit (git worktree) against the edited working tree."""
+    import json
+    import subprocess
+    import textwrap
+
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "op.py").write_text("import time\n\nDELAY_S = 0.004\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n"
+                                "    return x * 2\n")
+    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
+                                               "    assert my_op(2) == 4\n")
+    (root / "bench.py").write_text(textwrap.dedent("""\
+        import torch
+        from op import my_op
+
+
+        def workload():
+            with torch.profiler.record_function("my_op_kernel"):
+                my_op(3)
+        """))
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "baseline"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True)
+    monkeypatch.chdir(root)
+    code, _, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                       "my_op_kernel", "-w", str(root / ".ascendopt"))
+    assert code == 0, err
+    code, _, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "x", "--set", "A=1")
+    assert code == 2 and "bundled kernels only" in err
+    (root / "op.py").write_text((root / "op.py").read_text().replace("DELAY_S = 0.004", "DELAY_S = 0.002"))
+    code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "halve the work",
+                         "--pairs", "12", "--json")
+    assert code == 0, err[-2000:]
+    rec = json.loads(out)
+    assert rec["change"]["kind"] == "code" and "op.py" in rec["change"]["diff_stat"]
+    assert rec["verdict"] == "keep" and rec["timing"]["ratio_vs_baseline"] < 0.8
+    assert rec["profiles"] and rec["summary"]["duration_us"]["after"] > 0
+
+
+def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "2",
+                         "--pairs", "8")
+    assert code == 0, err[-2000:]
+    recs = rounds.load_rounds(ws)
+    assert 1 <= len(recs) <= 2 and f"auto search: {len(recs)} round(s)" in out
+    assert "best configuration: BLOCK=" in out and "tune-cache.json" in out
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--budget", "2")
+    assert code == 2 and "--budget applies to --auto only" in err

@@ -324,6 +324,12 @@ def reference_profiles(ws: Workspace, contract, records: Sequence[RoundRecord], 
     for r in records:
         if r.profiles_before:
             return list(r.profiles_before)
+    if not contract.is_kernel:
+        # Own code: the working tree already holds the candidate, so only a profile collected
+        # before the edit (``ascendopt collect`` into the workspace) can stand for "before".
+        from ascendopt.reprofile import newest_profiles
+
+        return newest_profiles(ws)
     if step:
         step("profiling the baseline configuration (first round)")
     return collect_profiles(ws, contract, plan_best, "baseline")
