@@ -90,7 +90,17 @@ POSITIVE = [
             eos = tl.load(cu_seqlens + i_n + 1)
             p = o + (bos * HV + i_hv) * V
             q = o + (eos + tl.arange(0, BT)) * V
-        """, [6, 7]),
+        """, [4, 5]),
+    ("AO204", """
+        @triton.jit
+        def k(o, cu_seqlens, T, HV: tl.constexpr, V: tl.constexpr, IS_VARLEN: tl.constexpr):
+            i_n, i_hv = tl.program_id(0), tl.program_id(1)
+            if IS_VARLEN:
+                bos = tl.load(cu_seqlens + i_n).to(tl.int32)
+            else:
+                bos = tl.cast(i_n, tl.int64) * T
+            p = o + (bos * HV + i_hv) * V
+        """, [5]),
     ("AO301", """
         @triton.jit
         def k(x, h0, T, W: tl.constexpr, BT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr):
@@ -136,6 +146,25 @@ POSITIVE = [
                 p_g = tl.make_block_ptr(g + bos * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
                 b_g2 = tl.load(p_g, boundary_check=(0,))
         """, [8, 9]),
+    ("AO304", """
+        @triton.jit
+        def k(g, T, HV: tl.constexpr, BT: tl.constexpr, USE_G: tl.constexpr):
+            i_b, i_h = tl.program_id(0), tl.program_id(1)
+            for i_t in range(tl.cdiv(T, BT)):
+                if USE_G:
+                    p_g = tl.make_block_ptr(g + i_b * T * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
+        """, [6]),
+    ("AO302", """
+        @triton.jit
+        def k(x, T, D: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HAS_X: tl.constexpr):
+            i_t = tl.program_id(0)
+            o_t = i_t * BT + tl.arange(0, BT)
+            if HAS_X:
+                if i_t * BT + BT > T:
+                    b = tl.load(x + o_t[:, None] * D, mask=(o_t < T)[:, None])
+                else:
+                    b = tl.load(tl.make_block_ptr(x, (T, D), (D, 1), (i_t * BT, 0), (BT, BD), (1, 0)))
+        """, [6]),
     ("AO401", """
         @triton.jit
         def k(q, h, kk, w, o, BT: tl.constexpr, BK: tl.constexpr):
@@ -205,6 +234,7 @@ NEGATIVE = [
             o_t = tl.arange(0, BT)
             rel = (o_t * D).to(tl.int64)
             fixed = tl.cast(H * D, tl.int64)
+            row = (i_b * BT).to(tl.int64) * D
         """),
     ("AO204", """
         @triton.jit
@@ -216,6 +246,9 @@ NEGATIVE = [
             s32 = tl.load(cu_seqlens + i_n).to(tl.int32)
             q = o + (tl.cast(s32, tl.int64) * HV + i_hv) * V
             n = (eos - bos) * V
+            w = tl.load(cu_seqlens + i_n)
+            w = w.to(tl.int64)
+            r = o + (w * HV + i_hv) * V
         """),
     ("AO301", """
         @triton.jit

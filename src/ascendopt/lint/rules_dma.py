@@ -18,13 +18,20 @@ def _src(node: ast.AST, limit: int = 50) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _compile_time_guard(ctx: FileContext, kernel: Kernel, node: ast.AST) -> bool:
-    """Whether ``node`` sits in a branch chosen at compile time (``if TAIL_MODE == 2: ...``)."""
+# Compile-time switches that choose a DMA path or a layout on purpose (a TAIL_MODE split, a varlen
+# path, G_T_CONTIG, an HV == 1 special case): code under them is the seed's sanctioned variant.
+DMA_SWITCH = re.compile(r"TAIL|MODE|VARLEN|SPLIT")
+LAYOUT_SWITCH = re.compile(r"CONTIG|TRANSPOS|LAYOUT|HEAD_FIRST|^(H|HV|HQ|HK|NH)$")
+
+
+def _compile_time_guard(ctx: FileContext, kernel: Kernel, node: ast.AST, switch: re.Pattern) -> bool:
+    """Whether ``node`` sits in a branch chosen at compile time by a ``switch`` name (``if TAIL_MODE == 2:``)."""
     child = node
     for anc in ctx.ancestors(node):
         if anc is kernel.fn:
             return False
-        if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _has_constexpr_part(kernel, anc.test):
+        if (isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _has_constexpr_part(kernel, anc.test)
+                and any(switch.search(name) for name in kernel.names(anc.test))):
             return True
         child = anc
     return False
@@ -95,7 +102,7 @@ def _first_dma(kernel: Kernel, nodes, kind: str) -> ast.AST | None:
 )
 def check_runtime_dma_branch(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp):
-        if _has_constexpr_part(kernel, node.test) or _compile_time_guard(ctx, kernel, node):
+        if _has_constexpr_part(kernel, node.test) or _compile_time_guard(ctx, kernel, node, DMA_SWITCH):
             continue
         body = node.body if isinstance(node.body, list) else [node.body]
         orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]
@@ -207,7 +214,7 @@ def check_gate_head_stride(ctx: FileContext):
         func = tl_func(call)
         if func not in ("load", "make_block_ptr") or not call.args:
             continue
-        if not _gate_pointer(kernel, call.args[0]) or _compile_time_guard(ctx, kernel, call):
+        if not _gate_pointer(kernel, call.args[0]) or _compile_time_guard(ctx, kernel, call, LAYOUT_SWITCH):
             continue
         if not any(isinstance(a, (ast.For, ast.While)) for a in _within(ctx, kernel, call)):
             continue

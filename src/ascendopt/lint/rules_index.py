@@ -16,6 +16,8 @@ from ascendopt.lint.astutil import (
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
+TILE_NAMES = {"BT", "BK", "BV", "BD", "BC", "BS", "BM", "BN", "BW", "BR", "BP"}
+
 
 def _src(node: ast.AST, limit: int = 40) -> str:
     text = ast.unparse(node)
@@ -88,6 +90,11 @@ def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
     return False
 
 
+def _tile_size(node: ast.AST) -> bool:
+    """A block-size name by the kernels' convention (BT, BK, BV, BD, BLOCK_SIZE...), not a stride or extent."""
+    return isinstance(node, ast.Name) and (node.id in TILE_NAMES or node.id.startswith("BLOCK"))
+
+
 def _products(node: ast.AST):
     """Multiplications inside ``node``, not looking into nested casts (those are separate values)."""
     stack = [node]
@@ -123,6 +130,8 @@ def check_late_cast(ctx: FileContext):
                 continue
             if kernel.is_constexpr(left, strict=False) and kernel.is_constexpr(right, strict=False):
                 continue  # compile-time product: Python ints do not wrap
+            if _tile_size(left) or _tile_size(right):
+                continue  # i_t * BT is a token offset (< T): the seed passes it as int32 on purpose
             if _runtime_index(kernel, left) or _runtime_index(kernel, right):
                 yield product, (f"`{_src(product)}` is computed in int32 and cast to int64 afterwards: it can "
                                 f"wrap first; cast the index before multiplying (tl.cast(x, tl.int64) * stride)")
@@ -156,18 +165,26 @@ def _cu_seqlens_narrowing(value: ast.AST) -> str | None:
 )
 def check_cu_seqlens(ctx: FileContext):
     for kernel in ctx.kernels.values():
-        narrow: dict[str, str] = {}
+        narrow: dict[str, tuple[str, ast.AST]] = {}  # name -> (how, the load that narrows it)
         for name, values in kernel.assigns.items():
-            kinds = [_cu_seqlens_narrowing(v) if v is not None else None for v in values]
-            if kinds and kinds[0] is not None and all(k is not None for k in kinds):
-                narrow[name] = "int32" if "int32" in kinds else "uncast"
-        if not narrow:
-            continue
+            loads = [(_cu_seqlens_narrowing(v), v) for v in values if v is not None]
+            loads = [(kind, v) for kind, v in loads if kind is not None]
+            # another binding on a different path (bos = tl.cast(i_b, tl.int64) * T) does not fix the
+            # varlen path; only widening the same value (bos = bos.to(tl.int64)) does
+            widened = any(v is not None and isinstance(int64_cast_of(v), ast.Name) and int64_cast_of(v).id == name
+                          for v in values)
+            if loads and not widened:
+                narrow[name] = min(loads, key=lambda kv: (kv[1].lineno, kv[1].col_offset))
+        used: dict[str, ast.AST] = {}
         for product in (n for n in kernel.nodes(ast.BinOp) if isinstance(n.op, ast.Mult)):
             for operand in (product.left, product.right):
-                hit = [t.id for t in add_terms(operand) if isinstance(t, ast.Name) and t.id in narrow]
-                if hit:
-                    how = "narrowed to int32" if narrow[hit[0]] == "int32" else "loaded without .to(tl.int64)"
-                    yield product, (f"`{hit[0]}` comes from cu_seqlens {how} and is multiplied in "
-                                    f"`{_src(product)}`: int32 wraps; load it with .to(tl.int64)")
-                    break
+                for term in add_terms(operand):
+                    if isinstance(term, ast.Name) and term.id in narrow:
+                        first = used.get(term.id)
+                        if first is None or (product.lineno, product.col_offset) < (first.lineno, first.col_offset):
+                            used[term.id] = product
+        for name, product in used.items():
+            kind, load = narrow[name]
+            how = "narrowed to int32" if kind == "int32" else "loaded without .to(tl.int64)"
+            yield load, (f"`{name}` from cu_seqlens is {how} and multiplied at line {product.lineno} "
+                         f"(`{_src(product)}`): int32 wraps; load it with .to(tl.int64)")
