@@ -404,7 +404,7 @@ def test_folder_walk_skips_hidden_and_caches(tmp_path):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("k[(1,)](x, num_stages=2)\n")
-    report = lint_paths([tmp_path])
+    report = lint_paths([tmp_path, tmp_path / "a.py"])  # a.py named twice is linted once
     assert sorted(f.path.replace(str(tmp_path), "") for f in report.findings) == ["/a.py", "/sub/b.py"]
 
 

@@ -117,6 +117,11 @@ def test_cli_solve(cli):
     assert code == 0 and "largest safe BT" in out and "32" in out
 
 
+def test_cli_default_chip_is_said(cli):
+    code, out, err = cli("ub", "--tile", "BT=64", "--mult", "1", "--json")
+    assert code == 0 and json.loads(out)["chip"] == "Ascend910B2" and "using Ascend910B2" in err
+
+
 def test_cli_ub_bytes_overrides_chip(cli):
     code, out, _ = cli("ub", "--ub-bytes", "1000", "--tile", "BT=100", "--dtype", "fp32", "--mult", "2", "--margin",
                        "0.8", "--json")

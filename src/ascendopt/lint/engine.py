@@ -62,7 +62,10 @@ def iter_files(paths: Iterable[str | Path]) -> list[Path]:
             files.append(path)
         else:
             raise UsageError(f"{given}: no such file or directory", hint="give Python files or folders to lint")
-    return files
+    unique: dict[Path, Path] = {}
+    for file in files:  # a file named twice (itself and via its folder) is linted once
+        unique.setdefault(file.resolve(), file)
+    return list(unique.values())
 
 
 def suppressed(finding: Finding, lines: list[str]) -> bool:
