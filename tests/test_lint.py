@@ -329,7 +329,7 @@ NEGATIVE = [
                 b_w = tl.dot(b_x, b_y)
             else:
                 b_w = b_x + 1.0
-            tl.store(o, b_w + b_z)
+            tl.store(o, (b_w + b_z).to(b_a.dtype))
         """),
 ]
 

@@ -76,6 +76,8 @@ class _DotFlow:
             return
         if isinstance(node, ast.Lambda):
             return
+        if isinstance(node, ast.Attribute) and node.attr in ("dtype", "shape", "numel", "type"):
+            return  # metadata of a tile, not its (possibly overwritten) data
         func = tl_func(node)
         if func == "dot":
             lhs = arg(node, 0, "input")
