@@ -58,6 +58,19 @@ POSITIVE = [
         def launch(x):
             k[(1,)](x, BT=64)  # num_warps=4, kept for CUDA parity
         """, [2]),
+    ("AO102", """
+        @triton.jit
+        def _norm_kernel(x, y, n, BD: tl.constexpr):
+            for row in tl.range(tl.program_id(0), n, tl.num_programs(0)):
+                b = tl.load(x + row * BD + tl.arange(0, BD)).to(tl.float32)
+                tl.store(y + row * BD + tl.arange(0, BD), b * tl.rsqrt(tl.sum(b * b) / BD))
+
+        def norm(x, y, n):
+            launch(_norm_kernel, (grid_size("cube", n),), x, y, n, BD=128)
+            props = driver.active.utils.get_device_properties(0)
+            cores = props["num_aicore"]
+            _norm_kernel[(cores,)](x, y, n, BD=128)
+        """, [8, 11]),
     ("AO201", """
         @triton.jit
         def k(x, B: tl.constexpr, T: tl.constexpr):
@@ -201,6 +214,27 @@ NEGATIVE = [
             kwargs.pop("num_warps", None)
             k[(1,)](x, BT=64)
             return "num_warps"
+        """),
+    ("AO102", """
+        from helpers import fancy_exp
+
+        @triton.jit
+        def _mm_kernel(a, b, c, BT: tl.constexpr):
+            tl.store(c, tl.dot(tl.load(a), tl.load(b)))
+
+        @triton.jit
+        def _vec_kernel(x, n, BD: tl.constexpr):
+            tl.store(x, tl.load(x) * 2)
+
+        @triton.jit
+        def _opaque_kernel(x, BD: tl.constexpr):
+            tl.store(x, fancy_exp(tl.load(x)))
+
+        def run(a, b, c, x, n):
+            launch(_mm_kernel, (grid_size("cube", n),), a, b, c, BT=64)
+            launch(_vec_kernel, (grid_size("vector", n),), x, n, BD=64)
+            _vec_kernel[(props["num_vectorcore"],)](x, n, BD=64)
+            launch(_opaque_kernel, (grid_size("cube", n),), x, BD=64)
         """),
     ("AO201", """
         @triton.jit(do_not_specialize=["T"])

@@ -8,7 +8,7 @@ import re
 import tokenize
 from typing import NamedTuple
 
-from ascendopt.lint.astutil import dotted
+from ascendopt.lint.astutil import dotted, tl_func
 from ascendopt.lint.context import FileContext
 from ascendopt.lint.registry import rule
 
@@ -87,3 +87,96 @@ def _commented_out(source: str):
                 yield Loc(*tok.start), "commented-out num_warps/num_stages: delete it, do not keep it for CUDA parity"
     except (tokenize.TokenError, SyntaxError):  # already parsed by ast; tokenizer quirks are not findings
         return
+
+
+_SAFE_CALLS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print"}
+
+
+def _is_cube_count(node: ast.AST) -> bool:
+    """``grid_size("cube", n)``, ``num_cores("cube")``, ``props["num_aicore"]``, ``.num_aicore``, ``use_aicore=True``."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            name = (dotted(sub.func) or "").split(".")[-1]
+            if name in ("grid_size", "num_cores") and sub.args and isinstance(sub.args[0], ast.Constant) \
+                    and sub.args[0].value == "cube":
+                return True
+            if any(k.arg == "use_aicore" and isinstance(k.value, ast.Constant) and k.value.value is True
+                   for k in sub.keywords):
+                return True
+        elif isinstance(sub, ast.Constant) and sub.value == "num_aicore" or isinstance(sub, ast.Attribute) and sub.attr == "num_aicore":
+            return True
+    return False
+
+
+def _resolves_to_cube_count(node: ast.AST, bindings: dict[str, list[ast.AST]], depth: int = 0) -> bool:
+    if _is_cube_count(node):
+        return True
+    if depth >= 3:
+        return False
+    return any(_resolves_to_cube_count(v, bindings, depth + 1)
+               for sub in ast.walk(node) if isinstance(sub, ast.Name) for v in bindings.get(sub.id, []))
+
+
+def _vector_only(ctx: FileContext, fn: ast.FunctionDef, seen: set | None = None) -> bool:
+    """True when ``fn`` certainly has no tl.dot: none of its own, and every callee a local jit helper without one."""
+    seen = seen if seen is not None else set()
+    seen.add(fn.name)
+    local = {k.fn.name: k.fn for k in ctx.kernels.values()}
+    for call in ctx.kernels[fn].nodes(ast.Call):
+        func = tl_func(call)
+        if func is not None:
+            if func in ("dot", "dot_scaled"):
+                return False
+            continue
+        if isinstance(call.func, ast.Name):
+            callee = call.func.id
+            if callee in local:
+                if callee not in seen and not _vector_only(ctx, local[callee], seen):
+                    return False
+            elif callee not in _SAFE_CALLS:
+                return False  # an imported helper: cannot see inside, so do not guess
+        elif isinstance(call.func, ast.Attribute) and dotted(call.func) and "." in dotted(call.func) \
+                and dotted(call.func).split(".")[0] not in ctx.kernels[fn].assigns \
+                and dotted(call.func).split(".")[0] not in ctx.kernels[fn].params:
+            return False  # module.helper(...) from elsewhere; methods on local tiles (b.to()) are fine
+    return True
+
+
+def _launches(fn: ast.FunctionDef):
+    """``(kernel name, grid expression, call)`` for ``k[grid](...)`` and ``launch(k, grid, ...)`` in ``fn``."""
+    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+        if isinstance(call.func, ast.Subscript) and isinstance(call.func.value, ast.Name):
+            yield call.func.value.id, call.func.slice, call
+        elif (dotted(call.func) or "").split(".")[-1] == "launch" and len(call.args) >= 2 \
+                and isinstance(call.args[0], ast.Name):
+            yield call.args[0].id, call.args[1], call
+
+
+@rule(
+    "AO102", "vector-kernel-on-cube-cores",
+    summary="A kernel without tl.dot (Vector work) launched on the cube-core count (num_aicore).",
+    why="On A2 there are 48 vector cores and 24 cube (AI) cores: a Vector-bound kernel on a grid of "
+        "num_aicore programs leaves half the vector cores idle.",
+    fix="Size the 1D core grid with the vector-core count: num_vectorcore "
+        "(`grid_size(\"vector\", tasks)` in ascendopt kernels); keep num_aicore for Cube-bound kernels.",
+    seed=("Launching a Vector-bound kernel on num_aicore (half the vector cores idle on A2)",
+          "Launching a Vector kernel on num_aicore leaves half the vector cores idle."),
+)
+def check_vector_on_cube(ctx: FileContext):
+    if not ctx.kernels:
+        return
+    by_name = {k.fn.name: k.fn for k in ctx.kernels.values()}
+    for fn in ctx.nodes(ast.FunctionDef):
+        if fn in ctx.kernels:
+            continue
+        bindings: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                        bindings.setdefault(name, []).append(node.value)
+        for kernel_name, grid, call in _launches(fn):
+            kernel = by_name.get(kernel_name)
+            if kernel is not None and _resolves_to_cube_count(grid, bindings) and _vector_only(ctx, kernel):
+                yield call, (f"`{kernel_name}` has no tl.dot (Vector work) but its grid is the cube-core count: "
+                             "half the vector cores stay idle; size the grid with num_vectorcore")
