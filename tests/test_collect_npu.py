@@ -72,8 +72,9 @@ def test_npu_call_sequence_is_exact(npu, tmp_path):
     assert seq[1][1:] == ((), {"wait": 0, "active": 1, "warmup": 1, "repeat": 1, "skip_first": 0})
     (handler_dir,), handler_kwargs = seq[2][1], seq[2][2]
     assert handler_kwargs == {}
-    assert Path(handler_dir).parent == (tmp_path / "prof").resolve()
-    assert Path(handler_dir).name.startswith(".ascendopt-staging-") and not Path(handler_dir).exists()
+    staging = Path(handler_dir).parent  # the run's own folder inside the set's staging folder
+    assert staging.parent == (tmp_path / "prof").resolve() and staging.name.startswith(".ascendopt-staging-")
+    assert not staging.exists()
     kwargs = seq[3][2]
     assert seq[3][1] == ()
     assert set(kwargs) == {"activities", "schedule", "on_trace_ready", "record_shapes", "with_modules",
@@ -109,7 +110,7 @@ def test_unfinished_export_runs_offline_analyse(npu, tmp_path, monkeypatch):
     assert seq[0][2]["aic_metrics"] == "ACL_AICORE_L0B_AND_WIDTH"
     assert seq[1][2] == {"wait": 1, "active": 2, "warmup": 1, "repeat": 1, "skip_first": 1}
     assert [c[0] for c in seq].count("profiler.profile.step") == 5  # skip_first + wait + warmup + active
-    assert [c for c in seq if c[0] == "profiler.trace_ready"][0][2] == {"steps": [3, 4]}
+    assert next(c for c in seq if c[0] == "profiler.trace_ready")[2] == {"steps": [3, 4]}
     analyse_calls = [c for c in seq if c[0] == "profiler.analyse"]
     assert len(analyse_calls) == 1 and analyse_calls[0][1] == ()
     assert Path(analyse_calls[0][2]["profiler_path"]).name == folder.name

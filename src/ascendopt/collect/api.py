@@ -8,8 +8,9 @@ call share a ``set_id`` so analyze can merge them. Folders appear in ``out_dir``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ascendopt import console
 from ascendopt.collect import metadata
@@ -59,41 +60,48 @@ def profile_callable(fn: Callable[[], Any], *, name: str, out_dir: str | os.Path
     return placed[-1]
 
 
-def _collect(groups: Sequence[str], *, name: str, out_dir: str | os.PathLike, run_one: Callable[..., list[Path]],
-             label: str, schedule: dict[str, Any]) -> list[Path]:
-    """One run per metric group, shared set_id, progress on stderr; returns the placed folders."""
-    canonical = parse_metric_groups(list(groups) if not isinstance(groups, str) else groups)
+def _collect(groups: Sequence[str] | str, *, name: str, out_dir: str | os.PathLike, run_all: Callable[..., list],
+             label: str, schedule: dict[str, Any], counters: Callable[..., None]) -> list[Path]:
+    """All metric groups of one call as one set: shared set_id, one staging folder, published
+    together at the end (a failure in any group leaves no folder of the set behind).
+
+    ``run_all(settings_list, stage, out, set_id)`` -> per group, its folders; ``counters(folders,
+    settings)`` adds the Nsight Compute pass on cuda.
+    """
+    canonical = parse_metric_groups(groups)
     settings = [ProfileSettings.build(name=name, aic_metrics=g, **schedule) for g in canonical]
     backend = _backend()
-    if backend == "cuda" and any(s.metric_group != NONE for s in settings):
+    ncu_runs = [s for s in settings if backend == "cuda" and s.metric_group != NONE]
+    if ncu_runs:
         from ascendopt.collect import ncu
 
         ncu.require()  # fail before running anything (exit 5)
     out = prepare_out_dir(out_dir)
     set_id = new_set_id()
-    placed: list[Path] = []
-    with console.progress(f"collect {label}", total=len(settings)) as bar:
-        for s in settings:
-            bar.update(f"collect {label} [{s.metric_group}] on {backend}")
-            with staging(out) as stage:
-                folders = run_one(s, stage, out, set_id, backend)
-                placed += publish(folders, out)
-            bar.advance()
+    groups_text = ", ".join(s.metric_group for s in settings)
+    total = len(settings) + len(ncu_runs)
+    with console.progress(f"collect {label} [{groups_text}] on {backend}", total=total) as bar, staging(out) as stage:
+        per_group = run_all(settings, stage, out, set_id)
+        bar.advance(len(settings))
+        for s, folders in zip(settings, per_group):
+            if s in ncu_runs:
+                bar.update(f"collect {label} [{s.metric_group}] counters with Nsight Compute")
+                counters(folders, s)
+                bar.advance()
+        placed = publish([f for folders in per_group for f in folders], out)
     for path in placed:
         console.status(f"profile written to {path}")
     return placed
 
 
-def _add_counters(folders: list[Path], settings: ProfileSettings, backend: str, spec: dict[str, Any], *,
-                  kernel_filter: str | None, timeout: float | None, label: str) -> None:
-    """cuda + a metric group: the Nsight Compute pass, then mark the metadata."""
-    if backend != "cuda" or settings.metric_group == NONE:
-        return
+def _ncu_pass(folders: list[Path], settings: ProfileSettings, spec: dict[str, Any], *,
+              kernel_filter: str | None, timeout: float | None, label: str) -> None:
+    """Nsight Compute replay for one metric group, then mark the metadata."""
     from ascendopt.collect import ncu
 
     for folder in folders:
-        facts = ncu.collect(folder, settings.metric_group, spec, kernel_filter=kernel_filter, timeout=timeout,
-                            label=label)
+        facts = ncu.collect(folder, settings.metric_group, dict(spec, settings=[settings.to_dict()]),
+                            kernel_filter=kernel_filter, timeout=timeout, label=label)
         metadata.update(folder, hardware_counters=True, ncu=facts)
 
 
@@ -103,10 +111,12 @@ def collect_exec_file(path: str | os.PathLike, *, metric_groups: Sequence[str] |
                       repeat: int = 1, skip_first: int = 0, steps: int | None = None,
                       timeout: float | None = DEFAULT_TIMEOUT_S, kernel_filter: str | None = None,
                       command: str | None = None) -> list[Path]:
-    """Profile ``workload()`` of an exec-file in a child process, one run per metric group.
+    """Profile ``workload()`` of an exec-file, one profiler run per metric group, in ONE child
+    process (module code runs once for the whole set); returns the folders in group order.
 
-    ``timeout`` (seconds) applies to each child process (the profiler run and, on cuda, the
-    Nsight Compute replay). Failures raise with ``file:line`` (exit 2) and leave no folder behind.
+    ``timeout``: seconds per profiler run (the child gets ``timeout x groups``; on cuda each
+    Nsight Compute replay gets ``timeout``). Failures raise with ``file:line`` (exit 2) and leave
+    no folder behind.
     """
     from ascendopt.collect.child import run_child
     from ascendopt.collect.workload import check_exec_file
@@ -115,20 +125,22 @@ def collect_exec_file(path: str | os.PathLike, *, metric_groups: Sequence[str] |
     name = sanitize_name(name or file.stem)
     workload = metadata.exec_file_workload(file)
     cmd = command or f"ascendopt collect --exec-file {file}"
+    base_spec = {"workload": {"exec_file": str(file)}}
 
-    def run_one(settings: ProfileSettings, stage: Path, out: Path, set_id: str, backend: str) -> list[Path]:
-        spec = {"mode": "profile", "workload": {"exec_file": str(file)}, "settings": settings.to_dict(),
-                "staging": str(stage), "out_dir": str(out),
-                "meta": {"workload": workload, "command": cmd, "set_id": set_id, "git_dir": str(file.parent)}}
-        result = run_child(spec, label=str(file), timeout=timeout, backend=backend)
-        folders = [Path(f) for f in result["folders"]]
-        _add_counters(folders, settings, backend, spec, kernel_filter=kernel_filter, timeout=timeout,
-                      label=str(file))
-        return folders
+    def run_all(settings: list[ProfileSettings], stage: Path, out: Path, set_id: str) -> list[list[Path]]:
+        spec = dict(base_spec, mode="profile", settings=[s.to_dict() for s in settings], staging=str(stage),
+                    out_dir=str(out),
+                    meta={"workload": workload, "command": cmd, "set_id": set_id, "git_dir": str(file.parent)})
+        result = run_child(spec, label=str(file), timeout=timeout and timeout * len(settings), backend=_backend())
+        return [[Path(f) for f in folders] for folders in result["folders"]]
 
-    schedule = dict(profiler_level=profiler_level, wait=wait, warmup=warmup, active=active, repeat=repeat,
-                    skip_first=skip_first, steps=steps)
-    return _collect(metric_groups, name=name, out_dir=out_dir, run_one=run_one, label=name, schedule=schedule)
+    def counters(folders: list[Path], settings: ProfileSettings) -> None:
+        _ncu_pass(folders, settings, base_spec, kernel_filter=kernel_filter, timeout=timeout, label=str(file))
+
+    schedule = {"profiler_level": profiler_level, "wait": wait, "warmup": warmup, "active": active,
+                "repeat": repeat, "skip_first": skip_first, "steps": steps}
+    return _collect(metric_groups, name=name, out_dir=out_dir, run_all=run_all, label=name, schedule=schedule,
+                    counters=counters)
 
 
 def resolve_kernel_case(kernel: str, shape: str | None, dtype: str | None, mode: str | None,
@@ -173,14 +185,15 @@ def collect_kernel(kernel: str, *, shape: str | None = None, dtype: str | None =
     child_case = dict(case, dims={k: list(v) if isinstance(v, tuple) else v for k, v in case["dims"].items()})
     fn = kernel_callable(child_case)
 
-    def run_one(settings: ProfileSettings, stage: Path, out: Path, set_id: str, backend: str) -> list[Path]:
-        folders = profile_into(fn, settings, stage, out_dir=out, workload=workload, command=cmd, set_id=set_id,
-                               git_dir=Path.cwd())
-        spec = {"workload": {"kernel": child_case}, "settings": settings.to_dict()}
-        _add_counters(folders, settings, backend, spec, kernel_filter=kernel_filter, timeout=timeout,
-                      label=f"kernel {case['kernel']}")
-        return folders
+    def run_all(settings: list[ProfileSettings], stage: Path, out: Path, set_id: str) -> list[list[Path]]:
+        return [profile_into(fn, s, stage, out_dir=out, workload=workload, command=cmd, set_id=set_id,
+                             git_dir=Path.cwd()) for s in settings]
 
-    schedule = dict(profiler_level=profiler_level, wait=wait, warmup=warmup, active=active, repeat=repeat,
-                    skip_first=skip_first, steps=steps)
-    return _collect(metric_groups, name=name, out_dir=out_dir, run_one=run_one, label=name, schedule=schedule)
+    def counters(folders: list[Path], settings: ProfileSettings) -> None:
+        _ncu_pass(folders, settings, {"workload": {"kernel": child_case}}, kernel_filter=kernel_filter,
+                  timeout=timeout, label=f"kernel {case['kernel']}")
+
+    schedule = {"profiler_level": profiler_level, "wait": wait, "warmup": warmup, "active": active,
+                "repeat": repeat, "skip_first": skip_first, "steps": steps}
+    return _collect(metric_groups, name=name, out_dir=out_dir, run_all=run_all, label=name, schedule=schedule,
+                    counters=counters)

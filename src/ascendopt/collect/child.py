@@ -5,11 +5,12 @@ parent (``ascendopt collect``) keeps control, enforces ``--timeout`` by killing 
 process group, and removes the staging folder on any failure. Nsight Compute also needs a
 process to launch (``ncu ... python -m ascendopt.collect.child``).
 
-SPEC (JSON, written by the parent): ``mode`` (``profile``: run under the backend's profiler and
-write the profile folder; ``replay``: just run the steps, for ncu), ``workload`` (``{"exec_file":
-path}`` or ``{"kernel": {...}}``), ``settings``, ``staging``, ``out_dir``, ``meta`` (workload
-identity, command, set_id, git_dir) and ``result`` (where the child writes its outcome JSON:
-``{"ok": true, "folders": [...]}`` or ``{"ok": false, "exit_code": N, "message": "..."}``).
+SPEC (JSON, written by the parent): ``mode`` (``profile``: one profiler run per entry of
+``settings`` (one per metric group), each writing its profile folder into ``staging``; ``replay``:
+just run the steps of ``settings[0]``, for ncu), ``workload`` (``{"exec_file": path}`` or
+``{"kernel": {...}}``), ``settings``, ``staging``, ``out_dir``, ``meta`` (workload identity,
+command, set_id, git_dir) and ``result`` (where the child writes its outcome JSON: ``{"ok": true,
+"folders": [[...] per group]}`` or ``{"ok": false, "exit_code": N, "message": "..."}``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, IntegrityError, RegressionError
-
 
 
 class ChildDied(WorkloadFailure):
@@ -50,25 +51,27 @@ def _make_workload(spec: dict[str, Any]) -> Callable[[], Any]:
     return kernel_callable(workload["kernel"])
 
 
-def _run(spec: dict[str, Any]) -> list[str]:
+def _run(spec: dict[str, Any]) -> list[list[str]]:
     from ascendopt import backends
     from ascendopt.collect.runs import profile_into
     from ascendopt.collect.settings import ProfileSettings
 
-    backend = backends.current()
-    backend.prepare_kernels()
+    # The workload first: a file that fails to load is reported without waiting for torch.
     fn = _make_workload(spec)
-    settings = ProfileSettings.from_dict(spec["settings"])
+    backend = backends.current()
+    settings = [ProfileSettings.from_dict(s) for s in spec["settings"]]
     if spec["mode"] == "replay":
-        for _ in range(settings.steps):
+        for _ in range(settings[0].steps):
             fn()
             backend.synchronize()
         return []
     meta = spec["meta"]
-    folders = profile_into(fn, settings, Path(spec["staging"]), out_dir=Path(spec["out_dir"]),
-                           workload=meta["workload"], command=meta["command"], set_id=meta["set_id"],
-                           git_dir=Path(meta["git_dir"]))
-    return [str(f) for f in folders]
+    folders = []
+    for one in settings:  # one profiler run per metric group, module code ran once above
+        done = profile_into(fn, one, Path(spec["staging"]), out_dir=Path(spec["out_dir"]), workload=meta["workload"],
+                            command=meta["command"], set_id=meta["set_id"], git_dir=Path(meta["git_dir"]))
+        folders.append([str(f) for f in done])
+    return folders
 
 
 def main(argv: list[str]) -> int:

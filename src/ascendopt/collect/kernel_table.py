@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 COLUMNS = ["name", "core_type", "start_us", "duration_us", "step", "device", "block_dim"]
 _DEVICE_CATEGORIES = {"kernel": "cuda", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}

@@ -30,7 +30,7 @@ def git_commit(where: Path) -> str | None:
     """HEAD of the git checkout holding ``where``; None outside a checkout or without git."""
     try:
         proc = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
+                              timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:

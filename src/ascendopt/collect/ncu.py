@@ -110,7 +110,7 @@ def collect(folder: Path, group: str, spec: dict[str, Any], *, kernel_filter: st
         raise ProfileError(f"Nsight Compute profiled no kernel matching regex:{regex}",
                            hint="pass --kernel-filter with a substring of the kernel name")
     proc = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "raw"], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise EnvironmentProblem(f"ncu --import {rep} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
     (folder / "ncu_raw.csv").write_text(proc.stdout, encoding="utf-8")

@@ -17,8 +17,9 @@ readers parse the CSVs and 2.6.0.post5 defaults it to None.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ascendopt.collect.metrics import LEVELS_WITHOUT_COUNTERS, NONE
 from ascendopt.collect.settings import ProfileSettings
@@ -65,7 +66,9 @@ def profile_npu(fn: Callable[[], object], settings: ProfileSettings, dest_root: 
                                  hint="older torch_npu lacks MemoryAccess; pick another metric group")
     experimental = _ExperimentalConfig(profiler_level=getattr(ProfilerLevel, settings.profiler_level),
                                        aic_metrics=getattr(AiCMetrics, member), export_type=ExportType.Text)
-    dest_root = Path(dest_root)
+    # A fresh folder per run: several metric groups share one staging folder, and each run must
+    # return only the *_ascend_pt folders it wrote.
+    dest_root = Path(tempfile.mkdtemp(prefix="npu-run-", dir=dest_root))
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
                  schedule=schedule(wait=settings.wait, active=settings.active, warmup=settings.warmup,
                                    repeat=settings.repeat, skip_first=settings.skip_first),

@@ -33,7 +33,7 @@ class ProfileSettings:
     @classmethod
     def build(cls, *, name: str, aic_metrics: str = "PipeUtilization", profiler_level: str = "Level1",
               wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 1, skip_first: int = 0,
-              steps: int | None = None) -> "ProfileSettings":
+              steps: int | None = None) -> ProfileSettings:
         """Validate and normalize user values; every problem is a one-line UsageError."""
         for label, value, low in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1),
                                   ("repeat", repeat, 1), ("skip_first", skip_first, 0)):
@@ -58,5 +58,5 @@ class ProfileSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProfileSettings":
+    def from_dict(cls, data: dict[str, Any]) -> ProfileSettings:
         return cls(**data)

@@ -8,8 +8,8 @@ counters here: on cuda they come from Nsight Compute in a second run (``collect.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ascendopt.collect import kernel_table
 from ascendopt.collect.names import profile_folder

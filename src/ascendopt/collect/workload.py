@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ascendopt.errors import UsageError
 
@@ -82,7 +83,7 @@ def load_exec_file(path: Path) -> Callable[[], Any]:
     code = _compile(source, path)
     namespace: dict[str, Any] = {"__name__": "__ascendopt_workload__", "__file__": str(path)}
     try:
-        exec(code, namespace)
+        exec(code, namespace)  # noqa: S102 - running the user's workload file is the point
     except Exception as exc:  # noqa: BLE001 - any error in the user's module code is reported, not raised
         traceback.print_exc()  # the full traceback goes to the child's log, the error names the line
         raise WorkloadFailure(describe_failure(exc, path, "module code")) from None
