@@ -23,6 +23,7 @@ import triton.language as tl
 from ascendopt import ub
 from ascendopt.errors import UsageError
 from ascendopt.kernels.common import alloc, grid_size, launch
+from ascendopt.kernels.rowwise import cuda_cap
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
 
@@ -32,8 +33,6 @@ from ascendopt.ub import dtype_bytes
 MEM_MULT = 8.0
 UB_MARGIN = 0.85
 CHUNK_SIZES = (16, 32, 64, 128)
-# On CUDA a [BT, BC] fp32 tile of at most 8192 elements stays in registers with the default 4 warps.
-CUDA_MAX_TILE_ELEMENTS = 8192
 
 
 @triton.jit(do_not_specialize=["T", "C", "n_seqs", "n_tasks", "n_cblocks", "chunk_start", "n_chunks"])
@@ -125,8 +124,8 @@ def _block_c(c: int, chunk_size: int, requested: int) -> int:
                              hint="use block_c=0 (UB model) or a smaller value")
         return requested
     bc = ub.solve({"BT": chunk_size, "BC": 1}, "BC", "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN, upper=c)
-    if backend.name == "cuda":
-        bc = max(1, min(bc, CUDA_MAX_TILE_ELEMENTS // chunk_size))
+    if backend.name == "cuda":  # the register file bounds the tile there (see rowwise.cuda_cap)
+        bc = min(bc, cuda_cap(MEM_MULT, chunk_size))
     return bc
 
 
@@ -311,5 +310,6 @@ SPEC = KernelSpec(
     tolerances={"fp32": 1e-5, "bf16": 1e-5},
     extras={"support": "g [B, T, H(, S)], any T, H*S; chunk 16-128; varlen: B=1, int32/int64 cu_seqlens, empty seqs ok",
             "peer": _peer, "peer_name": "fla.ops.utils.cumsum.chunk_local_cumsum (fla-core 0.6.0)",
-            "outputs": {"fwd": ("o",)}, "options": ("chunk_size", "reverse", "scale")},
+            "outputs": {"fwd": ("o",)}, "options": ("chunk_size", "reverse", "scale"),
+            "lowering_configs": [{"t_contig": 1}]},
 )

@@ -29,7 +29,8 @@ BWD_MEM_MULT = 5.0
 # dw finalize: the [BP, BDW] partial tile and its column-sum temporary.
 FINALIZE_MEM_MULT = 2.0
 UB_MARGIN = 0.85  # fla's norm margin (optimization-loop.md §6.2)
-MAX_PARTIAL_ROWS = 64
+# Partial rows summed per finalize step: deep enough that ~one program per core keeps many bytes in flight.
+MAX_PARTIAL_ROWS = 256
 DEFAULT_EPS = 1e-6
 
 
@@ -138,7 +139,10 @@ def _finalize_tiles(n_partials: int, d: int) -> tuple[int, int]:
     bdw = max(16, min(256, rowwise.row_block(d), 1 << max(0, (d // max(cores, 1)).bit_length() - 1)))
     ub_bytes = rowwise.ub_context()[0]
     bp = ub.solve({"BP": 1, "BDW": bdw}, "BP", "fp32", FINALIZE_MEM_MULT, ub_bytes, UB_MARGIN, upper=n_partials)
-    return min(bp, MAX_PARTIAL_ROWS), bdw
+    bp = min(bp, MAX_PARTIAL_ROWS)
+    if rowwise.ub_context()[1] == "cuda":
+        bp = min(bp, rowwise.cuda_cap(FINALIZE_MEM_MULT, bdw))
+    return bp, bdw
 
 
 def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):

@@ -20,9 +20,10 @@ from ascendopt.kernels.common import grid_size
 
 # fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
 MAX_BLOCK_ROWS = 128
-# On CUDA the register file, not a UB, bounds a tile: Triton's default 4 warps (num_warps may not be
-# set, see kernels.common) hold an 8192-element fp32 tile at 64 values per thread without spilling.
-CUDA_MAX_TILE_ELEMENTS = 8192
+# On CUDA the register file, not a UB, bounds a tile. Triton's default 4 warps (num_warps may not be
+# set, see kernels.common) are 128 threads; the same multiplier that counts live fp32 tile copies in UB
+# counts them in registers, and 24576 live values keep each thread at ~192 fp32 registers (of 255).
+CUDA_LIVE_FP32_VALUES = 24576
 ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
 
@@ -50,7 +51,7 @@ def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested:
     """``BR`` for an fp32 ``[BR, row_block(d)]`` tile with ``multiplier`` live copies.
 
     ``requested`` > 0 is taken as given (on npu it must fit the UB budget); 0 solves the UB model,
-    capped by ``MAX_BLOCK_ROWS``, the rows present, and on CUDA by ``CUDA_MAX_TILE_ELEMENTS``.
+    capped by ``MAX_BLOCK_ROWS``, the rows present, and on CUDA by ``cuda_cap``.
     """
     bd = row_block(d)
     ub_bytes, backend, enforced = ub_context()
@@ -63,8 +64,14 @@ def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested:
     rows = ub.solve({"BR": 1, "BD": bd}, "BR", "fp32", multiplier, ub_bytes, margin, upper=max(n_rows, 1))
     rows = min(rows, MAX_BLOCK_ROWS)
     if backend == "cuda":
-        rows = max(1, min(rows, CUDA_MAX_TILE_ELEMENTS // bd))
+        rows = min(rows, cuda_cap(multiplier, bd))
     return rows
+
+
+def cuda_cap(multiplier: float, fixed_elements: int) -> int:
+    """Largest power of two ``n`` with ``multiplier * n * fixed_elements <= CUDA_LIVE_FP32_VALUES`` (>= 1)."""
+    largest = int(CUDA_LIVE_FP32_VALUES // (multiplier * fixed_elements))
+    return 1 << (largest.bit_length() - 1) if largest >= 1 else 1
 
 
 @dataclass(frozen=True)
