@@ -94,3 +94,9 @@ def add_terms(node: ast.AST) -> list[ast.AST]:
 
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def snippet(node: ast.AST, limit: int = 50) -> str:
+    """Source text of ``node`` for a message, shortened to ``limit`` characters."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -6,16 +6,13 @@ import ast
 import re
 
 from ascendopt.lint.astutil import add_terms, arg, base_name, dotted, names_in, tl_func
+from ascendopt.lint.astutil import snippet as _src
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 GATE_NAME = re.compile(r"^(g|gk|gv|gate|gates|g_cumsum|g_cs)(_ptr)?$")
 HEAD_COUNT = {"H", "HV", "HQ", "HK", "NH", "num_heads", "n_heads"}
 
-
-def _src(node: ast.AST, limit: int = 50) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Compile-time switches that choose a DMA path or a layout on purpose (a TAIL_MODE split, a varlen

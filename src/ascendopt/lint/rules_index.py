@@ -13,15 +13,14 @@ from ascendopt.lint.astutil import (
     names_in,
     tl_func,
 )
+from ascendopt.lint.astutil import (
+    snippet as _src,
+)
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 TILE_NAMES = {"BT", "BK", "BV", "BD", "BC", "BS", "BM", "BN", "BW", "BR", "BP"}
 
-
-def _src(node: ast.AST, limit: int = 40) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @rule(
