@@ -59,12 +59,18 @@ def _require(header: list[str], path: Path, choices: tuple[str, ...], what: str)
 
 
 def canonical_core_types(values):
-    """Map raw Accelerator Core values (a pandas Series, possibly categorical) to canonical ones."""
+    """Map raw Accelerator Core values (a pandas Series, possibly categorical) to canonical ones.
+
+    Works on the distinct values only (a million rows hold a handful of core types).
+    """
     import pandas as pd
 
-    series = values.astype("string").fillna("N/A").str.strip()
-    mapped = series.map(lambda v: CORE_TYPES.get(v, v.lower()))
-    return pd.Categorical(mapped)
+    cat = values.astype("category")
+    mapped = [CORE_TYPES.get(str(v).strip(), str(v).strip().lower()) for v in cat.cat.categories]
+    labels = sorted(set(mapped) | {"unknown"})
+    index = np.array([labels.index(m) for m in mapped] + [labels.index("unknown")], dtype=np.int32)
+    codes = cat.cat.codes.to_numpy()
+    return pd.Categorical.from_codes(index[np.where(codes < 0, len(mapped), codes)], categories=labels)
 
 
 def blank_other_side(frame) -> None:
@@ -130,7 +136,7 @@ def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
         raise ProfileError(f"{path}: {missing} row(s) have an empty name")
     if "core_type" in frame.columns:
         frame["core_type"] = canonical_core_types(frame["core_type"])
-    if "op_type" in frame.columns:
+    if "op_type" in frame.columns and frame["op_type"].isna().any():
         # Level0 files write N/A as the type; fall back to the kernel name.
         op_type = frame["op_type"].astype("object")
         frame["op_type"] = op_type.where(op_type.notna(), frame["name"].astype("object")).astype("category")

@@ -53,10 +53,40 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
     column holds a value that is not a number.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    numeric = [raw for raw, canon in wanted.items() if canon not in text]
+    # Fast path: numbers parsed by pyarrow directly; only columns whose first rows carry quirks
+    # (TAB after the start time, quotes) go through strings. A quirk further down the file makes
+    # the fast read fail; then every numeric column takes the string path.
+    as_string = set(_quirky_columns(path, numeric, skip_lines))
+    try:
+        table, notes = _read(path, wanted, text, as_string, skip_lines)
+    except _ConversionFailed:
+        table, notes = _read(path, wanted, text, set(numeric), skip_lines)
+    if table.num_rows == 0:
+        raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
+    columns, names = [], []
+    for raw, canon in wanted.items():
+        col = table.column(raw)
+        if canon not in text:
+            col = _to_float(path, raw, col) if raw in as_string or col.type == pa.string() else col
+            # NaN instead of null, so pandas gets float64 without a copy per column
+            col = col.fill_null(float("nan")) if col.null_count else col
+        columns.append(col)
+        names.append(canon)
+    table = pa.table(columns, names=names)
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    return frame, notes
+
+
+class _ConversionFailed(Exception):
+    pass
+
+
+def _read(path: Path, wanted: dict[str, str], text: set[str], as_string: set[str], skip_lines: int):
+    import pyarrow as pa
     from pyarrow import csv as pacsv
 
-    notes: list[str] = []
     ragged: list[str] = []
 
     def on_invalid(row) -> str:
@@ -64,12 +94,16 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
         ragged.append(f"line {row.number}" if row.number is not None else repr(row.text[:40]))
         return "skip"
 
-    types = {raw: (pa.dictionary(pa.int32(), pa.string()) if canon in text else pa.string())
-             for raw, canon in wanted.items()}
+    types = {}
+    for raw, canon in wanted.items():
+        if canon in text:
+            types[raw] = pa.dictionary(pa.int32(), pa.string())
+        else:
+            types[raw] = pa.string() if raw in as_string else pa.float64()
     try:
         table = pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(skip_rows=skip_lines),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
                 include_columns=list(wanted), column_types=types, null_values=NULL_MARKERS,
@@ -78,27 +112,62 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         msg = str(exc).splitlines()[0][:160]
+        if "conversion error to double" in msg and any(t == pa.float64() for t in types.values()):
+            raise _ConversionFailed() from None
         raise ProfileError(f"{path}: cannot parse as CSV ({msg})") from None
+    notes = []
     if ragged:
         notes.append(f"{path.name}: skipped {len(ragged)} row(s) whose field count differs from the header "
                      f"({', '.join(ragged[:3])}); their cells would be shifted")
-    if table.num_rows == 0:
-        raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
-
-    columns, names = [], []
-    for raw, canon in wanted.items():
-        col = table.column(raw)
-        if canon not in text:
-            col = _to_float(path, raw, col, pa, pc)
-        columns.append(col)
-        names.append(canon)
-    table = pa.table(columns, names=names)
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
-    return frame, notes
+    return table, notes
 
 
-def _to_float(path: Path, raw: str, col, pa, pc):
+def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str]:
+    """Numeric columns whose cells in the first 1 MiB do not parse as plain numbers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
+
+    if not numeric:
+        return []
+    try:
+        sample = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 20),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+            convert_options=pacsv.ConvertOptions(include_columns=numeric, column_types={c: pa.string() for c in numeric},
+                                                 null_values=NULL_MARKERS, strings_can_be_null=True),
+        ) if path.stat().st_size <= 1 << 20 else _first_block(path, numeric, skip_lines)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return list(numeric)  # the full read will say what is wrong
+    quirky = []
+    for raw in numeric:
+        try:
+            pc.cast(sample.column(raw), pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            quirky.append(raw)
+    return quirky
+
+
+def _first_block(path: Path, numeric: list[str], skip_lines: int):
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
+    reader = pacsv.open_csv(
+        path,
+        read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 20),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+        convert_options=pacsv.ConvertOptions(include_columns=numeric, column_types={c: pa.string() for c in numeric},
+                                             null_values=NULL_MARKERS, strings_can_be_null=True),
+    )
+    return pa.Table.from_batches([reader.read_next_batch()])
+
+
+def _to_float(path: Path, raw: str, col):
     """Strings -> float64. Strips spaces, TABs and quotes first (the start-time TAB quirk)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     cleaned = pc.utf8_trim(col, characters=' \t\r"')
     cleaned = pc.if_else(pc.is_in(cleaned, value_set=pa.array(NULL_MARKERS)), None, cleaned)
     try:
