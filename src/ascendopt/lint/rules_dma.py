@@ -5,14 +5,12 @@ from __future__ import annotations
 import ast
 import re
 
-from ascendopt.lint.astutil import add_terms, arg, base_name, dotted, names_in, tl_func
-from ascendopt.lint.astutil import snippet as _src
+from ascendopt.lint.astutil import add_terms, arg, base_name, dotted, names_in, snippet, tl_func
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 GATE_NAME = re.compile(r"^(g|gk|gv|gate|gates|g_cumsum|g_cs)(_ptr)?$")
 HEAD_COUNT = {"H", "HV", "HQ", "HK", "NH", "num_heads", "n_heads"}
-
 
 
 # Compile-time switches that choose a DMA path or a layout on purpose (a TAIL_MODE split, a varlen
@@ -61,7 +59,7 @@ def check_constexpr_or(ctx: FileContext):
                      and names_in(v) & kernel.constexpr_params]
             runtime = [v for v in sub.values if not kernel.is_constexpr(v, strict=False)]
             if flags and runtime:
-                yield sub, (f"`{_src(sub)}` ORs tl.constexpr `{_src(flags[0])}` with runtime `{_src(runtime[0])}`: "
+                yield sub, (f"`{snippet(sub)}` ORs tl.constexpr `{snippet(flags[0])}` with runtime `{snippet(runtime[0])}`: "
                             "both branches compile (a None pointer too); nest `if not FLAG: ... elif ...`")
 
 
@@ -106,7 +104,7 @@ def check_runtime_dma_branch(ctx: FileContext):
         for first, second in (("block", "masked"), ("masked", "block")):
             a, b = _first_dma(kernel, body, first), _first_dma(kernel, orelse, second)
             if a is not None and b is not None:
-                yield node, (f"runtime branch `{_src(node.test)}` chooses a {first} DMA (line {a.lineno}) or a "
+                yield node, (f"runtime branch `{snippet(node.test)}` chooses a {first} DMA (line {a.lineno}) or a "
                              f"{second} DMA (line {b.lineno}): both stay live in UB; split with a tl.constexpr mode")
                 break
 
@@ -222,7 +220,7 @@ def check_gate_head_stride(ctx: FileContext):
         else:
             hit = _head_strided(kernel, call.args[0]) or _bound_head_stride(kernel, call.args[0])
         if hit is not None:
-            yield call, (f"gate `{base_name(call.args[0])}` loaded in a loop with head stride (`{_src(hit)}`): a "
+            yield call, (f"gate `{base_name(call.args[0])}` loaded in a loop with head stride (`{snippet(hit)}`): a "
                          "gather; transpose g to [B, HV, T] on the host and load it T-contiguous (G_T_CONTIG)")
 
 

@@ -11,16 +11,13 @@ from ascendopt.lint.astutil import (
     int64_cast_of,
     is_int32_dtype,
     names_in,
+    snippet,
     tl_func,
-)
-from ascendopt.lint.astutil import (
-    snippet as _src,
 )
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 TILE_NAMES = {"BT", "BK", "BV", "BD", "BC", "BS", "BM", "BN", "BW", "BR", "BP"}
-
 
 
 @rule(
@@ -41,8 +38,8 @@ def check_constexpr_to(ctx: FileContext):
             continue
         if kernel.is_constexpr(receiver, strict=True):
             dtype = ast.unparse(call.args[0]) if call.args else "..."
-            yield call, (f"`{_src(receiver)}` is tl.constexpr, which has no .to(): "
-                         f"use tl.cast({_src(receiver)}, {dtype})")
+            yield call, (f"`{snippet(receiver)}` is tl.constexpr, which has no .to(): "
+                         f"use tl.cast({snippet(receiver)}, {dtype})")
 
 
 @rule(
@@ -66,7 +63,7 @@ def check_block_ptr_int64(ctx: FileContext):
             if isinstance(value, (ast.Tuple, ast.List)):
                 for element in value.elts:
                     if kernel.is_int64(element):
-                        yield element, (f"int64 `{_src(element)}` in make_block_ptr {keyword}: must be int32; "
+                        yield element, (f"int64 `{snippet(element)}` in make_block_ptr {keyword}: must be int32; "
                                         "move the int64 part into the base pointer")
 
 
@@ -132,7 +129,7 @@ def check_late_cast(ctx: FileContext):
             if _tile_size(left) or _tile_size(right):
                 continue  # i_t * BT is a token offset (< T): the seed passes it as int32 on purpose
             if _runtime_index(kernel, left) or _runtime_index(kernel, right):
-                yield product, (f"`{_src(product)}` is computed in int32 and cast to int64 afterwards: it can "
+                yield product, (f"`{snippet(product)}` is computed in int32 and cast to int64 afterwards: it can "
                                 f"wrap first; cast the index before multiplying (tl.cast(x, tl.int64) * stride)")
                 break
 
@@ -186,4 +183,4 @@ def check_cu_seqlens(ctx: FileContext):
             kind, load = narrow[name]
             how = "narrowed to int32" if kind == "int32" else "loaded without .to(tl.int64)"
             yield load, (f"`{name}` from cu_seqlens is {how} and multiplied at line {product.lineno} "
-                         f"(`{_src(product)}`): int32 wraps; load it with .to(tl.int64)")
+                         f"(`{snippet(product)}`): int32 wraps; load it with .to(tl.int64)")
