@@ -13,7 +13,7 @@ from ascendopt.lint.context import FileContext
 from ascendopt.lint.registry import rule
 
 CUDA_ONLY = ("num_warps", "num_stages")
-# Code-like only (`num_warps=4`, `"num_stages": 2`), so prose that names the rule is not a finding.
+# Code-like only (`num_warps=4`, `"num_stages": 2`), so prose that names the rule is not a finding.  # noqa: AO101
 _COMMENTED_OUT = re.compile(r"""\b(num_warps|num_stages)\s*=\s*[\w(]|['"](num_warps|num_stages)['"]\s*:""")
 
 
@@ -52,7 +52,7 @@ def _target_name(target: ast.AST) -> str | None:
           ("No num_warps / num_stages anywhere: NPU does not support them. Omit from kernel call sites, autotune "
           "config dicts, and wrappers. Do not leave them commented-out \u201cfor CUDA parity\u201d; delete them.")),
 )
-def check_num_warps(ctx: FileContext):
+def check_cuda_launch_params(ctx: FileContext):
     for call in ctx.nodes(ast.Call):
         for kw in call.keywords:
             if kw.arg in CUDA_ONLY:
