@@ -1,6 +1,7 @@
 """`ascendopt collect` on the cpu backend: a real tiny Triton workload in a child process under the
 real torch.profiler, every bad-workload case, and a bundled-kernel collection."""
 
+import json
 import os
 import textwrap
 import time
@@ -55,11 +56,12 @@ def test_exec_file_triton_workload_two_metric_groups(cli, tmp_path):
     wl = _write(tmp_path, TRITON_WORKLOAD, "tiny_triton.py")
     out_dir = tmp_path / "prof"
     code, out, err = cli("collect", "--exec-file", str(wl), "--aic-metrics", "pipe,UB", "--out-dir", str(out_dir),
-                         "--name", "../evil name;rm")
+                         "--name", "../evil name;rm", "--analyze", "--json")
     assert code == 0, err
-    paths = [Path(p) for p in out.split()]
+    paths = sorted(out_dir.iterdir())  # exactly the two runs: no staging folder left
     assert len(paths) == 2
-    assert sorted(p.name for p in out_dir.iterdir()) == sorted(p.name for p in paths)  # nothing else, no staging
+    report = json.loads(out)  # --analyze --json: the analyze report of the merged set
+    assert report["schema"] == 1 and "_scale_add_kernel" in [k["name"] for k in report["kernels"]]
     for p in paths:
         assert p.parent == out_dir.resolve() and p.name.startswith("evil_name_rm_") and p.name.endswith("_ascendopt_cpu")
         assert {f.name for f in p.iterdir()} == {"ascendopt_profile.yaml", "trace.json", "kernels.csv"}
@@ -72,7 +74,7 @@ def test_exec_file_triton_workload_two_metric_groups(cli, tmp_path):
         assert m["workload"]["identity"].startswith("sha256:") and len(m["workload"]["identity"]) == 7 + 64
         assert m["command"].startswith("ascendopt collect --exec-file ") and "--aic-metrics pipe,UB" in m["command"]
         assert m["git_commit"] is None or len(m["git_commit"]) == 40
-        assert m["device"]["torch_device"] == "cpu"
+        assert m["device"]["torch_device"] == "cpu" and m["device"]["chip"] is None
     table = pd.read_csv(paths[0] / "kernels.csv")
     assert list(table.columns) == ["name", "core_type", "start_us", "duration_us", "step", "device"]
     kernel_rows = table[table["name"] == "_scale_add_kernel"]

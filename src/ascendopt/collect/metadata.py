@@ -57,13 +57,19 @@ def callable_workload(fn: Any) -> dict[str, Any]:
 
 
 def device_facts(backend_name: str) -> dict[str, Any]:
-    """The device as the backend sees it (same facts as ``ascendopt env``)."""
+    """The device as the backend sees it (same facts as ``ascendopt env``); ``chip`` is None off NPU."""
     from ascendopt import backends
 
     info = backends.current().info()
-    return {"name": info.name, "torch_device": info.device, "chip": info.chip, "cube_cores": info.cube_cores,
-            "vector_cores": info.vector_cores, "cores_source": info.cores_source, "ub_bytes": info.ub_bytes,
-            "source": f"ascendopt backends ({backend_name})"}
+    facts = {"name": info.name, "torch_device": info.device, "chip": info.chip, "cube_cores": info.cube_cores,
+             "vector_cores": info.vector_cores, "cores_source": info.cores_source, "ub_bytes": info.ub_bytes,
+             "source": f"ascendopt backends ({backend_name})"}
+    if backend_name != "npu":
+        # Off NPU the chip is only the model used for UB predictions, not this device: say so, so
+        # that readers do not take the model chip's core counts for the device's.
+        facts["model_chip"] = facts.pop("chip")
+        facts["chip"] = None
+    return facts
 
 
 def build(*, backend: str, settings: Any, workload: dict[str, Any], command: str, set_id: str,
