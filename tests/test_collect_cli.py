@@ -5,7 +5,6 @@ import json
 import os
 import textwrap
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
