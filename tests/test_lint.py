@@ -386,8 +386,9 @@ def test_every_rule_has_positive_and_negative_examples():
 def test_every_rule_is_documented():
     for rid, r in RULES.items():
         assert r.summary and r.why and r.fix and r.seed, rid
+        assert r.limits or r.check is None, rid  # every check says what it does not detect
         text = r.explain()
-        assert text.startswith(f"{rid} {r.name}:") and r.seed[0] in text
+        assert text.startswith(f"{rid} {r.name}:") and r.seed[0] in text and r.limits in text
 
 
 def test_messages_name_the_offending_code():

@@ -40,7 +40,7 @@ def lint(
         rule = get_rule(explain)
         if fmt == "json":
             console.print_json({"id": rule.id, "name": rule.name, "summary": rule.summary, "why": rule.why,
-                                "fix": rule.fix, "seed": list(rule.seed)})
+                                "fix": rule.fix, "limits": rule.limits, "seed": list(rule.seed)})
         else:
             sys.stdout.write(rule.explain())
         return

@@ -42,24 +42,26 @@ class Rule:
     fix: str
     seed: tuple[str, ...]  # the seed's own sentences this rule enforces, quoted verbatim
     check: Callable[[FileContext], Iterable[tuple[object, str]]] | None = field(default=None, compare=False)
+    limits: str = ""  # what the rule deliberately does not detect (precision over recall)
 
     def explain(self) -> str:
         """The rule's documentation as plain text (what ``ascendopt lint --explain ID`` prints)."""
         quotes = "\n".join(f'  "{q}"' for q in self.seed)
-        return (f"{self.id} {self.name}: {self.summary}\n\nWhy: {self.why}\n\nFix: {self.fix}\n\n"
+        limits = f"Not detected: {self.limits}\n\n" if self.limits else ""
+        return (f"{self.id} {self.name}: {self.summary}\n\nWhy: {self.why}\n\nFix: {self.fix}\n\n{limits}"
                 f"From the practice (fla-ascend-performance skill):\n{quotes}\n")
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(id: str, name: str, *, summary: str, why: str, fix: str, seed: tuple[str, ...]):
+def rule(id: str, name: str, *, summary: str, why: str, fix: str, seed: tuple[str, ...], limits: str = ""):
     """Decorator that registers a check function under a stable id."""
 
     def wrap(check):
         if id in RULES:
             raise RuntimeError(f"duplicate lint rule id {id}")
-        RULES[id] = Rule(id, name, summary, why, fix, seed, check)
+        RULES[id] = Rule(id, name, summary, why, fix, seed, check, limits)
         return check
 
     return wrap

@@ -49,6 +49,7 @@ def _has_constexpr_part(kernel: Kernel, test: ast.AST) -> bool:
           ("Do not OR a constexpr optional-pointer flag with a runtime check: if USE_INITIAL_STATE or i_t*BT < W "
           "still lowers the else and compiles initial_state + \u2026 when the pointer is None. Nest: if not "
           "FLAG: \u2026 elif runtime: \u2026 else: \u2026.")),
+    limits="a flag OR-ed with a runtime value through an intermediate local variable.",
 )
 def check_constexpr_or(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp, ast.While):
@@ -94,6 +95,8 @@ def _first_dma(kernel: Kernel, nodes, kind: str) -> ast.AST | None:
     seed=("Leaving a runtime is_tail_chunk (or similar) between block_ptr and masked DMA \u2014 both stay in UB",
           ("Constexpr-split mutually exclusive DMA paths (critical on Ascend): a runtime if is_tail_chunk that "
           "chooses make_block_ptr vs masked tl.load keeps both paths live in UB.")),
+    limits="branches under a compile-time TAIL/MODE/VARLEN/SPLIT switch are accepted (the seed's "
+           "TAIL_MODE == 2 runtime path).",
 )
 def check_runtime_dma_branch(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp):
@@ -147,6 +150,7 @@ def _self_update(target: str, value: ast.AST) -> bool:
     fix="Rebind local pointers from the base argument every iteration: `q_ptr = q + offset(task_id)`.",
     seed=(("In a core-grid task loop, rebind local pointers each iteration (q_ptr = q + \u2026); do not accumulate "
           "with in-place ptr += across tasks \u2014 Ascend Triton can mis-compile that pattern."),),
+    limits="task loops whose start is not visibly derived from tl.program_id.",
 )
 def check_task_loop_pointers(ctx: FileContext):
     for kernel in ctx.kernels.values():
@@ -203,6 +207,8 @@ def _head_strided(kernel: Kernel, node: ast.AST) -> ast.AST | None:
     seed=(("Gate g along T (critical on Ascend): if g is [B, T, HV], host g.transpose(1, 2).contiguous() and "
           "load via G_T_CONTIG + stride-1 g_ptr (see g-contiguous-loading.md). Stride-HV gathers in bwd hot "
           "loops can be 10\u00d7\u201335\u00d7 slower than contiguous loads; HV==1 needs no transpose."),),
+    limits="gate tensors under other names than g, gk, gv, gate(s), g_cumsum, g_cs; head strides passed "
+           "as stride arguments.",
 )
 def check_gate_head_stride(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):

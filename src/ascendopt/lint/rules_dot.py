@@ -128,6 +128,8 @@ def _merge(a: Clobbered, b: Clobbered) -> Clobbered:
           "(CUDA Triton does not). Any later read of that tile (second lhs, rhs, store) sees corrupted data "
           "unless you reload from GM or copy with tile + 0.0before the first lhs dot."),
           "Reused tl.dot left-hand tiles: GM reload or tile + 0.0before first lhs dot (post-dot copy invalid)"),
+    limits="left operands that are expressions (tl.dot(x.to(...), y)), aliases (y = x) and tiles handed "
+           "to helper functions.",
 )
 def check_dot_lhs(ctx: FileContext):
     for kernel in ctx.kernels.values():

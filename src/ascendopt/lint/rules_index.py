@@ -28,6 +28,8 @@ TILE_NAMES = {"BT", "BK", "BV", "BD", "BC", "BS", "BM", "BN", "BW", "BR", "BP"}
     fix="Use `tl.cast(B, tl.int64)`, which accepts constexpr and tensor values alike.",
     seed=(("B.to(tl.int64) / i_t.to(tl.int64) on specialized or folded constexpr ints (constexpr has no .to); "
           "use tl.cast"),),
+    limits="program ids that Triton-Ascend folds to constexpr (i_t when NT == 1) and int arguments "
+           "specialized because they equal 1: in the source both look like runtime values.",
 )
 def check_constexpr_to(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -53,6 +55,8 @@ def check_constexpr_to(ctx: FileContext):
           ("make_block_ptr offsets stay int32: Triton rejects int64 offsets/block_shape. Flattened pointer math "
           "(bos * D, t0 * D, i_b * stride) uses int64; pass i_t * BT (int32) as the block row offset. Do not "
           "feed t0 into make_block_ptr.")),
+    limits="int64 values produced inside helper functions, or loaded from int64 tensors without an "
+           "explicit cast.",
 )
 def check_block_ptr_int64(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -114,6 +118,8 @@ def _products(node: ast.AST):
     seed=(("Cast the index first with tl.cast (not .to on specialized ints): tl.cast(i_t, tl.int64) * BT, "
           "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS."),
           "Never (i_b * T).to(tl.int64) or ((NT - 1) * DH_CS).to(tl.int64)."),
+    limits="products that are never cast at all (they stay int32 and may wrap too); a factor named like "
+           "a tile size (BT, BK, BV, BD, BLOCK_*) is taken as small on purpose.",
 )
 def check_late_cast(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -158,6 +164,8 @@ def _cu_seqlens_narrowing(value: ast.AST) -> str | None:
     seed=(("Varlen cu_seqlens \u2192 int64 for pointer math: host dtype is often torch.long, but tests also pass "
           "int32; load as tl.int64 either way. Loading .to(tl.int32) then (bos * HV + i_hv) * V overflows well "
           "before bos hits 2\u00b3\u00b9 (HV=32, V=4096 \u2192 safe bos \u2248 16K)."),),
+    limits="values returned by helper functions (bos = chunk_of(...)) and cu_seqlens passed under "
+           "another name.",
 )
 def check_cu_seqlens(ctx: FileContext):
     for kernel in ctx.kernels.values():

@@ -51,6 +51,8 @@ def _target_name(target: ast.AST) -> str | None:
     seed=("Hard constraint (NPU launch params): Ascend Triton kernels do not supportnum_warps or num_stages.",
           ("No num_warps / num_stages anywhere: NPU does not support them. Omit from kernel call sites, autotune "
           "config dicts, and wrappers. Do not leave them commented-out \u201cfor CUDA parity\u201d; delete them.")),
+    limits="a value that reaches the launch under another name through **kwargs built elsewhere; the "
+           "num_warps= keyword that finally passes it is still reported.",
 )
 def check_cuda_launch_params(ctx: FileContext):
     for call in ctx.nodes(ast.Call):
@@ -161,6 +163,8 @@ def _launches(fn: ast.FunctionDef):
         "(`grid_size(\"vector\", tasks)` in ascendopt kernels); keep num_aicore for Cube-bound kernels.",
     seed=("Launching a Vector-bound kernel on num_aicore (half the vector cores idle on A2)",
           "Launching a Vector kernel on num_aicore leaves half the vector cores idle."),
+    limits="kernels that call helpers imported from other modules (their tl.dot use is unknown) and "
+           "grids computed in another function.",
 )
 def check_vector_on_cube(ctx: FileContext):
     if not ctx.kernels:
