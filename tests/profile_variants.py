@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ASCEND = Path(__file__).resolve().parent / "data" / "ascend"
 CUDA = Path(__file__).resolve().parent / "data" / "cuda"

@@ -111,7 +111,7 @@ def test_compare_two_real_profiles_level0_vs_level1():
     # the same CNN step at Level0 (no core types, no counters) and Level1: paired by name
     diff = compare(before, after)
     assert len(diff["kernels"]) == before["kernel_count"] == after["kernel_count"] and not diff["only_in_a"]
-    foreach = [k for k in diff["kernels"] if k["name"] == FOREACH][0]
+    foreach = next(k for k in diff["kernels"] if k["name"] == FOREACH)
     assert foreach["avg_us_delta"] == pytest.approx(after["kernels"][0]["avg_us"] - before["kernels"][0]["avg_us"])
     assert foreach["metrics"] == {} and "vec_ratio" in foreach["not_comparable"]  # one side has no counters
     same = compare(after, analyze(load_profile(ASCEND / "level1_cnn")))
@@ -123,7 +123,7 @@ def test_compare_merged_metric_run_shows_metric_delta(tmp_path):
     from profile_variants import derive, set_cell
 
     rows, _ = read_rows(LEVEL1)
-    i = [j for j, r in enumerate(rows) if r[rows[0].index("Name")] == FOREACH][0]
+    i = next(j for j, r in enumerate(rows) if r[rows[0].index("Name")] == FOREACH)
     # the same real file with one launch's aiv_mte2_ratio lowered: did the metric move?
     run = derive(LEVEL1, tmp_path / "after", set_cell(i, "aiv_mte2_ratio", "0.5"))
     before = analyze(load_profile(ASCEND / "level1_cnn"), kernel_filter=FOREACH)

@@ -70,7 +70,7 @@ def test_cube_bound_matmul_from_advisor_and_core_underuse():
     assert result.bound == "mte2_bound" and result.evidence["cube_mte2_ratio"] == pytest.approx(0.964)
     assert [f.cls for f in result.findings][:2] == ["mte2_bound", "cube_bound"]
     assert result.evidence["mac_ratio"] == pytest.approx(0.824)
-    under = [f for f in result.findings if f.cls == "core_underuse"][0]
+    under = next(f for f in result.findings if f.cls == "core_underuse")
     assert under.evidence[0]["value"] == 16 and under.evidence[0]["threshold"] == 20
 
 
@@ -78,7 +78,7 @@ def test_scalar_bound_compiler_kernel_with_tail_wave():
     # raw: aiv_scalar_ratio 0.999, Block Dim 256 on 24 cube cores -> 11 waves, last one 16/24 full
     result = classify(kernel_of("msprof_op_summary", "main_kernel"), kind="msprof", device=A2, rules=load_rules())
     assert result.bound == "scalar_bound" and result.evidence["vector_scalar_ratio"] == pytest.approx(0.999)
-    tail = [f for f in result.findings if f.cls == "tail_wave"][0].evidence[0]
+    tail = next(f for f in result.findings if f.cls == "tail_wave").evidence[0]
     assert tail["waves"] == math.ceil(256 / 24) and tail["last_wave_fill"] == pytest.approx((256 - 10 * 24) / 24, abs=1e-4)
 
 
@@ -94,7 +94,7 @@ def test_grid_over_cap():
     # real main_kernel row with Block Dim changed to 70000
     result = classify(kernel_of("msprof_op_summary", "main_kernel", block_dim=70000.0), kind="msprof", device=A2,
                       rules=load_rules())
-    cap = [f for f in result.findings if f.cls == "grid_cap"][0].evidence[0]
+    cap = next(f for f in result.findings if f.cls == "grid_cap").evidence[0]
     assert cap["value"] == 70000 and cap["threshold"] == 65535
 
 

@@ -142,10 +142,14 @@ def test_device_facts_fall_back_to_chips_yaml_and_say_so():
 
 # -- header variants of ascend-profiler.md §4.2, built from real files -------------------------------
 
+def _nan(x):
+    return isinstance(x, float) and math.isnan(x)
+
+
 def _same_frames(a, b, columns=("name", "duration_us", "block_dim", "vec_ratio", "mac_ratio", "vector_mte2_ratio")):
     for col in columns:
         left, right = a[col].astype(object).tolist(), b[col].astype(object).tolist()
-        assert [x if x == x else None for x in left] == [x if x == x else None for x in right], col
+        assert [None if _nan(x) else x for x in left] == [None if _nan(x) else x for x in right], col
 
 
 def test_block_num_rename_loads_the_same(tmp_path):
@@ -170,7 +174,7 @@ def test_cann70_header_without_op_state_and_hf32(tmp_path):
 
 
 def test_current_level0_header_device_id_block_num_no_step(tmp_path):
-    change = lambda rows: insert_column("Device_id", "0")(rename({"Block Dim": "Block Num"})(drop("Step Id")(rows)))  # noqa: E731
+    change = lambda rows: insert_column("Device_id", "0")(rename({"Block Dim": "Block Num"})(drop("Step Id")(rows)))
     run = derive(LEVEL0, tmp_path / "run", change)
     k = load_profile(run.parent.parent).kernels
     assert k["step"].isna().all() and k["duration_us"].tolist() == raw_column(LEVEL0, "Duration(us)")
@@ -196,11 +200,11 @@ def test_start_time_tab_inside_quotes_and_crlf_to_lf(tmp_path):
 
 
 def test_na_and_empty_pmu_cells_become_nan(tmp_path):
-    change = lambda r: set_cell(2, "aiv_vec_ratio", "")(set_cell(1, "aiv_vec_ratio", "N/A")(r))  # noqa: E731
+    change = lambda r: set_cell(2, "aiv_vec_ratio", "")(set_cell(1, "aiv_vec_ratio", "N/A")(r))
     run = derive(LEVEL1, tmp_path / "run", change)
     k = load_profile(run.parent.parent).kernels
     assert math.isnan(k["vec_ratio"].iloc[0]) and math.isnan(k["vec_ratio"].iloc[1])
-    later = [i for i in range(2, len(k)) if str(k["core_type"].iloc[i]) == "vector"][0]
+    later = next(i for i in range(2, len(k)) if str(k["core_type"].iloc[i]) == "vector")
     assert k["vec_ratio"].iloc[later] == raw_column(LEVEL1, "aiv_vec_ratio")[later]
 
 

@@ -32,7 +32,7 @@ def test_ncu_raw_metrics_map_to_canonical_columns():
     rows, units = ncu_rows(PIPE)
     assert units["gpu__time_duration.sum"] == "ns"
     assert frame["duration_us"].tolist() == pytest.approx([num(r["gpu__time_duration.sum"]) / 1000 for r in rows])
-    gemm = [i for i, r in enumerate(rows) if r["Kernel Name"].startswith("nvjet")][0]
+    gemm = next(i for i, r in enumerate(rows) if r["Kernel Name"].startswith("nvjet"))
     raw = rows[gemm]
     assert frame["mac_ratio"][gemm] == pytest.approx(
         num(raw["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"]) / 100)
@@ -68,7 +68,7 @@ def test_cuda_folder_trace_durations_with_ncu_counters():
     assert axpb["l2_ratio"] == pytest.approx(sum(a * b for a, b in zip(w, l2)) / sum(w))
     # the "active" tensor metric of the pipe file beats the memory file's "elapsed" one
     gemm = k[k["name"].astype(str).str.startswith("nvjet")].iloc[0]
-    pipe_gemm = [r for r in ncu_rows(PIPE)[0] if r["Kernel Name"].startswith("nvjet")][0]
+    pipe_gemm = next(r for r in ncu_rows(PIPE)[0] if r["Kernel Name"].startswith("nvjet"))
     assert gemm["mac_ratio"] == pytest.approx(
         num(pipe_gemm["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"]) / 100)
     assert profile.device["chip"] == "NVIDIA H200"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndar
 
 
 def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:
-    needle = pattern[len("regex:"):] if pattern.startswith("regex:") else pattern
+    needle = pattern.removeprefix("regex:")
     unique = list(dict.fromkeys(names))
     close = difflib.get_close_matches(needle, unique, n=5, cutoff=0.3)
     if not close:  # short needles against long names: rank by similarity anyway
@@ -222,7 +223,7 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "kernel_filter": kernel_filter,
         "total_us": {str(k): float(v) for k, v in totals.items()},
         "communication": comm,
-        "kernel_count": int(len(agg)),
+        "kernel_count": len(agg),
         "kernels": kernels,
         "op_types": _op_types(profile, agg),
         "findings": profile_findings,

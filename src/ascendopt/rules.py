@@ -12,9 +12,10 @@ Every finding carries the column, value, threshold name, threshold value and its
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from ascendopt.errors import UsageError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -99,11 +99,11 @@ def analyze(
     paths: Annotated[list[str], typer.Argument(help="Profile folder(s): *_ascend_pt, ASCEND_PROFILER_OUTPUT, "
                                                     "PROF_*, OPPROF_*, an ascendopt cuda/cpu folder, a parent of "
                                                     "runs, or a CSV. Several paths = metric-group runs to merge.")],
-    kernel_filter: Annotated[Optional[str], typer.Option("--kernel-filter", "-k",
+    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k",
                                                          help="Substring of a kernel name/op type; "
                                                               "'regex:EXPR' for a regex.")] = None,
-    top: Annotated[Optional[int], typer.Option("--top", "-n", help="Show the N kernels with most time.")] = 15,
-    compare: Annotated[Optional[str], typer.Option("--compare", help="Baseline profile: per-kernel diff "
+    top: Annotated[int | None, typer.Option("--top", "-n", help="Show the N kernels with most time.")] = 15,
+    compare: Annotated[str | None, typer.Option("--compare", help="Baseline profile: per-kernel diff "
                                                                      "(this PATH = after, OTHER = before).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the runs under PATH and exit.")] = False,
     json: JsonOpt = False,

@@ -26,7 +26,7 @@ from ascendopt.traces.discover import PROFILE_YAML, Run, block_csvs, find_runs, 
 ALL_GROUPS = tuple(METRIC_GROUPS)
 CUDA_GROUPS = tuple(NCU_GROUPS)
 
-__all__ = ["Profile", "Run", "load_profile", "load_profiles", "list_runs", "ALL_GROUPS"]
+__all__ = ["ALL_GROUPS", "Profile", "Run", "list_runs", "load_profile", "load_profiles"]
 
 
 @dataclass

@@ -231,4 +231,4 @@ def cube_cores_from_utilization(frame, clock_mhz: float) -> int | None:
     est = frame.loc[ok, "cube_cycles"] / (clock_mhz * frame.loc[ok, "duration_us"] *
                                           frame.loc[ok, "cube_utilization_pct"] / 100.0)
     value = float(np.median(est.to_numpy()))
-    return int(round(value)) if math.isfinite(value) and value >= 1 else None
+    return round(value) if math.isfinite(value) and value >= 1 else None

@@ -18,7 +18,7 @@ from ascendopt.traces.device import (
     read_info_json,
     read_profiler_info,
 )
-from ascendopt.traces.discover import block_csvs, op_summaries
+from ascendopt.traces.discover import op_summaries
 
 
 def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Path, *, op_statistic=None,

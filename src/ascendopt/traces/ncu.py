@@ -47,8 +47,7 @@ def is_ncu_csv(path: Path) -> bool:
 def kernel_key(name: str) -> str:
     """Bare function name: drops ``void``, namespaces, template arguments and parameters."""
     text = str(name).strip()
-    if text.startswith("void "):
-        text = text[5:]
+    text = text.removeprefix("void ")
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):  # first '<' or '(' at nesting depth 0 ends the qualified name
         if ch in "<(" and depth == 0:
@@ -139,7 +138,7 @@ def _device(data, path: Path) -> dict:
     if facts.get("sm_count"):
         out["cube_cores"] = out["vector_cores"] = int(facts["sm_count"])
     if facts.get("clock_khz"):
-        out["clock_mhz"] = int(round(facts["clock_khz"] / 1000.0))
+        out["clock_mhz"] = round(facts["clock_khz"] / 1000.0)
     return out
 
 
