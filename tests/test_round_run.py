@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 import _gate_kernels as gk
-from ascendopt import round_run, rounds
+from ascendopt import round_auto, round_run, rounds
 from ascendopt.errors import UsageError
 from ascendopt.freeze import freeze_kernel
 from ascendopt.workspace import Workspace
@@ -77,7 +77,7 @@ def test_stop_refuses_without_force_and_bad_sets(ws):
 
 
 def test_auto_search_records_each_candidate(ws):
-    result = round_run.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+    result = round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
     recs = rounds.load_rounds(ws)
     assert [r.number for r in recs] == result["rounds"] and 1 <= len(recs) <= 4
     assert result["best"]["EXTRA"] == 0  # the planted extra pass is found and dropped

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ascendopt import round_run, round_summary, rounds
+from ascendopt import round_profiles, round_run, round_summary, rounds
 from ascendopt.errors import UsageError
 from ascendopt.workspace import Workspace
 
@@ -59,12 +59,12 @@ def reprofile(ws: Workspace, *, target_metric: str | None = None, step: Callable
         config = dict(best.config) if best and best.config else spec.config(contract.workload.config)
     label = f"reprofile-{records[-1].number:04d}" if records else "reprofile"
     step(f"re-profiling {contract.op} with {', '.join(contract.metric_groups)}")
-    now = round_run.collect_profiles(ws, contract, config, label)
+    now = round_profiles.collect_profiles(ws, contract, config, label)
     step("analyzing and comparing with the previous profile")
-    before = round_run.analyze_paths(previous)
-    after = round_run.analyze_paths(now)
+    before = round_profiles.analyze_paths(previous)
+    after = round_profiles.analyze_paths(now)
     last = records[-1] if records else None
-    names = round_run._kernel_names(contract)
+    names = round_profiles.kernel_names(contract)
     bound_before = (round_summary.target_kernel(before, names) or {}).get("bound")
     target = round_summary.resolve_target_metric(target_metric or (last.target_metric if last else None),
                                                  last.hypothesis if last else "", bound_before)

@@ -74,7 +74,7 @@ def demo(
     from ascendopt import round_run
 
     round_run.prepare_backend()  # before anything imports the kernel registry
-    from ascendopt import backends, console, kernels, round_summary
+    from ascendopt import backends, console, kernels, round_profiles, round_summary
     from ascendopt import reprofile as rp
     from ascendopt.collect import collect_kernel
     from ascendopt.errors import UsageError
@@ -106,7 +106,7 @@ def demo(
         bar.advance()
 
         bar.update(f"demo 2/7 collect: {', '.join(contract.metric_groups)}")
-        profiles = [str(p) for p in collect_kernel(kernel, shape=round_run.dims_text(w.shapes[0].dims), dtype=w.dtype,
+        profiles = [str(p) for p in collect_kernel(kernel, shape=round_profiles.dims_text(w.shapes[0].dims), dtype=w.dtype,
                                                    mode=w.mode, config=dict(w.config),
                                                    metric_groups=list(contract.metric_groups),
                                                    out_dir=ws.profiles_dir, name="baseline")]
@@ -114,7 +114,7 @@ def demo(
         bar.advance()
 
         bar.update("demo 3/7 analyze: rank kernels, classify the bottleneck")
-        analysis = round_run.analyze_paths(profiles)
+        analysis = round_profiles.analyze_paths(profiles)
         hot = round_summary.target_kernel(analysis, list(contract.expected_kernels)) or {}
         bar.advance()
         if not json:

@@ -35,7 +35,7 @@ def optimize_round(
 
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
     """
-    from ascendopt import console, round_run, round_summary
+    from ascendopt import console, round_auto, round_run, round_summary
     from ascendopt.errors import UsageError
     from ascendopt.workspace import Workspace
 
@@ -60,7 +60,7 @@ def optimize_round(
                          + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else ""))
 
         with console.progress("optimize-round --auto") as bar:
-            result = round_run.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
+            result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
                                         step=bar.update, on_round=on_round)
         if json:
             console.print_json(result)
