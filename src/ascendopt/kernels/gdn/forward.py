@@ -6,6 +6,8 @@
     w, u = gdn_wy(k, v, beta, Ai, gc)            WY representation
     h, v', h_T = gdn_state(k, w, u, gc, h_0)     chunk-state recurrence
     o    = gdn_output(q, k, v', h, gc)           inter + intra chunk output
+    (o, h_T = gdn_state_output(q, k, w, u, gc, h_0): the last two fused, h never stored; the
+     default when its live set fits the UB model, tunable fuse_state_output)
 
 Each stage is its own ``KernelSpec`` (``gdn_kkt`` ... ``gdn_output``) so the loop can optimise each;
 this module's spec, ``chunk_gated_delta_rule_fwd``, times and checks the whole forward against the
@@ -20,24 +22,26 @@ from functools import cache
 from ascendopt.errors import UsageError
 from ascendopt.kernels.chunk_local_cumsum import SPEC as CUMSUM_SPEC
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum
-from ascendopt.kernels.gdn import kkt, output, solve, state, wy
+from ascendopt.kernels.gdn import kkt, output, solve, state, state_output, wy
 from ascendopt.kernels.gdn.layout import CHUNK, check_heads, pack
 from ascendopt.kernels.gdn.reference import chunk_gated_delta_rule_reference, chunked_reference, lowp_of
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     HeadMajor,
     dims_of,
+    dtype_name,
     element_bytes,
     make_base_inputs,
     stage_spec,
     tile_tunable,
 )
-from ascendopt.kernels.spec import Cost
+from ascendopt.kernels.spec import Cost, Tunable
 
 # e2e tunable -> (stage spec, stage tunable)
 _STAGE_TUNABLES = {
     "kkt_BK": (kkt.SPEC, "BK"), "wy_BK": (wy.SPEC, "BK"), "wy_BV": (wy.SPEC, "BV"),
     "state_BV": (state.SPEC, "BV"), "out_BK": (output.SPEC, "BK"), "out_BV": (output.SPEC, "BV"),
+    "fused_BV": (state_output.SPEC, "BV"),
 }
 
 
@@ -80,11 +84,21 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
     A = kkt.gdn_kkt(k, beta, gc, config=_stage_config(cfg, kkt.SPEC), packing=packing)
     Ai = solve.gdn_solve_tril(A, output_dtype=k.dtype, packing=packing)
     w, u = wy.gdn_wy(k, v, beta, Ai, gc, config=_stage_config(cfg, wy.SPEC), packing=packing)
+    if _fused(cfg, K, V, q.dtype):
+        return state_output.gdn_state_output(q, k, w, u, gc, scale, initial_state=initial_state,
+                                             output_final_state=output_final_state,
+                                             config=_stage_config(cfg, state_output.SPEC), packing=packing)
     h, v_new, final = state.gdn_state(k, w, u, gc, initial_state=initial_state,
                                       output_final_state=output_final_state,
                                       config=_stage_config(cfg, state.SPEC), packing=packing)
     o = output.gdn_output(q, k, v_new, h, gc, scale, config=_stage_config(cfg, output.SPEC), packing=packing)
     return o, final
+
+
+def _fused(cfg: dict, K: int, V: int, dtype) -> bool:
+    """Run the fused state + output kernel: asked for, and its live set fits the UB model."""
+    fits = state_output.fused_tile(K, V, dtype_name(dtype), cfg["fused_BV"]) is not None
+    return bool(cfg["fuse_state_output"]) and fits
 
 
 def _run(inputs, config, mode):
@@ -147,7 +161,8 @@ def _ub_model(dims, config, dtype):
     d = dims_of(dims)
     cumsum_dims = {"seqlens": dims["seqlens"], "H": d.HV} if dims.get("seqlens") else {"B": d.B, "T": d.T, "H": d.HV}
     stages = [replace(s, stage=f"cumsum.{s.stage}") for s in CUMSUM_SPEC.ub_model(cumsum_dims, CUMSUM_SPEC.config(), dtype)]
-    for spec in (kkt.SPEC, solve.SPEC, wy.SPEC, state.SPEC, output.SPEC):
+    tail = (state_output.SPEC,) if _fused(cfg, d.K, d.V, dtype) else (state.SPEC, output.SPEC)
+    for spec in (kkt.SPEC, solve.SPEC, wy.SPEC, *tail):
         stages += spec.ub_model(dims, _stage_config(cfg, spec) if spec.tunables else {}, dtype)
     return stages
 
@@ -156,6 +171,7 @@ def _cost(dims, dtype, mode):
     d, e = dims_of(dims), element_bytes(dtype)
     # minimum traffic: q, k, v read and o written once, g (fp32) and beta once, both states once
     moved = d.B * d.T * (2 * d.H * d.K + 2 * d.HV * d.V + d.HV * (4 + e)) + 2 * d.N * d.HV * d.K * d.V * 4
+    # the algorithm's flops, counted on the separate stages (the fused kernel only saves traffic)
     flops = sum(spec.cost(dims, dtype, mode).flops for spec in (kkt.SPEC, solve.SPEC, wy.SPEC, state.SPEC,
                                                                  output.SPEC))
     return Cost(bytes=moved, flops=flops)
@@ -169,14 +185,18 @@ SPEC = stage_spec(
     name="chunk_gated_delta_rule_fwd",
     description="gated delta rule forward (chunked, 64-token chunks): cumsum, kkt, solve, wy, state, output",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
-    kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_kkt_kernel", "_gdn_solve_tril_kernel", "_gdn_wy_kernel",
-                                             "_gdn_state_kernel", "_gdn_output_kernel"),
+    # the state and output kernels, or the fused one, depending on fuse_state_output and the UB model
+    kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_kkt_kernel", "_gdn_solve_tril_kernel", "_gdn_wy_kernel"),
     tunables={
         "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),
         "out_BV": tile_tunable("out_BV", "value slab of the output stage"),
+        "fuse_state_output": Tunable("fuse_state_output", 1, (0, 1),
+                                     "1: one kernel for state + output when its live set fits the UB model (h "
+                                     "never stored); 0: the separate gdn_state and gdn_output stages"),
+        "fused_BV": tile_tunable("fused_BV", "value slab of the fused state + output kernel"),
         "G_T_CONTIG": G_T_CONTIG,
     },
     extras={"peer": _peer, "peer_name": "fla.ops.gated_delta_rule.chunk_gated_delta_rule (fla-core 0.6.0)",

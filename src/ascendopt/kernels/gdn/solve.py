@@ -1,7 +1,7 @@
 """Stage 2 of the gated delta rule forward: Ai = (I + A)^-1 per 64-token chunk (A strictly lower).
 
 Block algorithm over 16x16 blocks (BC): the four diagonal blocks are inverted by forward
-substitution (one row per step, vector work), then the off-diagonal blocks follow from
+substitution (one row per step, vector work, the four blocks interleaved), then the off-diagonal blocks follow from
 ``X_ij = -X_ii (sum_{j<=m<i} A_im X_mj)`` with small ``tl.dot``s in fp32, ``input_precision="ieee"``
 (the solve amplifies operand rounding; tf32/hf32 would cost ~1e-3 relative error).
 
@@ -34,18 +34,34 @@ def _load_block(A_seq, t0, T_seq, ROWS: tl.constexpr, i: tl.constexpr, j: tl.con
 
 
 @triton.jit
-def _invert_diagonal(A_seq, t0, T_seq, ROWS: tl.constexpr, i: tl.constexpr, BT: tl.constexpr,
-                     BC: tl.constexpr):
-    """(I + A_ii)^-1 by forward substitution: Y = X - I, Y_r = -A_r - sum_{m<r} A_rm Y_m."""
+def _substitution_step(b_N, b_Y, r, o, BC: tl.constexpr):
+    """Row r of Y = (I + N)^-1 - I: Y_r = -N_r - sum_{m<r} N_rm Y_m (rows < r of Y are final).
+
+    The row of N is taken from the tile already in registers/UB (a masked row sum), not re-read from
+    GM: 14 dependent row DMAs per block would put GM latency on the critical path."""
+    b_a = -tl.sum(tl.where(o[:, None] == r, b_N, 0.0), 0)
+    b_a += tl.sum(b_a[:, None] * b_Y, 0)
+    return tl.where(o[:, None] == r, b_a[None, :], b_Y)
+
+
+@triton.jit
+def _invert_diagonals(A_seq, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """(I + A_ii)^-1 of the four diagonal blocks by forward substitution, the four independent
+    recurrences advanced in one loop so their steps overlap."""
     o = tl.arange(0, BC)
-    b_Y = -tl.where(o[:, None] > o[None, :], _load_block(A_seq, t0, T_seq, ROWS, i, i, BT, BC), 0.0)
+    strict = o[:, None] > o[None, :]
+    N0 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 0, 0, BT, BC), 0.0)
+    N1 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 1, 1, BT, BC), 0.0)
+    N2 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 2, 2, BT, BC), 0.0)
+    N3 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 3, 3, BT, BC), 0.0)
+    Y0, Y1, Y2, Y3 = -N0, -N1, -N2, -N3  # rows 0 and 1 are already final
     for r in range(2, BC):
-        row = t0 + i * BC + r
-        b_a = -tl.load(A_seq + tl.cast(row, tl.int64) * ROWS + i * BC + o, mask=(o < r) & (row < T_seq),
-                       other=0.0).to(tl.float32)
-        b_a += tl.sum(b_a[:, None] * b_Y, 0)
-        b_Y = tl.where(o[:, None] == r, b_a[None, :], b_Y)
-    return b_Y + (o[:, None] == o[None, :]).to(tl.float32)
+        Y0 = _substitution_step(N0, Y0, r, o, BC)
+        Y1 = _substitution_step(N1, Y1, r, o, BC)
+        Y2 = _substitution_step(N2, Y2, r, o, BC)
+        Y3 = _substitution_step(N3, Y3, r, o, BC)
+    eye = (o[:, None] == o[None, :]).to(tl.float32)
+    return Y0 + eye, Y1 + eye, Y2 + eye, Y3 + eye
 
 
 @triton.jit
@@ -67,10 +83,7 @@ def _gdn_solve_tril_kernel(A, Ai, cu_seqlens, chunk_indices, num_tasks, HV: tl.c
         t0 = i_t * BT
         A_seq = A + (bos * HV + i_hv) * BT  # rebound per task
         Ai_seq = Ai + (bos * HV + i_hv) * BT
-        X00 = _invert_diagonal(A_seq, t0, T_seq, ROWS, 0, BT, BC)
-        X11 = _invert_diagonal(A_seq, t0, T_seq, ROWS, 1, BT, BC)
-        X22 = _invert_diagonal(A_seq, t0, T_seq, ROWS, 2, BT, BC)
-        X33 = _invert_diagonal(A_seq, t0, T_seq, ROWS, 3, BT, BC)
+        X00, X11, X22, X33 = _invert_diagonals(A_seq, t0, T_seq, ROWS, BT, BC)
         # first sub-diagonal: X_{i+1,i} = -X_{i+1,i+1} A_{i+1,i} X_ii
         S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 1, 0, BT, BC), X00, input_precision="ieee")
         X10 = -tl.dot(X11 + 0.0, S, input_precision="ieee")

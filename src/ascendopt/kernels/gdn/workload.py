@@ -42,6 +42,13 @@ def torch_dtype(dtype: str):
     return getattr(torch, TORCH_DTYPES[dtype])
 
 
+def dtype_name(dtype) -> str:
+    """``torch.bfloat16`` -> ``"bf16"`` (names as in ``KernelSpec.dtypes``); names pass through."""
+    if isinstance(dtype, str):
+        return dtype
+    return {f"torch.{torch_name}": name for name, torch_name in TORCH_DTYPES.items()}[str(dtype)]
+
+
 def make_base_inputs(dims, dtype: str, device, seed: int) -> dict:
     """q, k [B,T,H,K]; v [B,T,HV,V]; g, beta [B,T,HV]; initial_state [N,HV,K,V] fp32; cu_seqlens (varlen).
 
@@ -73,7 +80,7 @@ def make_base_inputs(dims, dtype: str, device, seed: int) -> dict:
     return {name: t.to(device) for name, t in inputs.items()}
 
 
-def supports(dims, dtype: str, mode: str) -> str | None:
+def unsupported_reason(dims, dtype: str, mode: str) -> str | None:
     """None, or why the case is outside the kernels' real support range."""
     try:
         B, T, H, HV, K, V = (int(dims[n]) for n in ("B", "T", "H", "HV", "K", "V"))
@@ -145,12 +152,13 @@ TOLERANCES = {"fp32": 2e-5, "bf16": 2e-2}  # relative RMS error vs the fp32 orac
 def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Callable, reference: Callable,
                ub_model: Callable, cost: Callable[[Any, str, str], Cost], kernel_names: tuple[str, ...],
                tunables: dict[str, Tunable], extras: dict | None = None,
-               tolerances: dict[str, float] | None = None) -> KernelSpec:
+               tolerances: dict[str, float] | None = None, supports: Callable | None = None,
+               dtypes: tuple[str, ...] = ("fp32", "bf16")) -> KernelSpec:
     """A cube-bound forward-only KernelSpec over the shared presets."""
     return KernelSpec(
-        name=name, description=description, bound="cube", modes=("fwd",), dtypes=("fp32", "bf16"),
+        name=name, description=description, bound="cube", modes=("fwd",), dtypes=dtypes,
         shapes=dict(PRESETS), tunables=tunables, make_inputs=make_inputs, run=run, reference=reference,
-        ub_model=ub_model, cost=cost, supports=supports, kernel_names=kernel_names,
+        ub_model=ub_model, cost=cost, supports=supports or unsupported_reason, kernel_names=kernel_names,
         tolerances=dict(tolerances or TOLERANCES), extras=dict(extras or {}),
     )
 
@@ -179,4 +187,5 @@ def element_bytes(dtype: str) -> int:
     return dtype_bytes(dtype)
 
 
-__all__ = ["PRESETS", "HeadMajor", "UBStage", "make_base_inputs", "pick_tile", "stage_spec", "supports"]
+
+__all__ = ["PRESETS", "HeadMajor", "UBStage", "make_base_inputs", "pick_tile", "stage_spec", "unsupported_reason"]

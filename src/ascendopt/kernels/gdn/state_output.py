@@ -1,0 +1,208 @@
+"""Stages 4 + 5 fused: the chunk-state recurrence emitting the output directly, h never stored.
+
+Per (sequence, value head, value slab), sequentially over the chunks, with the state slab in UB:
+
+    v' = u - w h_c
+    o  = scale (exp(gc) q h_c + causal(q k' exp(gc_i - gc_j)) v')
+    h_{c+1} = exp(gc_last) h_c + (exp(gc_last - gc) k)' v'
+
+The separate stages write h ([NC, HV, K, V], as large as q, k and v together at K = V = 128) and
+v' and read both back; fused, that traffic is gone at the price of a longer serial chunk step, and
+of the q / k' / w tiles (full K) being live next to the state (seed: fuse only if the live set fits;
+the UB model below decides, and the forward falls back to the separate stages when it does not).
+tl.dot left operands: w, the q copy, k' and the score tile are each the left operand of exactly one
+dot and not read after it; q feeds two dots, so a ``+ 0.0`` copy is taken before the first.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ascendopt import ub
+from ascendopt.errors import UsageError
+from ascendopt.kernels.gdn import reference as ref
+from ascendopt.kernels.gdn.indexing import load_last_token_scalar, load_token_scalars
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.state import _make_inputs as _state_inputs
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    dtype_name,
+    element_bytes,
+    make_base_inputs,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    ub_bytes,
+)
+from ascendopt.kernels.spec import Cost
+
+
+@triton.jit(do_not_specialize=["T_total", "num_tasks"])
+def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_total, num_tasks,
+                             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                             BT: tl.constexpr, BV: tl.constexpr, G_T_CONTIG: tl.constexpr,
+                             USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr,
+                             DOT_DTYPE: tl.constexpr):
+    NV: tl.constexpr = V // BV
+    o_t = tl.arange(0, BT)
+    causal = o_t[:, None] >= o_t[None, :]
+    for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
+        i_n, i_hv, i_v = task // (HV * NV), (task // NV) % HV, task % NV
+        i_h = i_hv // (HV // H)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T_seq = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+        state_index = tl.cast(i_n, tl.int64) * HV + i_hv
+        b_h = tl.zeros([K, BV], dtype=tl.float32)
+        if USE_INITIAL_STATE:
+            p_h0 = tl.make_block_ptr(h0 + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
+            b_h += tl.load(p_h0).to(tl.float32)
+        # pointers rebound from the base tensors for every task (never ptr += across tasks)
+        q_seq = q + (bos * H + i_h) * K
+        k_seq = k + (bos * H + i_h) * K
+        w_seq = w + (bos * HV + i_hv) * K
+        u_seq = u + (bos * HV + i_hv) * V
+        o_seq = o + (bos * HV + i_hv) * V
+        for i_t in range(tl.cdiv(T_seq, BT)):
+            t0 = i_t * BT
+            valid = t0 + o_t < T_seq
+            b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+            g_last = load_last_token_scalar(gc, i_hv, bos, tl.minimum(t0 + BT, T_seq) - 1, T_total, HV, G_T_CONTIG)
+            # state-independent work first: the intra-chunk scores q k'
+            p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, 0), (BT, K), (1, 0))
+            b_q = tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+            b_q_copy = b_q + 0.0  # before the first dot that takes b_q as lhs
+            p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
+            b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+            b_A = tl.dot(b_q_copy, b_kt, input_precision="ieee")
+            # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
+            b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+            b_hd = b_h.to(DOT_DTYPE)  # right operand of two dots, never a left one
+            p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
+            b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+            p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+            b_v = tl.load(p_u, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
+            b_v -= tl.dot(b_w, b_hd, input_precision="ieee")
+            b_o = tl.dot(b_q, b_hd, input_precision="ieee") * tl.exp(b_g)[:, None]
+            b_o += tl.dot(b_A.to(DOT_DTYPE), b_v.to(DOT_DTYPE), input_precision="ieee")
+            p_o = tl.make_block_ptr(o_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+            tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
+            decay = tl.where(valid, tl.exp(tl.where(valid, g_last - b_g, 0.0)), 0.0)
+            b_vs = (b_v * decay[:, None]).to(DOT_DTYPE)
+            b_h = b_h * tl.exp(g_last) + tl.dot(b_kt, b_vs, input_precision="ieee")
+        if STORE_FINAL_STATE:
+            p_ht = tl.make_block_ptr(ht + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
+            tl.store(p_ht, b_h.to(p_ht.dtype.element_ty))
+
+
+# Live set, in bytes: 8 [K, BV] fp32 copies as the state stage (fla's fwd_h 8.0: state, its cast,
+# decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
+# dtype (q, its lhs copy, k', w, and the [BT, BT] score tile with its mask, about one more at K >= 64).
+STATE_COPIES, OPERAND_TILES, MARGIN = 8.0, 5.0, 0.80
+
+
+def ub_stage(K: int, BV: int, dtype: str) -> UBStage:
+    """The live set as one [K, BV] fp32-equivalent stage: the operand tiles folded into the multiplier."""
+    multiplier = STATE_COPIES + OPERAND_TILES * CHUNK * element_bytes(dtype) / (4 * BV)
+    return UBStage("state_output", {"K": K, "BV": BV}, "fp32", round(multiplier, 3), MARGIN)
+
+
+def fused_tile(K: int, V: int, dtype: str, requested: int = 0) -> int | None:
+    """Value slab of the fused kernel: ``requested``, or the widest power of two (16 <= BV <= V) whose
+    live set fits the UB; None when even BV = 16 does not (the forward then runs the two stages)."""
+    if requested:
+        return min(requested, V)
+    BV = min(V, 128)
+    while BV >= 16:
+        stage = ub_stage(K, BV, dtype)
+        if ub.check(stage.tile, stage.dtype, stage.multiplier, ub_bytes(), stage.margin).safe:
+            return BV
+        BV //= 2
+    return None
+
+
+def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_state=False, cu_seqlens=None,
+                     config=None, packing=None):
+    """o [B,T,HV,V] (u's dtype) and the final state [N,HV,K,V] fp32 (or None), without storing h.
+
+    q, k [B,T,H,K]; w [B,T,HV,K]; u [B,T,HV,V]; gc [B,T,HV] (or ``HeadMajor``); initial_state [N,HV,K,V].
+    """
+    import torch
+
+    from ascendopt.kernels.common import alloc, grid_size, launch
+
+    cfg = SPEC.config(config)
+    B, T, H, K = k.shape
+    HV, V = u.shape[2], u.shape[3]
+    packing = packing or pack(B, T, cu_seqlens, k.device)
+    dtype = dtype_name(q.dtype)
+    BV = fused_tile(K, V, dtype, cfg["BV"])
+    if BV is None:
+        raise UsageError(f"gdn_state_output: K={K} {dtype} does not fit the UB model even at BV=16",
+                         hint="run gdn_state then gdn_output")
+    gc_arg, contig = token_scalar_arg(gc, bool(cfg["G_T_CONTIG"]))
+    o = alloc(u.shape, u.dtype, u.device)
+    final = alloc((packing.N, HV, K, V), torch.float32, k.device) if output_final_state else None
+    tasks = packing.N * HV * (V // BV)
+    launch(_gdn_state_output_kernel, (grid_size("cube", tasks),), q, k, w, u, gc_arg, o, initial_state, final,
+           packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
+           G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
+           DOT_DTYPE=dot_dtype(q.dtype))
+    return o, final
+
+
+def _make_inputs(dims, dtype, device, seed):
+    out = _state_inputs(dims, dtype, device, seed)
+    out["q"] = make_base_inputs(dims, dtype, device, seed)["q"]
+    return out
+
+
+def _run(inputs, config, mode):
+    o, final = gdn_state_output(inputs["q"], inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
+                                inputs["q"].shape[-1] ** -0.5, initial_state=inputs["initial_state"],
+                                output_final_state=True, cu_seqlens=inputs.get("cu_seqlens"), config=config)
+    return {"o": o, "final_state": final}
+
+
+def _reference(inputs, mode):
+    lowp, cu = ref.lowp_of(inputs["q"]), inputs.get("cu_seqlens")
+    h, v_new, final = ref.state_reference(inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
+                                          inputs["initial_state"], cu, lowp)
+    o = ref.output_reference(inputs["q"], inputs["k"], ref._round(v_new, lowp), ref._round(h, lowp), inputs["gc"],
+                             inputs["q"].shape[-1] ** -0.5, cu, lowp)
+    return {"o": o, "final_state": final}
+
+
+def _ub_model(dims, config, dtype):
+    K, V = int(dims["K"]), int(dims["V"])
+    BV = fused_tile(K, V, dtype, SPEC.config(config)["BV"])
+    return [ub_stage(K, BV or 16, dtype)]
+
+
+def _supports(dims, dtype, mode):
+    from ascendopt.kernels.gdn.workload import unsupported_reason
+
+    reason = unsupported_reason(dims, dtype, mode)
+    if reason is None and fused_tile(int(dims["K"]), int(dims["V"]), dtype) is None:
+        return f"K={dims['K']} in {dtype}: the fused live set does not fit the UB model even at BV=16"
+    return reason
+
+
+def _cost(dims, dtype, mode):
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens, state = d.B * d.T, d.HV * d.K * d.V
+    moved = tokens * (2 * d.H * d.K + d.HV * d.K + 2 * d.HV * d.V) * e + tokens * d.HV * 4 + 2 * d.N * state * 4
+    flops = 2 * tokens * d.HV * (2 * d.K * d.V + d.K * d.V + CHUNK * d.K + CHUNK * d.V)
+    return Cost(bytes=moved, flops=flops)
+
+
+SPEC = stage_spec(
+    name="gdn_state_output",
+    description="gated delta rule fwd, stages state + output fused: o and the final state without storing h",
+    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    kernel_names=("_gdn_state_output_kernel",),
+    tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG},
+    supports=_supports, dtypes=("bf16",),  # fp32 operand tiles at K = 128 alone exceed the UB budget
+)
