@@ -115,7 +115,10 @@ def lint_paths(paths: Iterable[str | Path], select=None, ignore=None) -> LintRep
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
             report.errors.append(Finding("AO002", shown, 1, 1, f"cannot read: {reason}"))
             continue
+        found = lint_source(source, shown, rules)
+        if found and found[0].rule == "AO001":  # did not parse: an input error, not a checked file
+            report.errors.extend(found)
+            continue
         report.files_checked += 1
-        for finding in lint_source(source, shown, rules):
-            (report.errors if finding.rule == "AO001" else report.findings).append(finding)
+        report.findings.extend(found)
     return report
