@@ -123,17 +123,19 @@ def analyze(
             _print_runs(p)
         return
     profile = load_profile(paths[0]) if len(paths) == 1 else load_profiles(paths)
-    report = analysis.analyze(profile, kernel_filter=kernel_filter, top=top)
     if compare:
-        base = analysis.analyze(load_profile(compare), kernel_filter=kernel_filter, top=None)
+        # the diff covers every kernel; the printed report keeps the --top hottest
         full = analysis.analyze(profile, kernel_filter=kernel_filter, top=None)
+        base = analysis.analyze(load_profile(compare), kernel_filter=kernel_filter, top=None)
         diff = analysis.compare(base, full)
+        report = dict(full, kernels=full["kernels"][:top] if top else full["kernels"])
         if json:
             console.print_json({"schema": 1, "report": report, "compare": diff})
             return
         _print_report(report)
         _print_compare(diff)
         return
+    report = analysis.analyze(profile, kernel_filter=kernel_filter, top=top)
     if json:
         console.print_json(report)
         return
