@@ -48,7 +48,8 @@ def space_for(spec, dims, dtype, info, enforce_ub: bool):
     from ascendopt import tune
 
     fixed = {n: t.default for n, t in spec.tunables.items() if "bwd" in n.lower()}
-    return tune.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub, fixed=fixed)
+    return tune.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub, fixed=fixed,
+                                mode="fwd")
 
 
 def measure_config(spec, dims, dtype, config, backend, inputs, repeats: int) -> float | None:

@@ -137,3 +137,16 @@ def test_auto_zero_sits_above_explicit_tiles():
     tune.search(space, {"block_rows": 0, "G_T_CONTIG": 1}, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0),
                 order=["block_rows", "G_T_CONTIG"], direction=1, budget=2, choices=tune.axes(spec))
     assert seen[1] == {"block_rows": 8, "G_T_CONTIG": 1}  # from auto, the first explicit try is the largest
+
+
+def test_forward_workloads_ignore_backward_stages():
+    spec = _spec()
+
+    def ub_model(dims, cfg, dtype):
+        return [UBStage("fwd", {"BT": cfg["BT"]}, "fp32", 1.0), UBStage("bwd", {"BT": cfg["BT"], "BD": 4096}, "fp32", 8)]
+
+    spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model})
+    cfg = {"BT": 64, "BD": 128, "SPLIT": 1}
+    assert not tune.ub_prediction(spec, {}, cfg, "fp32", UB).ub_safe  # 8 x 64 x 4096 x 4 B overflows in bwd
+    fwd = tune.ub_prediction(spec, {}, cfg, "fp32", UB, mode="fwd")
+    assert fwd.ub_safe and fwd.ub_detail.startswith("fwd: peak 256 B")

@@ -37,11 +37,12 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     info = backend.info()
     w = contract.workload
     case = w.shapes[0]
-    feasible, pruned = tune.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced)
+    feasible, pruned = tune.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
+                                            mode=w.mode)
     # a candidate must fit every shape case of the contract, not only the first
     for other in w.shapes[1:]:
         ok = {tune.config_key(c.config) for c in tune.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
-                                                                      enforce_ub=info.ub_enforced)[0]}
+                                                                      enforce_ub=info.ub_enforced, mode=w.mode)[0]}
         pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
         feasible = [c for c in feasible if tune.config_key(c.config) in ok]
     space = [c.config for c in feasible]

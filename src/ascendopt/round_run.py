@@ -122,7 +122,8 @@ def ub_use(spec, contract, config: Mapping[str, int], info) -> dict[str, Any]:
     """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows."""
     worst = None
     for case in contract.workload.shapes:
-        cand = tune.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes)
+        cand = tune.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes,
+                                  contract.workload.mode)
         if worst is None or (not cand.ub_safe and worst.ub_safe) or cand.ub_share > worst.ub_share:
             worst = cand
     out = {"ub_bytes": info.ub_bytes, "enforced": bool(info.ub_enforced), "safe": worst.ub_safe,

@@ -91,10 +91,17 @@ def config_key(config: Mapping[str, int]) -> str:
 # -- the space and the UB model ----------------------------------------------------------------
 
 
-def ub_prediction(spec, dims, config: Mapping[str, int], dtype: str, ub_bytes: int) -> Candidate:
-    """Check every stage of ``spec.ub_model`` against ``ub_bytes`` (each stage with its own margin)."""
+def ub_prediction(spec, dims, config: Mapping[str, int], dtype: str, ub_bytes: int, mode: str | None = None
+                  ) -> Candidate:
+    """Check every stage of ``spec.ub_model`` against ``ub_bytes`` (each stage with its own margin).
+
+    With ``mode == "fwd"`` the backward stages (``bwd`` in the stage name) are left out: they
+    never run in a forward-only workload.
+    """
     checks = []
     for stage in spec.ub_model(dims, dict(config), dtype):
+        if mode == "fwd" and "bwd" in stage.stage.lower():
+            continue
         c = ubmodel.check(stage.tile, stage.dtype, stage.multiplier, ub_bytes, stage.margin)
         checks.append((stage.stage, c))
     if not checks:
@@ -108,7 +115,8 @@ def ub_prediction(spec, dims, config: Mapping[str, int], dtype: str, ub_bytes: i
 
 
 def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
-                    fixed: Mapping[str, int] | None = None) -> tuple[list[Candidate], list[Candidate]]:
+                    fixed: Mapping[str, int] | None = None, mode: str | None = None
+                    ) -> tuple[list[Candidate], list[Candidate]]:
     """All configurations (``fixed`` tunables held) -> (feasible, pruned by the UB model).
 
     With ``enforce_ub`` False (cuda/cpu) nothing is pruned; each candidate still carries its UB
@@ -119,7 +127,7 @@ def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
     axes = [(fixed[n],) if n in fixed else spec.tunables[n].choices for n in names]
     feasible, pruned = [], []
     for values in itertools.product(*axes):
-        cand = ub_prediction(spec, dims, dict(zip(names, values)), dtype, ub_bytes)
+        cand = ub_prediction(spec, dims, dict(zip(names, values)), dtype, ub_bytes, mode)
         (feasible if (cand.ub_safe or not enforce_ub) else pruned).append(cand)
     return feasible, pruned
 

@@ -17,7 +17,7 @@ from ascendopt.cli.options import JsonOpt
 STEPS = ("freeze", "collect", "analyze", "optimize-round", "gate", "reprofile", "report")
 
 
-def choose_change(spec, dims, dtype: str, ub_bytes: int, bound: str | None, current: dict[str, int]
+def choose_change(spec, dims, dtype: str, mode: str, ub_bytes: int, bound: str | None, current: dict[str, int]
                   ) -> tuple[dict[str, int], str]:
     """One tunable change the bottleneck class suggests: the first tile tunable moved one feasible step.
 
@@ -26,7 +26,7 @@ def choose_change(spec, dims, dtype: str, ub_bytes: int, bound: str | None, curr
     """
     from ascendopt import tune
 
-    feasible, _ = tune.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True)
+    feasible, _ = tune.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode)
     allowed = {tune.config_key(c.config) for c in feasible}
     axes = tune.axes(spec)
     direction = tune.preferred_direction(bound)
@@ -121,7 +121,7 @@ def demo(
             _analysis_table(analysis)
 
         bar.update("demo 4/7 optimize-round: one tunable change, gate, interleaved bench, re-profile")
-        change, hypothesis = choose_change(spec, w.shapes[0].dims, w.dtype, info.ub_bytes, hot.get("bound"),
+        change, hypothesis = choose_change(spec, w.shapes[0].dims, w.dtype, w.mode, info.ub_bytes, hot.get("bound"),
                                            spec.config(w.config))
         outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=change, pairs=pairs, step=bar.update,
                                       before_profiles=profiles)
