@@ -71,6 +71,13 @@ POSITIVE = [
             cores = props["num_aicore"]
             _norm_kernel[(cores,)](x, y, n, BD=128)
         """, [8, 11]),
+    ("AO103", """
+        @triton.jit
+        def k(x, num_tasks, NUM_CORES: tl.constexpr, BD: tl.constexpr):
+            for task in tl.range(tl.program_id(0), num_tasks,
+                                 NUM_CORES):
+                tl.store(x + task * BD + tl.arange(0, BD), 0.0)
+        """, [3, 4]),
     ("AO201", """
         @triton.jit
         def k(x, B: tl.constexpr, T: tl.constexpr):
@@ -235,6 +242,17 @@ NEGATIVE = [
             launch(_vec_kernel, (grid_size("vector", n),), x, n, BD=64)
             _vec_kernel[(props["num_vectorcore"],)](x, n, BD=64)
             launch(_opaque_kernel, (grid_size("cube", n),), x, BD=64)
+        """),
+    ("AO103", """
+        @triton.jit(do_not_specialize=["num_tasks", 2])
+        def k(x, num_tasks, num_cores, BD: tl.constexpr):
+            for task in tl.range(tl.program_id(0), num_tasks, num_cores):
+                tl.store(x + task * BD + tl.arange(0, BD), 0.0)
+
+        @triton.jit(do_not_specialize=["num_tasks"])
+        def k2(x, num_tasks, BD: tl.constexpr):
+            for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
+                tl.store(x + task * BD + tl.arange(0, BD), 0.0)
         """),
     ("AO201", """
         @triton.jit(do_not_specialize=["T"])

@@ -156,6 +156,26 @@ class Kernel:
         return known
 
     @cached_property
+    def task_loops(self) -> list[ast.For]:
+        """1D core-grid task loops: ``for t in tl.range(pid, tasks, num_cores)`` (start derived from program_id)."""
+        strided = [n for n in self.nodes(ast.For) if isinstance(n.iter, ast.Call)
+                   and dotted(n.iter.func) in ("range", "tl.range", "triton.language.range")
+                   and len(n.iter.args) >= 3 and not isinstance(n.iter.args[2], ast.Constant)]
+        if not strided:
+            return []
+        pid: set[str] = set()  # names derived from tl.program_id
+        changed = True
+        while changed:
+            changed = False
+            for name, values in self.assigns.items():
+                if name not in pid and any(v is not None and ("program_id" in self.tl_calls(v) or self.names(v) & pid)
+                                           for v in values):
+                    pid.add(name)
+                    changed = True
+        return [loop for loop in strided
+                if "program_id" in self.tl_calls(loop.iter.args[0]) or self.names(loop.iter.args[0]) & pid]
+
+    @cached_property
     def block_pointer_names(self) -> set[str]:
         return {name for name, values in self.assigns.items()
                 if any(tl_func(v) in ("make_block_ptr", "advance") for v in values if v is not None)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ascendopt.lint.astutil import add_terms, arg, base_name, dotted, names_in, snippet, tl_func
+from ascendopt.lint.astutil import add_terms, arg, base_name, names_in, snippet, tl_func
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
@@ -112,32 +112,6 @@ def check_runtime_dma_branch(ctx: FileContext):
                 break
 
 
-def _strided_range(loop: ast.For) -> bool:
-    """``for t in range(start, stop, step)`` with a non-literal step."""
-    it = loop.iter
-    return (isinstance(it, ast.Call) and (dotted(it.func) or "") in ("range", "tl.range", "triton.language.range")
-            and len(it.args) >= 3 and not isinstance(it.args[2], ast.Constant))
-
-
-def _task_loop(kernel: Kernel, pid_names: set[str], loop: ast.For) -> bool:
-    """``for t in tl.range(pid, tasks, num_cores)``: a 1D core-grid task loop."""
-    start = loop.iter.args[0]
-    return "program_id" in kernel.tl_calls(start) or bool(kernel.names(start) & pid_names)
-
-
-def _pid_names(kernel: Kernel) -> set[str]:
-    known: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, values in kernel.assigns.items():
-            if name not in known and any(v is not None and ("program_id" in kernel.tl_calls(v)
-                                                            or kernel.names(v) & known) for v in values):
-                known.add(name)
-                changed = True
-    return known
-
-
 def _self_update(target: str, value: ast.AST) -> bool:
     return base_name(value) == target
 
@@ -154,11 +128,7 @@ def _self_update(target: str, value: ast.AST) -> bool:
 )
 def check_task_loop_pointers(ctx: FileContext):
     for kernel in ctx.kernels.values():
-        loops = [n for n in kernel.nodes(ast.For) if _strided_range(n)]
-        pid_names = _pid_names(kernel) if loops else set()
-        for loop in loops:
-            if not _task_loop(kernel, pid_names, loop):
-                continue
+        for loop in kernel.task_loops:
             fresh: set[str] = set()
             updates = []
             inside = (n for n in kernel.nodes(ast.AugAssign, ast.Assign) if any(a is loop for a in ctx.ancestors(n)))

@@ -184,3 +184,54 @@ def check_vector_on_cube(ctx: FileContext):
             if kernel is not None and _resolves_to_cube_count(grid, bindings) and _vector_only(ctx, kernel):
                 yield call, (f"`{kernel_name}` has no tl.dot (Vector work) but its grid is the cube-core count: "
                              "half the vector cores stay idle; size the grid with num_vectorcore")
+
+
+def _do_not_specialize(fn: ast.FunctionDef, params: list[str]) -> set[str] | None:
+    """Names listed in ``@triton.jit(do_not_specialize=[...])`` (indices mapped to names); None if not literal."""
+    names: set[str] = set()
+    for dec in fn.decorator_list:
+        if not (isinstance(dec, ast.Call) and (dotted(dec.func) or "").endswith("jit")):
+            continue
+        for kw in dec.keywords:
+            if kw.arg != "do_not_specialize":
+                continue
+            if not isinstance(kw.value, (ast.List, ast.Tuple)):
+                return None  # built elsewhere: cannot tell
+            for element in kw.value.elts:
+                if isinstance(element, ast.Constant) and isinstance(element.value, str):
+                    names.add(element.value)
+                elif isinstance(element, ast.Constant) and isinstance(element.value, int) \
+                        and 0 <= element.value < len(params):
+                    names.add(params[element.value])
+                else:
+                    return None
+    return names
+
+
+@rule(
+    "AO103", "task-extent-specialized",
+    summary="A core-grid task loop's extent (task count, core count) is a constexpr or a specialized int argument.",
+    why="Triton compiles one kernel per constexpr value and per specialization of int arguments (equal to 1, "
+        "divisible by 16); the task count changes with every shape, so the kernel recompiles, and Ascend "
+        "compiles are slow.",
+    fix="Pass the extent as a plain argument and list it in `@triton.jit(do_not_specialize=[\"task_num\", ...])`.",
+    seed=("Keep do_not_specialize on T / task_num / num_core / dynamic extents.",),
+    limits="other dynamic extents (T, NT) that are not the task loop's own bounds; do_not_specialize lists that "
+           "are built in a variable.",
+)
+def check_task_extent_specialized(ctx: FileContext):
+    for kernel in ctx.kernels.values():
+        loops = kernel.task_loops
+        if not loops:
+            continue
+        listed = _do_not_specialize(kernel.fn, kernel.params)
+        for loop in loops:
+            for bound in loop.iter.args[1:3]:
+                if not isinstance(bound, ast.Name) or bound.id not in kernel.params:
+                    continue
+                if bound.id in kernel.constexpr_params:
+                    yield bound, (f"task-loop bound `{bound.id}` is tl.constexpr: one compile per value; make it a "
+                                  "plain argument listed in do_not_specialize")
+                elif listed is not None and bound.id not in listed:
+                    yield bound, (f"task-loop bound `{bound.id}` is specialized (==1, %16): add it to "
+                                  "@triton.jit(do_not_specialize=[...])")
