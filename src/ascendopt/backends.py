@@ -25,6 +25,7 @@ from ascendopt.config import chip_facts, chips, default_model_chip
 from ascendopt.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("npu", "cuda", "cpu")
+_KERNEL_SUPPORT_MODULES = {"spec", "common"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,9 @@ class Backend:
             return
         if os.environ.get("TRITON_INTERPRET") == "1":
             return
-        already = [m for m in sys.modules if m.startswith("ascendopt.kernels.")]
+        # spec/common hold no @triton.jit code; any other kernels module decorated too early.
+        already = [m for m in sys.modules if m.startswith("ascendopt.kernels.")
+                   and m.split(".")[2] not in _KERNEL_SUPPORT_MODULES]
         if already:
             raise EnvironmentProblem(
                 "the cpu backend needs TRITON_INTERPRET=1 before kernel modules are imported, "
