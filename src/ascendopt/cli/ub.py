@@ -93,7 +93,7 @@ def ub(
         ]
         if solve:
             rows.insert(0, (f"largest safe {solve}", str(solved)))
-        console.table(["", "value"], rows, title="ascendopt ub")
+        console.table(["quantity", "value"], rows, title="ascendopt ub")
     if not check.safe:
         raise typer.Exit(1)
 
