@@ -205,4 +205,6 @@ SPEC = stage_spec(
     kernel_names=("_gdn_state_output_kernel",),
     tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG},
     supports=_supports, dtypes=("bf16",),  # fp32 operand tiles at K = 128 alone exceed the UB budget
+    extras={"support": "bf16; K, V in 16..256 while the fused live set fits the UB model (K=128: BV=16; K=256: "
+                       "no, the forward runs gdn_state + gdn_output)"},
 )

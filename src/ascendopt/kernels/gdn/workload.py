@@ -146,6 +146,9 @@ def tile_tunable(name: str, doc: str) -> Tunable:
 G_T_CONTIG = Tunable("G_T_CONTIG", 1, (0, 1), "1: gate and beta transposed to [HV, T] on the host and read "
                      "T-contiguous; 0: read [T, HV] with a stride-HV gather")
 
+SUPPORT = ("q, k [B,T,H,K], v [B,T,HV,V], HV a multiple of H; K, V in 16..256 (powers of two; 16/32 for CPU "
+           "tests, 64/128 production, 256 with narrower value tiles); any T, varlen by cu_seqlens (B=1, "
+           "empty sequences allowed); chunk 64")
 TOLERANCES = {"fp32": 2e-5, "bf16": 2e-2}  # relative RMS error vs the fp32 oracle
 
 
@@ -159,7 +162,7 @@ def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Calla
         name=name, description=description, bound="cube", modes=("fwd",), dtypes=dtypes,
         shapes=dict(PRESETS), tunables=tunables, make_inputs=make_inputs, run=run, reference=reference,
         ub_model=ub_model, cost=cost, supports=supports or unsupported_reason, kernel_names=kernel_names,
-        tolerances=dict(tolerances or TOLERANCES), extras=dict(extras or {}),
+        tolerances=dict(tolerances or TOLERANCES), extras={"support": SUPPORT, **(extras or {})},
     )
 
 
