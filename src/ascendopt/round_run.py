@@ -214,9 +214,12 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
             direction = "code"
         command = _command_text or _command(hypothesis, sets)
 
+        step(f"round {number}: gate on the candidate")
+        gate = run_gate(ws, skip_perf=contract.is_kernel, config_override=plan.candidate if plan else None)
+        gsum = gate_summary(gate)
         before_paths: list[str] = []
         before_report = None
-        if reprofile:
+        if gate.passed and reprofile:  # a red gate ends the round: nothing is profiled or timed
             try:
                 before_paths = list(before_profiles or []) or rp.reference_profiles(
                     ws, contract, records, plan.best if plan else None, step)
@@ -225,10 +228,6 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
                 console.warn(f"profile of the best so far unavailable: {exc}")
         bound_before = (round_summary.target_kernel(before_report, rp.kernel_names(contract)) or {}).get("bound")
         target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
-
-        step(f"round {number}: gate on the candidate")
-        gate = run_gate(ws, skip_perf=contract.is_kernel, config_override=plan.candidate if plan else None)
-        gsum = gate_summary(gate)
         timing = None
         if gate.passed:
             if contract.is_kernel:

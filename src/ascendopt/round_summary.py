@@ -189,25 +189,31 @@ def render(summary: Mapping[str, Any], title: str) -> None:
     """Print the summary: a before/after table on stdout, then verdict and next step lines."""
     from ascendopt import console
 
-    d = summary["duration_us"]
-    rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
-    rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"])) for r in summary["metrics"]]
-    console.table(["metric", "before", "after"], rows, title=f"{title}: {summary.get('target_kernel') or 'target kernel'}")
     lines = []
-    if summary.get("bound"):
+    if summary["verdict"] != "drop":  # a red gate is neither timed nor profiled: no before/after table
+        d = summary["duration_us"]
+        rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
+        rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"]))
+                 for r in summary["metrics"]]
+        console.table(["metric", "before", "after"], rows,
+                      title=f"{title}: {summary.get('target_kernel') or 'target kernel'}")
+    else:
+        lines.append(f"{title}: gate RED")
+    if summary.get("bound") and summary["verdict"] != "drop":
         ev = f" ({summary['bound_evidence']})" if summary.get("bound_evidence") else ""
         lines.append(f"bound: {summary.get('bound_before') or '?'} -> {summary['bound']}{ev}")
     tm = summary["target_metric"]
     moved_text = {True: "moved", False: "did NOT move (reclassify or switch metric groups)",
-                  None: "not collected on both sides"}[tm["moved"]]
-    lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
-                 f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
+                  None: "not collected on one or both sides"}[tm["moved"]]
+    if summary["verdict"] != "drop":
+        lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
+                     f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
     if summary.get("ub"):
         ub = summary["ub"]
         lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
     speed = summary.get("speed")
     if summary["verdict"] == "drop":
-        lines.append("speed: not measured (red gate: no speed is reported)")
+        lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
     elif speed:
         lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
                      f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
