@@ -58,11 +58,11 @@ def aggregate(profile: Profile):
     """
     import pandas as pd
 
-    df = profile.kernels
-    is_comm = df["core_type"].astype(str).isin(NON_COMPUTE_CORE_TYPES).to_numpy() \
-        if df["core_type"].dtype == object else df["core_type"].isin(list(NON_COMPUTE_CORE_TYPES)).to_numpy()
-    comm = {"count": int(is_comm.sum()), "total_us": float(df["duration_us"].to_numpy()[is_comm].sum())}
-    compute = df[~is_comm] if is_comm.any() else df
+    # Communication rows form groups of their own, dropped at the end: filtering rows first
+    # would copy every column of a big table.
+    compute = profile.kernels
+    is_comm = compute["core_type"].isin(list(NON_COMPUTE_CORE_TYPES)).to_numpy()
+    comm = {"count": int(is_comm.sum()), "total_us": float(compute["duration_us"].to_numpy()[is_comm].sum())}
     codes, n, first = _group_codes(compute)
     dur = compute["duration_us"].to_numpy(float)
     agg = compute.iloc[first][KEYS + ["op_type"]].reset_index(drop=True)
@@ -83,18 +83,22 @@ def aggregate(profile: Profile):
         if not present.any():
             agg[col] = np.nan
             continue
-        num = np.bincount(codes, weights=np.where(present, values * dur, 0.0), minlength=n)
+        filled = np.where(present, values, 0.0)
+        num = np.bincount(codes, weights=filled * dur, minlength=n)
         den = np.bincount(codes, weights=np.where(present, dur, 0.0), minlength=n)
-        # a kernel whose durations are all 0 still has metrics: fall back to the plain mean
-        plain_num = np.bincount(codes, weights=np.where(present, values, 0.0), minlength=n)
-        plain_den = np.bincount(codes, weights=present.astype(float), minlength=n)
         with np.errstate(invalid="ignore", divide="ignore"):
-            agg[col] = np.where(den > 0, num / den, plain_num / plain_den)
+            mean = num / den
+            if (den == 0).any():  # a kernel whose durations are all 0 still has metrics: plain mean
+                plain = np.bincount(codes, weights=filled, minlength=n) / np.bincount(codes, weights=present,
+                                                                                       minlength=n)
+                mean = np.where(den > 0, mean, plain)
+        agg[col] = mean
     for name, (a, b) in DERIVED.items():
         if a in agg.columns or b in agg.columns:
             agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
     if all(c in agg.columns for c in UB_VECTOR):
         agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+    agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
     agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
