@@ -132,3 +132,32 @@ def test_freeze_own_code_refuses_a_fallback_and_a_red_test(tmp_path, monkeypatch
     code, out, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter", "aten")
     assert code == 1 and "the baseline fails its tests" in err
     assert not (root / ".ascendopt" / "contract.yaml").exists()
+
+
+def test_freeze_own_code_sees_a_directly_launched_triton_kernel(tmp_path, monkeypatch, cli):
+    root = tmp_path / "repo"
+    _own_repo(root)
+    (root / "bench.py").write_text(textwrap.dedent("""\
+        import torch
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def _my_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+        x = torch.randn(100)
+        y = torch.empty_like(x)
+
+
+        def workload():
+            _my_copy_kernel[(4,)](x, y, 100, BLOCK=32)
+        """))
+    monkeypatch.chdir(root)
+    code, out, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                         "--kernel-filter", "_my_copy", "--json")
+    assert code == 0, err
+    assert "_my_copy_kernel" in json.loads(out)["kernels_seen"]

@@ -19,6 +19,7 @@ import torch
 import _gate_kernels as gk
 from ascendopt.contract import Tolerance
 from ascendopt.correctness import compare_tensor
+from ascendopt.errors import UsageError
 from ascendopt.gate import run_gate
 from ascendopt.workspace import Workspace
 
@@ -49,7 +50,7 @@ def ws(frozen_ws, tmp_path, monkeypatch):
 
 
 def test_freeze_then_gate_passes_with_json_and_junit(ws, cli):
-    code, out, err = cli("gate", "-w", str(ws), "--json", "--junit", str(ws.parent / "gate.xml"), "--pairs", "10")
+    code, out, err = cli("gate", "-w", str(ws), "--json", "--junit", str(ws.parent / "gate.xml"), "--pairs", "12")
     assert code == 0, err
     result = json.loads(out)
     assert result["passed"] and [s["status"] for s in result["stages"]] == ["pass"] * 4
@@ -57,7 +58,7 @@ def test_freeze_then_gate_passes_with_json_and_junit(ws, cli):
     assert [(t["case"], t["name"], t["passed"]) for t in tensors] == [("tiny/fwd", "y", True),
                                                                      ("tiny_varlen/fwd", "y", True)]
     perf = result["stages"][3]["data"]["comparisons"][0]
-    assert perf["verdict"] in ("same", "faster") and perf["baseline"]["n"] == 10
+    assert perf["verdict"] in ("same", "faster") and perf["baseline"]["n"] == 12
     suite = ET.parse(ws.parent / "gate.xml").getroot().find("testsuite")
     names = [(c.get("classname"), c.get("name")) for c in suite.findall("testcase")]
     assert ("gate.correctness", "tiny_varlen/fwd:y") in names and ("gate.kernel_hit", "_t_scale_kernel") in names
@@ -133,9 +134,13 @@ def test_planted_5_percent_slowdown_is_exit_4_and_aa_passes(ws):
     assert line.startswith("tiny/fwd: baseline ") and "| candidate " in line and "[p20 " in line and "slower" in line
 
 
-def test_bad_candidate_tunable_is_a_usage_error(ws, cli):
+def test_bad_candidate_tunable_or_too_few_pairs_is_a_usage_error(ws, cli):
     code, out, err = cli("gate", "-w", str(ws), "--set", "BLOCK=48", "--skip-perf")
     assert code == 2 and "tunable BLOCK=48: out of range" in err
+    code, out, err = cli("gate", "-w", str(ws), "--pairs", "8")
+    assert code == 2 and "--pairs" in err
+    with pytest.raises(UsageError, match="at least 12 interleaved pairs"):
+        run_gate(Workspace(ws), pairs=10)
 
 
 def test_low_precision_rule_against_torch_bf16():
@@ -214,7 +219,7 @@ def repo(own_repo, tmp_path, monkeypatch):
 
 
 def test_own_code_gate_passes_against_its_frozen_commit(repo, cli):
-    code, out, err = cli("gate", "--pairs", "10", "--json")
+    code, out, err = cli("gate", "--json")
     assert code == 0, err
     result = json.loads(out)
     perf = result["stages"][3]["data"]["comparisons"][0]
@@ -247,7 +252,7 @@ def test_own_code_failing_test_is_exit_1_and_listed(repo, cli):
 def test_own_code_planted_slowdown_is_exit_4(repo, cli):
     op = repo / "op.py"
     op.write_text(op.read_text().replace("DELAY_S = 0.002", "DELAY_S = 0.004"))  # 2x the "kernel" time
-    code, out, err = cli("gate", "--pairs", "10")
+    code, out, err = cli("gate")  # 30 pairs: 10 cannot reach p < 0.002 once a loaded host swaps one pair
     assert code == 4, out + err
     assert "bench.py: baseline " in out and "slower" in out and "speedup" not in out
     assert "gate: FAIL at performance (exit 4)" in out

@@ -14,6 +14,7 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -31,6 +32,9 @@ from ascendopt.frozen import check_frozen_files, project_root, resolve_command
 from ascendopt.workspace import Workspace
 
 STAGES = ("integrity", "correctness", "kernel_hit", "performance")
+# Exact two-sided signed-rank p of n all-positive pairs is 2 / 2^n: n >= 10 reaches bench's alpha
+# 0.002 only if every pair agrees; 12 leaves room for one reversed pair on a noisy host.
+MIN_PAIRS = 12
 _STAGE_EXIT = {"integrity": ExitCode.INTEGRITY, "correctness": ExitCode.CORRECTNESS,
                "kernel_hit": ExitCode.CORRECTNESS, "performance": ExitCode.PERFORMANCE}
 
@@ -150,8 +154,9 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     """Names seen in a profile of one call of ``fn`` (after one warm call), longest total time first.
 
     npu: the device kernels of a torch_npu profile (via ``ascendopt.collect``); cuda: device
-    kernels of a torch.profiler trace; cpu: every range of a CPU trace (the interpreter launches
-    bundled kernels under a range named after the ``@triton.jit`` function, ``kernels.common.launch``).
+    kernels of a torch.profiler trace; cpu: every range of a CPU trace (interpreted Triton launches
+    get a range named after the ``@triton.jit`` function: ``kernels.common.launch`` for bundled
+    kernels, collect's interpreter hook for own code).
     """
     from ascendopt import backends
 
@@ -163,8 +168,12 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    from ascendopt.collect.torch_profiler import name_interpreted_kernels
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
-    with profile(activities=activities) as prof:
+    # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
+    naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()
+    with naming, profile(activities=activities) as prof:
         fn()
         backend.synchronize()
     totals: dict[str, float] = {}
@@ -374,6 +383,9 @@ def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping
     A/A check). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
     performance stage (tests). ``pairs``: interleaved sample pairs per timed case.
     """
+    if pairs < MIN_PAIRS:
+        raise UsageError(f"pairs={pairs}: at least {MIN_PAIRS} interleaved pairs are needed",
+                         hint="with fewer, the signed-rank test cannot reach p < 0.002: no regression could be called")
     started = time.monotonic()
     stages: list[StageResult] = []
     notes: list[str] = []

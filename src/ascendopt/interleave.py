@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -26,22 +25,13 @@ from ascendopt.errors import UsageError
 
 
 def load_workload(path: Path) -> Callable[[], Any]:
-    """Run the exec-file's module code once and return its ``workload()`` (called once per step)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: workload file not found", hint="pass --exec-file PATH to a Python file")
-    sys.path.insert(0, str(path.parent.resolve()))
-    try:
-        namespace = runpy.run_path(str(path), run_name="__ascendopt_workload__")
-    except SystemExit as exc:
-        raise UsageError(f"{path}: module code called exit({exc.code})") from None
-    except Exception as exc:  # noqa: BLE001 - user code: report it in one line, naming the file
-        raise UsageError(f"{path}: module code raised {type(exc).__name__}: {exc}") from None
-    fn = namespace.get("workload")
-    if not callable(fn):
-        raise UsageError(f"{path}: does not define workload()",
-                         hint="define `def workload():` that runs the kernel once per call")
-    return fn
+    """Run the exec-file's module code once and return its ``workload()`` (called once per step).
+
+    Same semantics and ``file:line`` errors as ``ascendopt collect --exec-file``.
+    """
+    from ascendopt.collect.workload import check_exec_file, load_exec_file
+
+    return load_exec_file(check_exec_file(path))
 
 
 def _child_main(exec_file: str) -> None:
