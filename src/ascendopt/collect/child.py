@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def run_child(spec: dict[str, Any], *, label: str, timeout: float | None, prefix
 
     Raises WorkloadFailure (exit 2) on a timeout or a child that died without a result, and the
     child's own error class (by exit code) when it reported one. Output goes to a log file whose
-    path the error names.
+    path the error names; on success the result carries it as ``output``.
     """
     work = Path(tempfile.mkdtemp(prefix="ascendopt-collect-"))
     spec = dict(spec, result=str(work / "result.json"))
@@ -144,7 +145,10 @@ def run_child(spec: dict[str, Any], *, label: str, timeout: float | None, prefix
                         f"({_last_line(log) or 'no output'})", log=log)
     result = json.loads(result_path.read_text(encoding="utf-8"))
     if result["ok"]:
-        result["log"] = str(log)
+        # Success: keep the output (ncu reads its own messages from it) and drop the temp folder;
+        # on failure the folder stays, since the error message points at its log.
+        result["output"] = log.read_text(encoding="utf-8", errors="replace")
+        shutil.rmtree(work, ignore_errors=True)
         return result
     code = int(result.get("exit_code", 70))
     if code not in _ERRORS:

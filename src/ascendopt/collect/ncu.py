@@ -77,8 +77,7 @@ def command(ncu: str, group: str, regex: str | None, report: Path) -> list[str]:
     return cmd + ["-o", str(report), "-f"]
 
 
-def _ncu_error(log: Path) -> str:
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+def _ncu_error(text: str) -> str:
     errors = [ln.strip() for ln in text.splitlines() if ln.startswith("==ERROR==")]
     return errors[-1] if errors else ""
 
@@ -98,21 +97,24 @@ def collect(folder: Path, group: str, spec: dict[str, Any], *, kernel_filter: st
         result = run_child(dict(spec, mode="replay"), label=f"{label} under ncu", timeout=timeout, prefix=prefix,
                            backend="cuda")
     except ChildDied as exc:
-        reason = _ncu_error(exc.log)  # ncu itself failed (permissions, unknown section, ...)
+        # ncu itself failed (permissions, unknown section, ...)
+        reason = _ncu_error(exc.log.read_text(encoding="utf-8", errors="replace"))
         if reason:
             raise EnvironmentProblem(f"ncu failed: {reason}", hint=f"full output: {exc.log}") from None
         raise
     rep = folder / "ncu_report.ncu-rep"
     if not rep.exists():
-        reason = _ncu_error(Path(result["log"]))
+        reason = _ncu_error(result["output"])
         if reason:
-            raise EnvironmentProblem(f"ncu failed: {reason}", hint=f"full output: {result['log']}")
-        raise ProfileError(f"Nsight Compute profiled no kernel matching regex:{regex}",
+            raise EnvironmentProblem(f"ncu failed: {reason}")
+        which = f"matching regex:{regex}" if regex else "at all"
+        raise ProfileError(f"Nsight Compute profiled no kernel {which}",
                            hint="pass --kernel-filter with a substring of the kernel name")
     proc = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "raw"], capture_output=True, text=True,
                           timeout=600, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise EnvironmentProblem(f"ncu --import {rep} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
     (folder / "ncu_raw.csv").write_text(proc.stdout, encoding="utf-8")
-    return {"command": " ".join(prefix + ["python", "-m", "ascendopt.collect.child", "SPEC"]),
+    recorded = [a if a != str(report) else report.name for a in prefix]  # the staging path is gone by now
+    return {"command": " ".join(recorded + ["python", "-m", "ascendopt.collect.child", "SPEC"]),
             "sections": SECTIONS[group] + ["LaunchStats"], "kernel_regex": regex, "max_launches": MAX_LAUNCHES}
