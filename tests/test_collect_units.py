@@ -124,7 +124,8 @@ def test_ncu_filter_and_command_from_real_trace(tmp_path):
     regex = ncu.kernel_regex(tmp_path / "kernels.csv", None)
     # plain-identifier kernels only (Triton, cuBLAS nvjet); the templated at::native kernel is left out
     assert regex.startswith("^(") and "_axpb_kernel" in regex and "nvjet_sm90" in regex and "reduce_kernel" not in regex
-    assert ncu.kernel_regex(tmp_path / "kernels.csv", "axpb") == "axpb"
+    assert ncu.kernel_regex(tmp_path / "kernels.csv", "a.b") == r"a\.b"
+    assert ncu.kernel_regex(tmp_path / "kernels.csv", "regex:^_ax.*") == "^_ax.*"
     cmd = ncu.command("/usr/bin/ncu", "PipeUtilization", regex, tmp_path / "rep")
     assert cmd[:5] == ["/usr/bin/ncu", "--target-processes", "all", "--launch-count", str(ncu.MAX_LAUNCHES)]
     assert cmd[cmd.index("-k") + 1] == f"regex:{regex}"

@@ -53,10 +53,12 @@ def require() -> str:
 
 
 def kernel_regex(kernels_csv: Path, kernel_filter: str | None) -> str | None:
-    """The ``-k regex:`` filter: the user's filter (a substring, escaped), else the hottest kernels
+    """The ``-k regex:`` filter: the user's filter (a substring, escaped, or ``regex:EXPR``), else the hottest kernels
     of the torch.profiler run whose names are plain identifiers (Triton kernels; library kernels
     with C++ signatures would not match ncu's function-name base anyway). None = no filter."""
     if kernel_filter:
+        if kernel_filter.startswith("regex:"):  # same convention as `analyze --kernel-filter`
+            return kernel_filter[len("regex:"):]
         return re.escape(kernel_filter)
     import pandas as pd
 
