@@ -150,8 +150,10 @@ def lower(launch: dict, cache: Path) -> dict:
         if "KernelMetadata" not in str(exc):  # expected: no npubin metadata after the last stage
             result.update(status="failed", error=f"AttributeError: {exc}")
     except Exception as exc:  # noqa: BLE001 - the lowering error is the result
-        text = str(exc).strip().splitlines()
-        result.update(status="failed", error=f"{type(exc).__name__}: {' | '.join(text[-6:])}"[:2000])
+        text = " ".join(str(exc).split())
+        # Triton's message is "at L:C:", the source, then the reason last: keep the location and the tail.
+        short = text if len(text) <= 400 else f"{text[:12]} ... {text[-300:]}"
+        result.update(status="failed", error=f"{type(exc).__name__}: {short}", error_full=str(exc)[:6000])
     result["seconds"] = round(time.perf_counter() - t0, 2)
     new = sorted(set(cache.rglob("*.ttadapter")) - before)
     if "status" not in result:
