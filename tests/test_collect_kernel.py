@@ -98,3 +98,24 @@ def test_collect_kernel_rejects_bad_cases_before_running(registry, tmp_path, kwa
     with pytest.raises(UsageError, match=message):
         collect_kernel("t_double", out_dir=tmp_path / "prof", **kwargs)
     assert not (tmp_path / "prof").exists() or list((tmp_path / "prof").iterdir()) == []
+
+
+def test_profile_callable_on_cpu(tmp_path):
+    from ascendopt import profile_callable
+
+    x = torch.randn(64)
+    folder = profile_callable(lambda: (x * 3).sum(), name="lib op", out_dir=tmp_path / "p", aic_metrics="arith",
+                              warmup=2, active=1)
+    assert folder.parent == (tmp_path / "p").resolve() and folder.name.startswith("lib_op_")
+    meta = yaml.safe_load((folder / "ascendopt_profile.yaml").read_text())
+    assert meta["metric_group"] == "ArithmeticUtilization" and meta["hardware_counters"] is False
+    assert meta["workload"]["kind"] == "callable" and meta["profiler"]["steps"] == 3
+    table = pd.read_csv(folder / "kernels.csv")
+    # no Triton kernel ran: the torch ops of the one active step (step 2) are the table
+    assert set(table["core_type"]) == {"torch_op"} and set(table["step"]) == {2}
+    assert {"aten::mul", "aten::sum"} <= set(table["name"])
+    from ascendopt.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown metric group"):
+        profile_callable(lambda: None, name="x", out_dir=tmp_path / "q", aic_metrics="pipes")
+    assert not (tmp_path / "q").exists()
