@@ -12,9 +12,12 @@ The bwd halo reaches W-1 rows *after* the tile too (``dz[t + W-1]``), so the bul
 ``halo_right = W-1``. ``TAIL_MODE``: 0 bulk (block pointers), 1 tail (masked), 2 state tiles (masked,
 rows ``-(W-1)..-1`` of each sequence, written to d initial state).
 
-dweight/dbias: each time tile writes fp32 partials ``[W+1, BD]`` to its own slot of a
-``[n_tiles, W+1, D]`` scratch, then a finalize kernel sums the slots in a fixed order (seed: "fp32
-partials + deterministic finalize"; no atomics, so results are bit-identical run to run).
+dweight/dbias: fp32 partials ``[W+1, BD]`` go to slots of a ``[n_slots, W+1, D]`` scratch and a
+finalize kernel sums the slots in a fixed order (seed: "fp32 partials + deterministic finalize"; no
+atomics, so results are bit-identical run to run). When the program count is a multiple of the
+channel-block count, every program keeps one channel block for all its tasks (``task % ND ==
+pid % ND``) and accumulates its partials in registers: one slot per ND programs instead of one per
+tile, which keeps the scratch traffic far below the tensor traffic (``PER_PROGRAM``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_fwd import plan, state_ptrs
+from ascendopt.kernels.causal_conv1d_fwd import halo_rows, load_rows, plan, state_ptrs, window_rows
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
 # worth a tunable: the scratch it reads is ~1/BT of the bwd traffic.
@@ -53,17 +56,170 @@ def _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
     return b
 
 
+@triton.jit
+def _pick(a0, a1, a2, a3, i: tl.constexpr):
+    """``(a0, a1, a2, a3)[i]`` for a compile-time ``i`` (Triton has no lists of tensors)."""
+    r = a0
+    if i == 1:
+        r = a1
+    if i == 2:
+        r = a2
+    if i == 3:
+        r = a3
+    return r
+
+
+@triton.jit
+def _tap_weights(wt, o_d, m_d, D: tl.constexpr, W: tl.constexpr):
+    """The W tap rows of ``wt [W, D]`` as fp32 ``[BD]`` vectors (slots past W repeat tap 0)."""
+    b_w0 = tl.load(wt + o_d, mask=m_d, other=0.0).to(tl.float32)
+    b_w1 = tl.load(wt + 1 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    b_w2 = b_w0
+    b_w3 = b_w0
+    if W > 2:
+        b_w2 = tl.load(wt + 2 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    if W > 3:
+        b_w3 = tl.load(wt + 3 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    return b_w0, b_w1, b_w2, b_w3
+
+
+@triton.jit
+def _silu_grad(dy, z):
+    """``dy * silu'(z)``, silu'(z) = sig(z) * (1 + z * (1 - sig(z)))."""
+    sig = tl.sigmoid(z)
+    return dy * sig * (1.0 + z * (1.0 - sig))
+
+
+@triton.jit
+def _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d, m_d,
+                D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr,
+                HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, TAIL_MODE: tl.constexpr):
+    """dx rows of one tile from W shifted loads of x and dy; returns ``(dx, dz of the tile's rows)``."""
+    b_w0, b_w1, b_w2, b_w3 = _tap_weights(wt, o_d, m_d, D, W)
+    # z at rows t + s (s = 0..W-1): each x row shift kk is loaded once and feeds every z_s using it
+    # (2W-1 loads instead of W*W).
+    z0 = tl.zeros([BT, BD], dtype=tl.float32)
+    z1 = tl.zeros([BT, BD], dtype=tl.float32)
+    z2 = tl.zeros([BT, BD], dtype=tl.float32)
+    z3 = tl.zeros([BT, BD], dtype=tl.float32)
+    if ACT:
+        if HAS_BIAS:
+            b_b = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+            z0 += b_b
+            z1 += b_b
+            z2 += b_b
+            z3 += b_b
+        for kk in tl.static_range(1 - W, W):
+            b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, kk, D, W, BT, BD, USE_H0, TAIL_MODE)
+            if kk <= 0:
+                z0 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 1)[None, :]
+            if kk >= 2 - W and kk <= 1:
+                z1 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 2)[None, :]
+            if W > 2 and kk >= 3 - W and kk <= 2:
+                z2 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 3)[None, :]
+            if W > 3 and kk >= 4 - W:
+                z3 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 4)[None, :]
+    acc = tl.zeros([BT, BD], dtype=tl.float32)
+    dz0 = tl.zeros([BT, BD], dtype=tl.float32)
+    for s in tl.static_range(W):
+        if TAIL_MODE == 0:
+            p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD), (1, 0))
+            if D % BD == 0:
+                dz = tl.load(p_dy).to(tl.float32)
+            else:
+                dz = tl.load(p_dy, boundary_check=(1,)).to(tl.float32)
+        else:
+            r = o_t + s
+            m_r = (r >= 0) & (r < T_n)
+            dz = tl.load(dy + (bos + r.to(tl.int64))[:, None] * D + o_d[None, :],
+                         mask=m_r[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+        if ACT:
+            dz = _silu_grad(dz, _pick(z0, z1, z2, z3, s))
+        acc += dz * _pick(b_w0, b_w1, b_w2, b_w3, W - 1 - s)[None, :]
+        if s == 0:
+            dz0 = dz
+    if TAIL_MODE != 0 and HAS_DHT:
+        # final state slot j holds x[T_n - (W-1) + j]
+        j_s = o_t - T_n + W - 1
+        m_s = (j_s >= 0) & (o_t < T_n)
+        p_s = state_ptrs(dht, i_n, o_d, j_s, D, W)
+        acc += tl.load(p_s, mask=m_s[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+    return acc, dz0
+
+
+@triton.jit
+def _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
+                 D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
+                 ACT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """A bulk tile with register shifts: x and dy read once (+ HB-row halos).
+
+    Returns ``(dx, dz, xs0, xs1, xs2, xs3)`` with ``xs_w`` = x shifted by ``w-(W-1)`` rows.
+    """
+    b_w0, b_w1, b_w2, b_w3 = _tap_weights(wt, o_d, m_d, D, W)
+    b_m = load_rows(x + row0 * D, i_d, BT, D, BD)
+    b_l = load_rows(x + (row0 - HB) * D, i_d, HB, D, BD)
+    dz_m = load_rows(dy + row0 * D, i_d, BT, D, BD).to(tl.float32)
+    dz_r = load_rows(dy + (row0 + BT) * D, i_d, HB, D, BD).to(tl.float32)
+    xs0 = window_rows(b_l, b_m, HB + 1 - W, BT, HB, BT, BD)
+    xs1 = b_m
+    xs2 = b_m
+    xs3 = b_m
+    if W > 2:
+        xs1 = window_rows(b_l, b_m, HB + 2 - W, BT, HB, BT, BD)
+    if W > 3:
+        xs2 = window_rows(b_l, b_m, HB + 3 - W, BT, HB, BT, BD)
+    if ACT:
+        b_r = load_rows(x + (row0 + BT) * D, i_d, HB, D, BD)
+        z_m = tl.zeros([BT, BD], dtype=tl.float32)
+        z_r = tl.zeros([HB, BD], dtype=tl.float32)
+        if HAS_BIAS:
+            b_b = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+            z_m += b_b
+            z_r += b_b
+        for w in tl.static_range(W):
+            b_w = _pick(b_w0, b_w1, b_w2, b_w3, w)[None, :]
+            z_m += _pick(xs0, xs1, xs2, xs3, w).to(tl.float32) * b_w
+            z_r += window_rows(b_m, b_r, BT + w - (W - 1), HB, BT, HB, BD).to(tl.float32) * b_w
+        dz_m = _silu_grad(dz_m, z_m)
+        dz_r = _silu_grad(dz_r, z_r)
+    acc = dz_m * _pick(b_w0, b_w1, b_w2, b_w3, W - 1)[None, :]
+    for s in tl.static_range(1, W):
+        acc += window_rows(dz_m, dz_r, s, BT, BT, HB, BD) * _pick(b_w0, b_w1, b_w2, b_w3, W - 1 - s)[None, :]
+    return acc, dz_m, xs0, xs1, xs2, xs3
+
+
+@triton.jit
+def _store_partials(part, slot, o_d, m_d, p0, p1, p2, p3, pb, D: tl.constexpr, W: tl.constexpr,
+                    HAS_BIAS: tl.constexpr):
+    """Row ``slot`` of ``part [n_slots, W+1, D]``: dweight taps 0..W-1, then dbias."""
+    p = part + tl.cast(slot, tl.int64) * ((W + 1) * D) + o_d
+    tl.store(p, p0, mask=m_d)
+    tl.store(p + D, p1, mask=m_d)
+    if W > 2:
+        tl.store(p + 2 * D, p2, mask=m_d)
+    if W > 3:
+        tl.store(p + 3 * D, p3, mask=m_d)
+    if HAS_BIAS:
+        tl.store(p + W * D, pb, mask=m_d)
+
+
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start", "slot0"])
 def _causal_conv1d_bwd_kernel(
     x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, tiles,
     T, n_tasks, n_per_seq, t_first, n_head, tail_start, slot0,
-    D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr,
+    D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
-    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, GATHER: tl.constexpr, PER_PROGRAM: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
+    # per-program dweight/dbias accumulators (PER_PROGRAM: this program's channel block is pid % ND)
+    q0 = tl.zeros([BD], dtype=tl.float32)
+    q1 = tl.zeros([BD], dtype=tl.float32)
+    q2 = tl.zeros([BD], dtype=tl.float32)
+    q3 = tl.zeros([BD], dtype=tl.float32)
+    qb = tl.zeros([BD], dtype=tl.float32)
     for task in tl.range(pid, n_tasks, n_prog):
         i_d = task % ND
         i_r = task // ND
@@ -95,45 +251,32 @@ def _causal_conv1d_bwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT
         x_win = x + (row0 - (W - 1)) * D  # only dereferenced in bulk mode (block pointers)
-        if HAS_BIAS:
-            b_b = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-        acc = tl.zeros([BT, BD], dtype=tl.float32)
-        dz0 = tl.zeros([BT, BD], dtype=tl.float32)
-        for s in tl.static_range(W):
-            if TAIL_MODE == 0:
-                p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD),
-                                         (1, 0))
-                if D % BD == 0:
-                    b_dy = tl.load(p_dy).to(tl.float32)
-                else:
-                    b_dy = tl.load(p_dy, boundary_check=(1,)).to(tl.float32)
-            else:
-                r = o_t + s
-                m_r = (r >= 0) & (r < T_n)
-                b_dy = tl.load(dy + (bos + r.to(tl.int64))[:, None] * D + o_d[None, :],
-                               mask=m_r[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-            if ACT:
-                z = tl.zeros([BT, BD], dtype=tl.float32)
-                if HAS_BIAS:
-                    z += b_b[None, :]
-                for w2 in tl.static_range(W):
-                    b_w2 = tl.load(wt + w2 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-                    z += _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, s - (W - 1) + w2,
-                                 D, W, BT, BD, USE_H0, TAIL_MODE) * b_w2[None, :]
-                sig = tl.sigmoid(z)
-                dz = b_dy * sig * (1.0 + z * (1.0 - sig))
-            else:
-                dz = b_dy
-            b_w = tl.load(wt + (W - 1 - s) * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-            acc += dz * b_w[None, :]
-            if s == 0:
-                dz0 = dz
-        if TAIL_MODE != 0 and HAS_DHT:
-            # final state slot j holds x[T_n - (W-1) + j]
-            j_s = o_t - T_n + W - 1
-            m_s = (j_s >= 0) & (o_t < T_n)
-            p_s = state_ptrs(dht, i_n, o_d, j_s, D, W)
-            acc += tl.load(p_s, mask=m_s[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+        if TAIL_MODE == 0 and GATHER:
+            acc, dz0, xs0, xs1, xs2, xs3 = _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
+                                                        D, W, BT, BD, HB, ACT, HAS_BIAS)
+            p0 = tl.sum(dz0 * xs0.to(tl.float32), axis=0)
+            p1 = tl.sum(dz0 * xs1.to(tl.float32), axis=0)
+            p2 = tl.sum(dz0 * xs2.to(tl.float32), axis=0)
+            p3 = tl.sum(dz0 * xs3.to(tl.float32), axis=0)
+        else:
+            acc, dz0 = _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d, m_d,
+                                   D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT, TAIL_MODE)
+            p0 = tl.zeros([BD], dtype=tl.float32)
+            p1 = tl.zeros([BD], dtype=tl.float32)
+            p2 = tl.zeros([BD], dtype=tl.float32)
+            p3 = tl.zeros([BD], dtype=tl.float32)
+            if TAIL_MODE != 2:  # dweight[w] = sum_t dz[t] * x[t - (W-1) + w]
+                for w in tl.static_range(W):
+                    b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
+                                  D, W, BT, BD, USE_H0, TAIL_MODE)
+                    if w == 0:
+                        p0 = tl.sum(dz0 * b_x, axis=0)
+                    if w == 1:
+                        p1 = tl.sum(dz0 * b_x, axis=0)
+                    if w == 2:
+                        p2 = tl.sum(dz0 * b_x, axis=0)
+                    if w == 3:
+                        p3 = tl.sum(dz0 * b_x, axis=0)
         if TAIL_MODE == 0:
             p_dx = tl.make_block_ptr(dx + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
             if D % BD == 0:
@@ -149,13 +292,18 @@ def _causal_conv1d_bwd_kernel(
             p_h = state_ptrs(dh0, i_n, o_d, o_t + W - 1, D, W)
             tl.store(p_h, acc.to(dh0.dtype.element_ty), mask=m_h)
         if TAIL_MODE != 2:
-            p_part = part + tl.cast(slot0 + i_r, tl.int64) * ((W + 1) * D) + o_d
-            for w in tl.static_range(W):
-                b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
-                              D, W, BT, BD, USE_H0, TAIL_MODE)
-                tl.store(p_part + w * D, tl.sum(dz0 * b_x, axis=0), mask=m_d)
-            if HAS_BIAS:
-                tl.store(p_part + W * D, tl.sum(dz0, axis=0), mask=m_d)
+            if PER_PROGRAM:
+                q0 += p0
+                q1 += p1
+                q2 += p2
+                q3 += p3
+                qb += tl.sum(dz0, axis=0)
+            else:
+                pb = tl.sum(dz0, axis=0)
+                _store_partials(part, slot0 + i_r, o_d, m_d, p0, p1, p2, p3, pb, D, W, HAS_BIAS)
+    if PER_PROGRAM:
+        o_d = (pid % ND) * BD + tl.arange(0, BD)
+        _store_partials(part, slot0 + pid // ND, o_d, o_d < D, q0, q1, q2, q3, qb, D, W, HAS_BIAS)
 
 
 @triton.jit(do_not_specialize=["n_slots", "n_tasks"])
@@ -182,11 +330,25 @@ def _causal_conv1d_dw_finalize_kernel(part, dw, db, n_slots, n_tasks,
             tl.store(db + o_d, b.to(db.dtype.element_ty), mask=m_d & (i_w == W))
 
 
+def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
+    """Programs for one launch and whether they accumulate dweight per program.
+
+    Per-program accumulation needs ``programs % nd == 0`` (each program then sees one channel block);
+    the grid is rounded down to a multiple of nd when that idles at most 1/8 of the cores.
+    """
+    programs = common.grid_size("vector", n_tasks)
+    rounded = programs - programs % nd
+    if rounded > 0 and 8 * rounded >= 7 * programs:
+        return rounded, True
+    return programs, False
+
+
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
-                      cu_seqlens=None, *, BT: int = 32, BD: int = 64):
+                      cu_seqlens=None, *, BT: int = 32, BD: int = 64, gather: bool = False):
     """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
     dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
-    are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual)."""
+    are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
+    ``gather``: bulk tiles read x and dy once and shift rows in registers (``tl.gather``)."""
     import torch
 
     B, T, D = x.shape
@@ -197,27 +359,33 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     h0 = initial_state.contiguous() if initial_state is not None else None
     dht = dfinal_state.contiguous() if dfinal_state is not None else None
     dx = common.alloc((B, T, D), x.dtype, x.device)
-    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=W - 1)
-    n_slots = bulk.n_tiles + tail.n_tiles
-    part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
+    HB = halo_rows(W)
+    assert BT >= HB, f"BT={BT} < halo {HB}"
+    # the gather path reads whole HB-row halos after the tile, the loads path W-1 rows
+    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=HB if gather else W - 1)
     nd = triton.cdiv(D, BD)
-    flags = {"D": D, "W": W, "BD": BD, "ACT": activation == "silu", "HAS_BIAS": bias is not None,
-             "USE_H0": h0 is not None, "HAS_DHT": dht is not None, "IS_VARLEN": cu_seqlens is not None}
-    dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
-    launches = [(0, bulk, 0, BT), (1, tail, bulk.n_tiles, BT)]
-    if h0 is not None:
-        # one state tile per sequence: rows -(W-1)..-1, at least 2 rows so tl.arange stays a vector
-        launches.append((2, None, 0, max(2, triton.next_power_of_2(W - 1))))
-    for mode, tiles, slot0, bt in launches:
-        n_tiles = N if tiles is None else tiles.n_tiles
-        n_tasks = n_tiles * nd
+    flags = {"D": D, "W": W, "BD": BD, "HB": HB, "GATHER": gather, "ACT": activation == "silu",
+             "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
+             "IS_VARLEN": cu_seqlens is not None}
+    # (TAIL_MODE, tiles, BT): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0
+    launches = [(0, bulk, BT), (1, tail, BT)] + ([(2, None, HB)] if h0 is not None else [])
+    plans, n_slots = [], 0
+    for mode, tiles, bt in launches:
+        n_tasks = (N if tiles is None else tiles.n_tiles) * nd
         if n_tasks == 0:
             continue
+        grid, per_program = _grid(n_tasks, nd) if mode != 2 else (common.grid_size("vector", n_tasks), False)
+        plans.append((mode, tiles, bt, n_tasks, grid, per_program, n_slots))
+        if mode != 2:
+            n_slots += grid // nd if per_program else n_tasks // nd
+    part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
+    dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
+    for mode, tiles, bt, n_tasks, grid, per_program, slot0 in plans:
         args = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
-        common.launch(_causal_conv1d_bwd_kernel, (common.grid_size("vector", n_tasks),),
+        common.launch(_causal_conv1d_bwd_kernel, (grid,),
                       x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
                       T, n_tasks, *args[1:], slot0,
-                      BT=bt, TAIL_MODE=mode, **flags)
+                      BT=bt, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
     n_fin = triton.cdiv(D, _FIN_BD) * (W + (bias is not None))

@@ -38,13 +38,38 @@ def state_ptrs(base, i_n, o_d, slot, D: tl.constexpr, W: tl.constexpr):
     return base + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + slot[:, None]
 
 
+@triton.jit
+def load_rows(base, i_d, NR: tl.constexpr, D: tl.constexpr, BD: tl.constexpr):
+    """Rows ``0..NR-1`` of ``base`` (rows of D elements), channels ``i_d*BD..``: a block-pointer load."""
+    p = tl.make_block_ptr(base, (NR, D), (D, 1), (0, i_d * BD), (NR, BD), (1, 0))
+    if D % BD == 0:
+        b = tl.load(p)
+    else:
+        b = tl.load(p, boundary_check=(1,))
+    return b
+
+
+@triton.jit
+def window_rows(b_a, b_b, start: tl.constexpr, NR: tl.constexpr, NA: tl.constexpr, NB: tl.constexpr,
+                BD: tl.constexpr):
+    """Rows ``start .. start+NR-1`` of the row concatenation ``[b_a (NA rows); b_b (NB rows)]``.
+
+    A register shift along T by two ``tl.gather``s (no second read of memory); the portable
+    alternative to Ascend's ``tl.extract_slice`` on one loaded ``BT+W-1`` window.
+    """
+    idx = start + tl.arange(0, NR)[:, None] + tl.zeros([NR, BD], dtype=tl.int32)
+    s_a = tl.gather(b_a, tl.minimum(tl.maximum(idx, 0), NA - 1), 0)
+    s_b = tl.gather(b_b, tl.minimum(tl.maximum(idx - NA, 0), NB - 1), 0)
+    return tl.where(idx < NA, s_a, s_b)
+
+
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start"])
 def _causal_conv1d_fwd_kernel(
     x, wt, bias, residual, h0, y, cu_seqlens, tiles,
     T, n_tasks, n_per_seq, t_first, n_head, tail_start,
-    D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr,
+    D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
-    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, GATHER: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -71,7 +96,18 @@ def _causal_conv1d_fwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         acc = tl.zeros([BT, BD], dtype=tl.float32)
-        if TAIL_MODE == 0:
+        if TAIL_MODE == 0 and GATHER:
+            # one read of the tile and of its HB-row halo; the taps are register shifts
+            b_m = load_rows(x + row0 * D, i_d, BT, D, BD)
+            b_h = load_rows(x + (row0 - HB) * D, i_d, HB, D, BD)
+            for w in tl.static_range(W):
+                b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+                if w == W - 1:
+                    b_x = b_m
+                else:
+                    b_x = window_rows(b_h, b_m, HB + w - (W - 1), BT, HB, BT, BD)
+                acc += b_x.to(tl.float32) * b_w[None, :]
+        elif TAIL_MODE == 0:
             x_win = x + (row0 - (W - 1)) * D  # halo rows are inside the sequence (bulk predicate)
             for w in tl.static_range(W):
                 p_x = tl.make_block_ptr(x_win, (BT + W - 1, D), (D, 1), (w, i_d * BD), (BT, BD), (1, 0))
@@ -232,11 +268,17 @@ def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet
 ACTIVATIONS = (None, "silu")
 
 
+def halo_rows(W: int) -> int:
+    """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
+    return max(2, triton.next_power_of_2(W - 1))
+
+
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
-                      activation=None, cu_seqlens=None, *, BT: int = 64, BD: int = 64):
+                      activation=None, cu_seqlens=None, *, BT: int = 64, BD: int = 64, gather: bool = False):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
-    final_state ``[N,D,W-1]`` in x's dtype or None."""
+    final_state ``[N,D,W-1]`` in x's dtype or None. ``gather``: bulk tiles shift taps in registers
+    (``tl.gather``) instead of loading W shifted windows."""
 
     B, T, D = x.shape
     W = weight.shape[1]
@@ -246,7 +288,10 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     y = common.alloc((B, T, D), x.dtype, x.device)
     bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=0)
     nd = triton.cdiv(D, BD)
-    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "ACT": activation == "silu", "HAS_BIAS": bias is not None,
+    HB = halo_rows(W)
+    assert BT >= HB, f"BT={BT} < halo {HB}"  # bulk tiles start at t0 >= BT, so the halo stays inside
+    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "HB": HB, "GATHER": gather,
+             "ACT": activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
              "IS_VARLEN": cu_seqlens is not None}
     res = residual.contiguous() if residual is not None else None
