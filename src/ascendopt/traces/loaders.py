@@ -7,7 +7,12 @@ from typing import Any
 
 from ascendopt.errors import ProfileError
 from ascendopt.traces import ALL_GROUPS, CUDA_GROUPS, Profile, _profile_yaml
-from ascendopt.traces.ascend import read_block_table, read_kernel_table, read_op_statistic
+from ascendopt.traces.ascend import (
+    finish_kernel_frame,
+    read_block_table,
+    read_kernel_table,
+    read_op_statistic,
+)
 from ascendopt.traces.columns import NCU_GROUPS, metric_groups_of
 from ascendopt.traces.csvread import read_header
 from ascendopt.traces.device import (
@@ -19,6 +24,8 @@ from ascendopt.traces.device import (
     read_profiler_info,
 )
 from ascendopt.traces.discover import op_summaries
+
+PROFILE_SOURCE = "ascendopt_profile.yaml"
 
 
 def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Path, *, op_statistic=None,
@@ -46,9 +53,6 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
     return Profile(path=path, kernels=frame, device=facts.to_dict(**extra), metric_groups=groups,
                    not_collected=[g for g in ALL_GROUPS if g not in groups], kind=kind, op_statistic=op_statistic,
                    notes=notes, runs=[path], set_id=meta.get("set_id"))
-
-
-PROFILE_SOURCE = "ascendopt_profile.yaml"
 
 
 def _rank_device(run_dir: Path) -> str:
@@ -126,8 +130,6 @@ def load_ascendopt(folder: Path) -> Profile:
         raise ProfileError(f"{folder}: no kernels.csv, trace.json or ncu_raw*.csv")
     if ncu:
         frame = attach_ncu(frame, merge_ncu_files(ncu))
-    from ascendopt.traces.ascend import finish_kernel_frame
-
     backend = str(meta.get("backend") or ("cuda" if (frame["core_type"].astype(str) == "cuda").any() else "cpu"))
     frame = finish_kernel_frame(frame, device_default=backend)
     facts = Facts()
@@ -162,8 +164,6 @@ def load_file(path: Path) -> Profile:
         facts = Facts()
         facts.offer(f"ncu ({name})", **dev)
         groups = [g for g, cols in NCU_GROUPS.items() if any(c in frame.columns for c in cols)]
-        from ascendopt.traces.ascend import finish_kernel_frame
-
         return Profile(path=path, kernels=finish_kernel_frame(frame, device_default="cuda:0"), device=facts.to_dict(),
                        metric_groups=groups, not_collected=[g for g in CUDA_GROUPS if g not in groups], kind="cuda",
                        notes=notes, runs=[path])
