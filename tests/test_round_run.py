@@ -74,6 +74,11 @@ def test_stop_refuses_without_force_and_bad_sets(ws):
     assert len(rounds.load_rounds(ws)) == 3  # the refusal wrote nothing
     forced = _round(ws, {"EXTRA": "0"}, force=True)
     assert forced.record.number == 4 and forced.record.verdict == "keep"
+    fifth = _round(ws, {"BLOCK": "128"}, hypothesis="block 128 on the new best")
+    assert fifth.record.stop.stop and fifth.record.stop.criterion == "max_rounds"  # frozen max_rounds=5
+    assert not fifth.record.summary["another_round"]
+    with pytest.raises(UsageError, match="stop criterion 'max_rounds' reached: 5 rounds reached the iteration cap"):
+        _round(ws, {"BLOCK": "32"})
 
 
 def test_auto_search_records_each_candidate(ws):

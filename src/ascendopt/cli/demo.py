@@ -68,6 +68,7 @@ def demo(
     json: JsonOpt = False,
 ) -> None:
     """Run the whole loop on a bundled kernel and print the round summary and where the files are."""
+    import shutil
     import tempfile
     from pathlib import Path
 
@@ -100,7 +101,11 @@ def demo(
     out: dict[str, Any] = {"workspace": str(ws.root), "backend": backend.name, "kernel": kernel, "shape": preset}
     with console.progress("demo", total=len(STEPS)) as bar:
         bar.update("demo 1/7 freeze: contract, oracle check, kernel hit, baseline latency")
-        contract = freeze_kernel(ws, kernel=kernel, shapes=[preset], dtype=dtype, mode=mode)
+        groups = None  # the contract's default (PipeUtilization)
+        if backend.name == "cuda" and shutil.which("ncu") is None:
+            console.warn("ncu (Nsight Compute) is not on PATH: the demo collects durations only (metric group none)")
+            groups = ["none"]
+        contract = freeze_kernel(ws, kernel=kernel, shapes=[preset], dtype=dtype, mode=mode, metric_groups=groups)
         w = contract.workload
         out["baseline_ms"] = contract.baseline[0].median_ms
         bar.advance()
