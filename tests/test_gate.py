@@ -278,3 +278,13 @@ def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
     (tensor,) = result["stages"][1]["data"]["tensors"]
     assert tensor["name"] == "y" and tensor["passed"] and tensor["torch_ratio"] > 0
     assert result["stages"][2]["checks"] == [{"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}]
+
+
+def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypatch):
+    from ascendopt.gate import missing_kernels, observed_kernels
+
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "npu")
+    seen = observed_kernels(lambda: None)  # the fake writes real kernel_details.csv rows from an A2 capture
+    assert "aclnnMm_MatMulCommon_MatMulV2" in seen
+    # substring match: device names carry op-type suffixes; a name absent from the profile is reported
+    assert missing_kernels(("MatMulV2", "_rms_norm_fwd_kernel"), seen) == ["_rms_norm_fwd_kernel"]
