@@ -174,3 +174,14 @@ def test_cli_list_runs(cli, tmp_path):
         "h_1_20250101000000000_ascend_pt", "h_1_20250102000000000_ascend_pt"]
     code, _, err = cli("analyze", str(tmp_path), "--top", "1")
     assert code == 0 and "reading the newest, h_1_20250102000000000_ascend_pt" in err
+
+
+def test_multi_device_shares_are_per_device(tmp_path):
+    from ascendopt.traces import load_profiles
+    from profile_variants import derive, insert_column
+
+    rank1 = derive(LEVEL1, tmp_path / "rank1", insert_column("Device_id", "1"))
+    report = analyze(load_profiles([ASCEND / "level1_cnn", rank1.parent.parent]))
+    assert set(report["total_us"]) == {"npu:0", "npu:1"}
+    for device in ("npu:0", "npu:1"):
+        assert sum(k["share"] for k in report["kernels"] if k["device"] == device) == pytest.approx(1.0)

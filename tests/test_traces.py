@@ -280,3 +280,12 @@ def test_advisor_duplicate_task_ids_are_kept():
     k = load_profile(ASCEND / "advisor_pipe").kernels
     rows = raw_column(ADVISOR, "Name")
     assert len(k) == len(rows) and (k["name"].astype(str) == "aclnnMatmul_MatMulV3Common_MatMulV5").sum() == 4
+
+
+def test_runs_of_different_devices_are_stacked_per_device(tmp_path):
+    # the real level1 file as rank 0 and, with a Device_id column of 1, as rank 1
+    rank1 = derive(LEVEL1, tmp_path / "rank1", insert_column("Device_id", "1"))
+    profile = load_profiles([ASCEND / "level1_cnn", rank1.parent.parent])
+    k = profile.kernels
+    assert sorted(set(k["device"].astype(str))) == ["npu:0", "npu:1"] and len(k) == 2 * 191
+    assert any("stacked 2 runs" in n for n in profile.notes)

@@ -85,7 +85,14 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def load_profiles(paths: list[str | Path]) -> Profile:
-    """Merge runs of one workload collected with different metric groups (see ``traces.merge``)."""
+    """Combine several runs into one profile.
+
+    Runs on the same device(s) are metric-group runs of one workload and are merged kernel by
+    kernel (``traces.merge``). Runs whose devices do not overlap (one folder per rank / device)
+    are stacked; every row keeps its ``device``, so shares stay per device.
+    """
+    import pandas as pd
+
     from ascendopt.traces.merge import merge_kernel_frames
 
     profiles = [load_profile(p) if len(paths) == 1 else _load_run(find_runs(Path(p))[-1]) for p in paths]
@@ -94,7 +101,14 @@ def load_profiles(paths: list[str | Path]) -> Profile:
     kinds = {p.kind for p in profiles}
     if len(kinds) > 1:
         raise ProfileError(f"cannot merge profiles of different kinds ({', '.join(sorted(kinds))})")
-    frame, notes = merge_kernel_frames([p.kernels for p in profiles], [p.path for p in profiles])
+    device_sets = [set(p.kernels["device"].astype(str)) for p in profiles]
+    if sum(len(d) for d in device_sets) == len(set().union(*device_sets)):
+        frame = pd.concat([p.kernels for p in profiles], ignore_index=True)
+        for col in ("name", "op_type", "core_type", "device"):
+            frame[col] = frame[col].astype(str).astype("category")
+        notes = [f"stacked {len(profiles)} runs on devices {', '.join(sorted(set().union(*device_sets)))}"]
+    else:
+        frame, notes = merge_kernel_frames([p.kernels for p in profiles], [p.path for p in profiles])
     first = profiles[0]
     groups = list(dict.fromkeys(g for p in profiles for g in p.metric_groups))
     universe = CUDA_GROUPS if first.kind in ("cuda", "cpu") else ALL_GROUPS
