@@ -289,3 +289,16 @@ def test_runs_of_different_devices_are_stacked_per_device(tmp_path):
     k = profile.kernels
     assert sorted(set(k["device"].astype(str))) == ["npu:0", "npu:1"] and len(k) == 2 * 191
     assert any("stacked 2 runs" in n for n in profile.notes)
+
+
+def test_fixture_bytes_match_the_blobs_in_their_readme():
+    """tests/data/ascend/ are byte-exact copies: git blob ids recomputed here match the README table."""
+    import hashlib
+    import re
+
+    readme = (ASCEND / "README.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)/` \| `([^`]+)` \|.*\| `([0-9a-f]{40})` \|$", readme, flags=re.M)
+    assert len(rows) == 7
+    for folder, name, blob in rows:
+        data = (ASCEND / folder / name).read_bytes()
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, f"{folder}/{name}"
