@@ -110,7 +110,8 @@ def _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, 
             z2 += b_b
             z3 += b_b
         for kk in tl.static_range(1 - W, W):
-            b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, kk, D, W, BT, BD, USE_H0, TAIL_MODE)
+            b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, kk,
+                          D, W, BT, BD, USE_H0, TAIL_MODE)
             if kk <= 0:
                 z0 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 1)[None, :]
             if kk >= 2 - W and kk <= 1:
@@ -344,7 +345,7 @@ def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
 
 
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
-                      cu_seqlens=None, *, BT: int = 32, BD: int = 64, gather: bool = False):
+                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, gather: bool = False):
     """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
     dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
     are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).

@@ -274,7 +274,7 @@ def halo_rows(W: int) -> int:
 
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
-                      activation=None, cu_seqlens=None, *, BT: int = 64, BD: int = 64, gather: bool = False):
+                      activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, gather: bool = False):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``gather``: bulk tiles shift taps in registers
