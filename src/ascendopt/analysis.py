@@ -98,6 +98,7 @@ def aggregate(profile: Profile):
             agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
     if all(c in agg.columns for c in UB_VECTOR):
         agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+    # op_statistic.csv leaves communication out of its Ratio(%); shares here do the same
     agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]

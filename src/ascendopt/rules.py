@@ -192,6 +192,7 @@ def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any],
         if ev:
             ev.sort(key=lambda t: -t[0])
             fired.append((ev[0][0], Finding(rule.name, rule.label, [e for _, e in ev], list(rule.levers))))
+    # the pipe furthest past its bound leads; ratios overlap, so several classes may fire at once
     fired.sort(key=lambda t: -t[0])
     findings = [f for _, f in fired]
     if findings:
@@ -231,7 +232,7 @@ def core_use(kernel: Mapping[str, Any], device: Mapping[str, Any], rules: RuleSe
     if blocks is None or not math.isfinite(float(blocks)) or blocks <= 0:
         return []
     if core_type not in ("cube", "vector", "mix_aic", "mix_aiv"):
-        return []
+        return []  # AI_CPU, DSA, Level0 "N/A": block dim is not a core grid
     blocks = int(blocks)
     out: list[Finding] = []
     cap = rules.thresholds["grid_cap"]

@@ -122,6 +122,7 @@ def analyze(
         for p in paths:
             _print_runs(p)
         return
+    # several PATHs: metric-group runs of one workload (merged) or one run per device (stacked)
     profile = load_profile(paths[0]) if len(paths) == 1 else load_profiles(paths)
     if compare:
         # the diff covers every kernel; the printed report keeps the --top hottest

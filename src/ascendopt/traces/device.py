@@ -59,6 +59,7 @@ def read_info_json(run_dir: Path) -> tuple[dict[str, Any], Path] | None:
             info = (data.get("DeviceInfo") or [{}])[0]
         except (OSError, ValueError, AttributeError, IndexError):
             continue
+        # msprof writes numbers as strings here ("aic_frequency": "1850"), core counts as ints
         facts = {
             "cube_cores": _int(info.get("ai_core_num")),
             "vector_cores": _int(info.get("aiv_num")),
@@ -75,6 +76,7 @@ def read_profiler_info(run_dir: Path) -> dict[str, Any]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        # older torch_npu builds prefix every key with "_" (_aic_metrics, _profiler_level)
         exp = (data.get("config") or {}).get("experimental_config") or {}
         out = {
             "aic_metrics": exp.get("_aic_metrics") or exp.get("aic_metrics"),
@@ -112,6 +114,7 @@ def offer_derived(facts: Facts, frame) -> None:
     clock = clock_from_cycles(frame)
     if clock:
         facts.offer("derived: cycles / blocks / core time", clock_mhz=clock)
+    # the core count needs a clock: the profiler's own (info.json) beats the back-solved one
     clock = facts.values.get("clock_mhz") or clock
     cores = cube_cores_from_utilization(frame, clock) if clock else None
     if cores:

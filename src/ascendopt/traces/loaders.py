@@ -44,6 +44,7 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
     elif device_meta:
         offer_chip(facts, device_meta, PROFILE_SOURCE)
     offer_derived(facts, frame)
+    # only what nothing measured is filled from the model chip, and it says "assumed"
     if not facts.complete():
         offer_model_chip(facts)
     pinfo = read_profiler_info(run_dir)
@@ -123,6 +124,7 @@ def load_ascendopt(folder: Path) -> Profile:
     elif (folder / "trace.json").is_file():
         frame, notes = read_chrome_trace(folder / "trace.json")
     elif ncu:
+        # no trace: ncu's replayed durations are all there is (clocks locked, caches flushed)
         frame = merge_ncu_files(ncu)
         notes.append("durations from ncu (replayed launches, clocks as ncu set them), no trace")
         ncu = []
@@ -173,6 +175,7 @@ def load_file(path: Path) -> Profile:
     if header and header[0] == "block_id":
         return load_msprof_op(path.parent, [path])
     if name == "op_statistic.csv":
+        # op_statistic has no per-kernel rows; its kernel_details.csv sibling does
         sibling = path.parent / "kernel_details.csv"
         if not sibling.is_file():
             raise ProfileError(f"{path}: op_statistic.csv alone has no per-kernel rows; "

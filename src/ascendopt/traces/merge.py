@@ -19,6 +19,7 @@ KEYS = ["device", "name", "occurrence"]
 
 
 def _with_occurrence(frame):
+    # launch order decides the occurrence number; file order when a run lacks start times
     order = frame.sort_values("start_us", kind="stable") if frame["start_us"].notna().all() else frame
     order = order.copy()
     order["device"] = order["device"].astype(str)
@@ -57,5 +58,6 @@ def merge_kernel_frames(frames: list, paths: list) -> tuple:
         if not new_cols:
             notes.append(f"{path}: adds no metric columns to the merge")
             continue
+        # left join: a kernel the later run has no metric for keeps NaN (not collected), never 0
         base = base.merge(_compute(other)[KEYS + new_cols], on=KEYS, how="left", validate="one_to_one")
     return base.drop(columns=["occurrence"]).reset_index(drop=True), notes

@@ -87,6 +87,7 @@ def read_ncu_raw(path: Path):
         raise ProfileError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0][:120]})") from None
     if NCU_NAME not in raw.columns:
         raise ProfileError(f"{path}: missing column {NCU_NAME!r}")
+    # the row after the header holds units (its Kernel Name cell is empty); older ncu omits it
     units = raw.iloc[0] if len(raw) and raw.iloc[0][NCU_NAME] == "" else None
     data = raw.iloc[1:] if units is not None else raw
     data = data[data[NCU_NAME] != ""].reset_index(drop=True)

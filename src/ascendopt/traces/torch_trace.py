@@ -77,6 +77,7 @@ def attach_ncu(frame, ncu_frame):
     """
     from ascendopt.traces.ncu import kernel_key
 
+    # ncu profiles a few launches (--launch-count): their duration-weighted mean stands for all
     metrics = [c for c in ncu_frame.columns
                if c not in NOT_METRICS and c not in ("name", "kernel_key", "core_type", "device", "launch_id")]
     if not metrics:
