@@ -41,7 +41,7 @@ def _gdn_kkt_kernel(k, beta, gc, A, cu_seqlens, chunk_indices, T_total, num_task
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         k_seq = k + (bos * H + i_h) * K  # rebound per task (never ptr += across tasks)
         b_A = tl.zeros([BT, BT], dtype=tl.float32)
-        for i_k in tl.static_range(K // BK):
+        for i_k in range(K // BK):
             p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
             b_k = tl.load(p_k, boundary_check=(0, 1), padding_option="zero")
             # lhs (beta-scaled copy) is used once; b_k is only the rhs, so no lhs clobber reuse.

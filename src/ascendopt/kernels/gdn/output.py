@@ -47,7 +47,7 @@ def _gdn_output_kernel(q, k, v_new, h, gc, o, cu_seqlens, chunk_indices, scale, 
         h_chunk = h + (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V  # chunks are numbered like i_c
         b_o = tl.zeros([BT, BV], dtype=tl.float32)
         b_A = tl.zeros([BT, BT], dtype=tl.float32)
-        for i_k in tl.static_range(K // BK):
+        for i_k in range(K // BK):
             p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
             b_q = tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
             b_q_copy = b_q + 0.0  # before the first dot that takes b_q as lhs

@@ -130,12 +130,24 @@ def ub_bytes() -> int:
     return backends.current().info().ub_bytes
 
 
+# On CUDA registers, not a UB, bound a tile: with the default 4 warps (num_warps may not be set) a
+# 64 x 64 fp32 accumulator takes 32 registers per thread. AOT-compiled for sm_90 (triton 3.7, ptxas
+# resource usage), the wy kernel spills 1304 B/thread at BK = BV = 128 and 232 B at 64.
+CUDA_TILE_ELEMENTS = 64 * 64
+
+
 def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
-    """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``."""
-    from ascendopt import ub
+    """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``
+    (on CUDA also at most ``CUDA_TILE_ELEMENTS`` for the whole tile)."""
+    from ascendopt import backends, ub
 
     if requested > 0:
         return min(requested, upper)
+    if backends.current().name == "cuda":
+        fixed = 1
+        for name, size in stage.tile.items():
+            fixed *= size if name != free else 1
+        upper = min(upper, max(16, CUDA_TILE_ELEMENTS // fixed))
     return ub.solve(stage.tile, free, stage.dtype, stage.multiplier, ub_bytes(), stage.margin, upper=upper)
 
 

@@ -43,7 +43,7 @@ def _gdn_wy_kernel(k, v, beta, gc, Ai, w, u, cu_seqlens, chunk_indices, T_total,
                                  (1, 0))
         v_seq = v + (bos * HV + i_hv) * V  # value-side tensors share the [T, HV, V] layout
         u_seq = u + (bos * HV + i_hv) * V
-        for i_v in tl.static_range(V // BV):
+        for i_v in range(V // BV):
             b_Ai = tl.load(p_Ai, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
             p_v = tl.make_block_ptr(v_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
             b_vb = tl.load(p_v, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_beta[:, None]
@@ -53,7 +53,7 @@ def _gdn_wy_kernel(k, v, beta, gc, Ai, w, u, cu_seqlens, chunk_indices, T_total,
         b_ks = b_beta * tl.exp(b_g)
         k_seq = k + (bos * H + i_h) * K
         w_seq = w + (bos * HV + i_hv) * K
-        for i_k in tl.static_range(K // BK):
+        for i_k in range(K // BK):
             b_Ai = tl.load(p_Ai, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
             p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
             b_kb = tl.load(p_k, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_ks[:, None]
