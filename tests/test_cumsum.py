@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from ascendopt.errors import UsageError
+from ascendopt.kernels import chunk_local_cumsum as cumsum_module
 from ascendopt.kernels import get
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum, chunk_local_cumsum_reference
 from ascendopt.kernels.common import nan_poisoning
@@ -55,8 +56,13 @@ def test_chunks_restart_at_each_boundary():
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("shape_tail,reverse", [((3,), False), ((2, 8), True)])
-def test_varlen_equals_per_sequence_fixed_length_runs(index_dtype, shape_tail, reverse):
-    # Several lengths: non-aligned (70, 33, 1), empty (0) and chunk-aligned (64) sequences.
+@pytest.mark.parametrize("in_kernel_index", [True, False])
+def test_varlen_equals_per_sequence_fixed_length_runs(index_dtype, shape_tail, reverse, in_kernel_index,
+                                                      monkeypatch):
+    # Several lengths: non-aligned (70, 33, 1), empty (0) and chunk-aligned (64) sequences. The chunk
+    # index is built in-kernel for few sequences, else searched in host-computed chunk offsets.
+    if not in_kernel_index:
+        monkeypatch.setattr(cumsum_module, "MAX_IN_KERNEL_SEQS", 0)
     lengths = [70, 0, 33, 64, 1]
     cu = torch.tensor([0, 70, 70, 103, 167, 168], dtype=index_dtype)
     g = _gate((1, sum(lengths), *shape_tail), seed=1)

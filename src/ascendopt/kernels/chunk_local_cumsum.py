@@ -39,25 +39,38 @@ CHUNK_SIZES = (16, 32, 64, 128)
 def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_seqs, n_tasks, n_cblocks,
                                chunk_start, n_chunks,
                                BT: tl.constexpr, BC: tl.constexpr, REVERSE: tl.constexpr, HAS_SCALE: tl.constexpr,
-                               IS_VARLEN: tl.constexpr, SEARCH_STEPS: tl.constexpr, TAIL: tl.constexpr,
-                               T_CONTIG: tl.constexpr):
+                               IS_VARLEN: tl.constexpr, NP: tl.constexpr, SEARCH_STEPS: tl.constexpr,
+                               TAIL: tl.constexpr, T_CONTIG: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
+    if IS_VARLEN and NP > 0:
+        # Few sequences: every program derives the chunk index itself, once (no host-side work).
+        o_n = tl.arange(0, NP)
+        m_n = o_n < n_seqs
+        b_len = (tl.load(cu_seqlens + o_n + 1, mask=m_n, other=0).to(tl.int64)
+                 - tl.load(cu_seqlens + o_n, mask=m_n, other=0).to(tl.int64))
+        b_chunks = (b_len + BT - 1) // BT
+        b_end = tl.cumsum(b_chunks, axis=0)  # chunk_offsets[i_n + 1]
     for task in tl.range(pid, n_tasks, n_programs):
         i_cb = task % n_cblocks
         i_c = task // n_cblocks
         if IS_VARLEN:
             # Sequence of global chunk i_c: the largest i_n with chunk_offsets[i_n] <= i_c.
-            lo = i_c * 0
-            hi = lo + n_seqs
-            for _ in tl.static_range(SEARCH_STEPS):
-                mid = (lo + hi) // 2
-                go = tl.load(chunk_offsets + mid) <= i_c
-                lo = tl.where(go, mid, lo)
-                hi = tl.where(go, hi, mid)
-            i_t = tl.cast(i_c - tl.load(chunk_offsets + lo), tl.int32)
-            bos = tl.load(cu_seqlens + lo).to(tl.int64)
-            eos = tl.load(cu_seqlens + lo + 1).to(tl.int64)
+            if NP > 0:
+                i_n = tl.minimum(tl.sum(((b_end <= i_c) & m_n).to(tl.int32), axis=0), n_seqs - 1)
+                first = tl.sum(tl.where(o_n < i_n, b_chunks, 0), axis=0)
+            else:  # many sequences: binary search in the host-computed chunk_offsets
+                i_n = i_c * 0
+                hi = i_n + n_seqs
+                for _ in tl.static_range(SEARCH_STEPS):
+                    mid = (i_n + hi) // 2
+                    go = tl.load(chunk_offsets + mid) <= i_c
+                    i_n = tl.where(go, mid, i_n)
+                    hi = tl.where(go, hi, mid)
+                first = tl.load(chunk_offsets + i_n)
+            i_t = tl.cast(i_c - first, tl.int32)
+            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+            eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
             t_seq = (eos - bos).to(tl.int32)
             # Tasks past the last chunk (the host bounds the count without a device sync) land beyond
             # t_seq: their boundary-checked DMAs read zeros and store nothing.
@@ -90,24 +103,28 @@ def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_s
             tl.store(p_o, b_o.to(p_o.dtype.element_ty), boundary_check=(1,))
 
 
-_offsets_cache: dict = {}
+# Up to this many sequences the kernel builds its chunk index in-kernel: four [NP] int64 vectors stay
+# live beside the tile, <= 8 KiB at 256, inside the UB model's 15% margin (more: host offsets + search).
+MAX_IN_KERNEL_SEQS = 256
+OFFSETS_CACHE_SIZE = 4  # like fla's tensor_cache (FLA_TENSOR_CACHE_SIZE default 4)
+_offsets_cache: list = []
 
 
 def _chunk_offsets(cu_seqlens, chunk_size: int):
     """``[N+1]`` int64 prefix sums of per-sequence chunk counts, computed on the device (no sync).
 
-    The last result is kept, like fla's ``tensor_cache``, for the same ``cu_seqlens`` object; the
-    cache holds a reference (so the id cannot be reused) and checks the tensor's version counter
-    (so an in-place edit recomputes).
+    Recent results are kept, like fla's ``tensor_cache``, per ``cu_seqlens`` object; an entry holds a
+    reference (so the id cannot be reused) and the tensor's version counter (an in-place edit recomputes).
     """
     key = (id(cu_seqlens), cu_seqlens._version, chunk_size)
-    hit = _offsets_cache.get("last")
-    if hit is not None and hit[0] == key and hit[1] is cu_seqlens:
-        return hit[2]
+    for entry_key, tensor, offsets in _offsets_cache:
+        if entry_key == key and tensor is cu_seqlens:
+            return offsets
     lens = (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int64)
     offsets = torch.zeros(lens.numel() + 1, dtype=torch.int64, device=cu_seqlens.device)
     torch.cumsum(torch.div(lens + (chunk_size - 1), chunk_size, rounding_mode="floor"), 0, out=offsets[1:])
-    _offsets_cache["last"] = (key, cu_seqlens, offsets)
+    _offsets_cache.append((key, cu_seqlens, offsets))
+    del _offsets_cache[:-OFFSETS_CACHE_SIZE]
     return offsets
 
 
@@ -170,12 +187,13 @@ def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=N
     scale = 1.0 if scale is None else float(scale)
     if cu_seqlens is not None:
         n_seqs = cu_seqlens.numel() - 1
-        offsets = _chunk_offsets(cu_seqlens, chunk_size)
+        in_kernel = n_seqs <= MAX_IN_KERNEL_SEQS
+        offsets = None if in_kernel else _chunk_offsets(cu_seqlens, chunk_size)
         # Upper bound of sum(cdiv(len_i, BT)) known on the host: cdiv(T, BT) + N.
         n_tasks = (triton.cdiv(t, chunk_size) + n_seqs) * n_cblocks
-        steps = max(0, (n_seqs - 1).bit_length())
         launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, cu_seqlens, offsets, scale, t, c,
-               n_seqs, n_tasks, n_cblocks, 0, 1, IS_VARLEN=True, SEARCH_STEPS=steps, TAIL=True, **common)
+               n_seqs, n_tasks, n_cblocks, 0, 1, IS_VARLEN=True, NP=ub.next_pow2(n_seqs) if in_kernel else 0,
+               SEARCH_STEPS=0 if in_kernel else (n_seqs - 1).bit_length(), TAIL=True, **common)
         return o
     full, rest = divmod(t, chunk_size)
     for start, chunks, tail in ((0, full, False), (full, 1 if rest else 0, True)):
@@ -183,7 +201,7 @@ def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=N
         if n_tasks == 0:
             continue
         launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, None, None, scale, t, c, 1,
-               n_tasks, n_cblocks, start, chunks, IS_VARLEN=False, SEARCH_STEPS=0, TAIL=tail, **common)
+               n_tasks, n_cblocks, start, chunks, IS_VARLEN=False, NP=0, SEARCH_STEPS=0, TAIL=tail, **common)
     return o
 
 
