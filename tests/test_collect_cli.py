@@ -91,11 +91,11 @@ def test_exec_file_triton_workload_two_metric_groups(cli, tmp_path):
 BAD_WORKLOADS = {
     "syntax": ("def workload(:\n    pass\n", "wl.py:1: syntax error"),
     "no_workload": ("x = 1\n", "wl.py: workload() is not defined"),
-    "not_callable": ("x = 1\nworkload = 3\n", "wl.py:2: workload() is not callable"),
     "module_raises": ("import os\nraise RuntimeError('no data file')\n",
                       "wl.py:2: module code raised RuntimeError: no data file"),
     "workload_raises": ("def workload():\n    return 1 / 0\n",
                         "wl.py:2: workload() raised ZeroDivisionError: division by zero"),
+    "module_exits": ("import sys\nsys.exit(4)\n", "wl.py: module code called exit(4)"),
     "crash": ("import os\n\ndef workload():\n    os._exit(3)\n", "the workload process exited with code 3 and no result"),
 }
 
@@ -162,3 +162,18 @@ def test_cuda_without_ncu_fails_before_running(tmp_path, monkeypatch):
     with pytest.raises(EnvironmentProblem, match="ncu") as exc:
         collect_exec_file(wl, metric_groups="pipe", out_dir=tmp_path / "prof")
     assert exc.value.exit_code == 5 and not marker.exists() and not (tmp_path / "prof").exists()
+
+
+def test_workload_loader_in_process(tmp_path):
+    """The loader's remaining cases without a child process (same code the child runs)."""
+    from ascendopt.collect.workload import WorkloadFailure, load_exec_file
+
+    not_callable = _write(tmp_path, "x = 1\nworkload = 3\n", "nc.py")
+    with pytest.raises(WorkloadFailure, match=r"nc.py:2: workload\(\) is not callable"):
+        load_exec_file(not_callable)
+    exits = _write(tmp_path, "import sys\n\ndef workload():\n    sys.exit(4)\n", "ex.py")
+    with pytest.raises(WorkloadFailure, match=r"ex.py: workload\(\) called exit\(4\)"):
+        load_exec_file(exits)()
+    nested = _write(tmp_path, "def helper():\n    raise KeyError('T')\n\ndef workload():\n    helper()\n", "ne.py")
+    with pytest.raises(WorkloadFailure, match=r"ne.py:2: workload\(\) raised KeyError: 'T'"):
+        load_exec_file(nested)()  # the innermost line in the user's file, not the call site

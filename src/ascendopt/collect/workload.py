@@ -105,6 +105,8 @@ def guard(workload: Callable[[], Any], path: Path) -> Callable[[], Any]:
         except Exception as exc:  # noqa: BLE001 - reported with file:line, exit 2
             traceback.print_exc()
             raise WorkloadFailure(describe_failure(exc, path, "workload()")) from None
+        except SystemExit as exc:
+            raise WorkloadFailure(f"{path}: workload() called exit({exc.code!r})") from None
 
     return guarded
 
