@@ -1,12 +1,14 @@
 """The gate (step 5): integrity, correctness, kernel hit, performance — in that order, stopping at
 the first red stage.
 
-| stage       | bundled kernel                                   | own code (exec-file)                          | red  |
-|-------------|--------------------------------------------------|-----------------------------------------------|------|
-| integrity   | contract digest; oracle/input-factory sources     | contract digest; frozen files' sha256         | 3    |
-| correctness | every output/gradient vs fp32 oracle, NaN-poisoned | the frozen test command; failures listed      | 1    |
-| kernel_hit  | ``expected_kernels`` seen in a profile of one call | ``kernel_filter`` seen in a profile of workload() | 1 |
-| performance | baseline vs candidate config, interleaved in-process | frozen commit (git worktree) vs working tree, interleaved child processes | 4 |
+* integrity (red: exit 3): the contract digest; bundled kernels: the sources of the oracle and
+  input factory; own code: the frozen files' sha256;
+* correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
+  frozen shape matrix, NaN-poisoned; own code: the frozen test command, failures listed;
+* kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call;
+* performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
+  process; own code: the frozen commit (a temporary git worktree) vs the working tree,
+  interleaved in two child processes (``ascendopt.interleave``).
 
 ``run_gate`` returns a ``GateResult`` (never prints data; status lines go to stderr). A speedup is
 only ever reported on a green gate.
@@ -14,113 +16,27 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
 import subprocess
 import tempfile
 import time
-import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ascendopt import console
 from ascendopt.contract import Contract, load_raw, verify_digest
-from ascendopt.errors import EnvironmentProblem, ExitCode, IntegrityError, UsageError
+from ascendopt.errors import EnvironmentProblem, IntegrityError, UsageError
 from ascendopt.frozen import check_frozen_files, project_root, resolve_command
+from ascendopt.gate_result import STAGES, Check, GateResult, StageResult
+from ascendopt.kernel_hit import missing_kernels, observed_kernels
 from ascendopt.workspace import Workspace
 
-STAGES = ("integrity", "correctness", "kernel_hit", "performance")
+__all__ = ["Check", "GateResult", "StageResult", "missing_kernels", "observed_kernels", "run_gate",
+           "timing_inputs"]
 # Exact two-sided signed-rank p of n all-positive pairs is 2 / 2^n: n >= 10 reaches bench's alpha
 # 0.002 only if every pair agrees; 12 leaves room for one reversed pair on a noisy host.
 MIN_PAIRS = 12
-_STAGE_EXIT = {"integrity": ExitCode.INTEGRITY, "correctness": ExitCode.CORRECTNESS,
-               "kernel_hit": ExitCode.CORRECTNESS, "performance": ExitCode.PERFORMANCE}
-
-
-@dataclass
-class Check:
-    """One JUnit testcase: a frozen file, a tensor of a shape case, a test, a timed case."""
-
-    name: str
-    passed: bool
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class StageResult:
-    name: str
-    status: str  # "pass" | "fail" | "skipped" (asked for) | "not-run" (an earlier stage is red)
-    summary: str
-    checks: list[Check] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        return int(_STAGE_EXIT[self.name]) if self.status == "fail" else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "exit_code": self.exit_code, "summary": self.summary,
-                "checks": [c.to_dict() for c in self.checks], "data": self.data}
-
-
-@dataclass
-class GateResult:
-    stages: list[StageResult]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def failed_stage(self) -> StageResult | None:
-        return next((s for s in self.stages if s.status == "fail"), None)
-
-    @property
-    def exit_code(self) -> int:
-        failed = self.failed_stage
-        return failed.exit_code if failed else 0
-
-    @property
-    def passed(self) -> bool:
-        return self.failed_stage is None
-
-    def to_dict(self) -> dict[str, Any]:
-        failed = self.failed_stage
-        stages = [s.to_dict() for s in self.stages]
-        if not self.passed:  # a speedup is never reported on a red gate
-            for stage in stages:
-                for comparison in stage["data"].get("comparisons", []):
-                    comparison.pop("speedup", None)
-        return {"schema": 1, "passed": self.passed, "exit_code": self.exit_code,
-                "failed_stage": failed.name if failed else None, "stages": stages, "notes": self.notes}
-
-    def to_junit(self) -> str:
-        """JUnit XML: one testsuite, one testcase per check (stages without checks get one)."""
-        suite = ET.Element("testsuite", name="ascendopt gate")
-        counts = {"tests": 0, "failures": 0, "skipped": 0}
-        for stage in self.stages:
-            checks = stage.checks or [Check(stage.name, stage.status != "fail", stage.summary)]
-            for check in checks:
-                case = ET.SubElement(suite, "testcase", classname=f"gate.{stage.name}", name=check.name)
-                counts["tests"] += 1
-                if stage.status in ("skipped", "not-run"):
-                    ET.SubElement(case, "skipped", message=stage.summary)
-                    counts["skipped"] += 1
-                elif not check.passed:
-                    failure = ET.SubElement(case, "failure", message=check.message.splitlines()[0][:200]
-                                            if check.message else stage.summary)
-                    failure.text = check.message
-                    counts["failures"] += 1
-                elif check.message:
-                    ET.SubElement(case, "system-out").text = check.message
-        for key, value in counts.items():
-            suite.set(key, str(value))
-        root = ET.Element("testsuites")
-        root.append(suite)
-        ET.indent(root)
-        return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 class _ClockBackend:
@@ -145,63 +61,6 @@ class _ClockBackend:
                 return clock() - self.t0
 
         return _Timer()
-
-
-# -- kernel hit --------------------------------------------------------------------------------
-
-
-def observed_kernels(fn: Callable[[], Any]) -> list[str]:
-    """Names seen in a profile of one call of ``fn`` (after one warm call), longest total time first.
-
-    npu: the device kernels of a torch_npu profile (via ``ascendopt.collect``); cuda: device
-    kernels of a torch.profiler trace; cpu: every range of a CPU trace (interpreted Triton launches
-    get a range named after the ``@triton.jit`` function: ``kernels.common.launch`` for bundled
-    kernels, collect's interpreter hook for own code).
-    """
-    from ascendopt import backends
-
-    backend = backends.current()
-    fn()  # compile outside the profile
-    backend.synchronize()
-    if backend.name == "npu":
-        return _observed_npu(fn)
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    from ascendopt.collect.torch_profiler import name_interpreted_kernels
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
-    # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
-    naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()
-    with naming, profile(activities=activities) as prof:
-        fn()
-        backend.synchronize()
-    totals: dict[str, float] = {}
-    for event in prof.events():
-        on_device = event.device_type == DeviceType.CUDA
-        if backend.name == "cuda" and not on_device:
-            continue
-        duration = event.device_time_total if on_device else event.cpu_time_total
-        totals[event.name] = totals.get(event.name, 0.0) + float(duration)
-    return sorted(totals, key=lambda n: -totals[n])
-
-
-def _observed_npu(fn: Callable[[], Any]) -> list[str]:
-    try:
-        from ascendopt.collect import profile_callable
-        from ascendopt.traces import load_profile
-    except ImportError as exc:
-        raise EnvironmentProblem(f"kernel-hit check on npu needs ascendopt.collect and ascendopt.traces ({exc})") from None
-    with tempfile.TemporaryDirectory(prefix="ascendopt-hit-") as tmp:
-        path = profile_callable(fn, name="kernel_hit", out_dir=Path(tmp), aic_metrics="PipeUtilization")
-        frame = load_profile(path).kernels
-        totals = frame.groupby("name")["duration_us"].sum().sort_values(ascending=False)
-        return [str(n) for n in totals.index]
-
-
-def missing_kernels(expected: tuple[str, ...] | list[str], seen: list[str]) -> list[str]:
-    """Expected names with no observed name containing them (device names may carry suffixes)."""
-    return [name for name in expected if not any(name in s for s in seen)]
 
 
 # -- stages ------------------------------------------------------------------------------------
@@ -385,7 +244,8 @@ def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping
     """
     if pairs < MIN_PAIRS:
         raise UsageError(f"pairs={pairs}: at least {MIN_PAIRS} interleaved pairs are needed",
-                         hint="with fewer, the signed-rank test cannot reach p < 0.002: no regression could be called")
+                         hint="with fewer, the signed-rank test cannot reach p < 0.002: "
+                              "no regression could ever be called")
     started = time.monotonic()
     stages: list[StageResult] = []
     notes: list[str] = []
@@ -403,7 +263,8 @@ def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping
         elif config_override:
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
         runners = [
-            lambda: _correctness_kernel(contract, config) if contract.is_kernel else _correctness_tests(contract, root),
+            lambda: (_correctness_kernel(contract, config) if contract.is_kernel else
+                     _correctness_tests(contract, root)),
             lambda: _kernel_hit(contract, config, root),
             lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
                      _performance_kernel(contract, config, timer, pairs) if contract.is_kernel else

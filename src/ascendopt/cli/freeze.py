@@ -23,25 +23,43 @@ def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[st
     return out
 
 
+Str = Optional[str]
+Strs = Optional[list[str]]
+KernelOpt = Annotated[Str, typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")]
+ShapesOpt = Annotated[Strs, typer.Option(
+    "--shapes", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
+                     "Default: tiny on cpu, realistic elsewhere.")]
+DtypeOpt = Annotated[Str, typer.Option("--dtype", help="fp32 | bf16 | fp16 (default bf16 if supported).")]
+ModeOpt = Annotated[Str, typer.Option("--mode", help="fwd | fwdbwd (default fwdbwd if supported).")]
+VarlenOpt = Annotated[bool, typer.Option("--varlen", help="Add a variable-length (cu_seqlens) twin of every shape.")]
+SetOpt = Annotated[Strs, typer.Option("--set", help="Baseline tunables NAME=VALUE (default: the spec's).")]
+ExecFileOpt = Annotated[Str, typer.Option("--exec-file", help="Own code: a Python file defining workload().")]
+TestOpt = Annotated[Strs, typer.Option("--test", help="Own code: frozen test file(s); repeat.")]
+TestCmdOpt = Annotated[Str, typer.Option(
+    "--test-cmd", help="Own code: validation command (default: python -m pytest -q TESTS).")]
+ReferenceOpt = Annotated[Strs, typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")]
+KernelFilterOpt = Annotated[Str, typer.Option(
+    "--kernel-filter", help="Own code: substring of the target kernel's name that must appear in the profile.")]
+MetricsOpt = Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")]
+MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing contract.")]
+
+
 def freeze(
-    kernel: Annotated[Optional[str], typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")] = None,
-    shapes: Annotated[Optional[list[str]], typer.Option(
-        "--shapes", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
-                         "Default: tiny on cpu, realistic elsewhere.")] = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32 | bf16 | fp16 (default bf16 if supported).")] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="fwd | fwdbwd (default fwdbwd if supported).")] = None,
-    varlen: Annotated[bool, typer.Option("--varlen", help="Add a variable-length (cu_seqlens) twin of every shape.")] = False,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Baseline tunables NAME=VALUE (default: the spec's).")] = None,
-    exec_file: Annotated[Optional[str], typer.Option("--exec-file", help="Own code: a Python file defining workload().")] = None,
-    test: Annotated[Optional[list[str]], typer.Option("--test", help="Own code: frozen test file(s); repeat.")] = None,
-    test_cmd: Annotated[Optional[str], typer.Option("--test-cmd", help="Own code: validation command "
-                                                    "(default: python -m pytest -q TESTS).")] = None,
-    reference: Annotated[Optional[list[str]], typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")] = None,
-    kernel_filter: Annotated[Optional[str], typer.Option("--kernel-filter", help="Own code: substring of the target "
-                                                         "kernel's name that must appear in the profile.")] = None,
-    aic_metrics: Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")] = "PipeUtilization",
-    max_rounds: Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")] = 20,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing contract.")] = False,
+    kernel: KernelOpt = None,
+    shapes: ShapesOpt = None,
+    dtype: DtypeOpt = None,
+    mode: ModeOpt = None,
+    varlen: VarlenOpt = False,
+    set_: SetOpt = None,
+    exec_file: ExecFileOpt = None,
+    test: TestOpt = None,
+    test_cmd: TestCmdOpt = None,
+    reference: ReferenceOpt = None,
+    kernel_filter: KernelFilterOpt = None,
+    aic_metrics: MetricsOpt = "PipeUtilization",
+    max_rounds: MaxRoundsOpt = 20,
+    force: ForceOpt = False,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
