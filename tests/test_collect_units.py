@@ -2,6 +2,7 @@
 CUDA trace (tests/data/cuda/trace.json, captured on the H200), and the Nsight Compute command."""
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -142,3 +143,17 @@ def test_no_ncu_on_path_is_environment_error(monkeypatch):
     with pytest.raises(EnvironmentProblem) as exc:
         ncu.require()
     assert exc.value.exit_code == 5 and "ncu (Nsight Compute) is not on PATH" in str(exc.value)
+
+
+def test_out_dir_problems_are_usage_errors(tmp_path):
+    from ascendopt.collect.staging import prepare_out_dir, staging
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match="exists and is not a folder"):
+        prepare_out_dir(tmp_path / "file")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):  # root ignores permissions: use a path under a file instead
+        locked = tmp_path / "file"
+    with pytest.raises(UsageError, match="cannot write there"), staging(locked):
+        pass

@@ -30,7 +30,10 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
 @contextlib.contextmanager
 def staging(out_dir: Path) -> Iterator[Path]:
     """A fresh hidden folder inside ``out_dir``; removed on exit whatever happens."""
-    stage = Path(tempfile.mkdtemp(prefix=PREFIX, dir=out_dir))
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=PREFIX, dir=out_dir))
+    except OSError as exc:
+        raise UsageError(f"--out-dir {out_dir}: cannot write there ({exc.strerror})") from None
     try:
         yield stage
     finally:
