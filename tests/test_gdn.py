@@ -161,6 +161,26 @@ def test_bf16_passes_both_gate_limits(rounding_bf16_casts, name, preset):
     assert o.dtype == "bfloat16" and o.torch_ratio is not None and o.err_ratio <= o.limit
 
 
+@pytest.fixture
+def bf16_dot_operands(monkeypatch):
+    """Feed tl.dot bf16 operands as on hardware (the interpreter's bf16 dot is made exact by
+    tests/conftest.py), so the roundings the kernels take before each dot are exercised too."""
+    from ascendopt.kernels import gdn
+
+    def hardware_dot_dtype(dtype):
+        return tl.bfloat16 if dtype == torch.bfloat16 else tl.float32
+
+    for module in (gdn.kkt, gdn.wy, gdn.state, gdn.output, gdn.state_output):
+        monkeypatch.setattr(module, "dot_dtype", hardware_dot_dtype)
+
+
+@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0}], ids=["fused", "separate"])
+def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
+    spec = get("chunk_gated_delta_rule_fwd")
+    reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)
+    assert all(r.passed for r in reports), [r.line() for r in reports]
+
+
 @pytest.mark.parametrize("dims, h0_shape, message", [
     ({"H": 2, "HV": 3, "K": 16}, None, "multiple of"),
     ({"H": 1, "HV": 1, "K": 48}, None, "head dim K=48"),
