@@ -12,10 +12,28 @@ from torch_npu.profiler.experimental_config import (
     supported_export_type,
     supported_profiler_level,
 )
-from torch_npu.profiler.profiler import ProfilerActivity, profile, supported_activities, tensorboard_trace_handler
+from torch_npu.profiler.profiler import (
+    ProfilerActivity,
+    profile,
+    supported_activities,
+    tensorboard_trace_handler,
+)
 from torch_npu.profiler.scheduler import ProfilerAction
 from torch_npu.profiler.scheduler import Schedule as schedule
 
-__all__ = ["profile", "ProfilerActivity", "supported_activities", "tensorboard_trace_handler", "schedule",
-           "ProfilerAction", "_ExperimentalConfig", "supported_profiler_level", "supported_ai_core_metrics",
-           "supported_export_type", "ProfilerLevel", "AiCMetrics", "ExportType", "HostSystem"]
+__all__ = [
+    "AiCMetrics",
+    "ExportType",
+    "HostSystem",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "ProfilerLevel",
+    "_ExperimentalConfig",
+    "profile",
+    "schedule",
+    "supported_activities",
+    "supported_ai_core_metrics",
+    "supported_export_type",
+    "supported_profiler_level",
+    "tensorboard_trace_handler",
+]

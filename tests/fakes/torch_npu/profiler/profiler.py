@@ -16,7 +16,6 @@ import socket
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional, Union
 
 import torch_npu
 from torch_npu.profiler._record import recorded
@@ -46,7 +45,7 @@ def supported_activities():
     return {ProfilerActivity.CPU, ProfilerActivity.NPU}
 
 
-class profile:  # noqa: N801 - the real class name
+class profile:
     """Keyword-only signature of torch_npu 2.13.0 (§9.2); steps follow the schedule."""
 
     @recorded("profiler.profile")
@@ -102,7 +101,7 @@ class profile:  # noqa: N801 - the real class name
 
 
 @recorded("profiler.tensorboard_trace_handler")
-def tensorboard_trace_handler(dir_name: Optional[str] = None, worker_name: Optional[str] = None,
+def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | None = None,
                               analyse_flag: bool = True, async_mode: bool = False):
     def handler(prof: profile) -> None:
         torch_npu.CALLS.append(("profiler.trace_ready", (), {"steps": list(prof.recorded_steps)}))
@@ -121,7 +120,7 @@ def tensorboard_trace_handler(dir_name: Optional[str] = None, worker_name: Optio
 
 @recorded("profiler.analyse")
 def analyse(profiler_path: str, max_process_number: int = max(1, (os.cpu_count() or 2) // 2),
-            export_type: Optional[Union[str, list]] = None):
+            export_type: str | list | None = None):
     root = Path(profiler_path)
     runs = [root] if root.name.endswith("_ascend_pt") else sorted(root.glob("*_ascend_pt"))
     for run in runs:
