@@ -120,7 +120,10 @@ def run_case(spec, preset: str, mode: str, dtype: str, backend, copy_gbs: float,
     return row
 
 
-def sweep_case(spec, preset: str, mode: str, dtype: str, backend, l2_bytes: int) -> list[dict]:
+MAX_SWEEP_TILE_ELEMENTS = 32768  # larger tiles take minutes to compile for CUDA (thousands of values per thread)
+
+
+def sweep_case(spec, preset: str, mode: str, dtype: str, backend, l2_bytes: int, deadline: float) -> list[dict]:
     """Time every legal choice of every tunable (one at a time, others at default) on one preset."""
     from ascendopt import bench
 
@@ -130,6 +133,9 @@ def sweep_case(spec, preset: str, mode: str, dtype: str, backend, l2_bytes: int)
     for name, tunable in spec.tunables.items():
         for choice in tunable.choices:
             cfg = spec.config({name: choice})
+            largest = max(math.prod(stage.tile.values()) for stage in spec.ub_model(dims, cfg, dtype))
+            if largest > MAX_SWEEP_TILE_ELEMENTS or time.perf_counter() > deadline:
+                continue
             try:
                 timing = bench.measure(lambda inp, cfg=cfg: spec.run(inp, cfg, mode), inputs=sets, backend=backend,
                                        repeats=10)
@@ -196,7 +202,7 @@ def main() -> int:
     specs = [get(n) for n in args.kernels.split(",") if n] or all_specs()
     wanted = [p for p in args.presets.split(",") if p]
     copy = copy_bandwidth_gbs(backend)
-    rows, sweeps = [], []
+    rows, sweeps, sweep_jobs = [], [], []
     for spec in specs:
         dtype = args.dtype or spec.dtypes[0]
         presets = wanted or [p for p in spec.shapes if not p.startswith("tiny")]
@@ -215,8 +221,16 @@ def main() -> int:
                     traceback.print_exc()
                     rows.append({"kernel": spec.name, "preset": preset, "mode": mode, "dtype": dtype,
                                  "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
-                if args.sweep and preset == "realistic" and time.perf_counter() - started < args.budget_s:
-                    sweeps.extend(sweep_case(spec, preset, mode, dtype, backend, l2_bytes))
+                if args.sweep and preset == "realistic":
+                    sweep_jobs.append((spec, preset, mode, dtype))
+    # Sweeps after every comparison, with what is left of the budget.
+    for spec, preset, mode, dtype in sweep_jobs:
+        print(f"sweep {spec.name} {preset} {mode} ...", file=sys.stderr, flush=True)
+        try:
+            sweeps.extend(sweep_case(spec, preset, mode, dtype, backend, l2_bytes, started + args.budget_s))
+        except Exception as exc:  # noqa: BLE001 - the comparisons above are kept whatever a sweep does
+            sweeps.append({"kernel": spec.name, "preset": preset, "mode": mode, "tunable": "-", "value": "-",
+                           "error": f"{type(exc).__name__}: {exc}"})
     result = {"schema": 1, "device": props.name, "sms": props.multi_processor_count, "l2_bytes": l2_bytes,
               "torch": torch.__version__, "triton": __import__("triton").__version__, "peer": peer_note,
               "copy": copy, "rows": rows, "sweeps": sweeps, "seconds": time.perf_counter() - started,
