@@ -55,7 +55,8 @@ def _scale(x, out, scale: float, block: int, skip_last: bool = False, count: int
 def make_inputs(dims, dtype, device, seed):
     g = torch.Generator().manual_seed(seed)
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    shape = (dims["B"], dims["T"], dims["D"])
+    # varlen: sequences packed along T of one batch row (the bundled kernels' convention)
+    shape = (1, sum(dims["seqlens"]), dims["D"]) if "seqlens" in dims else (dims["B"], dims["T"], dims["D"])
     x = torch.randn(shape, generator=g).to(torch_dtype).to(device)
     dy = torch.randn(shape, generator=g).to(torch_dtype).to(device)
     return {"x": x, "dy": dy}
@@ -92,6 +93,7 @@ SPEC = KernelSpec(
     modes=("fwd", "fwdbwd"),
     dtypes=("fp32", "bf16"),
     shapes={"tiny": ShapePreset("tiny", {"B": 2, "T": 10, "D": 32}),
+            "tiny_varlen": ShapePreset("tiny_varlen", {"seqlens": (7, 13), "D": 32}),
             "realistic": ShapePreset("realistic", {"B": 4, "T": 64, "D": 64})},
     tunables={"BLOCK": Tunable("BLOCK", 64, (32, 64, 128), "elements per program step"),
               "EXTRA": Tunable("EXTRA", 0, (0, 5, 50), "planted slowdown: extra pass over EXTRA % of elements")},
@@ -99,7 +101,8 @@ SPEC = KernelSpec(
     run=t_scale,
     reference=t_scale_reference,
     ub_model=lambda dims, config, dtype: [],
-    cost=lambda dims, dtype, mode: Cost(bytes=dims["B"] * dims["T"] * dims["D"] * 4 * 2, flops=0),
+    cost=lambda dims, dtype, mode: Cost(bytes=sum(dims.get("seqlens", ())) * dims["D"] * 8
+                                        or dims["B"] * dims["T"] * dims["D"] * 8, flops=0),
     supports=lambda dims, dtype, mode: None,
     kernel_names=("_t_scale_kernel",),
     tolerances={"fp32": 1e-6, "bf16": 1e-2},

@@ -1,5 +1,6 @@
 """`ascendopt freeze`: what the contract records, and everything freeze refuses."""
 
+import dataclasses
 import json
 import subprocess
 import textwrap
@@ -85,8 +86,19 @@ def test_bad_input_is_a_one_line_usage_error(kernel_env, cli, args, message):
 
 def test_varlen_twin_keeps_tokens_and_is_uneven():
     dims = varlen_dims({"B": 4, "T": 100, "H": 2})
-    assert dims["B"] == 1 and dims["T"] == 400 and sum(dims["seqlens"]) == 400 and dims["H"] == 2
-    assert len(set(dims["seqlens"])) == 4
+    assert dims == {"H": 2, "seqlens": (40, 80, 120, 160)}  # 1:2:3:4 of the 400 tokens, B and T replaced
+
+
+def test_varlen_twin_uses_the_preset_and_is_refused_without_support(kernel_env, cli, monkeypatch):
+    code, out, err = cli("freeze", "--kernel", "t_scale", "--mode", "fwd", "--varlen", "--json", "-w", "ws")
+    assert code == 0, err
+    shapes = json.loads(out)["workload"]["shapes"]
+    assert shapes == [{"name": "tiny", "dims": {"B": 2, "T": 10, "D": 32}},
+                      {"name": "tiny_varlen", "dims": {"seqlens": [7, 13], "D": 32}}]
+    fixed_only = {k: v for k, v in gk.SPEC.shapes.items() if not v.varlen}
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, shapes=fixed_only))
+    code, out, err = cli("freeze", "--kernel", "t_scale", "--varlen", "--force", "-w", "ws")
+    assert code == 2 and "--varlen: kernel t_scale has no variable-length (seqlens) support" in err
 
 
 def _own_repo(root, *, fallback=False):

@@ -61,10 +61,11 @@ def _now() -> str:
 
 
 def varlen_dims(dims: Mapping[str, Any]) -> dict[str, Any]:
-    """Fixed-length ``dims`` repacked as ``B`` uneven sequences in one batch (``B=1``, ``seqlens``).
+    """Fixed-length ``dims`` repacked as ``B`` uneven sequences (``seqlens``, packed with cu_seqlens).
 
     Lengths grow 1:2:...:B and do not align to power-of-two tiles, so tile tails and sequence
-    boundaries inside a tile are exercised; the total token count stays ``B * T``.
+    boundaries inside a tile are exercised; the total token count stays ``B * T``. The result
+    follows the bundled kernels' varlen convention: ``seqlens`` replaces ``B`` and ``T``.
     """
     batch, tokens = int(dims.get("B", 1)), int(dims["T"])
     total = batch * tokens
@@ -74,13 +75,24 @@ def varlen_dims(dims: Mapping[str, Any]) -> dict[str, Any]:
     lengths[-1] += total - sum(lengths)
     if lengths[-1] < 1:
         raise UsageError(f"shape {dict(dims)}: too few tokens to split into {count} sequences")
-    return {**{k: v for k, v in dims.items() if k not in ("B", "T")}, "B": 1, "T": total, "seqlens": tuple(lengths)}
+    return {**{k: v for k, v in dims.items() if k not in ("B", "T")}, "seqlens": tuple(lengths)}
+
+
+def _varlen_twin(spec, case: ShapeCase) -> ShapeCase:
+    """The spec's varlen preset for ``case`` (``<name>_varlen``; ``varlen`` for ``realistic``), else derived."""
+    for name in (f"{case.name}_varlen", "varlen" if case.name == "realistic" else None):
+        if name and name in spec.shapes and spec.shapes[name].varlen:
+            return ShapeCase(name, dict(spec.shapes[name].dims))
+    return ShapeCase(f"{case.name}_varlen", varlen_dims(case.dims))
 
 
 def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
     """Presets or ``B=..,T=..`` strings -> the frozen shape matrix (with a varlen twin per case)."""
     from ascendopt.kernels.spec import parse_dims
 
+    if varlen and not any(p.varlen for p in spec.shapes.values()):
+        raise UsageError(f"--varlen: kernel {spec.name} has no variable-length (seqlens) support",
+                         hint="freeze without --varlen")
     cases = []
     for text in shapes:
         if text in spec.shapes:
@@ -91,9 +103,7 @@ def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
             case = ShapeCase(text, dict(spec.shape(text).dims))  # unknown preset: raises, listing presets
         cases.append(case)
         if varlen and not case.varlen:
-            twin = spec.shapes.get(f"{case.name}_varlen")
-            cases.append(ShapeCase(twin.name, dict(twin.dims)) if twin else
-                         ShapeCase(f"{case.name}_varlen", varlen_dims(case.dims)))
+            cases.append(_varlen_twin(spec, case))
     return cases
 
 
