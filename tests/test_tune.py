@@ -150,3 +150,25 @@ def test_forward_workloads_ignore_backward_stages():
     assert not tune.ub_prediction(spec, {}, cfg, "fp32", UB).ub_safe  # 8 x 64 x 4096 x 4 B overflows in bwd
     fwd = tune.ub_prediction(spec, {}, cfg, "fp32", UB, mode="fwd")
     assert fwd.ub_safe and fwd.ub_detail.startswith("fwd: peak 256 B")
+
+
+def test_equivalent_configurations_are_measured_once():
+    spec = _spec()
+
+    def ub_model(dims, cfg, dtype):  # like the bundled kernels: auto 0 -> 64, tiles clamped to T=32
+        bt = min(cfg["BT"] or 64, 32)
+        return [UBStage("fwd", {"BT": bt, "BD": cfg["BD"]}, "fp32", 1.0),
+                UBStage("bwd", {"BT": 8, "BD": cfg["BD"] // 2}, "fp32", 1.0)]
+
+    tunables = {"BT": Tunable("BT", 0, (0, 8, 16, 32, 64), "rows; 0 = largest"),
+                "BD": Tunable("BD", 64, (64, 128), "cols"), "FLAG": Tunable("FLAG", 1, (0, 1), "1: transposed")}
+    spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model, "tunables": tunables})
+    assert tune.untiled_tunables(spec, {}, "fp32") == ["FLAG"]
+    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    start = {"BT": 0, "BD": 64, "FLAG": 1}
+    unique, alias = tune.dedupe(feas, spec, {}, "fp32", keep=start)
+    # BT in {0, 32, 64} all run BT=32: 5 row values collapse to 3 (8, 16, 32), times BD x FLAG
+    assert len(feas) == 20 and len(unique) == 12
+    assert alias["BD=64,BT=64,FLAG=1"] == "BD=64,BT=0,FLAG=1"  # the start represents its group
+    assert alias["BD=64,BT=32,FLAG=0"] == "BD=64,BT=0,FLAG=0"
+    assert len({alias[k] for k in alias}) == 12

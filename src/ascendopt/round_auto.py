@@ -45,12 +45,13 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
                                                                       enforce_ub=info.ub_enforced, mode=w.mode)[0]}
         pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
         feasible = [c for c in feasible if tune.config_key(c.config) in ok]
-    space = [c.config for c in feasible]
     baseline = spec.config(w.config)
     best_rec = rounds.best_round(records)
     start = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
-    if tune.config_key(start) not in {tune.config_key(c) for c in space}:
+    if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
         raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space")
+    distinct, _ = tune.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
+    space = [c.config for c in distinct]
     budget = budget if budget is not None else tune.default_budget(len(space))
     if budget < 1:
         raise UsageError(f"--budget {budget}: must be >= 1 evaluation")
@@ -61,7 +62,8 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
             break
     key = tune.cache_key(spec.name, case.dims, w.dtype, w.mode, info.name, tune.source_hash(spec))
     cache = tune.TuneCache(ws.root / "tune-cache.json", key)
-    step(f"auto: {len(space)} feasible configurations ({len(pruned)} pruned by the UB model), budget {budget}, "
+    step(f"auto: {len(space)} distinct feasible configurations of {len(feasible)} ({len(pruned)} pruned by the UB "
+         f"model), budget {budget}, "
          f"bound {bound or 'unknown'} -> {'larger' if tune.preferred_direction(bound) > 0 else 'smaller'} tiles first")
     recorded: list[int] = []
     start_ms = None
@@ -96,4 +98,5 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
         step("auto: confirming the cached best against the best so far")
         evaluate(dict(result.best.config), dict(start))
     return {"search": result.to_dict(), "rounds": recorded, "pruned": len(pruned), "space": len(space),
+            "feasible": len(feasible),
             "best": result.best.config, "budget": budget, "cache": str(cache.path)}

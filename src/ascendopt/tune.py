@@ -14,6 +14,9 @@ evaluation budget or when no neighbour improves. Compare kernel_tuner's greedy_m
 exhaustive autotune (docs/reference/peers.md §2.4-2.5); the H200 study in
 benchmarks/tune_quality.py measures the distance to the exhaustive best.
 
+Configurations that launch the same resolved tiles (an auto 0 and the value it resolves to, a tile
+clamped to the extent) are measured once (``dedupe``).
+
 Measured configurations are cached (JSON) keyed by kernel, shape, dtype, mode, device and the
 kernel source hash, so an edit of the kernel invalidates its entries.
 """
@@ -130,6 +133,54 @@ def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
         cand = ub_prediction(spec, dims, dict(zip(names, values)), dtype, ub_bytes, mode)
         (feasible if (cand.ub_safe or not enforce_ub) else pruned).append(cand)
     return feasible, pruned
+
+
+def launch_signature(spec, dims, config: Mapping[str, int], dtype: str, mode: str | None,
+                     raw: Sequence[str]) -> tuple:
+    """What a configuration launches, as far as the UB model tells: every (stage, resolved tile,
+    multiplier) plus the raw value of each tunable in ``raw`` (those the tiles do not reflect)."""
+    stages = tuple((st.stage, tuple(sorted(st.tile.items())), st.multiplier, st.dtype)
+                   for st in spec.ub_model(dims, dict(config), dtype)
+                   if not (mode == "fwd" and "bwd" in st.stage.lower()))
+    return stages, tuple((n, config[n]) for n in raw)
+
+
+def untiled_tunables(spec, dims, dtype: str, mode: str | None = None) -> list[str]:
+    """Tunables whose values never change the modelled tiles (flags such as G_T_CONTIG)."""
+    defaults = {n: t.default for n, t in spec.tunables.items()}
+    out = []
+    for name, t in spec.tunables.items():
+        sigs = {launch_signature(spec, dims, {**defaults, name: v}, dtype, mode, ()) for v in t.choices}
+        if len(sigs) == 1:
+            out.append(name)
+    return out
+
+
+def dedupe(candidates: Sequence[Candidate], spec, dims, dtype: str, mode: str | None = None,
+           keep: Mapping[str, int] | None = None) -> tuple[list[Candidate], dict[str, str]]:
+    """Collapse configurations that launch the same tiles -> (unique candidates, alias -> representative).
+
+    The bundled kernels resolve an auto 0 and clamp a tile to the extent (``BK=256`` on ``K=128``
+    runs as ``BK=128``), and their UB model reports the resolved tiles; two configurations with
+    identical resolved tiles and identical untiled tunables run the same kernel, so measuring
+    both wastes an evaluation. ``keep`` (e.g. the start) represents its group when present.
+    ``dims`` may be a list of shape cases: then configurations must coincide on every case.
+    """
+    cases = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    raw = sorted(set(spec.tunables) - set.intersection(*(set(spec.tunables) - set(untiled_tunables(
+        spec, d, dtype, mode)) for d in cases)))
+    groups: dict[tuple, list[Candidate]] = {}
+    for cand in candidates:
+        sig = tuple(launch_signature(spec, d, cand.config, dtype, mode, raw) for d in cases)
+        groups.setdefault(sig, []).append(cand)
+    unique, alias = [], {}
+    keep_key = config_key(keep) if keep else None
+    for members in groups.values():
+        rep = next((c for c in members if config_key(c.config) == keep_key), members[0])
+        unique.append(rep)
+        for c in members:
+            alias[config_key(c.config)] = config_key(rep.config)
+    return unique, alias
 
 
 def tile_names(spec, dims, dtype: str) -> list[str]:
