@@ -89,6 +89,9 @@ def study_case(spec, preset, dtype, backend, info, args, deadline):
         spec.check_supported(dims, dtype, "fwd")
     except Exception as exc:  # noqa: BLE001
         return {**row, "skipped": f"unsupported: {exc}"}
+    raw = math.prod(len(t.choices) for n, t in spec.tunables.items() if "bwd" not in n.lower())
+    if raw > 20 * args.max_space:  # not even worth enumerating: the exhaustive pass could never finish
+        return {**row, "skipped": f"{raw} raw configurations (> 20 x --max-space)"}
     feasible, pruned = space_for(spec, dims, dtype, info, args.enforce_ub)
     start = spec.config({n: t.default for n, t in spec.tunables.items()})
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
