@@ -162,6 +162,24 @@ def test_spec_registered_complete_and_ub_safe():
     assert "flags" in spec.supports({"B": 1, "T": 8, "D": 8, "W": 4, "act": 2}, "bf16", "fwd")
 
 
-def test_public_entry_rejects_unknown_activation():
-    with pytest.raises(ValueError, match="activation"):
-        causal_conv1d(_rand(1, 4, 8), _rand(8, 4), activation="relu")
+@pytest.mark.parametrize("kwargs,match", [
+    ({"activation": "relu"}, "activation"),
+    ({"weight": _rand(8, 5)}, "W=5"),
+    ({"weight": _rand(6, 4)}, "expected"),
+    ({"bias": _rand(4)}, "bias"),
+    ({"initial_state": _rand(1, 8, 2)}, "initial_state"),
+    ({"cu_seqlens": torch.tensor([0, 4.0])}, "varlen"),
+])
+def test_public_entry_rejects_unsupported_inputs(kwargs, match):
+    args = {"x": _rand(1, 4, 8), "weight": _rand(8, 4), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        causal_conv1d(**args)
+
+
+def test_public_entry_runs_varlen():
+    x, w = _rand(1, 12, 8, seed=13), _rand(8, 3, seed=14)
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    y, ht = causal_conv1d(x, w, initial_state=_rand(2, 8, 2), output_final_state=True, cu_seqlens=cu,
+                          config={"BT": 8, "BD": 16})
+    ref_y, ref_h = causal_conv1d_reference(x, w, initial_state=_rand(2, 8, 2), cu_seqlens=cu)
+    assert relative_rms(y, ref_y) <= SPEC.tolerances["fp32"] and torch.equal(ht, ref_h)

@@ -37,12 +37,37 @@ _FLAG_DEFAULTS = {"act": 1, "bias": 1, "residual": 0, "state": 0}
 
 def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
                   activation=None, cu_seqlens=None, config=None):
-    """Forward ``(y [B,T,D], final_state [N,D,W-1] | None)``; ``config`` overrides SPEC tunables."""
+    """Forward ``(y [B,T,D], final_state [N,D,W-1] | None)``; ``config`` overrides SPEC tunables.
+
+    Raises ValueError on shapes or options the kernels do not support (no silent fallback)."""
     cfg = SPEC.config(config)
-    if activation not in (None, "silu"):
-        raise ValueError(f"activation={activation!r}: supported are None and 'silu'")
+    check_inputs(x, weight, bias, residual, initial_state, activation, cu_seqlens)
     return causal_conv1d_fwd(x, weight, bias, residual, initial_state, output_final_state, activation,
                              cu_seqlens, BT=cfg["BT"], BD=cfg["BD"], gather=bool(cfg["GATHER"]))
+
+
+def check_inputs(x, weight, bias=None, residual=None, initial_state=None, activation=None, cu_seqlens=None):
+    """ValueError naming the first argument whose shape, dtype or value the kernels do not support."""
+    import torch
+
+    if activation not in (None, "silu"):
+        raise ValueError(f"activation={activation!r}: supported are None and 'silu'")
+    if x.dim() != 3 or weight.dim() != 2 or weight.shape[0] != x.shape[2]:
+        raise ValueError(f"x {tuple(x.shape)}, weight {tuple(weight.shape)}: expected [B,T,D] and [D,W]")
+    D, W = weight.shape
+    if not 2 <= W <= 4:
+        raise ValueError(f"weight width W={W}: the kernels unroll 2..4 taps")
+    if bias is not None and tuple(bias.shape) != (D,):
+        raise ValueError(f"bias {tuple(bias.shape)}: expected [{D}]")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"residual {tuple(residual.shape)}: expected the shape of x {tuple(x.shape)}")
+    n = x.shape[0]
+    if cu_seqlens is not None:
+        if x.shape[0] != 1 or cu_seqlens.dim() != 1 or cu_seqlens.dtype not in (torch.int32, torch.int64):
+            raise ValueError("varlen: x must be [1,T,D] and cu_seqlens a 1-D int32/int64 tensor")
+        n = cu_seqlens.numel() - 1
+    if initial_state is not None and tuple(initial_state.shape) != (n, D, W - 1):
+        raise ValueError(f"initial_state {tuple(initial_state.shape)}: expected [{n}, {D}, {W - 1}]")
 
 
 def causal_conv1d_reference(x, weight, bias=None, residual=None, initial_state=None, activation=None,

@@ -7,10 +7,13 @@ Layout: x, y, residual ``[B, T, D]`` (varlen: ``B == 1`` and ``cu_seqlens``), we
 transposed on the host to ``wt [W, D]`` so each tap is one contiguous ``[BD]`` row; states
 ``[N, D, W-1]`` (slot ``W-2`` is the most recent token).
 
-Tap windows: each of the W taps is its own ``[BT, BD]`` load of x shifted by one row, not one
-``BT+W-1`` window cut with ``tl.extract_slice``: that op is Ascend-only and neither the upstream
-Triton compiler nor the interpreter has it (docs/reference/install.md §3.3). The shifted loads
-overlap by ``BT-1`` rows, so on CUDA they hit L1 and on Ascend L2; HBM traffic stays one read of x.
+Tap windows: Ascend code would load one ``BT+W-1`` window and cut the taps with
+``tl.extract_slice``, but that op is Ascend-only: neither upstream Triton nor the interpreter has it
+(docs/reference/install.md §3.3). So the taps come one of two pure-Triton ways (tunable ``GATHER``):
+0 (default) loads each tap as its own ``[BT, BD]`` block shifted by one row; the loads overlap by
+``BT-1`` rows, so the repeats are cache hits and HBM still sees one read of x (the Ascend analogue
+of "load inside the static_range"). 1 loads the tile and an HB-row halo once and shifts rows in
+registers with ``tl.gather`` (bulk tiles only; CUDA and the interpreter, not tried on Ascend).
 
 Bulk/tail split (seed: "Constexpr-split mutually exclusive DMA paths", "MTE DMA past packed
 allocation"): a tile is *bulk* when its whole halo window ``[t0-(W-1), t0+BT+halo_right)`` lies
@@ -265,8 +268,6 @@ def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet
 
 # -- launcher ----------------------------------------------------------------------------------
 
-ACTIVATIONS = (None, "silu")
-
 
 def halo_rows(W: int) -> int:
     """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
@@ -279,7 +280,6 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``gather``: bulk tiles shift taps in registers
     (``tl.gather``) instead of loading W shifted windows."""
-
     B, T, D = x.shape
     W = weight.shape[1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
