@@ -3,6 +3,9 @@ workspace: report, optimize-round (refusals), reprofile. Real freeze, collect (c
 torch.profiler), analyze, gate and profiles: nothing is faked."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -13,12 +16,14 @@ from ascendopt.workspace import Workspace
 
 @pytest.fixture(scope="module")
 def demo_ws(tmp_path_factory):
-    from conftest import run_cli
-
+    """The demo as a user runs it: a fresh process, a plain environment (no TRITON_INTERPRET, no
+    backend chosen: auto-detection picks cpu here)."""
     root = tmp_path_factory.mktemp("demo") / "ws"
-    code, out, err = run_cli("demo", "-w", str(root), "--json")
-    assert code == 0, err[-3000:]
-    return root, json.loads(out)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "ASCENDOPT_BACKEND")}
+    proc = subprocess.run([sys.executable, "-m", "ascendopt", "demo", "-w", str(root), "--json"], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, json.loads(proc.stdout)
 
 
 def test_demo_runs_the_whole_loop(demo_ws):

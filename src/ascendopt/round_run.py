@@ -39,9 +39,9 @@ Step = Callable[[str], None]
 def prepare_backend() -> None:
     """Arrange the backend before the kernel registry is imported (cpu: ``TRITON_INTERPRET=1``).
 
-    ``import ascendopt.kernels`` loads ``kernels.spec``, after which the backend's own late check
-    refuses to switch the interpreter on; calling this first keeps a plain shell (no
-    TRITON_INTERPRET in the environment) working.
+    The flag must be set before ``triton`` itself is imported, and reading the device facts
+    (``backend.info()``, e.g. for the UB size) imports triton for its version; calling this first
+    keeps a plain shell (no TRITON_INTERPRET in the environment) working.
     """
     import sys
 
