@@ -221,3 +221,15 @@ def test_ub_model_picks_tiles_and_follows_the_capacity(monkeypatch):
     monkeypatch.setenv("ASCENDOPT_UB_BYTES", str(196608 // 2))
     assert tiles(realistic, "fp32")["state"].tile["BV"] == 16
     backends.reset()
+
+
+def test_varlen_packing_is_reused_until_cu_seqlens_changes():
+    from ascendopt.kernels.gdn.layout import pack
+
+    cu = torch.tensor([0, 30, 30, 130])
+    first = pack(1, 130, cu)
+    assert pack(1, 130, cu) is first  # no second device sync for the same tensor
+    assert first.chunk_indices.tolist() == [[0, 0], [2, 0], [2, 1]] and first.chunk_offsets.tolist() == [0, 1, 1, 3]
+    cu[1] = 64  # in place: the version counter moves, the maps are rebuilt
+    again = pack(1, 130, cu)
+    assert again is not first and again.chunk_indices.tolist() == [[0, 0], [1, 0], [1, 1]]

@@ -39,11 +39,28 @@ class Packing:
 def pack(batch: int, seq_len: int, cu_seqlens=None, device=None) -> Packing:
     """Build the ``Packing`` of a fixed batch (``cu_seqlens=None``) or a packed varlen batch (B=1).
 
-    Varlen needs the lengths on the host once (one device sync), as fla's ``prepare_chunk_indices``;
-    the fixed-length maps are built on the device and cached per (B, T, device).
+    Varlen needs the lengths on the host (one device sync), as fla's ``prepare_chunk_indices``; the
+    result is kept for the same ``cu_seqlens`` tensor (held, so its id cannot be reused; its version
+    counter catches in-place edits), so repeated calls do not sync. The fixed-length maps are built
+    on the device and cached per (B, T, device).
     """
     if cu_seqlens is None:
         return _pack_fixed(batch, seq_len, str(device))
+    key = (id(cu_seqlens), cu_seqlens._version, batch, seq_len, str(device))
+    hit = _varlen_cache.get(key)
+    if hit is not None and hit[0] is cu_seqlens:
+        return hit[1]
+    packing = _pack_varlen(batch, seq_len, cu_seqlens, device)
+    if len(_varlen_cache) >= 8:
+        _varlen_cache.pop(next(iter(_varlen_cache)))
+    _varlen_cache[key] = (cu_seqlens, packing)
+    return packing
+
+
+_varlen_cache: dict = {}
+
+
+def _pack_varlen(batch: int, seq_len: int, cu_seqlens, device) -> Packing:
     import torch
 
     if batch != 1:
