@@ -19,8 +19,8 @@ def _contract(**changes) -> Contract:
         backend="cpu",
         device={"backend": "cpu", "name": "cpu (Triton interpreter)", "versions": {"torch": "2.13.0", "cann": None}},
         workload=Workload(kind="kernel", kernel="rms_norm", dtype="bf16", mode="fwdbwd",
-                          shapes=(ShapeCase("tiny", {"B": 2, "T": 64, "D": 128}),
-                                  ShapeCase("tiny_varlen", {"B": 1, "T": 128, "D": 128, "seqlens": (42, 86)})),
+                          shapes=(ShapeCase("tiny", {"B": 2, "T": 64, "D": 128, "act": 0}),
+                                  ShapeCase("tiny_varlen", {"D": 128, "seqlens": (42, 0, 86)})),
                           varlen=True, config={"BLOCK": 64}),
         tolerances={"fwd": Tolerance(0.01), "bwd": Tolerance(0.02, 2.0)},
         frozen_files=(FrozenFile("ascendopt.kernels.rms_norm:rms_norm_reference", "oracle", "a" * 64),),
@@ -41,7 +41,7 @@ def test_round_trip_keeps_every_field_and_varlen_tuple(tmp_path):
     save(ws, c)
     back = load(ws)
     assert back == c
-    assert back.workload.shapes[1].dims["seqlens"] == (42, 86) and back.workload.shapes[1].varlen
+    assert back.workload.shapes[1].dims["seqlens"] == (42, 0, 86) and back.workload.shapes[1].varlen
     text = ws.contract_path.read_text()
     assert text.startswith("schema: 1\n") and "integrity:" in text
 
@@ -58,6 +58,8 @@ def test_round_trip_keeps_every_field_and_varlen_tuple(tmp_path):
         (("expected_kernels",), [], "contract.yaml: expected_kernels: empty"),
         (("backend",), "tpu", "contract.yaml: backend: 'tpu' is not one of npu, cuda, cpu"),
         (("max_rounds",), 0, "contract.yaml: max_rounds: expected a positive integer"),
+        (("workload", "shapes", 0, "dims", "T"), -1, "contract.yaml: workload.shapes[0].dims.T: expected an integer >= 0"),
+        (("workload", "shapes", 1, "dims", "seqlens"), [0, 0], "contract.yaml: workload.shapes[1].dims.seqlens: "),
     ],
 )
 def test_validation_names_file_and_field(path, value, message):
@@ -147,3 +149,10 @@ def test_own_code_contract_needs_no_tolerances(tmp_path):
 def test_missing_contract_says_run_freeze(tmp_path):
     with pytest.raises(UsageError, match="run `ascendopt freeze` first"):
         load(Workspace(tmp_path / "nothing"))
+
+
+def test_save_refuses_a_contract_that_would_not_load(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    with pytest.raises(ContractError, match="tolerances.fwd.rtol: must be > 0"):
+        save(ws, _contract(tolerances={"fwd": Tolerance(0.0), "bwd": Tolerance(0.02)}))
+    assert not ws.contract_path.exists()

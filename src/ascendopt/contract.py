@@ -252,12 +252,13 @@ def _dims_out(dims: Mapping[str, Any]) -> dict[str, Any]:
 def _dims_in(f: _Fields, value: Any, path: str) -> dict[str, Any]:
     dims: dict[str, Any] = {}
     for key, v in f.mapping(value, path).items():
-        if key == "seqlens":
-            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x > 0 for x in v):
-                raise f.fail(f"{path}.seqlens", f"expected a list of positive integers, found {v!r}")
+        if key == "seqlens":  # empty sequences (0) are legal test cases; all-empty is not
+            if (not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                   for x in v) or sum(v) == 0):
+                raise f.fail(f"{path}.seqlens", f"expected a list of integers >= 0 with tokens, found {v!r}")
             dims[key] = tuple(v)
-        elif isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise f.fail(f"{path}.{key}", f"expected a positive integer, found {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:  # 0 is a legal flag value (act: 0)
+            raise f.fail(f"{path}.{key}", f"expected an integer >= 0, found {v!r}")
         else:
             dims[str(key)] = v
     return dims
@@ -344,8 +345,13 @@ def sealed(contract: Contract) -> dict[str, Any]:
 
 
 def save(ws: Workspace, contract: Contract) -> None:
-    """Write ``contract.yaml`` atomically with a fresh digest (only ``freeze`` calls this)."""
-    write_yaml(ws.contract_path, sealed(contract))
+    """Write ``contract.yaml`` atomically with a fresh digest (only ``freeze`` calls this).
+
+    The sealed data is validated first, so a contract that would not load is never written.
+    """
+    data = sealed(contract)
+    Contract.from_dict(data, ws.contract_path.name)
+    write_yaml(ws.contract_path, data)
 
 
 def load_raw(ws: Workspace) -> dict[str, Any]:
