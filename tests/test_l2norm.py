@@ -74,3 +74,14 @@ def test_bad_input_raises_usage_error():
         l2norm(torch.randn(5))
     with pytest.raises(UsageError):
         l2norm(torch.randn(4, 16), config={"block_rows": 3})
+
+
+def test_cuda_row_tile_is_capped_by_the_register_budget(monkeypatch):
+    from ascendopt.kernels import rowwise
+
+    # D=128 with x2 live copies: the UB model allows 128 rows, 24576 live values only 64 (96 -> 64).
+    monkeypatch.setattr(rowwise, "ub_context", lambda: (196608, "cpu", False))
+    assert rowwise.block_rows(1 << 20, 128, 2.0, 0.85) == 128
+    monkeypatch.setattr(rowwise, "ub_context", lambda: (196608, "cuda", False))
+    assert rowwise.block_rows(1 << 20, 128, 2.0, 0.85) == 64
+    assert rowwise.block_rows(1 << 20, 8192, 5.0, 0.85) == 1  # never below one row

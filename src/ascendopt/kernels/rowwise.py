@@ -21,8 +21,10 @@ from ascendopt.kernels.common import grid_size
 # fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
 MAX_BLOCK_ROWS = 128
 # On CUDA the register file, not a UB, bounds a tile. Triton's default 4 warps (num_warps may not be
-# set, see kernels.common) are 128 threads; the same multiplier that counts live fp32 tile copies in UB
-# counts them in registers, and 24576 live values keep each thread at ~192 fp32 registers (of 255).
+# set, see kernels.common) are 128 threads; the multiplier that counts live fp32 tile copies in UB
+# counts them in registers too. Compiled for sm_90 (triton 3.7.1, cuobjdump), this budget gives the
+# default tiles 72-168 registers per thread and no spills; only rms_norm bwd at D=8192 (already one
+# row) spills 72 bytes. Twice the budget spills (rms_norm bwd at D=4096 with 4 rows: 488 bytes).
 CUDA_LIVE_FP32_VALUES = 24576
 ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
