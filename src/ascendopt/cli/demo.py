@@ -22,12 +22,16 @@ def choose_change(spec, dims, dtype: str, mode: str, ub_bytes: int, bound: str |
     """One tunable change the bottleneck class suggests: the first tile tunable moved one feasible step.
 
     Feasibility uses the UB model even off-npu (so the demo never proposes a tile that would not
-    compile on Ascend). Returns ``({name: value}, hypothesis)``.
+    compile on Ascend); a value that resolves to the current tiles is skipped. Returns
+    ``({name: value}, hypothesis)``.
     """
     from ascendopt import tune
 
     feasible, _ = tune.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode)
-    allowed = {tune.config_key(c.config) for c in feasible}
+    # only configurations that launch different tiles: block_rows=2 where auto resolves to 2 is no change
+    distinct, alias = tune.dedupe(feasible, spec, dims, dtype, mode, keep=current)
+    same = alias.get(tune.config_key(current))
+    allowed = {tune.config_key(c.config) for c in distinct} - {same}
     axes = tune.axes(spec)
     direction = tune.preferred_direction(bound)
     for name in tune.order_tunables(spec, dims, dtype, bound):
