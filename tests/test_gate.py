@@ -288,3 +288,19 @@ def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypat
     assert "aclnnMm_MatMulCommon_MatMulV2" in seen
     # substring match: device names carry op-type suffixes; a name absent from the profile is reported
     assert missing_kernels(("MatMulV2", "_rms_norm_fwd_kernel"), seen) == ["_rms_norm_fwd_kernel"]
+
+
+def test_speedup_only_for_a_measured_faster_on_a_green_gate():
+    from ascendopt import bench
+    from ascendopt.gate import _performance_result
+    from ascendopt.gate_result import GateResult, StageResult
+
+    base = [1.0 + 0.001 * (i % 3) for i in range(20)]
+    faster = bench.decide(base, [b * 0.8 for b in base])
+    same = bench.decide(base, list(base))
+    perf = _performance_result([("a", faster), ("b", same)])
+    green = GateResult([StageResult("integrity", "pass", ""), perf]).to_dict()
+    reported = {c["case"]: c for c in green["stages"][1]["data"]["comparisons"]}
+    assert reported["a"]["speedup"] == pytest.approx(1.25) and "speedup" not in reported["b"]
+    red = GateResult([StageResult("integrity", "fail", "x"), perf]).to_dict()
+    assert all("speedup" not in c for c in red["stages"][1]["data"]["comparisons"])

@@ -207,7 +207,9 @@ def _performance_own(contract: Contract, root: Path, pairs: int) -> StageResult:
 def _git(root: Path, *args: str, check: bool = True) -> str:
     proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise EnvironmentProblem(f"git {' '.join(args[:2])} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise EnvironmentProblem(f"git {' '.join(args[:2])} failed in {root}: {last}",
+                                 hint="the frozen commit must be reachable (CI: fetch the full history)")
     return proc.stdout.strip()
 
 

@@ -68,9 +68,10 @@ class GateResult:
     def to_dict(self) -> dict[str, Any]:
         failed = self.failed_stage
         stages = [s.to_dict() for s in self.stages]
-        if not self.passed:  # a speedup is never reported on a red gate
-            for stage in stages:
-                for comparison in stage["data"].get("comparisons", []):
+        # A speedup is reported only for a measured "faster" on a green gate, never on a red one.
+        for stage in stages:
+            for comparison in stage["data"].get("comparisons", []):
+                if not self.passed or comparison.get("verdict") != "faster":
                     comparison.pop("speedup", None)
         return {"schema": 1, "passed": self.passed, "exit_code": self.exit_code,
                 "failed_stage": failed.name if failed else None, "stages": stages, "notes": self.notes}
