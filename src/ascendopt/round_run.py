@@ -115,6 +115,13 @@ def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[st
         now = ", ".join(f"{k}={v}" for k, v in best.items())
         raise UsageError(f"--set changes nothing: the best configuration so far already is {now}",
                          hint="set a different value; one change per round")
+    w = contract.workload
+    raw = tune.untiled_tunables(spec, w.shapes[0].dims, w.dtype, w.mode)
+    if all(tune.launch_signature(spec, c.dims, candidate, w.dtype, w.mode, raw)
+           == tune.launch_signature(spec, c.dims, best, w.dtype, w.mode, raw) for c in w.shapes):
+        # warn, not refuse: the UB model's tiles are the best knowledge here, not a certainty
+        console.warn(f"{tune.config_key(changed)} resolves to the same tiles as the best so far "
+                     "(an auto 0 or a tile clamped to the extent): expect no change")
     return Plan(baseline, best, candidate, changed)
 
 
