@@ -16,6 +16,7 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ascendopt import console
+from ascendopt.bench import IMPLAUSIBLE_RATIO
 from ascendopt.contract import Contract, load_raw, verify_digest
 from ascendopt.errors import EnvironmentProblem, IntegrityError, UsageError
 from ascendopt.frozen import check_frozen_files, project_root, resolve_command
@@ -197,6 +199,14 @@ def _performance_own(contract: Contract, root: Path, pairs: int) -> StageResult:
         shutil.copyfile(root / exec_rel, tree / exec_rel)
         console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved)")
         result = compare_trees(exec_rel, tree, root, pairs=pairs)
+        if not 1 / IMPLAUSIBLE_RATIO <= result.ratio <= IMPLAUSIBLE_RATIO:
+            # "If the number is too good, it is": measure again, as bench.compare does in-process.
+            again = compare_trees(exec_rel, tree, root, pairs=pairs)
+            result = dataclasses.replace(
+                again, rechecked=True,
+                verdict=again.verdict if again.verdict == result.verdict else "same",
+                reason=(again.reason + " (re-checked: > 5x)" if again.verdict == result.verdict else
+                        f"implausible {result.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)"))
     finally:
         _git(root, "worktree", "remove", "--force", str(tree), check=False)
         shutil.rmtree(tmp, ignore_errors=True)
