@@ -254,10 +254,12 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
                 console.warn(f"re-profile failed: {exc}")
         floor = None
         if timing:
-            tk = round_summary.target_kernel(after_report, rp.kernel_names(contract))
+            names = rp.kernel_names(contract)
+            hit = [k for k in (after_report or {}).get("kernels", []) if any(n in str(k.get("name")) for n in names)]
+            # collect's default schedule profiles one active call: the kernels' total time is one call's
             cost = spec.cost(contract.workload.shapes[0].dims, contract.workload.dtype, contract.workload.mode) \
                 if spec else None
-            floor = rounds.detect_floor(device_us=(tk or {}).get("avg_us"),
+            floor = rounds.detect_floor(device_us=sum(k["total_us"] for k in hit) or None,
                                         latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                         bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                         backend=backend.name)

@@ -207,15 +207,16 @@ def detect_floor(
 ) -> FloorEvidence | None:
     """Evidence that a hardware bound is reached, or None.
 
-    ``device_us``: the target kernel's device duration per call (profile); ``latency_us``: the
+    ``device_us``: device time of the target kernels in one call (profile); ``latency_us``: the
     benchmark's median per-call latency; ``bytes_moved``: minimum HBM traffic per call
-    (``KernelSpec.cost``); ``hbm_gbs``: the chip's peak (configs/chips.yaml). The CPU interpreter
-    has neither HBM nor a meaningful launch cost, so it never reports a floor.
+    (``KernelSpec.cost``); ``hbm_gbs``: the chip's peak (configs/chips.yaml). Bandwidth is taken
+    over the whole measured call (launches included), so it never overstates what was achieved.
+    The CPU interpreter has neither HBM nor a meaningful launch cost: it never reports a floor.
     """
     if backend == "cpu":
         return None
-    if device_us and bytes_moved and hbm_gbs:
-        achieved = bytes_moved / (device_us * 1e-6) / 1e9
+    if latency_us and bytes_moved and hbm_gbs:
+        achieved = bytes_moved / (latency_us * 1e-6) / 1e9
         if achieved >= bandwidth_fraction * hbm_gbs:
             return FloorEvidence(
                 "hbm-bandwidth", round(achieved, 1), float(hbm_gbs), "GB/s",
