@@ -70,8 +70,10 @@ def reprofile(ws: Workspace, *, target_metric: str | None = None, step: Callable
                                                  last.hypothesis if last else "", bound_before)
     stop = rounds.should_stop(records, max_rounds=round_run.max_rounds(contract))
     summary = round_summary.build(kernel_names=names, before=before, after=after,
-                                  verdict=last.verdict if last else "base", another_round=not stop.stop,
+                                  verdict=f"{last.verdict} (round {last.number})" if last else "base",
+                                  another_round=not stop.stop,
                                   stop_reason=stop.reason, target_metric=target)
+    summary["verdict_label"] = "last round's verdict"  # reprofile itself judges nothing
     return {"schema": 1, "previous": previous, "profiles": now, "config": config,
             "hypothesis": last.hypothesis if last else None, "summary": summary,
             "compare": compare(before, after), "stop": stop.to_dict(),
@@ -83,9 +85,6 @@ def print_result(result: dict[str, Any]) -> None:
     from ascendopt import console
 
     title = "reprofile" + (f" after: {result['hypothesis']}" if result.get("hypothesis") else "")
-    round_summary.render(result["summary"], title)
-    console.out(f"stop criteria: {'STOP' if result['stop']['stop'] else 'continue'}"
-                + (f" ({result['stop']['criterion']})" if result["stop"]["criterion"] else "")
-                + f": {result['stop']['reason']}")
+    round_summary.render(result["summary"], title)  # its last line applies the stop criteria
     console.out(f"previous: {', '.join(Path(p).name for p in result['previous'])}")
     console.out(f"profile: {', '.join(result['profiles'])}")

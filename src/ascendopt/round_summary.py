@@ -217,7 +217,7 @@ def render(summary: Mapping[str, Any], title: str) -> None:
     elif speed:
         lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
                      f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
-    lines.append(f"verdict: {summary['verdict']}")
+    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}")
     lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
                  + summary["stop_reason"])
     for line in lines:
