@@ -1,13 +1,14 @@
 """Stage 2 of the gated delta rule forward: Ai = (I + A)^-1 per 64-token chunk (A strictly lower).
 
-Block algorithm over 16x16 blocks (BC): the four diagonal blocks are inverted by forward
-substitution (one row per step, vector work, the four blocks interleaved), then the off-diagonal blocks follow from
-``X_ij = -X_ii (sum_{j<=m<i} A_im X_mj)`` with small ``tl.dot``s in fp32, ``input_precision="ieee"``
-(the solve amplifies operand rounding; tf32/hf32 would cost ~1e-3 relative error).
+Block algorithm over 16x16 blocks (BC): the four diagonal blocks are inverted together by forward
+substitution (one row per step on a [4, 16, 16] tile), then the off-diagonal blocks follow from
+``X_ij = -X_ii (sum_{j<=m<i} A_im X_mj)``.
 
-tl.dot lhs clobber (seed, "Ascend tl.dot clobbers the left operand"): a left operand is either a
-block of A loaded from GM for that one dot, or a ``+ 0.0`` copy of a diagonal inverse made right
-before the dot; the inverses themselves are never a left operand, so their later reads are clean.
+All products are fp32 broadcast-multiply-reductions (``_matmul``), not ``tl.dot``: at 16x16x16 they
+are vector work either way, they keep full fp32 precision (what ``input_precision="ieee"`` would
+buy), and no left operand can be clobbered (seed, tl.dot lhs clobber). AOT-compiled for sm_90 the
+16 fp32 ``tl.dot``s needed 255 registers per thread, these 147 (more programs in flight for a
+latency-bound kernel). So the kernel is vector-bound and runs on a 1D grid over the vector cores.
 """
 
 from __future__ import annotations
@@ -34,34 +35,36 @@ def _load_block(A_seq, t0, T_seq, ROWS: tl.constexpr, i: tl.constexpr, j: tl.con
 
 
 @triton.jit
-def _substitution_step(b_N, b_Y, r, o, BC: tl.constexpr):
-    """Row r of Y = (I + N)^-1 - I: Y_r = -N_r - sum_{m<r} N_rm Y_m (rows < r of Y are final).
+def _invert_diagonals(A_seq, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """(I + A_ii)^-1 of the chunk's BT // BC diagonal blocks, as one [NB, BC, BC] tile.
 
-    The row of N is taken from the tile already in registers/UB (a masked row sum), not re-read from
-    GM: 14 dependent row DMAs per block would put GM latency on the critical path."""
-    b_a = -tl.sum(tl.where(o[:, None] == r, b_N, 0.0), 0)
-    b_a += tl.sum(b_a[:, None] * b_Y, 0)
-    return tl.where(o[:, None] == r, b_a[None, :], b_Y)
+    Forward substitution, Y = X - I: Y_r = -N_r - sum_{m<r} N_rm Y_m, for all blocks at once, so
+    each step costs one row extraction and one reduction for the whole chunk instead of one per
+    block (the steps are a serial chain; on CUDA each reduction across warps is a barrier)."""
+    NB: tl.constexpr = BT // BC
+    b = tl.arange(0, NB)[:, None, None]
+    r = tl.arange(0, BC)[None, :, None]
+    c = tl.arange(0, BC)[None, None, :]
+    rows = t0 + b * BC + r
+    N = tl.load(A_seq + tl.cast(rows, tl.int64) * ROWS + b * BC + c, mask=(rows < T_seq) & (r > c), other=0.0)
+    Y = -N  # rows 0 and 1 are already final
+    for step in range(2, BC):
+        b_a = -tl.sum(tl.where(r == step, N, 0.0), 1)  # [NB, BC]: row `step` of every block, from UB
+        b_a += tl.sum(b_a[:, :, None] * Y, 1)
+        Y = tl.where(r == step, b_a[:, None, :], Y)
+    return Y + (r == c).to(tl.float32)
 
 
 @triton.jit
-def _invert_diagonals(A_seq, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """(I + A_ii)^-1 of the four diagonal blocks by forward substitution, the four independent
-    recurrences advanced in one loop so their steps overlap."""
-    o = tl.arange(0, BC)
-    strict = o[:, None] > o[None, :]
-    N0 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 0, 0, BT, BC), 0.0)
-    N1 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 1, 1, BT, BC), 0.0)
-    N2 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 2, 2, BT, BC), 0.0)
-    N3 = tl.where(strict, _load_block(A_seq, t0, T_seq, ROWS, 3, 3, BT, BC), 0.0)
-    Y0, Y1, Y2, Y3 = -N0, -N1, -N2, -N3  # rows 0 and 1 are already final
-    for r in range(2, BC):
-        Y0 = _substitution_step(N0, Y0, r, o, BC)
-        Y1 = _substitution_step(N1, Y1, r, o, BC)
-        Y2 = _substitution_step(N2, Y2, r, o, BC)
-        Y3 = _substitution_step(N3, Y3, r, o, BC)
-    eye = (o[:, None] == o[None, :]).to(tl.float32)
-    return Y0 + eye, Y1 + eye, Y2 + eye, Y3 + eye
+def _block_of(X, i: tl.constexpr, NB: tl.constexpr):
+    """Block ``i`` [BC, BC] of a [NB, BC, BC] tile."""
+    return tl.sum(tl.where(tl.arange(0, NB)[:, None, None] == i, X, 0.0), 0)
+
+
+@triton.jit
+def _matmul(a, b):
+    """[M, R] x [R, N] in fp32 as a broadcast multiply and a reduction."""
+    return tl.sum(a[:, :, None] * b[None, :, :], 1)
 
 
 @triton.jit
@@ -83,26 +86,27 @@ def _gdn_solve_tril_kernel(A, Ai, cu_seqlens, chunk_indices, num_tasks, HV: tl.c
         t0 = i_t * BT
         A_seq = A + (bos * HV + i_hv) * BT  # rebound per task
         Ai_seq = Ai + (bos * HV + i_hv) * BT
-        X00, X11, X22, X33 = _invert_diagonals(A_seq, t0, T_seq, ROWS, BT, BC)
+        X = _invert_diagonals(A_seq, t0, T_seq, ROWS, BT, BC)
+        X00, X11, X22, X33 = _block_of(X, 0, 4), _block_of(X, 1, 4), _block_of(X, 2, 4), _block_of(X, 3, 4)
         # first sub-diagonal: X_{i+1,i} = -X_{i+1,i+1} A_{i+1,i} X_ii
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 1, 0, BT, BC), X00, input_precision="ieee")
-        X10 = -tl.dot(X11 + 0.0, S, input_precision="ieee")
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X11, input_precision="ieee")
-        X21 = -tl.dot(X22 + 0.0, S, input_precision="ieee")
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X22, input_precision="ieee")
-        X32 = -tl.dot(X33 + 0.0, S, input_precision="ieee")
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 1, 0, BT, BC), X00)
+        X10 = -_matmul(X11, S)
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X11)
+        X21 = -_matmul(X22, S)
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X22)
+        X32 = -_matmul(X33, S)
         # second: X_{i+2,i} = -X_{i+2,i+2} (A_{i+2,i} X_ii + A_{i+2,i+1} X_{i+1,i})
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 2, 0, BT, BC), X00, input_precision="ieee")
-        S += tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X10, input_precision="ieee")
-        X20 = -tl.dot(X22 + 0.0, S, input_precision="ieee")
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X11, input_precision="ieee")
-        S += tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X21, input_precision="ieee")
-        X31 = -tl.dot(X33 + 0.0, S, input_precision="ieee")
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 0, BT, BC), X00)
+        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X10)
+        X20 = -_matmul(X22, S)
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X11)
+        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X21)
+        X31 = -_matmul(X33, S)
         # third: X30 = -X33 (A30 X00 + A31 X10 + A32 X20)
-        S = tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 0, BT, BC), X00, input_precision="ieee")
-        S += tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X10, input_precision="ieee")
-        S += tl.dot(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X20, input_precision="ieee")
-        X30 = -tl.dot(X33 + 0.0, S, input_precision="ieee")
+        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 0, BT, BC), X00)
+        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X10)
+        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X20)
+        X30 = -_matmul(X33, S)
         # every block is written (upper ones as zeros) so NaN-poisoned outputs leave nothing unset
         _store_block(Ai_seq, X00, t0, T_seq, ROWS, 0, 0, BT, BC)
         _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 1, BT, BC)
@@ -133,7 +137,7 @@ def gdn_solve_tril(A, *, cu_seqlens=None, output_dtype=None, packing=None):
     packing = packing or pack(B, T, cu_seqlens, A.device)
     Ai = alloc(A.shape, output_dtype or torch.float32, A.device)
     tasks = packing.NC * HV
-    launch(_gdn_solve_tril_kernel, (grid_size("cube", tasks),), A, Ai, packing.cu_seqlens, packing.chunk_indices,
+    launch(_gdn_solve_tril_kernel, (grid_size("vector", tasks),), A, Ai, packing.cu_seqlens, packing.chunk_indices,
            tasks, HV=HV, BT=CHUNK, BC=BC)
     return Ai
 
@@ -155,9 +159,9 @@ def _reference(inputs, mode):
 
 
 def _ub_model(dims, config, dtype):
-    # 16 live [BC, BC] fp32 blocks: 4 diagonal inverses, 6 off-diagonal results kept until the stores,
-    # the running sum, a loaded A block, the lhs copy, the dot result and the substitution row/mask.
-    return [UBStage("solve_tril", {"BC": BC, "BC2": BC}, "fp32", 16.0, 0.85)]
+    # [BC, BC, BC] fp32 product temporaries: the broadcast product and its reduction (2), the diagonal
+    # [4, BC, BC] tile with its row mask and the A blocks (1 more); the 10 result blocks are 10/16 of one.
+    return [UBStage("solve_tril", {"BC": BC, "BC2": BC, "BC3": BC}, "fp32", 4.0, 0.85)]
 
 
 def _cost(dims, dtype, mode):
@@ -170,5 +174,5 @@ def _cost(dims, dtype, mode):
 SPEC = stage_spec(
     name="gdn_solve_tril", description="gated delta rule fwd, stage solve: (I + A)^-1 of each 64x64 chunk",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
-    kernel_names=("_gdn_solve_tril_kernel",), tunables={},
+    kernel_names=("_gdn_solve_tril_kernel",), tunables={}, bound="vector",
 )

@@ -168,10 +168,10 @@ def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Calla
                ub_model: Callable, cost: Callable[[Any, str, str], Cost], kernel_names: tuple[str, ...],
                tunables: dict[str, Tunable], extras: dict | None = None,
                tolerances: dict[str, float] | None = None, supports: Callable | None = None,
-               dtypes: tuple[str, ...] = ("fp32", "bf16")) -> KernelSpec:
-    """A cube-bound forward-only KernelSpec over the shared presets."""
+               dtypes: tuple[str, ...] = ("fp32", "bf16"), bound: str = "cube") -> KernelSpec:
+    """A forward-only KernelSpec over the shared presets (cube-bound unless said otherwise)."""
     return KernelSpec(
-        name=name, description=description, bound="cube", modes=("fwd",), dtypes=dtypes,
+        name=name, description=description, bound=bound, modes=("fwd",), dtypes=dtypes,
         shapes=dict(PRESETS), tunables=tunables, make_inputs=make_inputs, run=run, reference=reference,
         ub_model=ub_model, cost=cost, supports=supports or unsupported_reason, kernel_names=kernel_names,
         tolerances=dict(tolerances or TOLERANCES), extras={"support": SUPPORT, **(extras or {})},
