@@ -40,7 +40,7 @@ def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_s
                                chunk_start, n_chunks,
                                BT: tl.constexpr, BC: tl.constexpr, REVERSE: tl.constexpr, HAS_SCALE: tl.constexpr,
                                IS_VARLEN: tl.constexpr, NP: tl.constexpr, SEARCH_STEPS: tl.constexpr,
-                               TAIL: tl.constexpr, T_CONTIG: tl.constexpr):
+                               TAIL: tl.constexpr, EVEN_C: tl.constexpr, T_CONTIG: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     if IS_VARLEN and NP > 0:
@@ -87,20 +87,44 @@ def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_s
         else:
             p_g = tl.make_block_ptr(g + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))
         p_o = tl.make_block_ptr(o + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))
-        if TAIL:
-            b_g = tl.load(p_g, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
-        else:
-            b_g = tl.load(p_g, boundary_check=(1,), padding_option="zero").to(tl.float32)
+        b_g = _load_chunk(p_g, TAIL, EVEN_C).to(tl.float32)
         b_o = tl.cumsum(b_g, axis=0)
         if REVERSE:
             # suffix sum = chunk total - prefix sum + own term (padded rows are 0 and add nothing)
             b_o = tl.sum(b_g, axis=0)[None, :] - b_o + b_g
         if HAS_SCALE:
             b_o = b_o * scale
-        if TAIL:
-            tl.store(p_o, b_o.to(p_o.dtype.element_ty), boundary_check=(0, 1))
+        _store_chunk(p_o, b_o.to(p_o.dtype.element_ty), TAIL, EVEN_C)
+
+
+@triton.jit
+def _load_chunk(p, TAIL: tl.constexpr, EVEN_C: tl.constexpr):
+    """Checks only what can be out of bounds: rows in tail chunks, channels when BC does not divide C."""
+    if TAIL:
+        if EVEN_C:
+            tile = tl.load(p, boundary_check=(0,), padding_option="zero")
         else:
-            tl.store(p_o, b_o.to(p_o.dtype.element_ty), boundary_check=(1,))
+            tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
+    else:
+        if EVEN_C:
+            tile = tl.load(p)
+        else:
+            tile = tl.load(p, boundary_check=(1,), padding_option="zero")
+    return tile
+
+
+@triton.jit
+def _store_chunk(p, value, TAIL: tl.constexpr, EVEN_C: tl.constexpr):
+    if TAIL:
+        if EVEN_C:
+            tl.store(p, value, boundary_check=(0,))
+        else:
+            tl.store(p, value, boundary_check=(0, 1))
+    else:
+        if EVEN_C:
+            tl.store(p, value)
+        else:
+            tl.store(p, value, boundary_check=(1,))
 
 
 # Up to this many sequences the kernel builds its chunk index in-kernel: four [NP] int64 vectors stay
@@ -183,7 +207,7 @@ def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=N
     bc = _block_c(c, chunk_size, cfg["block_c"])
     n_cblocks = triton.cdiv(c, bc)
     common = {"BT": chunk_size, "BC": bc, "REVERSE": bool(reverse), "HAS_SCALE": scale is not None,
-              "T_CONTIG": t_contig}
+              "EVEN_C": c % bc == 0, "T_CONTIG": t_contig}
     scale = 1.0 if scale is None else float(scale)
     if cu_seqlens is not None:
         n_seqs = cu_seqlens.numel() - 1
