@@ -45,10 +45,10 @@ def presets_for(spec, wanted: list[str] | None) -> list[str]:
 
 
 def space_for(spec, dims, dtype, info, enforce_ub: bool):
-    from ascendopt import tune
+    from ascendopt import tune_space
 
     fixed = {n: t.default for n, t in spec.tunables.items() if "bwd" in n.lower()}
-    return tune.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub, fixed=fixed,
+    return tune_space.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub, fixed=fixed,
                                 mode="fwd")
 
 
@@ -68,19 +68,19 @@ def measure_config(spec, dims, dtype, config, backend, inputs, repeats: int) -> 
 
 def replay(space, start, table, spec, dims, dtype, budget):
     """Run ``tune.search`` over measured numbers; returns the SearchResult."""
-    from ascendopt import tune
+    from ascendopt import tune, tune_space
 
     def evaluate(cfg, incumbent):
         ms = table[tune.config_key(cfg)]
         return tune.Trial(cfg, ms, note="replay")
 
     bound = f"{spec.bound}_bound"
-    return tune.search(space, start, evaluate, order=tune.order_tunables(spec, dims, dtype, bound),
-                       direction=tune.preferred_direction(bound), budget=budget, choices=tune.axes(spec))
+    return tune.search(space, start, evaluate, order=tune_space.order_tunables(spec, dims, dtype, bound),
+                       direction=tune_space.preferred_direction(bound), budget=budget, choices=tune_space.axes(spec))
 
 
 def study_case(spec, preset, dtype, backend, info, args, deadline):
-    from ascendopt import bench, tune
+    from ascendopt import bench, tune, tune_space
     from ascendopt.gate import timing_inputs
 
     dims = dict(spec.shapes[preset].dims)
@@ -97,8 +97,8 @@ def study_case(spec, preset, dtype, backend, info, args, deadline):
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
         return {**row, "skipped": "default configuration pruned by the UB model"}
     # configurations with the same resolved tiles launch the same kernel: both the exhaustive pass
-    # and the search see each distinct launch once (``tune.dedupe``)
-    distinct, _ = tune.dedupe(feasible, spec, dims, dtype, "fwd", keep=start)
+    # and the search see each distinct launch once (``tune_space.dedupe``)
+    distinct, _ = tune_space.dedupe(feasible, spec, dims, dtype, "fwd", keep=start)
     space = [c.config for c in distinct]
     row.update(space=len(space), feasible=len(feasible), pruned=len(pruned))
     if len(space) > args.max_space:

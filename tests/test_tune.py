@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ascendopt import tune
+from ascendopt import tune, tune_space
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
 UB = 196608  # Ascend 910B UB bytes
@@ -28,7 +28,7 @@ def _spec(multiplier=3.0):
 
 def test_ub_pruning_on_npu_and_prediction_elsewhere():
     spec = _spec()
-    feas, pruned = tune.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=True)
+    feas, pruned = tune_space.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=True)
     assert len(feas) + len(pruned) == 9 * 7 * 2
     # budget floor(0.85 * 196608) = 167116 B; 3 x BT x BD x 4 B must fit: BT x BD <= 13926
     assert all(c.config["BT"] * c.config["BD"] <= 13926 for c in feas)
@@ -36,16 +36,16 @@ def test_ub_pruning_on_npu_and_prediction_elsewhere():
     big = next(c for c in pruned if c.config == {"BT": 256, "BD": 2048, "SPLIT": 1})
     assert not big.ub_safe and big.ub_share == pytest.approx(3 * 256 * 2048 * 4 / UB, rel=1e-3)
     assert "OVERFLOWS" in big.ub_detail
-    feas2, pruned2 = tune.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False)
+    feas2, pruned2 = tune_space.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False)
     assert not pruned2 and len(feas2) == 126 and sum(not c.ub_safe for c in feas2) == len(pruned)
 
 
 def test_order_and_direction_follow_the_bottleneck_class():
     spec = _spec()
-    assert tune.order_tunables(spec, {}, "fp32", "vector-bound") == ["BT", "BD", "SPLIT"]
-    assert tune.preferred_direction("vector-bound") == 1
-    assert tune.preferred_direction("core under-use") == -1
-    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    assert tune_space.order_tunables(spec, {}, "fp32", "vector-bound") == ["BT", "BD", "SPLIT"]
+    assert tune_space.preferred_direction("vector-bound") == 1
+    assert tune_space.preferred_direction("core under-use") == -1
+    feas, _ = tune_space.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
     space = [c.config for c in feas]
     start = {"BT": 16, "BD": 128, "SPLIT": 1}
     for bound, want in (("vector-bound", 32), ("core under-use", 8)):
@@ -55,7 +55,7 @@ def test_order_and_direction_follow_the_bottleneck_class():
             seen.append(c)
             return tune.Trial(c, 1.0)
 
-        tune.search(space, start, record, order=["BT", "BD", "SPLIT"], direction=tune.preferred_direction(bound),
+        tune.search(space, start, record, order=["BT", "BD", "SPLIT"], direction=tune_space.preferred_direction(bound),
                     budget=3)
         assert seen[1]["BT"] == want  # the first move: larger rows for vector-bound, smaller for under-use
 
@@ -79,7 +79,7 @@ def _landscapes():
 @pytest.mark.parametrize("name", ["streaming", "bowl", "ridge"])
 def test_search_reaches_exhaustive_best_within_3pct_in_a_quarter(name):
     f = _landscapes()[name]
-    feas, _ = tune.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
+    feas, _ = tune_space.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
     space = [c.config for c in feas]
     exhaustive = min(t for _, t in tune.exhaustive(space, f))
     res = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1}, lambda c, inc: tune.Trial(c, f(c)),
@@ -90,7 +90,7 @@ def test_search_reaches_exhaustive_best_within_3pct_in_a_quarter(name):
 
 
 def test_budget_failures_and_evaluator_verdict():
-    feas, _ = tune.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
+    feas, _ = tune_space.enumerate_space(_spec(), {}, "fp32", UB, enforce_ub=True)
     space = [c.config for c in feas]
     calls = []
 
@@ -110,7 +110,7 @@ def test_cache_is_keyed_and_saves_evaluations(tmp_path):
     spec = _spec()
     key = tune.cache_key("synthetic", {"T": 64, "seqlens": (3, 5)}, "fp32", "fwd", "NVIDIA H200", tune.source_hash(spec))
     assert "T=64,seqlens=3:5" in key and key.startswith("synthetic|") and "NVIDIA H200" in key
-    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    feas, _ = tune_space.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
     space = [c.config for c in feas]
     f = _landscapes()["bowl"]
     first = tune.search(space, {"BT": 16, "BD": 128, "SPLIT": 1}, lambda c, inc: tune.Trial(c, f(c)),
@@ -131,11 +131,11 @@ def test_auto_zero_sits_above_explicit_tiles():
     auto = Tunable("block_rows", 0, (0, 1, 2, 4, 8), "rows; 0 = the largest power of two the UB model allows")
     flag = Tunable("G_T_CONTIG", 1, (0, 1), "1: transposed; 0: gather")
     spec = KernelSpec(**{**spec.__dict__, "tunables": {"block_rows": auto, "G_T_CONTIG": flag}})
-    assert tune.axes(spec) == {"block_rows": [1, 2, 4, 8, 0], "G_T_CONTIG": [0, 1]}
+    assert tune_space.axes(spec) == {"block_rows": [1, 2, 4, 8, 0], "G_T_CONTIG": [0, 1]}
     space = [{"block_rows": r, "G_T_CONTIG": g} for r in (0, 1, 2, 4, 8) for g in (0, 1)]
     seen = []
     tune.search(space, {"block_rows": 0, "G_T_CONTIG": 1}, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0),
-                order=["block_rows", "G_T_CONTIG"], direction=1, budget=2, choices=tune.axes(spec))
+                order=["block_rows", "G_T_CONTIG"], direction=1, budget=2, choices=tune_space.axes(spec))
     assert seen[1] == {"block_rows": 8, "G_T_CONTIG": 1}  # from auto, the first explicit try is the largest
 
 
@@ -147,8 +147,8 @@ def test_forward_workloads_ignore_backward_stages():
 
     spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model})
     cfg = {"BT": 64, "BD": 128, "SPLIT": 1}
-    assert not tune.ub_prediction(spec, {}, cfg, "fp32", UB).ub_safe  # 8 x 64 x 4096 x 4 B overflows in bwd
-    fwd = tune.ub_prediction(spec, {}, cfg, "fp32", UB, mode="fwd")
+    assert not tune_space.ub_prediction(spec, {}, cfg, "fp32", UB).ub_safe  # 8 x 64 x 4096 x 4 B overflows in bwd
+    fwd = tune_space.ub_prediction(spec, {}, cfg, "fp32", UB, mode="fwd")
     assert fwd.ub_safe and fwd.ub_detail.startswith("fwd: peak 256 B")
 
 
@@ -163,10 +163,10 @@ def test_equivalent_configurations_are_measured_once():
     tunables = {"BT": Tunable("BT", 0, (0, 8, 16, 32, 64), "rows; 0 = largest"),
                 "BD": Tunable("BD", 64, (64, 128), "cols"), "FLAG": Tunable("FLAG", 1, (0, 1), "1: transposed")}
     spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model, "tunables": tunables})
-    assert tune.untiled_tunables(spec, {}, "fp32") == ["FLAG"]
-    feas, _ = tune.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    assert tune_space.untiled_tunables(spec, {}, "fp32") == ["FLAG"]
+    feas, _ = tune_space.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
     start = {"BT": 0, "BD": 64, "FLAG": 1}
-    unique, alias = tune.dedupe(feas, spec, {}, "fp32", keep=start)
+    unique, alias = tune_space.dedupe(feas, spec, {}, "fp32", keep=start)
     # BT in {0, 32, 64} all run BT=32: 5 row values collapse to 3 (8, 16, 32), times BD x FLAG
     assert len(feas) == 20 and len(unique) == 12
     assert alias["BD=64,BT=64,FLAG=1"] == "BD=64,BT=0,FLAG=1"  # the start represents its group

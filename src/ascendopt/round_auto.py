@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ascendopt import rounds, tune
+from ascendopt import rounds, tune, tune_space
 from ascendopt.errors import UsageError
 from ascendopt.round_run import Plan, RoundOutcome, Step, _command, check_stop, run_round
 from ascendopt.workspace import Workspace
@@ -37,11 +37,11 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     info = backend.info()
     w = contract.workload
     case = w.shapes[0]
-    feasible, pruned = tune.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
+    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
                                             mode=w.mode)
     # a candidate must fit every shape case of the contract, not only the first
     for other in w.shapes[1:]:
-        ok = {tune.config_key(c.config) for c in tune.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
+        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
                                                                       enforce_ub=info.ub_enforced, mode=w.mode)[0]}
         pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
         feasible = [c for c in feasible if tune.config_key(c.config) in ok]
@@ -50,7 +50,7 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     start = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
         raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space")
-    distinct, _ = tune.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
+    distinct, _ = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
     space = [c.config for c in distinct]
     budget = budget if budget is not None else tune.default_budget(len(space))
     if budget < 1:
@@ -64,7 +64,7 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     cache = tune.TuneCache(ws.root / "tune-cache.json", key)
     step(f"auto: {len(space)} distinct feasible configurations of {len(feasible)} ({len(pruned)} pruned by the UB "
          f"model), budget {budget}, "
-         f"bound {bound or 'unknown'} -> {'larger' if tune.preferred_direction(bound) > 0 else 'smaller'} tiles first")
+         f"bound {bound or 'unknown'} -> {'larger' if tune_space.preferred_direction(bound) > 0 else 'smaller'} tiles first")
     recorded: list[int] = []
     start_ms = None
     if best_rec and best_rec.timing:
@@ -89,9 +89,9 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
             return tune.Trial(cfg, None, note=f"gate red: {rec.gate.get('failed_stage')}")
         return tune.Trial(cfg, rec.candidate_ms, better=rec.verdict == "keep", note=rec.verdict)
 
-    result = tune.search(space, start, evaluate, order=tune.order_tunables(spec, case.dims, w.dtype, bound),
-                         direction=tune.preferred_direction(bound), budget=budget, cache=cache,
-                         choices=tune.axes(spec), start_trial=tune.Trial(start, start_ms, note="start"))
+    result = tune.search(space, start, evaluate, order=tune_space.order_tunables(spec, case.dims, w.dtype, bound),
+                         direction=tune_space.preferred_direction(bound), budget=budget, cache=cache,
+                         choices=tune_space.axes(spec), start_trial=tune.Trial(start, start_ms, note="start"))
     if result.best.cached and result.best.config != start:
         # A cache hit is a number from an earlier session; separate runs do not compose, so the
         # winner is measured again, interleaved with the best so far, before anything is claimed.

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console, round_summary, rounds, tune
+from ascendopt import console, round_summary, rounds, tune, tune_space
 from ascendopt import round_profiles as rp
 from ascendopt import round_timing as rt
 from ascendopt.errors import AscendoptError, UsageError
@@ -116,9 +116,9 @@ def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[st
         raise UsageError(f"--set changes nothing: the best configuration so far already is {now}",
                          hint="set a different value; one change per round")
     w = contract.workload
-    raw = tune.untiled_tunables(spec, w.shapes[0].dims, w.dtype, w.mode)
-    if all(tune.launch_signature(spec, c.dims, candidate, w.dtype, w.mode, raw)
-           == tune.launch_signature(spec, c.dims, best, w.dtype, w.mode, raw) for c in w.shapes):
+    raw = tune_space.untiled_tunables(spec, w.shapes[0].dims, w.dtype, w.mode)
+    if all(tune_space.launch_signature(spec, c.dims, candidate, w.dtype, w.mode, raw)
+           == tune_space.launch_signature(spec, c.dims, best, w.dtype, w.mode, raw) for c in w.shapes):
         # warn, not refuse: the UB model's tiles are the best knowledge here, not a certainty
         console.warn(f"{tune.config_key(changed)} resolves to the same tiles as the best so far "
                      "(an auto 0 or a tile clamped to the extent): expect no change")
@@ -129,7 +129,7 @@ def ub_use(spec, contract, config: Mapping[str, int], info) -> dict[str, Any]:
     """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows."""
     worst = None
     for case in contract.workload.shapes:
-        cand = tune.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes,
+        cand = tune_space.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes,
                                   contract.workload.mode)
         if worst is None or (not cand.ub_safe and worst.ub_safe) or cand.ub_share > worst.ub_share:
             worst = cand

@@ -25,16 +25,16 @@ def choose_change(spec, dims, dtype: str, mode: str, ub_bytes: int, bound: str |
     compile on Ascend); a value that resolves to the current tiles is skipped. Returns
     ``({name: value}, hypothesis)``.
     """
-    from ascendopt import tune
+    from ascendopt import tune, tune_space
 
-    feasible, _ = tune.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode)
+    feasible, _ = tune_space.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode)
     # only configurations that launch different tiles: block_rows=2 where auto resolves to 2 is no change
-    distinct, alias = tune.dedupe(feasible, spec, dims, dtype, mode, keep=current)
+    distinct, alias = tune_space.dedupe(feasible, spec, dims, dtype, mode, keep=current)
     same = alias.get(tune.config_key(current))
     allowed = {tune.config_key(c.config) for c in distinct} - {same}
-    axes = tune.axes(spec)
-    direction = tune.preferred_direction(bound)
-    for name in tune.order_tunables(spec, dims, dtype, bound):
+    axes = tune_space.axes(spec)
+    direction = tune_space.preferred_direction(bound)
+    for name in tune_space.order_tunables(spec, dims, dtype, bound):
         vals = axes[name]
         i = vals.index(current[name])
         for d in (direction, -direction):
