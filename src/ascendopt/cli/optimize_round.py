@@ -74,6 +74,7 @@ def optimize_round(
                             f"by the UB model, budget {result['budget']}")
         console.out(f"best configuration: {round_run.format_config(result['best'])}")
         console.out(f"cache: {result['cache']}")
+        console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
         return
 
     with console.progress("optimize-round") as bar:
@@ -87,7 +88,7 @@ def optimize_round(
         if not record.gate.get("passed"):
             console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
         console.out(f"recorded: {outcome.path}")
-    if outcome.exit_code:
+    if outcome.exit_code:  # a drop exits with the gate's code (1 correctness, 3 integrity), after recording
         raise typer.Exit(outcome.exit_code)
 
 
