@@ -74,8 +74,20 @@ def grid_size(bound: str, tasks: int) -> int:
 
     cores = num_cores(bound)
     if backends.current().name == "cuda":
-        cores *= CUDA_PROGRAMS_PER_SM
+        cores *= cuda_programs_per_sm()
     return max(1, min(cores, tasks))
 
 
 CUDA_PROGRAMS_PER_SM = 8
+
+
+def cuda_programs_per_sm() -> int:
+    """Programs per SM of a 1D core grid on CUDA; ``ASCENDOPT_CUDA_PROGRAMS_PER_SM`` overrides (sweeps)."""
+    value = os.environ.get("ASCENDOPT_CUDA_PROGRAMS_PER_SM")
+    if value is None:
+        return CUDA_PROGRAMS_PER_SM
+    if not value.isdigit() or int(value) < 1:
+        from ascendopt.errors import UsageError
+
+        raise UsageError(f"ASCENDOPT_CUDA_PROGRAMS_PER_SM={value!r}: must be a positive integer")
+    return int(value)
