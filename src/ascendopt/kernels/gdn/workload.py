@@ -168,7 +168,7 @@ def stage_spec(*, name: str, description: str, make_inputs: Callable, run: Calla
                ub_model: Callable, cost: Callable[[Any, str, str], Cost], kernel_names: tuple[str, ...],
                tunables: dict[str, Tunable], extras: dict | None = None,
                tolerances: dict[str, float] | None = None, supports: Callable | None = None,
-               dtypes: tuple[str, ...] = ("fp32", "bf16"), bound: str = "cube") -> KernelSpec:
+               dtypes: tuple[str, ...] = ("bf16", "fp32"), bound: str = "cube") -> KernelSpec:
     """A forward-only KernelSpec over the shared presets (cube-bound unless said otherwise)."""
     return KernelSpec(
         name=name, description=description, bound=bound, modes=("fwd",), dtypes=dtypes,
