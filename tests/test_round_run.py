@@ -140,13 +140,15 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
 
 def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
     code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "2",
-                         "--pairs", "8")
+                         "--pairs", "12")
     assert code == 0, err[-2000:]
     recs = rounds.load_rounds(ws)
     assert 1 <= len(recs) <= 2 and f"auto search: {len(recs)} round(s)" in out
     assert "best configuration: BLOCK=" in out and "tune-cache.json" in out
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--budget", "2")
     assert code == 2 and "--budget applies to --auto only" in err
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
+    assert code == 2 and "--pairs 11: at least 12 pairs" in err
 
 
 def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys):

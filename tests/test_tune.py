@@ -172,3 +172,18 @@ def test_equivalent_configurations_are_measured_once():
     assert alias["BD=64,BT=64,FLAG=1"] == "BD=64,BT=0,FLAG=1"  # the start represents its group
     assert alias["BD=64,BT=32,FLAG=0"] == "BD=64,BT=0,FLAG=0"
     assert len({alias[k] for k in alias}) == 12
+
+
+def test_backward_tiles_collapse_in_a_forward_workload():
+    spec = _spec()
+
+    def ub_model(dims, cfg, dtype):
+        return [UBStage("fwd", {"BT": cfg["BT"]}, "fp32", 1.0), UBStage("bwd", {"BD": cfg["BD"]}, "fp32", 1.0)]
+
+    tunables = {"BT": Tunable("BT", 8, (8, 16), "rows"), "BD": Tunable("BD", 64, (64, 128, 256), "bwd cols"),
+                "FLAG": Tunable("FLAG", 1, (0, 1), "1: transposed")}
+    spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model, "tunables": tunables})
+    feas, _ = tune_space.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
+    assert len(tune_space.dedupe(feas, spec, {}, "fp32", "fwdbwd")[0]) == 12
+    fwd, _ = tune_space.dedupe(feas, spec, {}, "fp32", "fwd", keep={"BT": 8, "BD": 64, "FLAG": 1})
+    assert len(fwd) == 4 and {c.config["BD"] for c in fwd} == {64}  # BD only shapes the backward stage

@@ -116,7 +116,7 @@ def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[st
         raise UsageError(f"--set changes nothing: the best configuration so far already is {now}",
                          hint="set a different value; one change per round")
     w = contract.workload
-    raw = tune_space.untiled_tunables(spec, w.shapes[0].dims, w.dtype, w.mode)
+    raw = tune_space.untiled_tunables(spec, w.shapes[0].dims, w.dtype)
     if all(tune_space.launch_signature(spec, c.dims, candidate, w.dtype, w.mode, raw)
            == tune_space.launch_signature(spec, c.dims, best, w.dtype, w.mode, raw) for c in w.shapes):
         # warn, not refuse: the UB model's tiles are the best knowledge here, not a certainty

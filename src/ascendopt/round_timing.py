@@ -15,6 +15,19 @@ from ascendopt import rounds
 from ascendopt.rounds import RoundRecord
 
 Step = Callable[[str], None]
+
+
+def min_pairs() -> int:
+    """Fewest interleaved pairs worth timing: the exact two-sided signed-rank test on n pairs can
+    reach at best p = 2 / 2**n, which must fall below ``bench.DecisionRule().alpha`` with room for
+    a discordant pair or two (+2). With alpha = 0.002 that is 12."""
+    from ascendopt import bench
+
+    alpha = bench.DecisionRule().alpha
+    n = 1
+    while 2.0 / 2**n >= alpha:
+        n += 1
+    return n + 2
 IMPLAUSIBLE = 5.0  # bench.IMPLAUSIBLE_RATIO: a > 5x change is measured again before it is reported
 
 

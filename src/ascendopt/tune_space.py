@@ -94,12 +94,16 @@ def launch_signature(spec, dims, config: Mapping[str, int], dtype: str, mode: st
     return stages, tuple((n, config[n]) for n in raw)
 
 
-def untiled_tunables(spec, dims, dtype: str, mode: str | None = None) -> list[str]:
-    """Tunables whose values never change the modelled tiles (flags such as G_T_CONTIG)."""
+def untiled_tunables(spec, dims, dtype: str) -> list[str]:
+    """Tunables whose values never change the modelled tiles of any stage (flags such as G_T_CONTIG).
+
+    All stages count here, whatever the mode: a backward tile size is a tile, and in a forward-only
+    workload it simply has no effect (so its values collapse), whereas a flag always matters.
+    """
     defaults = {n: t.default for n, t in spec.tunables.items()}
     out = []
     for name, t in spec.tunables.items():
-        sigs = {launch_signature(spec, dims, {**defaults, name: v}, dtype, mode, ()) for v in t.choices}
+        sigs = {launch_signature(spec, dims, {**defaults, name: v}, dtype, None, ()) for v in t.choices}
         if len(sigs) == 1:
             out.append(name)
     return out
@@ -117,7 +121,7 @@ def dedupe(candidates: Sequence[Candidate], spec, dims, dtype: str, mode: str | 
     """
     cases = list(dims) if isinstance(dims, (list, tuple)) else [dims]
     raw = sorted(set(spec.tunables) - set.intersection(*(set(spec.tunables) - set(untiled_tunables(
-        spec, d, dtype, mode)) for d in cases)))
+        spec, d, dtype)) for d in cases)))
     groups: dict[tuple, list[Candidate]] = {}
     for cand in candidates:
         sig = tuple(launch_signature(spec, d, cand.config, dtype, mode, raw) for d in cases)

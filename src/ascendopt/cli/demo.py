@@ -79,7 +79,7 @@ def demo(
     from ascendopt import round_run
 
     round_run.prepare_backend()  # before anything imports the kernel registry
-    from ascendopt import backends, console, kernels, round_profiles, round_summary
+    from ascendopt import backends, console, kernels, round_profiles, round_summary, round_timing
     from ascendopt import reprofile as rp
     from ascendopt.collect import collect_kernel
     from ascendopt.errors import UsageError
@@ -95,10 +95,11 @@ def demo(
     spec.shape(preset)
     dtype = "fp32" if on_cpu and "fp32" in spec.dtypes else None
     mode = "fwd" if on_cpu and "fwd" in spec.modes else None
-    # 16 pairs: the fewest for which the signed-rank test can reach p < 0.002 with a margin
+    # 16 pairs on cpu: above round_timing.min_pairs() (12) with margin, and cheap on the interpreter
     pairs = pairs or (16 if on_cpu else 30)
-    if pairs < 6:
-        raise UsageError(f"--pairs {pairs}: the A/B test needs at least 6 pairs")
+    if pairs < round_timing.min_pairs():
+        raise UsageError(f"--pairs {pairs}: at least {round_timing.min_pairs()} pairs, or the signed-rank test "
+                         "can never call a change significant")
     root = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="ascendopt-demo-"))
     ws = Workspace(root.resolve())
     console.info(f"demo: {kernel} [{preset}] on {backend.name} ({info.name}); workspace {ws.root}")

@@ -35,15 +35,16 @@ def optimize_round(
 
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
     """
-    from ascendopt import console, round_auto, round_run, round_summary
+    from ascendopt import console, round_auto, round_run, round_summary, round_timing
     from ascendopt.errors import UsageError
     from ascendopt.workspace import Workspace
 
     round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
-    if pairs < 6:
-        raise UsageError(f"--pairs {pairs}: the A/B test needs at least 6 pairs")
+    if pairs < round_timing.min_pairs():
+        raise UsageError(f"--pairs {pairs}: at least {round_timing.min_pairs()} pairs, or the signed-rank test "
+                         "can never call a change significant")
     sets = round_run.parse_sets(set_)
     if auto and sets:
         raise UsageError("--auto and --set exclude each other: --auto chooses the values")
