@@ -71,8 +71,8 @@ def optimize_round(
                         "pass" if r.gate.get("passed") else "fail",
                         "-" if r.candidate_ms is None else f"{r.candidate_ms:.4f}",
                         round_run.speedup_text(r.ratio_vs_best), r.verdict) for r in rows],
-                      title=f"auto search: {len(rows)} round(s), {result['space']} feasible, {result['pruned']} pruned "
-                            f"by the UB model, budget {result['budget']}")
+                      title=f"auto search: {len(rows)} round(s); {result['space']} distinct of {result['feasible']} feasible "
+                            f"configurations, {result['pruned']} pruned by the UB model; budget {result['budget']}")
         console.out(f"best configuration: {round_run.format_config(result['best'])}")
         console.out(f"cache: {result['cache']}")
         console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
