@@ -26,6 +26,7 @@ from ascendopt.kernels.gdn.indexing import load_last_token_scalar, load_token_sc
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.state import _make_inputs as _state_inputs
 from ascendopt.kernels.gdn.workload import (
+    CUDA_TILE_ELEMENTS,
     G_T_CONTIG,
     UBStage,
     dims_of,
@@ -111,9 +112,15 @@ def ub_stage(K: int, BV: int, dtype: str) -> UBStage:
 
 def fused_tile(K: int, V: int, dtype: str, requested: int = 0) -> int | None:
     """Value slab of the fused kernel: ``requested``, or the widest power of two (16 <= BV <= V) whose
-    live set fits the UB; None when even BV = 16 does not (the forward then runs the two stages)."""
+    live set fits the UB; None when even BV = 16 does not (the forward then runs the two stages).
+
+    On CUDA the state tile is held to ``CUDA_TILE_ELEMENTS`` instead (registers, not a UB, bound it):
+    K = 128 gives BV = 32, half the tasks of BV = 16, which at 255 registers per thread (2 programs
+    per SM) is one wave of programs instead of two on B4_T4096_H16."""
     if requested:
         return min(requested, V)
+    if _on_cuda():
+        return min(V, max(16, CUDA_TILE_ELEMENTS // K))
     BV = min(V, 128)
     while BV >= 16:
         stage = ub_stage(K, BV, dtype)
@@ -121,6 +128,12 @@ def fused_tile(K: int, V: int, dtype: str, requested: int = 0) -> int | None:
             return BV
         BV //= 2
     return None
+
+
+def _on_cuda() -> bool:
+    from ascendopt import backends
+
+    return backends.current().name == "cuda"
 
 
 def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_state=False, cu_seqlens=None,
