@@ -136,6 +136,14 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     assert rec["change"]["kind"] == "code" and "op.py" in rec["change"]["diff_stat"]
     assert rec["verdict"] == "keep" and rec["timing"]["ratio_vs_baseline"] < 0.8
     assert rec["profiles"] and rec["summary"]["duration_us"]["after"] > 0
+    # slower than the frozen commit: the gate's performance stage is red, which for a round is the
+    # bench's verdict (revert), not a red gate (drop)
+    (root / "op.py").write_text((root / "op.py").read_text().replace("DELAY_S = 0.002", "DELAY_S = 0.008"))
+    code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "more work", "--pairs",
+                         "12", "--json")
+    assert code == 0, err[-2000:]
+    rec = json.loads(out)
+    assert rec["gate"]["passed"] and rec["verdict"] == "revert" and rec["timing"]["vs_baseline"] == "slower"
 
 
 def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):

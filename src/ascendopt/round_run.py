@@ -144,13 +144,20 @@ def ub_use(spec, contract, config: Mapping[str, int], info) -> dict[str, Any]:
 # -- the gate ----------------------------------------------------------------------------------
 
 
+def gate_passed(result) -> bool:
+    """Green for a round: integrity, correctness and kernel hit. A slower own-code candidate fails
+    the gate's performance stage, but that is the bench's verdict (revert), not a drop."""
+    failed = result.failed_stage
+    return failed is None or failed.name == "performance"
+
+
 def gate_summary(result) -> dict[str, Any]:
     """The part of a GateResult a round record keeps (never a speed on a red gate)."""
     failed = result.failed_stage
-    return {"passed": bool(result.passed), "exit_code": int(result.exit_code),
-            "failed_stage": failed.name if failed else None,
-            "summary": failed.summary if failed else "; ".join(
-                f"{s.name}: {s.status}" for s in result.stages)}
+    red = not gate_passed(result)
+    return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
+            "failed_stage": failed.name if red else None,
+            "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages)}
 
 
 # -- the round ---------------------------------------------------------------------------------
@@ -181,7 +188,8 @@ def _command(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()
 def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None = None, force: bool = False,
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
-              timer: Callable[[], float] | None = None, _plan: Plan | None = None, _command_text: str | None = None) -> RoundOutcome:
+              timer: Callable[[], float] | None = None, _plan: Plan | None = None,
+              _command_text: str | None = None) -> RoundOutcome:
     """Run and record one round. Returns the record, its path and the exit code for the CLI.
 
     ``before_profiles``: the best-so-far profile when the caller has one (else found or collected).
@@ -224,9 +232,10 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         step(f"round {number}: gate on the candidate")
         gate = run_gate(ws, skip_perf=contract.is_kernel, config_override=plan.candidate if plan else None)
         gsum = gate_summary(gate)
+        green = gsum["passed"]
         before_paths: list[str] = []
         before_report = None
-        if gate.passed and reprofile:  # a red gate ends the round: nothing is profiled or timed
+        if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
             try:
                 before_paths = list(before_profiles or []) or rp.reference_profiles(
                     ws, contract, records, plan.best if plan else None, step)
@@ -236,7 +245,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         bound_before = (round_summary.target_kernel(before_report, rp.kernel_names(contract)) or {}).get("bound")
         target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
         timing = None
-        if gate.passed:
+        if green:
             if contract.is_kernel:
                 clocked = rt.ClockBackend(backend, timer) if timer is not None else backend
                 timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
@@ -245,7 +254,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
 
         after_paths: list[str] = []
         after_report = None
-        if gate.passed and reprofile:
+        if green and reprofile:
             step(f"round {number}: re-profiling with {', '.join(contract.metric_groups)}")
             try:
                 after_paths = rp.collect_profiles(ws, contract, plan.candidate if plan else None, f"round-{number:04d}")
@@ -263,7 +272,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
                                         latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                         bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                         backend=backend.name)
-        verdict = rounds.verdict(gate.passed, timing["vs_best"] if timing else None, floor)
+        verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
         metrics = {}
         if before_report and after_report:
             from ascendopt.analysis import compare
@@ -284,7 +293,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
                                       target_metric=target, ub=ub, speed=speed)
         record = replace(draft, stop=stop, summary=summary)
         path = rounds.save_round(ws, record)
-    return RoundOutcome(rounds.load_rounds(ws)[-1], path, 0 if gate.passed else int(gate.exit_code))
+    return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])
 
 
 def format_config(config: Mapping[str, int] | None) -> str:
