@@ -3,9 +3,9 @@
 The interpreter tests prove the algorithm; this script proves the compiled kernels and picks tiles.
 
 1. correctness: ``ascendopt.correctness.check_kernel`` (NaN-poisoned outputs vs the fp32 oracle) for
-   every non-tiny preset, fwdbwd, bf16, default tunables and ``GATHER=1``;
+   every non-tiny preset, fwdbwd, bf16, for each tap path ``TAPS=1, 2, 3`` (other tunables auto);
 2. sweep on the realistic preset (B4 T4096 D4096 W4, silu + bias, bf16): forward alone over
-   ``(BT, BD, GATHER)`` and backward alone over ``(BT_BWD, BD_BWD, GATHER)``; GB/s from the minimum
+   ``(BT, BD, TAPS)`` and backward alone over ``(BT_BWD, BD_BWD, TAPS)``; GB/s from the minimum
    bytes (fwd: x in + y out; bwd: x, dy in + dx out) and the fraction of the measured copy bandwidth;
 3. fla's ``causal_conv1d`` (Triton backend) fwd and fwd+bwd on the same inputs, and ours with the
    best forward and backward tiles found, so the speedup is read from one run.
@@ -30,10 +30,11 @@ from pathlib import Path
 
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 
-FWD_CONFIGS = [(32, 128, 0), (64, 128, 0), (16, 256, 0), (32, 256, 0), (64, 64, 0), (32, 64, 0),
-               (32, 128, 1), (16, 128, 1), (16, 256, 1)]
-BWD_CONFIGS = [(32, 128, 0), (16, 128, 0), (16, 256, 0), (32, 64, 0), (64, 64, 0), (64, 128, 0),
-               (32, 128, 1), (16, 128, 1), (32, 64, 1)]
+# (BT, BD, TAPS): 1 shifted tile loads, 2 tl.gather register shifts, 3 row streaming
+FWD_CONFIGS = [(32, 128, 1), (64, 128, 1), (32, 128, 2), (64, 512, 3), (64, 1024, 3), (32, 512, 3),
+               (128, 512, 3), (32, 1024, 3), (128, 256, 3)]
+BWD_CONFIGS = [(32, 128, 1), (16, 128, 1), (32, 128, 2), (32, 512, 3), (64, 512, 3), (32, 1024, 3),
+               (16, 512, 3), (64, 256, 3), (128, 512, 3)]
 
 
 def _err(exc: BaseException) -> str:
@@ -74,13 +75,13 @@ def main() -> int:
 
     # 1. correctness of the compiled kernels
     for preset in [p for p in args.check.split(",") if p] or [p for p in spec.shapes if not p.startswith("tiny")]:
-        for gather in (0, 1):
+        for taps in (1, 2, 3):
             if not left():
-                result["skipped"].append(f"correctness {preset} GATHER={gather}")
+                result["skipped"].append(f"correctness {preset} TAPS={taps}")
                 continue
-            row = {"preset": preset, "GATHER": gather}
+            row = {"preset": preset, "TAPS": taps}
             try:
-                reports = check_kernel(spec, spec.shape(preset).dims, "bf16", "fwdbwd", {"GATHER": gather})
+                reports = check_kernel(spec, spec.shape(preset).dims, "bf16", "fwdbwd", {"TAPS": taps})
                 row["passed"] = all(r.passed for r in reports)
                 row["tensors"] = {r.name: {"err_ratio": r.err_ratio, "limit": r.limit, "reason": r.reason}
                                   for r in reports}
@@ -88,7 +89,7 @@ def main() -> int:
                 traceback.print_exc()
                 row["error"] = _err(exc)
             result["correctness"].append(row)
-            print(f"correctness {preset} GATHER={gather}: {row.get('passed', row.get('error'))}", file=sys.stderr)
+            print(f"correctness {preset} TAPS={taps}: {row.get('passed', row.get('error'))}", file=sys.stderr)
 
     # 2. sweep on the realistic preset
     dims = spec.shape(args.preset).dims
@@ -97,12 +98,12 @@ def main() -> int:
     tensor_bytes = x.numel() * x.element_size()
     for BT, BD, g in FWD_CONFIGS:
         if not left():
-            result["skipped"].append(f"fwd BT={BT} BD={BD} GATHER={g}")
+            result["skipped"].append(f"fwd BT={BT} BD={BD} TAPS={g}")
             continue
-        row = {"BT": BT, "BD": BD, "GATHER": g}
+        row = {"BT": BT, "BD": BD, "TAPS": g}
         try:
             t = bench.measure(lambda BT=BT, BD=BD, g=g: causal_conv1d_fwd(x, w, b, activation=act, BT=BT, BD=BD,
-                                                                         gather=bool(g)),
+                                                                         taps=g - 1),
                               backend=backend, repeats=args.repeats)
             row.update(us=t.median_ms * 1e3, gbs=2 * tensor_bytes / (t.median_ms * 1e-3) / 1e9)
             row["copy_fraction"] = row["gbs"] / copy_gbs
@@ -111,12 +112,12 @@ def main() -> int:
         result["fwd"].append(row)
     for BT, BD, g in BWD_CONFIGS:
         if not left():
-            result["skipped"].append(f"bwd BT={BT} BD={BD} GATHER={g}")
+            result["skipped"].append(f"bwd BT={BT} BD={BD} TAPS={g}")
             continue
-        row = {"BT_BWD": BT, "BD_BWD": BD, "GATHER": g}
+        row = {"BT_BWD": BT, "BD_BWD": BD, "TAPS": g}
         try:
             t = bench.measure(lambda BT=BT, BD=BD, g=g: causal_conv1d_bwd(x, dy, w, b, activation=act, BT=BT, BD=BD,
-                                                                         gather=bool(g)),
+                                                                         taps=g - 1),
                               backend=backend, repeats=args.repeats)
             row.update(us=t.median_ms * 1e3, gbs=3 * tensor_bytes / (t.median_ms * 1e-3) / 1e9)
             row["copy_fraction"] = row["gbs"] / copy_gbs
@@ -128,16 +129,16 @@ def main() -> int:
     best_f = min((r for r in result["fwd"] if "us" in r), key=lambda r: r["us"], default=None)
     best_b = min((r for r in result["bwd"] if "us" in r), key=lambda r: r["us"], default=None)
     if best_f and best_b and left():
-        # GATHER is one tunable for both directions: take the tap path with the best fwd + bwd total
+        # TAPS is one tunable for both directions: take the tap path with the best fwd + bwd total
         def best(rows, g):
-            return min((r for r in rows if "us" in r and r["GATHER"] == g), key=lambda r: r["us"], default=None)
+            return min((r for r in rows if "us" in r and r["TAPS"] == g), key=lambda r: r["us"], default=None)
 
-        totals = {g: (best(result["fwd"], g), best(result["bwd"], g)) for g in (0, 1)}
+        totals = {g: (best(result["fwd"], g), best(result["bwd"], g)) for g in (1, 2, 3)}
         totals = {g: fb for g, fb in totals.items() if fb[0] and fb[1]}
         g = min(totals, key=lambda k: totals[k][0]["us"] + totals[k][1]["us"])
         best_f, best_b = totals[g]
         cfg = {"BT": best_f["BT"], "BD": best_f["BD"], "BT_BWD": best_b["BT_BWD"], "BD_BWD": best_b["BD_BWD"],
-               "GATHER": g}
+               "TAPS": g}
         result["best_config"] = cfg
         peer = spec.extras["peer"]
         for mode in spec.modes:
@@ -180,16 +181,16 @@ def _pct(v) -> str:
 
 def _print(r: dict) -> None:
     print(f"{r['device']}: device-to-device copy {r['copy_gbs']:.0f} GB/s\n")
-    print("| preset | GATHER | passed | worst tensor (err / limit) |\n|---|---|---|---|")
+    print("| preset | TAPS | passed | worst tensor (err / limit) |\n|---|---|---|---|")
     for c in r["correctness"]:
         worst = max(c.get("tensors", {}).items(), key=lambda kv: kv[1]["err_ratio"] / kv[1]["limit"],
                     default=(c.get("error", ""), None))
         note = worst[0] if worst[1] is None else f"{worst[0]} {worst[1]['err_ratio']:.2e} / {worst[1]['limit']:.2e}"
-        print(f"| {c['preset']} | {c['GATHER']} | {c.get('passed', 'error')} | {note} |")
+        print(f"| {c['preset']} | {c['TAPS']} | {c.get('passed', 'error')} | {note} |")
     for key, names in (("fwd", ("BT", "BD")), ("bwd", ("BT_BWD", "BD_BWD"))):
-        print(f"\n| {key} {names[0]} | {names[1]} | GATHER | us | GB/s | % copy |\n|---|---|---|---|---|---|")
+        print(f"\n| {key} {names[0]} | {names[1]} | TAPS | us | GB/s | % copy |\n|---|---|---|---|---|---|")
         for row in r[key]:
-            print(f"| {row[names[0]]} | {row[names[1]]} | {row['GATHER']} | {row.get('us', 0):.1f} | "
+            print(f"| {row[names[0]]} | {row[names[1]]} | {row['TAPS']} | {row.get('us', 0):.1f} | "
                   f"{row.get('gbs', 0):.0f} | {_pct(row.get('copy_fraction'))} {row.get('error', '')} |")
     if r["peer"]:
         print(f"\nbest config: {r.get('best_config')}\n")

@@ -17,7 +17,9 @@ from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd, plan_fixed, p
 from ascendopt.kernels.common import nan_poisoning
 
 SMALL = {"BT": 8, "BD": 16, "BT_BWD": 8, "BD_BWD": 16}
-GATHER = {**SMALL, "GATHER": 1}  # bulk tiles shift rows in registers instead of reloading them
+SMALL = {**SMALL, "TAPS": 1}  # W shifted tile loads
+GATHER = {**SMALL, "TAPS": 2}  # bulk tiles shift rows in registers instead of reloading them
+ROWS = {**SMALL, "TAPS": 3}  # bulk tiles streamed row by row
 
 
 def _check(dims, dtype, config, mode="fwdbwd", seed=0):
@@ -38,7 +40,7 @@ def _check(dims, dtype, config, mode="fwdbwd", seed=0):
     return inputs, out
 
 
-@pytest.mark.parametrize("dtype,config", [("fp32", GATHER), ("bf16", SMALL)])
+@pytest.mark.parametrize("dtype,config", [("fp32", GATHER), ("bf16", SMALL), ("fp32", ROWS)])
 def test_all_features_match_oracle(dtype, config):
     # T=41: the last full bwd tile (rows 32..39) would need dz rows 40..42, past the sequence end
     dims = {"B": 2, "T": 41, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
@@ -47,7 +49,7 @@ def test_all_features_match_oracle(dtype, config):
     assert out["final_state"].shape == (2, 40, 3) and out["dinitial_state"].shape == (2, 40, 3)
 
 
-@pytest.mark.parametrize("W,config", [(2, GATHER), (3, SMALL)])
+@pytest.mark.parametrize("W,config", [(2, GATHER), (3, ROWS)])
 def test_no_activation_no_bias_aligned_channels(W, config):
     _check({"B": 1, "T": 33, "D": 32, "W": W, "act": 0, "bias": 0}, "fp32", config)
 
@@ -78,7 +80,7 @@ def test_varlen_equals_each_sequence_alone():
     w, b = _rand(D, W, seed=3), _rand(D, seed=4)
     h0, dht = _rand(len(lens), D, W - 1, seed=5), _rand(len(lens), D, W - 1, seed=6)
     cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64)
-    tiles = {"BT": 8, "BD": 16}
+    tiles = {"BT": 8, "BD": 16, "taps": 2}  # bulk tiles streamed row by row
     y, ht = causal_conv1d_fwd(x, w, b, None, h0, True, "silu", cu, **tiles)
     dx, dw, db, dh0 = causal_conv1d_bwd(x, dy, w, b, h0, dht, "silu", cu, **tiles)
     dw_sum, db_sum = torch.zeros_like(dw), torch.zeros_like(db)
@@ -183,3 +185,12 @@ def test_public_entry_runs_varlen():
                           config={"BT": 8, "BD": 16})
     ref_y, ref_h = causal_conv1d_reference(x, w, initial_state=_rand(2, 8, 2), cu_seqlens=cu)
     assert relative_rms(y, ref_y) <= SPEC.tolerances["fp32"] and torch.equal(ht, ref_h)
+
+
+def test_auto_tunables_resolve_per_backend():
+    from ascendopt.kernels.causal_conv1d import TAPS_ROWS, TAPS_TILES, resolve
+
+    cuda, npu = resolve(SPEC.config(), "cuda"), resolve(SPEC.config(), "npu")
+    assert cuda["TAPS"] == TAPS_ROWS and npu["TAPS"] == TAPS_TILES
+    assert all(v > 0 for v in (*cuda.values(), *npu.values()))
+    assert resolve(SPEC.config({"BT": 16, "TAPS": 2}), "cuda")["BT"] == 16  # explicit values are kept

@@ -29,7 +29,25 @@ __all__ = ["SPEC", "causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_fwd", "c
 # (~200 KB needed, cases.md), i.e. >= 6 live copies, and its fwd at 128x128 (req ~390 KB, ~6 copies).
 FWD_MEM_MULT = 5.0
 BWD_MEM_MULT = 9.0
+# gather path: + the HB-row halos and one shifted copy (fwd), + right halos, kept shifted x taps (bwd)
+FWD_GATHER_MULT = 6.0
+BWD_GATHER_MULT = 12.0
+# row path: live [BD] rows, not tiles. fwd: 3 previous rows + a 4-row block double-buffered (8) + 4 taps
+# + bias + z/output temporaries (2) = 18. bwd: 3 previous x + 3 previous dz rows + 4-row blocks of x
+# and dy double-buffered (16) + 4 taps + bias + 5 dweight/dbias accumulators + 4 dz + 4 dx rows = 40.
+FWD_ROWS_MULT = 18.0
+BWD_ROWS_MULT = 40.0
 FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
+
+# TAPS values (0 = auto) and the auto choices per backend. The row path issues [BD]-row DMAs and
+# evaluates act'(z) once per element (the tile paths W times in the bwd): on sm_90 its inner loops
+# compile to ~22 (fwd) / ~36 (bwd) instructions per element against ~31 / ~128 for the tile path.
+# Ascend keeps the tile path the seed describes (big 2-D DMAs, UB-modelled [BT, BD] tiles).
+TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
+_AUTO = {
+    "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512},
+    "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128},
+}
 UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
 _FLAG_DEFAULTS = {"act": 1, "bias": 1, "residual": 0, "state": 0}
@@ -40,10 +58,20 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
     """Forward ``(y [B,T,D], final_state [N,D,W-1] | None)``; ``config`` overrides SPEC tunables.
 
     Raises ValueError on shapes or options the kernels do not support (no silent fallback)."""
-    cfg = SPEC.config(config)
+    cfg = resolve(SPEC.config(config))
     check_inputs(x, weight, bias, residual, initial_state, activation, cu_seqlens)
     return causal_conv1d_fwd(x, weight, bias, residual, initial_state, output_final_state, activation,
-                             cu_seqlens, BT=cfg["BT"], BD=cfg["BD"], gather=bool(cfg["GATHER"]))
+                             cu_seqlens, BT=cfg["BT"], BD=cfg["BD"], taps=cfg["TAPS"] - 1)
+
+
+def resolve(config: dict, backend: str | None = None) -> dict:
+    """Tunables with every 0 (auto) replaced by the choice for ``backend`` (default: the current one)."""
+    if backend is None:
+        from ascendopt import backends
+
+        backend = backends.current().name
+    auto = _AUTO["cuda" if backend == "cuda" else "other"]
+    return {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
 
 
 def check_inputs(x, weight, bias=None, residual=None, initial_state=None, activation=None, cu_seqlens=None):
@@ -144,19 +172,19 @@ def _make_inputs(dims, dtype: str, device, seed: int = 0) -> dict:
 
 
 def _run(inputs: dict, config: dict, mode: str) -> dict:
+    config = resolve(config)
     x, weight = inputs["x"], inputs["weight"]
     bias, residual, h0 = inputs.get("bias"), inputs.get("residual"), inputs.get("initial_state")
     act, cu = inputs.get("activation"), inputs.get("cu_seqlens")
-    gather = bool(config["GATHER"])
     y, ht = causal_conv1d_fwd(x, weight, bias, residual, h0, h0 is not None, act, cu,
-                              BT=config["BT"], BD=config["BD"], gather=gather)
+                              BT=config["BT"], BD=config["BD"], taps=config["TAPS"] - 1)
     out = {"y": y}
     if h0 is not None:
         out["final_state"] = ht
     if mode == "fwdbwd":
         dht = inputs.get("dfinal_state")
         dx, dw, db, dh0 = causal_conv1d_bwd(x, inputs["dy"], weight, bias, h0, dht, act, cu,
-                                            BT=config["BT_BWD"], BD=config["BD_BWD"], gather=gather)
+                                            BT=config["BT_BWD"], BD=config["BD_BWD"], taps=config["TAPS"] - 1)
         out.update(dx=dx, dweight=dw)
         if bias is not None:
             out["dbias"] = db
@@ -191,11 +219,24 @@ def _reference(inputs: dict, mode: str) -> dict:
 
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
-    return [
-        UBStage("fwd", {"BT": config["BT"], "BD": config["BD"]}, "fp32", FWD_MEM_MULT, UB_MARGIN),
-        UBStage("bwd", {"BT": config["BT_BWD"], "BD": config["BD_BWD"]}, "fp32", BWD_MEM_MULT, UB_MARGIN),
-        UBStage("dw_finalize", {"BS": 32, "BD": 64}, "fp32", FIN_MEM_MULT, UB_MARGIN),
-    ]
+    """Live sets per stage; auto tunables resolve as on the current backend. Tail tiles use the tile path."""
+    try:
+        cfg = resolve(config)
+    except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
+        cfg = resolve(config, "npu")
+    fwd, bwd = {"BT": cfg["BT"], "BD": cfg["BD"]}, {"BT": cfg["BT_BWD"], "BD": cfg["BD_BWD"]}
+    stages = [UBStage("fwd_tail", fwd, "fp32", FWD_MEM_MULT, UB_MARGIN),
+              UBStage("bwd_tail", bwd, "fp32", BWD_MEM_MULT, UB_MARGIN)]
+    if cfg["TAPS"] == TAPS_TILES:
+        stages = [UBStage("fwd", fwd, "fp32", FWD_MEM_MULT, UB_MARGIN),
+                  UBStage("bwd", bwd, "fp32", BWD_MEM_MULT, UB_MARGIN)]
+    elif cfg["TAPS"] == TAPS_GATHER:
+        stages += [UBStage("fwd_bulk_gather", fwd, "fp32", FWD_GATHER_MULT, UB_MARGIN),
+                   UBStage("bwd_bulk_gather", bwd, "fp32", BWD_GATHER_MULT, UB_MARGIN)]
+    else:
+        stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", FWD_ROWS_MULT, UB_MARGIN),
+                   UBStage("bwd_bulk_rows", {"BD": cfg["BD_BWD"]}, "fp32", BWD_ROWS_MULT, UB_MARGIN)]
+    return stages + [UBStage("dw_finalize", {"BS": 32, "BD": 64}, "fp32", FIN_MEM_MULT, UB_MARGIN)]
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
@@ -285,7 +326,7 @@ def _peer(inputs: dict, mode: str) -> dict:
     return out
 
 
-_TILE_DOC = "power of two; {what}. UB: {mult} live fp32 [BT, BD] copies must fit {margin:.0%} of UB"
+_TILE_DOC = "0 = auto, else a power of two: {what}; the UB model (ub_model) must fit 85% of UB"
 
 SPEC = KernelSpec(
     name="causal_conv1d",
@@ -311,21 +352,20 @@ SPEC = KernelSpec(
                               "B4_T4096_D4096_W4 with residual, initial and final state"),
     },
     tunables={
-        # Defaults: 32 x 128 fits the UB model in both directions (fwd 80 KiB, bwd 144 KiB of a 167 KiB
-        # budget on 910B) and, compiled for sm_90, needs 56 (fwd) / 164 (bwd) registers per thread with
-        # no spills; 128 bf16 channels are 256 contiguous bytes per row.
-        "BT": Tunable("BT", 32, (8, 16, 32, 64, 128, 256),
-                      _TILE_DOC.format(what="forward time tile", mult=FWD_MEM_MULT, margin=UB_MARGIN)),
-        "BD": Tunable("BD", 128, (16, 32, 64, 128, 256, 512),
-                      _TILE_DOC.format(what="forward channel tile", mult=FWD_MEM_MULT, margin=UB_MARGIN)),
-        "BT_BWD": Tunable("BT_BWD", 32, (8, 16, 32, 64, 128),
-                          _TILE_DOC.format(what="backward time tile", mult=BWD_MEM_MULT, margin=UB_MARGIN)),
-        "BD_BWD": Tunable("BD_BWD", 128, (16, 32, 64, 128, 256),
-                          _TILE_DOC.format(what="backward channel tile", mult=BWD_MEM_MULT,
-                                           margin=UB_MARGIN)),
-        "GATHER": Tunable("GATHER", 0, (0, 1),
-                          "bulk-tile taps: 0 = W shifted block-pointer loads (portable; Ascend would use "
-                          "tl.extract_slice), 1 = one load + register shifts with tl.gather"),
+        # 0 = auto (_AUTO): on cuda the row path with 64x512 / 32x512 tiles, elsewhere the tile path with
+        # 32x128 tiles, which fit the UB model in both directions (fwd 80 KiB, bwd 144 KiB of a 167 KiB
+        # budget on 910B) and compile for sm_90 without spills.
+        "BT": Tunable("BT", 0, (0, 8, 16, 32, 64, 128, 256), _TILE_DOC.format(what="forward time tile")),
+        "BD": Tunable("BD", 0, (0, 16, 32, 64, 128, 256, 512, 1024),
+                      _TILE_DOC.format(what="forward channel tile")),
+        "BT_BWD": Tunable("BT_BWD", 0, (0, 8, 16, 32, 64, 128), _TILE_DOC.format(what="backward time tile")),
+        "BD_BWD": Tunable("BD_BWD", 0, (0, 16, 32, 64, 128, 256, 512, 1024),
+                          _TILE_DOC.format(what="backward channel tile")),
+        "TAPS": Tunable("TAPS", 0, (0, 1, 2, 3),
+                        "how bulk tiles form the W taps: 0 = auto (3 on cuda, 1 elsewhere), 1 = W shifted "
+                        "block-pointer tile loads (Ascend's 'load inside the static_range'), 2 = one tile "
+                        "load + register shifts with tl.gather, 3 = stream the tile row by row with the "
+                        "previous rows in registers"),
     },
     make_inputs=_make_inputs,
     run=_run,

@@ -27,6 +27,7 @@ import triton.language as tl
 
 from ascendopt.kernels import common
 from ascendopt.kernels.causal_conv1d_fwd import halo_rows, load_rows, plan, state_ptrs, window_rows
+from ascendopt.kernels.causal_conv1d_rows import bwd_rows
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
 # worth a tunable: the scratch it reads is ~1/BT of the bwd traffic.
@@ -210,7 +211,7 @@ def _causal_conv1d_bwd_kernel(
     T, n_tasks, n_per_seq, t_first, n_head, tail_start, slot0,
     D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
-    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, GATHER: tl.constexpr, PER_PROGRAM: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr, PER_PROGRAM: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -252,55 +253,59 @@ def _causal_conv1d_bwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT
         x_win = x + (row0 - (W - 1)) * D  # only dereferenced in bulk mode (block pointers)
-        if TAIL_MODE == 0 and GATHER:
-            acc, dz0, xs0, xs1, xs2, xs3 = _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
-                                                        D, W, BT, BD, HB, ACT, HAS_BIAS)
-            p0 = tl.sum(dz0 * xs0.to(tl.float32), axis=0)
-            p1 = tl.sum(dz0 * xs1.to(tl.float32), axis=0)
-            p2 = tl.sum(dz0 * xs2.to(tl.float32), axis=0)
-            p3 = tl.sum(dz0 * xs3.to(tl.float32), axis=0)
+        if TAIL_MODE == 0 and TAPS == 2:
+            p0, p1, p2, p3, pb = bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS)
         else:
-            acc, dz0 = _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d, m_d,
-                                   D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT, TAIL_MODE)
-            p0 = tl.zeros([BD], dtype=tl.float32)
-            p1 = tl.zeros([BD], dtype=tl.float32)
-            p2 = tl.zeros([BD], dtype=tl.float32)
-            p3 = tl.zeros([BD], dtype=tl.float32)
-            if TAIL_MODE != 2:  # dweight[w] = sum_t dz[t] * x[t - (W-1) + w]
-                for w in tl.static_range(W):
-                    b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
-                                  D, W, BT, BD, USE_H0, TAIL_MODE)
-                    if w == 0:
-                        p0 = tl.sum(dz0 * b_x, axis=0)
-                    if w == 1:
-                        p1 = tl.sum(dz0 * b_x, axis=0)
-                    if w == 2:
-                        p2 = tl.sum(dz0 * b_x, axis=0)
-                    if w == 3:
-                        p3 = tl.sum(dz0 * b_x, axis=0)
-        if TAIL_MODE == 0:
-            p_dx = tl.make_block_ptr(dx + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
-            if D % BD == 0:
-                tl.store(p_dx, acc.to(dx.dtype.element_ty))
+            if TAIL_MODE == 0 and TAPS == 1:
+                acc, dz0, xs0, xs1, xs2, xs3 = _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
+                                                            D, W, BT, BD, HB, ACT, HAS_BIAS)
+                p0 = tl.sum(dz0 * xs0.to(tl.float32), axis=0)
+                p1 = tl.sum(dz0 * xs1.to(tl.float32), axis=0)
+                p2 = tl.sum(dz0 * xs2.to(tl.float32), axis=0)
+                p3 = tl.sum(dz0 * xs3.to(tl.float32), axis=0)
             else:
-                tl.store(p_dx, acc.to(dx.dtype.element_ty), boundary_check=(1,))
-        elif TAIL_MODE == 1:
-            m_y = (o_t < T_n)[:, None] & m_d[None, :]
-            p_dx = dx + (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
-            tl.store(p_dx, acc.to(dx.dtype.element_ty), mask=m_y)
-        else:
-            m_h = ((o_t < 0) & (o_t >= 1 - W))[:, None] & m_d[None, :]
-            p_h = state_ptrs(dh0, i_n, o_d, o_t + W - 1, D, W)
-            tl.store(p_h, acc.to(dh0.dtype.element_ty), mask=m_h)
+                acc, dz0 = _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d,
+                                       m_d,
+                                       D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT, TAIL_MODE)
+                p0 = tl.zeros([BD], dtype=tl.float32)
+                p1 = tl.zeros([BD], dtype=tl.float32)
+                p2 = tl.zeros([BD], dtype=tl.float32)
+                p3 = tl.zeros([BD], dtype=tl.float32)
+                if TAIL_MODE != 2:  # dweight[w] = sum_t dz[t] * x[t - (W-1) + w]
+                    for w in tl.static_range(W):
+                        b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
+                                      D, W, BT, BD, USE_H0, TAIL_MODE)
+                        if w == 0:
+                            p0 = tl.sum(dz0 * b_x, axis=0)
+                        if w == 1:
+                            p1 = tl.sum(dz0 * b_x, axis=0)
+                        if w == 2:
+                            p2 = tl.sum(dz0 * b_x, axis=0)
+                        if w == 3:
+                            p3 = tl.sum(dz0 * b_x, axis=0)
+            if TAIL_MODE == 0:
+                p_dx = tl.make_block_ptr(dx + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
+                if D % BD == 0:
+                    tl.store(p_dx, acc.to(dx.dtype.element_ty))
+                else:
+                    tl.store(p_dx, acc.to(dx.dtype.element_ty), boundary_check=(1,))
+            elif TAIL_MODE == 1:
+                m_y = (o_t < T_n)[:, None] & m_d[None, :]
+                p_dx = dx + (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
+                tl.store(p_dx, acc.to(dx.dtype.element_ty), mask=m_y)
+            else:
+                m_h = ((o_t < 0) & (o_t >= 1 - W))[:, None] & m_d[None, :]
+                p_h = state_ptrs(dh0, i_n, o_d, o_t + W - 1, D, W)
+                tl.store(p_h, acc.to(dh0.dtype.element_ty), mask=m_h)
+            pb = tl.sum(dz0, axis=0)
         if TAIL_MODE != 2:
             if PER_PROGRAM:
                 q0 += p0
                 q1 += p1
                 q2 += p2
                 q3 += p3
-                qb += tl.sum(dz0, axis=0)
+                qb += pb
             else:
-                pb = tl.sum(dz0, axis=0)
                 _store_partials(part, slot0 + i_r, o_d, m_d, p0, p1, p2, p3, pb, D, W, HAS_BIAS)
     if PER_PROGRAM:
         o_d = (pid % ND) * BD + tl.arange(0, BD)
@@ -345,11 +350,11 @@ def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
 
 
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
-                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, gather: bool = False):
+                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
     """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
     dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
     are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
-    ``gather``: bulk tiles read x and dy once and shift rows in registers (``tl.gather``)."""
+    ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles)."""
     import torch
 
     B, T, D = x.shape
@@ -362,10 +367,10 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     dx = common.alloc((B, T, D), x.dtype, x.device)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"
-    # the gather path reads whole HB-row halos after the tile, the loads path W-1 rows
-    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=HB if gather else W - 1)
+    # the gather path reads whole HB-row halos after the tile, the other paths W-1 rows
+    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
     nd = triton.cdiv(D, BD)
-    flags = {"D": D, "W": W, "BD": BD, "HB": HB, "GATHER": gather, "ACT": activation == "silu",
+    flags = {"D": D, "W": W, "BD": BD, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
              "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
              "IS_VARLEN": cu_seqlens is not None}
     # (TAIL_MODE, tiles, BT): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0

@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
+from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 
 
 @triton.jit
@@ -72,7 +73,7 @@ def _causal_conv1d_fwd_kernel(
     T, n_tasks, n_per_seq, t_first, n_head, tail_start,
     D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
-    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, GATHER: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -98,65 +99,69 @@ def _causal_conv1d_fwd_kernel(
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
-        acc = tl.zeros([BT, BD], dtype=tl.float32)
-        if TAIL_MODE == 0 and GATHER:
-            # one read of the tile and of its HB-row halo; the taps are register shifts
-            b_m = load_rows(x + row0 * D, i_d, BT, D, BD)
-            b_h = load_rows(x + (row0 - HB) * D, i_d, HB, D, BD)
-            for w in tl.static_range(W):
-                b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-                if w == W - 1:
-                    b_x = b_m
-                else:
-                    b_x = window_rows(b_h, b_m, HB + w - (W - 1), BT, HB, BT, BD)
-                acc += b_x.to(tl.float32) * b_w[None, :]
-        elif TAIL_MODE == 0:
-            x_win = x + (row0 - (W - 1)) * D  # halo rows are inside the sequence (bulk predicate)
-            for w in tl.static_range(W):
-                p_x = tl.make_block_ptr(x_win, (BT + W - 1, D), (D, 1), (w, i_d * BD), (BT, BD), (1, 0))
-                if D % BD == 0:
-                    b_x = tl.load(p_x)
-                    b_w = tl.load(wt + w * D + o_d)
-                else:
-                    b_x = tl.load(p_x, boundary_check=(1,))
-                    b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0)
-                acc += b_x.to(tl.float32) * b_w.to(tl.float32)[None, :]
+        if TAIL_MODE == 0 and TAPS == 2:
+            fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES)
         else:
-            o_t = i_t * BT + tl.arange(0, BT)
-            for w in tl.static_range(W):
-                src = o_t - (W - 1) + w
-                m_x = (src >= 0) & (src < T_n)
-                p_x = x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :]
-                b_x = tl.load(p_x, mask=m_x[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-                if USE_H0:
-                    # x[t] for -(W-1) <= t < 0 is initial_state[n, d, t + W - 1]
-                    m_h = (src < 0) & (src >= 1 - W)
-                    p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
-                    b_x += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-                b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-                acc += b_x * b_w[None, :]
-        if HAS_BIAS:
-            acc += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
-        if ACT:
-            acc = acc * tl.sigmoid(acc)
-        if TAIL_MODE == 0:
-            p_y = tl.make_block_ptr(y + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
-            if HAS_RES:
-                p_r = tl.make_block_ptr(residual + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
-                if D % BD == 0:
-                    acc += tl.load(p_r).to(tl.float32)
-                else:
-                    acc += tl.load(p_r, boundary_check=(1,)).to(tl.float32)
-            if D % BD == 0:
-                tl.store(p_y, acc.to(y.dtype.element_ty))
+            acc = tl.zeros([BT, BD], dtype=tl.float32)
+            if TAIL_MODE == 0 and TAPS == 1:
+                # one read of the tile and of its HB-row halo; the taps are register shifts
+                b_m = load_rows(x + row0 * D, i_d, BT, D, BD)
+                b_h = load_rows(x + (row0 - HB) * D, i_d, HB, D, BD)
+                for w in tl.static_range(W):
+                    b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+                    if w == W - 1:
+                        b_x = b_m
+                    else:
+                        b_x = window_rows(b_h, b_m, HB + w - (W - 1), BT, HB, BT, BD)
+                    acc += b_x.to(tl.float32) * b_w[None, :]
+            elif TAIL_MODE == 0:
+                x_win = x + (row0 - (W - 1)) * D  # halo rows are inside the sequence (bulk predicate)
+                for w in tl.static_range(W):
+                    p_x = tl.make_block_ptr(x_win, (BT + W - 1, D), (D, 1), (w, i_d * BD), (BT, BD), (1, 0))
+                    if D % BD == 0:
+                        b_x = tl.load(p_x)
+                        b_w = tl.load(wt + w * D + o_d)
+                    else:
+                        b_x = tl.load(p_x, boundary_check=(1,))
+                        b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0)
+                    acc += b_x.to(tl.float32) * b_w.to(tl.float32)[None, :]
             else:
-                tl.store(p_y, acc.to(y.dtype.element_ty), boundary_check=(1,))
-        else:
-            m_y = (o_t < T_n)[:, None] & m_d[None, :]
-            off_y = (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
-            if HAS_RES:
-                acc += tl.load(residual + off_y, mask=m_y, other=0.0).to(tl.float32)
-            tl.store(y + off_y, acc.to(y.dtype.element_ty), mask=m_y)
+                o_t = i_t * BT + tl.arange(0, BT)
+                for w in tl.static_range(W):
+                    src = o_t - (W - 1) + w
+                    m_x = (src >= 0) & (src < T_n)
+                    p_x = x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :]
+                    b_x = tl.load(p_x, mask=m_x[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+                    if USE_H0:
+                        # x[t] for -(W-1) <= t < 0 is initial_state[n, d, t + W - 1]
+                        m_h = (src < 0) & (src >= 1 - W)
+                        p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
+                        b_x += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
+                    b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+                    acc += b_x * b_w[None, :]
+            if HAS_BIAS:
+                acc += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+            if ACT:
+                acc = acc * tl.sigmoid(acc)
+            if TAIL_MODE == 0:
+                p_y = tl.make_block_ptr(y + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
+                if HAS_RES:
+                    p_r = tl.make_block_ptr(residual + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD),
+                                            (1, 0))
+                    if D % BD == 0:
+                        acc += tl.load(p_r).to(tl.float32)
+                    else:
+                        acc += tl.load(p_r, boundary_check=(1,)).to(tl.float32)
+                if D % BD == 0:
+                    tl.store(p_y, acc.to(y.dtype.element_ty))
+                else:
+                    tl.store(p_y, acc.to(y.dtype.element_ty), boundary_check=(1,))
+            else:
+                m_y = (o_t < T_n)[:, None] & m_d[None, :]
+                off_y = (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
+                if HAS_RES:
+                    acc += tl.load(residual + off_y, mask=m_y, other=0.0).to(tl.float32)
+                tl.store(y + off_y, acc.to(y.dtype.element_ty), mask=m_y)
 
 
 @triton.jit(do_not_specialize=["T", "n_tasks"])
@@ -275,11 +280,11 @@ def halo_rows(W: int) -> int:
 
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
-                      activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, gather: bool = False):
+                      activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
-    final_state ``[N,D,W-1]`` in x's dtype or None. ``gather``: bulk tiles shift taps in registers
-    (``tl.gather``) instead of loading W shifted windows."""
+    final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
+    tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring)."""
     B, T, D = x.shape
     W = weight.shape[1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
@@ -290,7 +295,7 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     nd = triton.cdiv(D, BD)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"  # bulk tiles start at t0 >= BT, so the halo stays inside
-    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "HB": HB, "GATHER": gather,
+    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "HB": HB, "TAPS": taps,
              "ACT": activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
              "IS_VARLEN": cu_seqlens is not None}

@@ -1,0 +1,230 @@
+"""causal_conv1d bulk tiles streamed row by row (tunable ``TAPS=2``).
+
+A bulk tile ``[BT, BD]`` is walked along T in blocks of 4 rows; each row is its own ``[BD]``
+vector, so the W-1 previous rows (and, in the backward, the W-1 previous ``dz`` rows) are plain
+registers carried from row to row. The tap shift therefore costs nothing: x and dy are read once,
+``act'(z)`` is evaluated once per element (the tile paths evaluate it W times in the backward), and
+no cross-lane shuffles are needed. The 4 rows of a block are loaded before any of them is used so
+that 4 row loads per tensor are in flight. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
+
+Rows are addressed as ``base + row * D`` with ``row`` int64; the caller's bulk predicate keeps
+every row (halo included) inside the sequence, so no load is masked.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+ROWS = tl.constexpr(4)  # rows per block: the loads of one block are issued together
+
+
+@triton.jit
+def _taps(wt, o_d, m_d, D: tl.constexpr, W: tl.constexpr):
+    """Tap rows ``wt[w, o_d]`` as fp32 vectors (slots past W repeat tap 0)."""
+    w0 = tl.load(wt + o_d, mask=m_d, other=0.0).to(tl.float32)
+    w1 = tl.load(wt + D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    w2 = w0
+    w3 = w0
+    if W > 2:
+        w2 = tl.load(wt + 2 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    if W > 3:
+        w3 = tl.load(wt + 3 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    return w0, w1, w2, w3
+
+
+@triton.jit
+def _conv(p3, p2, p1, c, w0, w1, w2, w3, W: tl.constexpr):
+    """``sum_w wt[w] * x[t-(W-1)+w]`` from rows t-3, t-2, t-1, t."""
+    if W == 4:
+        z = w0 * p3 + w1 * p2 + w2 * p1 + w3 * c
+    elif W == 3:
+        z = w0 * p2 + w1 * p1 + w2 * c
+    else:
+        z = w0 * p1 + w1 * c
+    return z
+
+
+@triton.jit
+def _row(base, row, o_d, m_d, D: tl.constexpr, EVEN: tl.constexpr):
+    if EVEN:
+        v = tl.load(base + row * D + o_d)
+    else:
+        v = tl.load(base + row * D + o_d, mask=m_d, other=0.0)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _put(base, row, o_d, m_d, v, D: tl.constexpr, EVEN: tl.constexpr):
+    if EVEN:
+        tl.store(base + row * D + o_d, v.to(base.dtype.element_ty))
+    else:
+        tl.store(base + row * D + o_d, v.to(base.dtype.element_ty), mask=m_d)
+
+
+@triton.jit
+def _out_row(z, bias_v, res, row, y, o_d, m_d, D: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+             EVEN: tl.constexpr):
+    z = z + bias_v
+    if ACT:
+        z = z * tl.sigmoid(z)
+    if HAS_RES:
+        z += _row(res, row, o_d, m_d, D, EVEN)
+    _put(y, row, o_d, m_d, z, D, EVEN)
+
+
+@triton.jit
+def fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
+             BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr):
+    """Forward of the bulk tile whose first output row is packed row ``row0`` (int64)."""
+    EVEN: tl.constexpr = D % BD == 0
+    w0, w1, w2, w3 = _taps(wt, o_d, m_d, D, W)
+    bias_v = tl.zeros([BD], dtype=tl.float32)
+    if HAS_BIAS:
+        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    p1 = _row(x, row0 - 1, o_d, m_d, D, EVEN)
+    p2 = p1
+    p3 = p1
+    if W > 2:
+        p2 = _row(x, row0 - 2, o_d, m_d, D, EVEN)
+    if W > 3:
+        p3 = _row(x, row0 - 3, o_d, m_d, D, EVEN)
+    for r0 in tl.range(0, BT, ROWS):
+        r = row0 + r0
+        a = _row(x, r, o_d, m_d, D, EVEN)
+        b = _row(x, r + 1, o_d, m_d, D, EVEN)
+        c = _row(x, r + 2, o_d, m_d, D, EVEN)
+        d = _row(x, r + 3, o_d, m_d, D, EVEN)
+        za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
+        zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
+        zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
+        zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
+        _out_row(za, bias_v, residual, r, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
+        _out_row(zb, bias_v, residual, r + 1, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
+        _out_row(zc, bias_v, residual, r + 2, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
+        _out_row(zd, bias_v, residual, r + 3, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
+        p3, p2, p1 = b, c, d
+
+
+@triton.jit
+def _bwd_step(x_c, dy_c, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W: tl.constexpr, ACT: tl.constexpr):
+    """dz of row t from its x row, dy row and the three previous x rows; and ``dx[t-(W-1)]``."""
+    g = dy_c
+    if ACT:
+        z = _conv(p3, p2, p1, x_c, w0, w1, w2, w3, W) + bias_v
+        sig = tl.sigmoid(z)
+        g = dy_c * sig * (1.0 + z * (1.0 - sig))
+    # dx[t-(W-1)] = sum_w wt[w] * dz[t-w]
+    if W == 4:
+        dxv = w0 * g + w1 * g1 + w2 * g2 + w3 * g3
+    elif W == 3:
+        dxv = w0 * g + w1 * g1 + w2 * g2
+    else:
+        dxv = w0 * g + w1 * g1
+    return g, dxv
+
+
+@triton.jit
+def _dw(g, p3, p2, p1, c, q0, q1, q2, q3, W: tl.constexpr):
+    """dweight partials += dz[t] * x[t-(W-1)+w]."""
+    if W == 4:
+        q0 += g * p3
+        q1 += g * p2
+        q2 += g * p1
+        q3 += g * c
+    elif W == 3:
+        q0 += g * p2
+        q1 += g * p1
+        q2 += g * c
+    else:
+        q0 += g * p1
+        q1 += g * c
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _bwd_block(x, dy, dx, r, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3, bias_v,
+               D: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr, EVEN: tl.constexpr, FIRST: tl.constexpr):
+    """Rows r..r+3: dz, dweight partials, and dx of rows r+1-W .. r+4-W (only rows >= r when FIRST)."""
+    a = _row(x, r, o_d, m_d, D, EVEN)
+    b = _row(x, r + 1, o_d, m_d, D, EVEN)
+    c = _row(x, r + 2, o_d, m_d, D, EVEN)
+    d = _row(x, r + 3, o_d, m_d, D, EVEN)
+    ya = _row(dy, r, o_d, m_d, D, EVEN)
+    yb = _row(dy, r + 1, o_d, m_d, D, EVEN)
+    yc = _row(dy, r + 2, o_d, m_d, D, EVEN)
+    yd = _row(dy, r + 3, o_d, m_d, D, EVEN)
+    ga, va = _bwd_step(a, ya, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
+    gb, vb = _bwd_step(b, yb, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v, W, ACT)
+    gc, vc = _bwd_step(c, yc, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, W, ACT)
+    gd, vd = _bwd_step(d, yd, a, b, c, gc, gb, ga, w0, w1, w2, w3, bias_v, W, ACT)
+    q0, q1, q2, q3 = _dw(ga, p3, p2, p1, a, q0, q1, q2, q3, W)
+    q0, q1, q2, q3 = _dw(gb, p2, p1, a, b, q0, q1, q2, q3, W)
+    q0, q1, q2, q3 = _dw(gc, p1, a, b, c, q0, q1, q2, q3, W)
+    q0, q1, q2, q3 = _dw(gd, a, b, c, d, q0, q1, q2, q3, W)
+    qb += ga + gb + gc + gd
+    if not FIRST:
+        _put(dx, r + 1 - W, o_d, m_d, va, D, EVEN)
+    if not FIRST or W == 2:
+        _put(dx, r + 2 - W, o_d, m_d, vb, D, EVEN)
+    if not FIRST or W <= 3:
+        _put(dx, r + 3 - W, o_d, m_d, vc, D, EVEN)
+    _put(dx, r + 4 - W, o_d, m_d, vd, D, EVEN)
+    return b, c, d, gb, gc, gd, q0, q1, q2, q3, qb
+
+
+@triton.jit
+def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
+             BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """dx of the bulk tile at packed row ``row0``; returns its dweight/dbias partials ``(q0..q3, qb)``.
+
+    Rows t0 .. t0+BT+W-2 produce dz (the last W-1 only feed dx of the tile's last rows); dx[t-(W-1)]
+    is written once dz[t] is known, so the first W-1 rows of the tile write nothing yet.
+    """
+    EVEN: tl.constexpr = D % BD == 0
+    w0, w1, w2, w3 = _taps(wt, o_d, m_d, D, W)
+    bias_v = tl.zeros([BD], dtype=tl.float32)
+    if HAS_BIAS:
+        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    q0 = tl.zeros([BD], dtype=tl.float32)
+    q1 = tl.zeros([BD], dtype=tl.float32)
+    q2 = tl.zeros([BD], dtype=tl.float32)
+    q3 = tl.zeros([BD], dtype=tl.float32)
+    qb = tl.zeros([BD], dtype=tl.float32)
+    p1 = _row(x, row0 - 1, o_d, m_d, D, EVEN)
+    p2 = p1
+    p3 = p1
+    if W > 2:
+        p2 = _row(x, row0 - 2, o_d, m_d, D, EVEN)
+    if W > 3:
+        p3 = _row(x, row0 - 3, o_d, m_d, D, EVEN)
+    # dz of rows before the tile only enter dx rows before the tile, which are not written
+    g1 = tl.zeros([BD], dtype=tl.float32)
+    g2 = g1
+    g3 = g1
+    # the first block is peeled: its first W-1 rows have no dx row of this tile to finish
+    p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
+        x, dy, dx, row0, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3, bias_v,
+        D, W, ACT, EVEN, True)
+    for r0 in tl.range(ROWS, BT, ROWS):
+        p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
+            x, dy, dx, row0 + r0, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3,
+            bias_v, D, W, ACT, EVEN, False)
+    # W-1 rows past the tile (inside the sequence by the bulk predicate): their dz finish dx of the
+    # tile's last W-1 rows; they add nothing to this tile's dweight
+    r = row0 + BT
+    a = _row(x, r, o_d, m_d, D, EVEN)
+    ya = _row(dy, r, o_d, m_d, D, EVEN)
+    ga, va = _bwd_step(a, ya, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
+    _put(dx, r + 1 - W, o_d, m_d, va, D, EVEN)
+    if W > 2:
+        b = _row(x, r + 1, o_d, m_d, D, EVEN)
+        yb = _row(dy, r + 1, o_d, m_d, D, EVEN)
+        gb, vb = _bwd_step(b, yb, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v, W, ACT)
+        _put(dx, r + 2 - W, o_d, m_d, vb, D, EVEN)
+        if W > 3:
+            c = _row(x, r + 2, o_d, m_d, D, EVEN)
+            yc = _row(dy, r + 2, o_d, m_d, D, EVEN)
+            _gc, vc = _bwd_step(c, yc, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, W, ACT)
+            _put(dx, r + 3 - W, o_d, m_d, vc, D, EVEN)
+    return q0, q1, q2, q3, qb
