@@ -54,6 +54,12 @@ def test_no_activation_no_bias_aligned_channels(W, config):
     _check({"B": 1, "T": 33, "D": 32, "W": W, "act": 0, "bias": 0}, "fp32", config)
 
 
+def test_wide_row_tiles_with_narrower_tail_tiles():
+    # TAPS=3 with BT=64: tail tiles take BD=64 (masked_bd) while bulk rows take BD=128
+    dims = {"B": 1, "T": 200, "D": 160, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
+    _check(dims, "fp32", {"BT": 64, "BD": 128, "BT_BWD": 64, "BD_BWD": 128, "TAPS": 3})
+
+
 def test_varlen_with_empty_and_short_sequences():
     dims = {"seqlens": (19, 0, 2, 25, 8), "D": 24, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
     _check(dims, "bf16", GATHER)

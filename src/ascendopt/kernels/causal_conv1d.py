@@ -15,7 +15,7 @@ flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final
 from __future__ import annotations
 
 from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
-from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
+from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd, masked_bd
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
 
@@ -225,8 +225,10 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
         cfg = resolve(config, "npu")
     fwd, bwd = {"BT": cfg["BT"], "BD": cfg["BD"]}, {"BT": cfg["BT_BWD"], "BD": cfg["BD_BWD"]}
-    stages = [UBStage("fwd_tail", fwd, "fp32", FWD_MEM_MULT, UB_MARGIN),
-              UBStage("bwd_tail", bwd, "fp32", BWD_MEM_MULT, UB_MARGIN)]
+    fwd_tail = {"BT": cfg["BT"], "BD": masked_bd(cfg["BT"], cfg["BD"])}
+    bwd_tail = {"BT": cfg["BT_BWD"], "BD": masked_bd(cfg["BT_BWD"], cfg["BD_BWD"])}
+    stages = [UBStage("fwd_tail", fwd_tail, "fp32", FWD_MEM_MULT, UB_MARGIN),
+              UBStage("bwd_tail", bwd_tail, "fp32", BWD_MEM_MULT, UB_MARGIN)]
     if cfg["TAPS"] == TAPS_TILES:
         stages = [UBStage("fwd", fwd, "fp32", FWD_MEM_MULT, UB_MARGIN),
                   UBStage("bwd", bwd, "fp32", BWD_MEM_MULT, UB_MARGIN)]

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_fwd import halo_rows, load_rows, plan, state_ptrs, window_rows
+from ascendopt.kernels.causal_conv1d_fwd import halo_rows, load_rows, masked_bd, plan, state_ptrs, window_rows
 from ascendopt.kernels.causal_conv1d_rows import bwd_rows
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
@@ -369,29 +369,31 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     assert BT >= HB, f"BT={BT} < halo {HB}"
     # the gather path reads whole HB-row halos after the tile, the other paths W-1 rows
     bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
-    nd = triton.cdiv(D, BD)
-    flags = {"D": D, "W": W, "BD": BD, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
+    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
              "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
              "IS_VARLEN": cu_seqlens is not None}
-    # (TAIL_MODE, tiles, BT): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0
-    launches = [(0, bulk, BT), (1, tail, BT)] + ([(2, None, HB)] if h0 is not None else [])
+    # (TAIL_MODE, tiles, BT, BD): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0
+    launches = [(0, bulk, BT, BD), (1, tail, BT, masked_bd(BT, BD))]
+    if h0 is not None:
+        launches.append((2, None, HB, masked_bd(HB, BD)))
     plans, n_slots = [], 0
-    for mode, tiles, bt in launches:
+    for mode, tiles, bt, bd in launches:
+        nd = triton.cdiv(D, bd)
         n_tasks = (N if tiles is None else tiles.n_tiles) * nd
         if n_tasks == 0:
             continue
         grid, per_program = _grid(n_tasks, nd) if mode != 2 else (common.grid_size("vector", n_tasks), False)
-        plans.append((mode, tiles, bt, n_tasks, grid, per_program, n_slots))
-        if mode != 2:
+        plans.append((mode, tiles, bt, bd, n_tasks, grid, per_program, n_slots))
+        if mode != 2:  # one partial row per ND programs, or per tile
             n_slots += grid // nd if per_program else n_tasks // nd
     part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
     dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
-    for mode, tiles, bt, n_tasks, grid, per_program, slot0 in plans:
+    for mode, tiles, bt, bd, n_tasks, grid, per_program, slot0 in plans:
         args = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
         common.launch(_causal_conv1d_bwd_kernel, (grid,),
                       x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
                       T, n_tasks, *args[1:], slot0,
-                      BT=bt, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
+                      BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
     n_fin = triton.cdiv(D, _FIN_BD) * (W + (bias is not None))

@@ -274,6 +274,15 @@ def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet
 # -- launcher ----------------------------------------------------------------------------------
 
 
+def masked_bd(BT: int, BD: int) -> int:
+    """Channel tile of masked (tail/state) tiles: BD, capped so the [BT, BD] tile stays <= 4096 elements.
+
+    The row path (TAPS=3) runs wide BD (512+) on bulk tiles; tail tiles always take the 2-D tile path,
+    whose live set grows with BT*BD (the UB model's tile stages, and registers on CUDA).
+    """
+    return min(BD, max(16, 4096 // BT))
+
+
 def halo_rows(W: int) -> int:
     """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
     return max(2, triton.next_power_of_2(W - 1))
@@ -301,14 +310,15 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
              "IS_VARLEN": cu_seqlens is not None}
     res = residual.contiguous() if residual is not None else None
     h0 = initial_state.contiguous() if initial_state is not None else None
-    for mode, tiles in ((0, bulk), (1, tail)):
-        n_tasks = tiles.n_tiles * nd
+    for mode, tiles, bd in ((0, bulk, BD), (1, tail, masked_bd(BT, BD))):
+        n_tasks = tiles.n_tiles * triton.cdiv(D, bd)
         if n_tasks == 0:
             continue
         table, n_per_seq, t_first, n_head, tail_start = tiles.args()
         common.launch(_causal_conv1d_fwd_kernel, (common.grid_size("vector", n_tasks),),
                       x, wt, bias, res, h0, y, cu_seqlens, table,
-                      T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, **flags)
+                      T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode,
+                      **{**flags, "BD": bd})
     final_state = None
     if output_final_state:
         final_state = common.alloc((N, D, W - 1), x.dtype, x.device)
