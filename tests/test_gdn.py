@@ -233,3 +233,11 @@ def test_varlen_packing_is_reused_until_cu_seqlens_changes():
     cu[1:3] = 100  # in place: the version counter moves, the maps are rebuilt
     again = pack(1, 130, cu)
     assert again is not first and again.chunk_indices.tolist() == [[0, 0], [0, 1], [2, 0]]
+
+
+def test_strided_inputs_are_accepted():
+    x = _inputs(B=1, T=64, H=1, HV=1, K=16, V=16)
+    qk = torch.cat([x["q"], x["k"]], dim=-1)  # a fused projection: q and k are strided views
+    o, _ = chunk_gated_delta_rule_fwd(qk[..., :16], qk[..., 16:], x["v"], x["g"], x["beta"])
+    o_ref, _ = ref.chunk_gated_delta_rule_reference(x["q"], x["k"], x["v"], x["g"], x["beta"])
+    assert _ratio(o, o_ref) < 2e-6

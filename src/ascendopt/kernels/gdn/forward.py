@@ -72,6 +72,9 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
 
     cfg = SPEC.config(config)
     B, T, _, HV, K, V = check_heads(q, k, v, g, beta)
+    # the kernels index dense row-major tensors (q/k are often strided views of a fused projection)
+    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
+    initial_state = None if initial_state is None else initial_state.contiguous()
     scale = K ** -0.5 if scale is None else scale
     packing = pack(B, T, cu_seqlens, q.device)
     if initial_state is not None and tuple(initial_state.shape) != (packing.N, HV, K, V):
