@@ -78,7 +78,7 @@ def grid_size(bound: str, tasks: int) -> int:
     return max(1, min(cores, tasks))
 
 
-CUDA_PROGRAMS_PER_SM = 8
+CUDA_PROGRAMS_PER_SM = 16  # best of 8/16/32 for the vector kernels on the H200 (benchmarks/RESULTS.md)
 
 
 def cuda_programs_per_sm() -> int:
