@@ -77,3 +77,41 @@ def test_compare_detects_real_sleep_slowdown_on_cpu():
 
     r = bench.compare(fast, slow, backend=Backend("cpu", "test"), pairs=12, warmup=1, warmup_ms=0, min_sample_ms=2)
     assert r.verdict == "slower" and r.ratio > 1.2
+
+
+def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
+    """A real 8 % slowdown under heavy noise: 12 pairs cannot call it, more pairs can."""
+    import itertools
+
+    rng = np.random.default_rng(7)
+    noise = itertools.cycle(np.exp(rng.normal(0, 0.08, 4000)))
+    clock = {"t": 0.0}
+
+    class VirtualTimer:
+        def start(self):
+            self.t0 = clock["t"]
+
+        def stop(self):
+            return clock["t"] - self.t0
+
+    class VirtualBackend:
+        name = "cpu"
+
+        def synchronize(self):
+            pass
+
+        def timer(self):
+            return VirtualTimer()
+
+    def fast():
+        clock["t"] += 1.0 * next(noise)
+
+    def slow():
+        clock["t"] += 1.08 * next(noise)
+
+    short = bench.compare(fast, slow, backend=VirtualBackend(), pairs=12, max_pairs=12, warmup=1, warmup_ms=0,
+                          min_sample_ms=0)
+    extended = bench.compare(fast, slow, backend=VirtualBackend(), pairs=12, max_pairs=120, warmup=1, warmup_ms=0,
+                             min_sample_ms=0)
+    assert short.verdict == "same" and short.noise_rel > 0.015
+    assert extended.verdict == "slower" and extended.baseline.n > 12

@@ -72,6 +72,9 @@ class Backend:
         return Timer(self)
 
     def info(self) -> DeviceInfo:
+        # Reading device facts imports triton (versions); on cpu arrange the interpreter first so a
+        # kernel module imported afterwards is decorated for it.
+        self.prepare_kernels()
         return _device_info(self.name)
 
     def prepare_kernels(self) -> None:

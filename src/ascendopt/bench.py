@@ -218,6 +218,7 @@ def compare(
     candidate_inputs: Sequence[Sequence[Any]] | None = None,
     backend=None,
     pairs: int = 30,
+    max_pairs: int | None = None,
     warmup: int = 5,
     warmup_ms: float = 25.0,
     min_sample_ms: float = 1.0,
@@ -225,7 +226,13 @@ def compare(
     on_pair: Callable[[], None] | None = None,
     _recheck: bool = True,
 ) -> Comparison:
-    """Interleaved A/B timing of two callables in this process, decided by ``decide``."""
+    """Interleaved A/B timing of two callables in this process, decided by ``decide``.
+
+    If the first ``pairs`` end in "same" only because the noise band is wider than ``rule.min_rel``
+    (a noisy stretch on the device), sampling continues in steps of ``pairs`` up to ``max_pairs``
+    (default ``3 * pairs``): more pairs narrow the band (it shrinks as 1/sqrt(n)) instead of
+    letting noise hide a real change.
+    """
     backend = _backend(backend)
     run_a = _Runner(baseline, inputs)
     run_b = _Runner(candidate, candidate_inputs if candidate_inputs is not None else inputs)
@@ -233,21 +240,27 @@ def compare(
     per_b = _warmup(run_b, backend, warmup, warmup_ms)
     # One batch size for both sides so the per-call overheads are comparable.
     calls = _calls_per_sample(min(per_a, per_b), min_sample_ms)
-    a, b = [], []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a.append(_sample(run_a, backend, calls))
-            b.append(_sample(run_b, backend, calls))
-        else:
-            b.append(_sample(run_b, backend, calls))
-            a.append(_sample(run_a, backend, calls))
-        if on_pair:
-            on_pair()
-    result = decide(a, b, rule, calls)
+    limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
+    a: list[float] = []
+    b: list[float] = []
+    while True:
+        for i in range(len(a), len(a) + pairs):
+            if i % 2 == 0:
+                a.append(_sample(run_a, backend, calls))
+                b.append(_sample(run_b, backend, calls))
+            else:
+                b.append(_sample(run_b, backend, calls))
+                a.append(_sample(run_a, backend, calls))
+            if on_pair:
+                on_pair()
+        result = decide(a, b, rule, calls)
+        noisy = result.verdict == "same" and result.noise_rel > rule.min_rel
+        if not noisy or len(a) + pairs > limit:
+            break
     implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
     if implausible and _recheck:
         again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
-                        pairs=pairs, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms, rule=rule,
+                        pairs=pairs, max_pairs=max_pairs, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms, rule=rule,
                         _recheck=False)
         if again.verdict != result.verdict:
             return Comparison("same", again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
