@@ -13,7 +13,8 @@ from ascendopt import kernels, ub
 from ascendopt.correctness import relative_rms
 from ascendopt.kernels.causal_conv1d import SPEC, causal_conv1d, causal_conv1d_reference
 from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
-from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd, plan_fixed, plan_varlen
+from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
+from ascendopt.kernels.causal_conv1d_plan import plan_fixed, plan_varlen
 from ascendopt.kernels.common import nan_poisoning
 
 SMALL = {"BT": 8, "BD": 16, "BT_BWD": 8, "BD_BWD": 16}

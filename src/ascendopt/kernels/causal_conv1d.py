@@ -15,7 +15,8 @@ flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final
 from __future__ import annotations
 
 from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
-from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd, masked_bd
+from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
+from ascendopt.kernels.causal_conv1d_plan import masked_bd
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
 

@@ -26,168 +26,13 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_fwd import halo_rows, load_rows, masked_bd, plan, state_ptrs, window_rows
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan
 from ascendopt.kernels.causal_conv1d_rows import bwd_rows
+from ascendopt.kernels.causal_conv1d_tiles import bwd_tile_gather, bwd_tile_loads, state_ptrs, x_rows
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
 # worth a tunable: the scratch it reads is ~1/BT of the bwd traffic.
 _FIN_BS, _FIN_BD = 32, 64
-
-
-@triton.jit
-def _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
-            D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr,
-            USE_H0: tl.constexpr, TAIL_MODE: tl.constexpr):
-    """x at rows ``t + K`` of the tile, fp32 ``[BT, BD]`` (initial state for rows -(W-1)..-1)."""
-    if TAIL_MODE == 0:
-        p = tl.make_block_ptr(x_win, (BT + 2 * (W - 1), D), (D, 1), (K + W - 1, i_d * BD), (BT, BD), (1, 0))
-        if D % BD == 0:
-            b = tl.load(p).to(tl.float32)
-        else:
-            b = tl.load(p, boundary_check=(1,)).to(tl.float32)
-    else:
-        src = o_t + K
-        m = (src >= 0) & (src < T_n)
-        b = tl.load(x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :],
-                    mask=m[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-        if USE_H0:
-            m_h = (src < 0) & (src >= 1 - W)
-            p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
-            b += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-    return b
-
-
-@triton.jit
-def _pick(a0, a1, a2, a3, i: tl.constexpr):
-    """``(a0, a1, a2, a3)[i]`` for a compile-time ``i`` (Triton has no lists of tensors)."""
-    r = a0
-    if i == 1:
-        r = a1
-    if i == 2:
-        r = a2
-    if i == 3:
-        r = a3
-    return r
-
-
-@triton.jit
-def _tap_weights(wt, o_d, m_d, D: tl.constexpr, W: tl.constexpr):
-    """The W tap rows of ``wt [W, D]`` as fp32 ``[BD]`` vectors (slots past W repeat tap 0)."""
-    b_w0 = tl.load(wt + o_d, mask=m_d, other=0.0).to(tl.float32)
-    b_w1 = tl.load(wt + 1 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    b_w2 = b_w0
-    b_w3 = b_w0
-    if W > 2:
-        b_w2 = tl.load(wt + 2 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    if W > 3:
-        b_w3 = tl.load(wt + 3 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    return b_w0, b_w1, b_w2, b_w3
-
-
-@triton.jit
-def _silu_grad(dy, z):
-    """``dy * silu'(z)``, silu'(z) = sig(z) * (1 + z * (1 - sig(z)))."""
-    sig = tl.sigmoid(z)
-    return dy * sig * (1.0 + z * (1.0 - sig))
-
-
-@triton.jit
-def _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d, m_d,
-                D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr,
-                HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, TAIL_MODE: tl.constexpr):
-    """dx rows of one tile from W shifted loads of x and dy; returns ``(dx, dz of the tile's rows)``."""
-    b_w0, b_w1, b_w2, b_w3 = _tap_weights(wt, o_d, m_d, D, W)
-    # z at rows t + s (s = 0..W-1): each x row shift kk is loaded once and feeds every z_s using it
-    # (2W-1 loads instead of W*W).
-    z0 = tl.zeros([BT, BD], dtype=tl.float32)
-    z1 = tl.zeros([BT, BD], dtype=tl.float32)
-    z2 = tl.zeros([BT, BD], dtype=tl.float32)
-    z3 = tl.zeros([BT, BD], dtype=tl.float32)
-    if ACT:
-        if HAS_BIAS:
-            b_b = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
-            z0 += b_b
-            z1 += b_b
-            z2 += b_b
-            z3 += b_b
-        for kk in tl.static_range(1 - W, W):
-            b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, kk,
-                          D, W, BT, BD, USE_H0, TAIL_MODE)
-            if kk <= 0:
-                z0 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 1)[None, :]
-            if kk >= 2 - W and kk <= 1:
-                z1 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 2)[None, :]
-            if W > 2 and kk >= 3 - W and kk <= 2:
-                z2 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 3)[None, :]
-            if W > 3 and kk >= 4 - W:
-                z3 += b_x * _pick(b_w0, b_w1, b_w2, b_w3, kk + W - 4)[None, :]
-    acc = tl.zeros([BT, BD], dtype=tl.float32)
-    dz0 = tl.zeros([BT, BD], dtype=tl.float32)
-    for s in tl.static_range(W):
-        if TAIL_MODE == 0:
-            p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD), (1, 0))
-            if D % BD == 0:
-                dz = tl.load(p_dy).to(tl.float32)
-            else:
-                dz = tl.load(p_dy, boundary_check=(1,)).to(tl.float32)
-        else:
-            r = o_t + s
-            m_r = (r >= 0) & (r < T_n)
-            dz = tl.load(dy + (bos + r.to(tl.int64))[:, None] * D + o_d[None, :],
-                         mask=m_r[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-        if ACT:
-            dz = _silu_grad(dz, _pick(z0, z1, z2, z3, s))
-        acc += dz * _pick(b_w0, b_w1, b_w2, b_w3, W - 1 - s)[None, :]
-        if s == 0:
-            dz0 = dz
-    if TAIL_MODE != 0 and HAS_DHT:
-        # final state slot j holds x[T_n - (W-1) + j]
-        j_s = o_t - T_n + W - 1
-        m_s = (j_s >= 0) & (o_t < T_n)
-        p_s = state_ptrs(dht, i_n, o_d, j_s, D, W)
-        acc += tl.load(p_s, mask=m_s[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-    return acc, dz0
-
-
-@triton.jit
-def _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
-                 D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
-                 ACT: tl.constexpr, HAS_BIAS: tl.constexpr):
-    """A bulk tile with register shifts: x and dy read once (+ HB-row halos).
-
-    Returns ``(dx, dz, xs0, xs1, xs2, xs3)`` with ``xs_w`` = x shifted by ``w-(W-1)`` rows.
-    """
-    b_w0, b_w1, b_w2, b_w3 = _tap_weights(wt, o_d, m_d, D, W)
-    b_m = load_rows(x + row0 * D, i_d, BT, D, BD)
-    b_l = load_rows(x + (row0 - HB) * D, i_d, HB, D, BD)
-    dz_m = load_rows(dy + row0 * D, i_d, BT, D, BD).to(tl.float32)
-    dz_r = load_rows(dy + (row0 + BT) * D, i_d, HB, D, BD).to(tl.float32)
-    xs0 = window_rows(b_l, b_m, HB + 1 - W, BT, HB, BT, BD)
-    xs1 = b_m
-    xs2 = b_m
-    xs3 = b_m
-    if W > 2:
-        xs1 = window_rows(b_l, b_m, HB + 2 - W, BT, HB, BT, BD)
-    if W > 3:
-        xs2 = window_rows(b_l, b_m, HB + 3 - W, BT, HB, BT, BD)
-    if ACT:
-        b_r = load_rows(x + (row0 + BT) * D, i_d, HB, D, BD)
-        z_m = tl.zeros([BT, BD], dtype=tl.float32)
-        z_r = tl.zeros([HB, BD], dtype=tl.float32)
-        if HAS_BIAS:
-            b_b = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
-            z_m += b_b
-            z_r += b_b
-        for w in tl.static_range(W):
-            b_w = _pick(b_w0, b_w1, b_w2, b_w3, w)[None, :]
-            z_m += _pick(xs0, xs1, xs2, xs3, w).to(tl.float32) * b_w
-            z_r += window_rows(b_m, b_r, BT + w - (W - 1), HB, BT, HB, BD).to(tl.float32) * b_w
-        dz_m = _silu_grad(dz_m, z_m)
-        dz_r = _silu_grad(dz_r, z_r)
-    acc = dz_m * _pick(b_w0, b_w1, b_w2, b_w3, W - 1)[None, :]
-    for s in tl.static_range(1, W):
-        acc += window_rows(dz_m, dz_r, s, BT, BT, HB, BD) * _pick(b_w0, b_w1, b_w2, b_w3, W - 1 - s)[None, :]
-    return acc, dz_m, xs0, xs1, xs2, xs3
 
 
 @triton.jit
@@ -257,14 +102,14 @@ def _causal_conv1d_bwd_kernel(
             p0, p1, p2, p3, pb = bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS)
         else:
             if TAIL_MODE == 0 and TAPS == 1:
-                acc, dz0, xs0, xs1, xs2, xs3 = _tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
+                acc, dz0, xs0, xs1, xs2, xs3 = bwd_tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,
                                                             D, W, BT, BD, HB, ACT, HAS_BIAS)
                 p0 = tl.sum(dz0 * xs0.to(tl.float32), axis=0)
                 p1 = tl.sum(dz0 * xs1.to(tl.float32), axis=0)
                 p2 = tl.sum(dz0 * xs2.to(tl.float32), axis=0)
                 p3 = tl.sum(dz0 * xs3.to(tl.float32), axis=0)
             else:
-                acc, dz0 = _tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d,
+                acc, dz0 = bwd_tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_t, o_d,
                                        m_d,
                                        D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT, TAIL_MODE)
                 p0 = tl.zeros([BD], dtype=tl.float32)
@@ -273,7 +118,7 @@ def _causal_conv1d_bwd_kernel(
                 p3 = tl.zeros([BD], dtype=tl.float32)
                 if TAIL_MODE != 2:  # dweight[w] = sum_t dz[t] * x[t - (W-1) + w]
                     for w in tl.static_range(W):
-                        b_x = _x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
+                        b_x = x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, w - (W - 1),
                                       D, W, BT, BD, USE_H0, TAIL_MODE)
                         if w == 0:
                             p0 = tl.sum(dz0 * b_x, axis=0)

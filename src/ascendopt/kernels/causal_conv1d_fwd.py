@@ -1,4 +1,4 @@
-"""causal_conv1d forward: Triton kernels, the bulk/tail tile plan and the forward launcher.
+"""causal_conv1d forward: the Triton kernels and the launcher.
 
     z[t, d] = bias[d] + sum_w wt[w, d] * x[t - (W-1) + w, d]     (x at t < 0 from the initial state)
     y[t, d] = act(z[t, d]) + residual[t, d]                         act = identity | silu
@@ -7,64 +7,21 @@ Layout: x, y, residual ``[B, T, D]`` (varlen: ``B == 1`` and ``cu_seqlens``), we
 transposed on the host to ``wt [W, D]`` so each tap is one contiguous ``[BD]`` row; states
 ``[N, D, W-1]`` (slot ``W-2`` is the most recent token).
 
-Tap windows: Ascend code would load one ``BT+W-1`` window and cut the taps with
-``tl.extract_slice``, but that op is Ascend-only: neither upstream Triton nor the interpreter has it
-(docs/reference/install.md §3.3). So the taps come one of two pure-Triton ways (tunable ``GATHER``):
-0 (default) loads each tap as its own ``[BT, BD]`` block shifted by one row; the loads overlap by
-``BT-1`` rows, so the repeats are cache hits and HBM still sees one read of x (the Ascend analogue
-of "load inside the static_range"). 1 loads the tile and an HB-row halo once and shifts rows in
-registers with ``tl.gather`` (bulk tiles only; CUDA and the interpreter, not tried on Ascend).
-
-Bulk/tail split (seed: "Constexpr-split mutually exclusive DMA paths", "MTE DMA past packed
-allocation"): a tile is *bulk* when its whole halo window ``[t0-(W-1), t0+BT+halo_right)`` lies
-inside its own sequence. Bulk tiles go to one launch with ``TAIL_MODE=0`` (block pointers, no
-masks, never past packed ``B*T``); all other tiles go to a second launch with ``TAIL_MODE=1``
-(masked loads, initial state for t < 0). The host computes both tile sets, for varlen too (from
-``cu_seqlens``, like fla's ``prepare_chunk_indices``), so no kernel needs the seed's runtime
-mode 2 that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile.
+Two launches per call (``causal_conv1d_plan``): bulk tiles with ``TAIL_MODE=0`` (no masks; the taps
+by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
+``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1``
+(masked 2-D tiles, initial state for t < 0). A third, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
-
-import weakref
-from dataclasses import dataclass
 
 import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
-
-
-@triton.jit
-def state_ptrs(base, i_n, o_d, slot, D: tl.constexpr, W: tl.constexpr):
-    """Pointers ``[len(slot), BD]`` into a state ``[N, D, W-1]`` (int64 sequence offset)."""
-    return base + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + slot[:, None]
-
-
-@triton.jit
-def load_rows(base, i_d, NR: tl.constexpr, D: tl.constexpr, BD: tl.constexpr):
-    """Rows ``0..NR-1`` of ``base`` (rows of D elements), channels ``i_d*BD..``: a block-pointer load."""
-    p = tl.make_block_ptr(base, (NR, D), (D, 1), (0, i_d * BD), (NR, BD), (1, 0))
-    if D % BD == 0:
-        b = tl.load(p)
-    else:
-        b = tl.load(p, boundary_check=(1,))
-    return b
-
-
-@triton.jit
-def window_rows(b_a, b_b, start: tl.constexpr, NR: tl.constexpr, NA: tl.constexpr, NB: tl.constexpr,
-                BD: tl.constexpr):
-    """Rows ``start .. start+NR-1`` of the row concatenation ``[b_a (NA rows); b_b (NB rows)]``.
-
-    A register shift along T by two ``tl.gather``s (no second read of memory); the portable
-    alternative to Ascend's ``tl.extract_slice`` on one loaded ``BT+W-1`` window.
-    """
-    idx = start + tl.arange(0, NR)[:, None] + tl.zeros([NR, BD], dtype=tl.int32)
-    s_a = tl.gather(b_a, tl.minimum(tl.maximum(idx, 0), NA - 1), 0)
-    s_b = tl.gather(b_b, tl.minimum(tl.maximum(idx - NA, 0), NB - 1), 0)
-    return tl.where(idx < NA, s_a, s_b)
+from ascendopt.kernels.causal_conv1d_tiles import load_rows, state_ptrs, window_rows
 
 
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start"])
@@ -195,97 +152,6 @@ def _causal_conv1d_state_kernel(
             b_s += tl.load(p_h, mask=(m_j & (src < 0))[:, None] & m_d[None, :], other=0.0)
         p_s = state_ptrs(ht, i_n, o_d, o_j, D, W)
         tl.store(p_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
-
-
-# -- tile plan ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TileSet:
-    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table."""
-
-    n_tiles: int
-    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen only)
-    n_per_seq: int = 1
-    t_first: int = 0
-    n_head: int = 0
-    tail_start: int = 0
-
-    def args(self):
-        return self.table, self.n_per_seq, self.t_first, self.n_head, self.tail_start
-
-
-def _ranges(length: int, BT: int, W: int, halo_right: int) -> tuple[int, int, int]:
-    """(NT, lo, hi): tiles ``lo <= i_t < hi`` keep ``[t0-(W-1), t0+BT+halo_right)`` inside ``[0, length)``."""
-    nt = triton.cdiv(length, BT)
-    lo = triton.cdiv(W - 1, BT)
-    hi = max(0, (length - halo_right) // BT)
-    return nt, lo, hi
-
-
-def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
-    """Bulk and tail tile sets for B sequences of length T."""
-    nt, lo, hi = _ranges(T, BT, W, halo_right)
-    n_bulk = max(0, hi - lo)
-    n_head = min(lo, nt)
-    tail_start = max(hi, lo)
-    n_tail = n_head + max(0, nt - tail_start)
-    bulk = TileSet(B * n_bulk, None, max(n_bulk, 1), lo, 0, 0)
-    tail = TileSet(B * n_tail, None, max(n_tail, 1), 0, n_head, tail_start)
-    return bulk, tail
-
-
-_plan_cache: dict = {}
-
-
-def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
-    """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor)."""
-    import torch
-
-    key = (id(cu_seqlens), cu_seqlens._version, BT, W, halo_right)
-    hit = _plan_cache.get(key)
-    if hit is not None and hit[0]() is cu_seqlens:
-        return hit[1]
-    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
-    bulk, tail = [], []
-    for n, length in enumerate(lens):
-        nt, lo, hi = _ranges(length, BT, W, halo_right)
-        bulk += [(n, t) for t in range(lo, hi)]
-        tail += [(n, t) for t in range(nt) if not lo <= t < hi]
-
-    def table(pairs):
-        t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(cu_seqlens.device)
-        return TileSet(len(pairs), t)
-
-    plan = (table(bulk), table(tail))
-    if len(_plan_cache) > 64:
-        _plan_cache.clear()
-    _plan_cache[key] = (weakref.ref(cu_seqlens), plan)
-    return plan
-
-
-def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
-    B, T = x_shape[0], x_shape[1]
-    if cu_seqlens is None:
-        return plan_fixed(B, T, BT, W, halo_right)
-    return plan_varlen(cu_seqlens, BT, W, halo_right)
-
-
-# -- launcher ----------------------------------------------------------------------------------
-
-
-def masked_bd(BT: int, BD: int) -> int:
-    """Channel tile of masked (tail/state) tiles: BD, capped so the [BT, BD] tile stays <= 4096 elements.
-
-    The row path (TAPS=3) runs wide BD (512+) on bulk tiles; tail tiles always take the 2-D tile path,
-    whose live set grows with BT*BD (the UB model's tile stages, and registers on CUDA).
-    """
-    return min(BD, max(16, 4096 // BT))
-
-
-def halo_rows(W: int) -> int:
-    """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
-    return max(2, triton.next_power_of_2(W - 1))
 
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,

@@ -16,21 +16,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ascendopt.kernels.causal_conv1d_tiles import silu_grad, tap_weights
+
 ROWS = tl.constexpr(4)  # rows per block: the loads of one block are issued together
-
-
-@triton.jit
-def _taps(wt, o_d, m_d, D: tl.constexpr, W: tl.constexpr):
-    """Tap rows ``wt[w, o_d]`` as fp32 vectors (slots past W repeat tap 0)."""
-    w0 = tl.load(wt + o_d, mask=m_d, other=0.0).to(tl.float32)
-    w1 = tl.load(wt + D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    w2 = w0
-    w3 = w0
-    if W > 2:
-        w2 = tl.load(wt + 2 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    if W > 3:
-        w3 = tl.load(wt + 3 * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-    return w0, w1, w2, w3
 
 
 @triton.jit
@@ -78,7 +66,7 @@ def fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D: tl.constexpr, W: tl.co
              BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr):
     """Forward of the bulk tile whose first output row is packed row ``row0`` (int64)."""
     EVEN: tl.constexpr = D % BD == 0
-    w0, w1, w2, w3 = _taps(wt, o_d, m_d, D, W)
+    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
@@ -112,8 +100,7 @@ def _bwd_step(x_c, dy_c, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W: tl.c
     g = dy_c
     if ACT:
         z = _conv(p3, p2, p1, x_c, w0, w1, w2, w3, W) + bias_v
-        sig = tl.sigmoid(z)
-        g = dy_c * sig * (1.0 + z * (1.0 - sig))
+        g = silu_grad(dy_c, z)
     # dx[t-(W-1)] = sum_w wt[w] * dz[t-w]
     if W == 4:
         dxv = w0 * g + w1 * g1 + w2 * g2 + w3 * g3
@@ -182,7 +169,7 @@ def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constex
     is written once dz[t] is known, so the first W-1 rows of the tile write nothing yet.
     """
     EVEN: tl.constexpr = D % BD == 0
-    w0, w1, w2, w3 = _taps(wt, o_d, m_d, D, W)
+    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)

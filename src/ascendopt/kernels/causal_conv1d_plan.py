@@ -1,0 +1,102 @@
+"""causal_conv1d bulk/tail tile plan (host side).
+
+Bulk/tail split (seed: "Constexpr-split mutually exclusive DMA paths", "MTE DMA past packed
+allocation"): a time tile is *bulk* when its whole halo window ``[t0-(W-1), t0+BT+halo_right)`` lies
+inside its own sequence. Bulk tiles go to one launch with ``TAIL_MODE=0`` (unmasked block-pointer or
+row loads, never past packed ``B*T``); all other tiles go to a second launch with ``TAIL_MODE=1``
+(masked loads, initial state for t < 0). The host computes both tile sets, for varlen too (from
+``cu_seqlens``, like fla's ``prepare_chunk_indices``), so no kernel needs the seed's runtime mode 2
+that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import triton
+
+
+@dataclass(frozen=True)
+class TileSet:
+    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table."""
+
+    n_tiles: int
+    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen only)
+    n_per_seq: int = 1
+    t_first: int = 0
+    n_head: int = 0
+    tail_start: int = 0
+
+    def args(self):
+        return self.table, self.n_per_seq, self.t_first, self.n_head, self.tail_start
+
+
+def _ranges(length: int, BT: int, W: int, halo_right: int) -> tuple[int, int, int]:
+    """(NT, lo, hi): tiles ``lo <= i_t < hi`` keep ``[t0-(W-1), t0+BT+halo_right)`` inside ``[0, length)``."""
+    nt = triton.cdiv(length, BT)
+    lo = triton.cdiv(W - 1, BT)
+    hi = max(0, (length - halo_right) // BT)
+    return nt, lo, hi
+
+
+def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    """Bulk and tail tile sets for B sequences of length T."""
+    nt, lo, hi = _ranges(T, BT, W, halo_right)
+    n_bulk = max(0, hi - lo)
+    n_head = min(lo, nt)
+    tail_start = max(hi, lo)
+    n_tail = n_head + max(0, nt - tail_start)
+    bulk = TileSet(B * n_bulk, None, max(n_bulk, 1), lo, 0, 0)
+    tail = TileSet(B * n_tail, None, max(n_tail, 1), 0, n_head, tail_start)
+    return bulk, tail
+
+
+_plan_cache: dict = {}
+
+
+def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor)."""
+    import torch
+
+    key = (id(cu_seqlens), cu_seqlens._version, BT, W, halo_right)
+    hit = _plan_cache.get(key)
+    if hit is not None and hit[0]() is cu_seqlens:
+        return hit[1]
+    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    bulk, tail = [], []
+    for n, length in enumerate(lens):
+        nt, lo, hi = _ranges(length, BT, W, halo_right)
+        bulk += [(n, t) for t in range(lo, hi)]
+        tail += [(n, t) for t in range(nt) if not lo <= t < hi]
+
+    def table(pairs):
+        t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(cu_seqlens.device)
+        return TileSet(len(pairs), t)
+
+    plan = (table(bulk), table(tail))
+    if len(_plan_cache) > 64:
+        _plan_cache.clear()
+    _plan_cache[key] = (weakref.ref(cu_seqlens), plan)
+    return plan
+
+
+def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+    B, T = x_shape[0], x_shape[1]
+    if cu_seqlens is None:
+        return plan_fixed(B, T, BT, W, halo_right)
+    return plan_varlen(cu_seqlens, BT, W, halo_right)
+
+
+def masked_bd(BT: int, BD: int) -> int:
+    """Channel tile of masked (tail/state) tiles: BD, capped so the [BT, BD] tile stays <= 4096 elements.
+
+    The row path (TAPS=3) runs wide BD (512+) on bulk tiles; tail tiles always take the 2-D tile path,
+    whose live set grows with BT*BD (the UB model's tile stages, and registers on CUDA).
+    """
+    return min(BD, max(16, 4096 // BT))
+
+
+def halo_rows(W: int) -> int:
+    """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
+    return max(2, triton.next_power_of_2(W - 1))
