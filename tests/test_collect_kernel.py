@@ -119,3 +119,23 @@ def test_profile_callable_on_cpu(tmp_path):
     with pytest.raises(UsageError, match="unknown metric group"):
         profile_callable(lambda: None, name="x", out_dir=tmp_path / "q", aic_metrics="pipes")
     assert not (tmp_path / "q").exists()
+
+
+def test_profile_callable_keeps_user_ranges_after_an_earlier_triton_run(tmp_path):
+    """The interpreter hook's kernel names belong to one profiling run: a later run without Triton
+    kernels keeps the user's record_function ranges (a process-wide name set used to drop them)."""
+    from ascendopt import profile_callable
+
+    x = torch.randn(96)
+    first = profile_callable(lambda: _run({"x": x}, {"BLOCK": 32}, "fwd"), name="triton run",
+                             out_dir=tmp_path / "a")
+    assert "_t_double_kernel" in set(pd.read_csv(first / "kernels.csv")["name"])
+
+    def user_code():
+        with torch.profiler.record_function("user_block"):
+            (x * 3).sum()
+
+    second = profile_callable(user_code, name="user run", out_dir=tmp_path / "b")
+    table = pd.read_csv(second / "kernels.csv")
+    assert "user_block" in set(table.loc[table["core_type"] == "cpu", "name"])
+    assert "_t_double_kernel" not in set(table["name"])

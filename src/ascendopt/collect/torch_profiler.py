@@ -15,9 +15,6 @@ from ascendopt.collect import kernel_table
 from ascendopt.collect.names import profile_folder
 from ascendopt.collect.settings import ProfileSettings
 
-# Names of the Triton kernels launched under the interpreter hook (cpu backend) in this process.
-_interpreted_kernels: set[str] = set()
-
 
 @contextlib.contextmanager
 def name_interpreted_kernels() -> Iterator[set[str]]:
@@ -29,13 +26,17 @@ def name_interpreted_kernels() -> Iterator[set[str]]:
     ``InterpretedFunction.run`` (triton's interpreter entry point for ``kernel[grid](...)``);
     if that entry point is missing in some triton version the profile still has the ranges of
     bundled kernels.
+
+    Yields the set of kernel names launched while the hook is open: a fresh set per use, so one
+    profiling run never filters its ranges by kernels that ran in an earlier run of the process.
     """
     import torch
 
+    launched: set[str] = set()
     try:
         from triton.runtime.interpreter import InterpretedFunction
     except ImportError:
-        yield _interpreted_kernels
+        yield launched
         return
     original = InterpretedFunction.run
 
@@ -43,13 +44,13 @@ def name_interpreted_kernels() -> Iterator[set[str]]:
         name = getattr(self.fn, "__name__", "triton_kernel")
         if kwargs.get("warmup"):
             return original(self, *args, **kwargs)
-        _interpreted_kernels.add(name)
+        launched.add(name)
         with torch.profiler.record_function(name):
             return original(self, *args, **kwargs)
 
     InterpretedFunction.run = run
     try:
-        yield _interpreted_kernels
+        yield launched
     finally:
         InterpretedFunction.run = original
 
