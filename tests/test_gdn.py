@@ -18,7 +18,7 @@ from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.forward import chunk_gated_delta_rule_fwd
 from ascendopt.kernels.gdn.workload import make_base_inputs
 
-STAGES = ("gdn_kkt", "gdn_solve_tril", "gdn_wy", "gdn_state", "gdn_output")
+STAGES = ("gdn_kkt", "gdn_solve_tril", "gdn_kkt_solve", "gdn_wy", "gdn_state", "gdn_output")
 
 
 def _inputs(seed=0, dtype="fp32", **dims):
@@ -83,7 +83,8 @@ def test_forward_matches_the_recurrence(dims, with_state):
         assert final is None
 
 
-@pytest.mark.parametrize("config", [{"G_T_CONTIG": 0}, {"fuse_state_output": 0}], ids=["gather-gate", "unfused"])
+@pytest.mark.parametrize("config", [{"G_T_CONTIG": 0}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}],
+                         ids=["gather-gate", "unfused"])
 def test_gate_layout_and_fusion_do_not_change_results(config):
     x = _inputs(B=1, T=70, H=1, HV=2, K=16, V=16)
     args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
@@ -170,11 +171,11 @@ def bf16_dot_operands(monkeypatch):
     def hardware_dot_dtype(dtype):
         return tl.bfloat16 if dtype == torch.bfloat16 else tl.float32
 
-    for module in (gdn.kkt, gdn.wy, gdn.state, gdn.output, gdn.state_output):
+    for module in (gdn.kkt, gdn.kkt_solve, gdn.wy, gdn.state, gdn.output, gdn.state_output):
         monkeypatch.setattr(module, "dot_dtype", hardware_dot_dtype)
 
 
-@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0}], ids=["fused", "separate"])
+@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}], ids=["fused", "separate"])
 def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
     spec = get("chunk_gated_delta_rule_fwd")
     reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)
@@ -213,7 +214,7 @@ def test_ub_model_picks_tiles_and_follows_the_capacity(monkeypatch):
     fused, separate = tiles(realistic), tiles(realistic, "fp32")  # fp32 operand tiles do not fit fused
     assert fused["state_output"].tile["BV"] == 16 and "state" not in fused
     assert separate["state"].tile["BV"] == 32 and separate["output.o"].tile["BV"] == 64 and "state_output" not in separate
-    assert fused["kkt"].tile["BK"] == 128
+    assert fused["kkt_solve"].tile["BK"] == 64 and "kkt" not in fused
     for stage in [*fused.values(), *separate.values()]:
         assert ub.check(stage.tile, stage.dtype, stage.multiplier, 196608, stage.margin).safe, stage
     wide = {**realistic, "K": 256, "V": 256}

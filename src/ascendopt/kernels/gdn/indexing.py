@@ -27,7 +27,12 @@ def load_token_scalars(ptr, i_hv, bos, t0, T_seq, T_total, HV: tl.constexpr, BT:
     T_CONTIG: the host stored it head-major ``[HV, T_total]`` (BT consecutive values per chunk);
     otherwise it is the public ``[T_total, HV]`` layout, a stride-HV gather.
     """
-    o_t = t0 + tl.arange(0, BT)
+    return load_token_scalars_at(ptr, i_hv, bos, t0 + tl.arange(0, BT), T_seq, T_total, HV, T_CONTIG)
+
+
+@triton.jit
+def load_token_scalars_at(ptr, i_hv, bos, o_t, T_seq, T_total, HV: tl.constexpr, T_CONTIG: tl.constexpr):
+    """As ``load_token_scalars`` for in-sequence token indices ``o_t`` of any shape (int32)."""
     if T_CONTIG:
         ptrs = ptr + tl.cast(i_hv, tl.int64) * T_total + bos + o_t
     else:

@@ -35,18 +35,24 @@ def _load_block(A_seq, t0, T_seq, ROWS: tl.constexpr, i: tl.constexpr, j: tl.con
 
 
 @triton.jit
-def _invert_diagonals(A_seq, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """(I + A_ii)^-1 of the chunk's BT // BC diagonal blocks, as one [NB, BC, BC] tile.
+def _load_diagonals(A_seq, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+    """The strictly lower part of the chunk's BT // BC diagonal blocks as one [NB, BC, BC] tile."""
+    b = tl.arange(0, BT // BC)[:, None, None]
+    r = tl.arange(0, BC)[None, :, None]
+    c = tl.arange(0, BC)[None, None, :]
+    rows = t0 + b * BC + r
+    return tl.load(A_seq + tl.cast(rows, tl.int64) * ROWS + b * BC + c, mask=(rows < T_seq) & (r > c), other=0.0)
+
+
+@triton.jit
+def invert_diagonals(N, BC: tl.constexpr):
+    """(I + N_i)^-1 of every strictly lower [BC, BC] block of N [NB, BC, BC], as one tile.
 
     Forward substitution, Y = X - I: Y_r = -N_r - sum_{m<r} N_rm Y_m, for all blocks at once, so
     each step costs one row extraction and one reduction for the whole chunk instead of one per
     block (the steps are a serial chain; on CUDA each reduction across warps is a barrier)."""
-    NB: tl.constexpr = BT // BC
-    b = tl.arange(0, NB)[:, None, None]
     r = tl.arange(0, BC)[None, :, None]
     c = tl.arange(0, BC)[None, None, :]
-    rows = t0 + b * BC + r
-    N = tl.load(A_seq + tl.cast(rows, tl.int64) * ROWS + b * BC + c, mask=(rows < T_seq) & (r > c), other=0.0)
     Y = -N  # rows 0 and 1 are already final
     for step in range(2, BC):
         b_a = -tl.sum(tl.where(r == step, N, 0.0), 1)  # [NB, BC]: row `step` of every block, from UB
@@ -74,56 +80,60 @@ def _store_block(Ai_seq, b_X, t0, T_seq, ROWS: tl.constexpr, i: tl.constexpr, j:
     tl.store(p, b_X.to(p.dtype.element_ty), boundary_check=(0, 1))
 
 
+@triton.jit
+def merge_and_store(Ai_seq, X, A10, A20, A21, A30, A31, A32, t0, T_seq, ROWS: tl.constexpr, BT: tl.constexpr,
+                    BC: tl.constexpr):
+    """Off-diagonal blocks X_ij = -X_ii (sum_{j<=m<i} A_im X_mj) from the diagonal inverses X [4, BC, BC]
+    and the strictly lower blocks A_ij of the chunk; all 16 blocks of Ai stored (upper ones as zeros,
+    so NaN-poisoned outputs leave nothing unset)."""
+    X00, X11, X22, X33 = _block_of(X, 0, 4), _block_of(X, 1, 4), _block_of(X, 2, 4), _block_of(X, 3, 4)
+    # first sub-diagonal: X_{i+1,i} = -X_{i+1,i+1} A_{i+1,i} X_ii
+    X10 = -_matmul(X11, _matmul(A10, X00))
+    X21 = -_matmul(X22, _matmul(A21, X11))
+    X32 = -_matmul(X33, _matmul(A32, X22))
+    # second: X_{i+2,i} = -X_{i+2,i+2} (A_{i+2,i} X_ii + A_{i+2,i+1} X_{i+1,i})
+    X20 = -_matmul(X22, _matmul(A20, X00) + _matmul(A21, X10))
+    X31 = -_matmul(X33, _matmul(A31, X11) + _matmul(A32, X21))
+    # third: X30 = -X33 (A30 X00 + A31 X10 + A32 X20)
+    X30 = -_matmul(X33, _matmul(A30, X00) + _matmul(A31, X10) + _matmul(A32, X20))
+    zero = tl.zeros([BC, BC], dtype=tl.float32)
+    _store_block(Ai_seq, X00, t0, T_seq, ROWS, 0, 0, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 1, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 2, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 3, BT, BC)
+    _store_block(Ai_seq, X10, t0, T_seq, ROWS, 1, 0, BT, BC)
+    _store_block(Ai_seq, X11, t0, T_seq, ROWS, 1, 1, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 1, 2, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 1, 3, BT, BC)
+    _store_block(Ai_seq, X20, t0, T_seq, ROWS, 2, 0, BT, BC)
+    _store_block(Ai_seq, X21, t0, T_seq, ROWS, 2, 1, BT, BC)
+    _store_block(Ai_seq, X22, t0, T_seq, ROWS, 2, 2, BT, BC)
+    _store_block(Ai_seq, zero, t0, T_seq, ROWS, 2, 3, BT, BC)
+    _store_block(Ai_seq, X30, t0, T_seq, ROWS, 3, 0, BT, BC)
+    _store_block(Ai_seq, X31, t0, T_seq, ROWS, 3, 1, BT, BC)
+    _store_block(Ai_seq, X32, t0, T_seq, ROWS, 3, 2, BT, BC)
+    _store_block(Ai_seq, X33, t0, T_seq, ROWS, 3, 3, BT, BC)
+
+
 @triton.jit(do_not_specialize=["num_tasks"])
 def _gdn_solve_tril_kernel(A, Ai, cu_seqlens, chunk_indices, num_tasks, HV: tl.constexpr, BT: tl.constexpr,
                            BC: tl.constexpr):
     tl.static_assert(BT == 4 * BC, "the block solve is written for 4 diagonal blocks")
     ROWS: tl.constexpr = HV * BT
-    zero = tl.zeros([BC, BC], dtype=tl.float32)
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv = task // HV, task % HV
         i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
         t0 = i_t * BT
         A_seq = A + (bos * HV + i_hv) * BT  # rebound per task
         Ai_seq = Ai + (bos * HV + i_hv) * BT
-        X = _invert_diagonals(A_seq, t0, T_seq, ROWS, BT, BC)
-        X00, X11, X22, X33 = _block_of(X, 0, 4), _block_of(X, 1, 4), _block_of(X, 2, 4), _block_of(X, 3, 4)
-        # first sub-diagonal: X_{i+1,i} = -X_{i+1,i+1} A_{i+1,i} X_ii
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 1, 0, BT, BC), X00)
-        X10 = -_matmul(X11, S)
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X11)
-        X21 = -_matmul(X22, S)
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X22)
-        X32 = -_matmul(X33, S)
-        # second: X_{i+2,i} = -X_{i+2,i+2} (A_{i+2,i} X_ii + A_{i+2,i+1} X_{i+1,i})
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 0, BT, BC), X00)
-        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC), X10)
-        X20 = -_matmul(X22, S)
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X11)
-        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X21)
-        X31 = -_matmul(X33, S)
-        # third: X30 = -X33 (A30 X00 + A31 X10 + A32 X20)
-        S = _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 0, BT, BC), X00)
-        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC), X10)
-        S += _matmul(_load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC), X20)
-        X30 = -_matmul(X33, S)
-        # every block is written (upper ones as zeros) so NaN-poisoned outputs leave nothing unset
-        _store_block(Ai_seq, X00, t0, T_seq, ROWS, 0, 0, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 1, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 2, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 0, 3, BT, BC)
-        _store_block(Ai_seq, X10, t0, T_seq, ROWS, 1, 0, BT, BC)
-        _store_block(Ai_seq, X11, t0, T_seq, ROWS, 1, 1, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 1, 2, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 1, 3, BT, BC)
-        _store_block(Ai_seq, X20, t0, T_seq, ROWS, 2, 0, BT, BC)
-        _store_block(Ai_seq, X21, t0, T_seq, ROWS, 2, 1, BT, BC)
-        _store_block(Ai_seq, X22, t0, T_seq, ROWS, 2, 2, BT, BC)
-        _store_block(Ai_seq, zero, t0, T_seq, ROWS, 2, 3, BT, BC)
-        _store_block(Ai_seq, X30, t0, T_seq, ROWS, 3, 0, BT, BC)
-        _store_block(Ai_seq, X31, t0, T_seq, ROWS, 3, 1, BT, BC)
-        _store_block(Ai_seq, X32, t0, T_seq, ROWS, 3, 2, BT, BC)
-        _store_block(Ai_seq, X33, t0, T_seq, ROWS, 3, 3, BT, BC)
+        X = invert_diagonals(_load_diagonals(A_seq, t0, T_seq, ROWS, BT, BC), BC)
+        A10 = _load_block(A_seq, t0, T_seq, ROWS, 1, 0, BT, BC)
+        A20 = _load_block(A_seq, t0, T_seq, ROWS, 2, 0, BT, BC)
+        A21 = _load_block(A_seq, t0, T_seq, ROWS, 2, 1, BT, BC)
+        A30 = _load_block(A_seq, t0, T_seq, ROWS, 3, 0, BT, BC)
+        A31 = _load_block(A_seq, t0, T_seq, ROWS, 3, 1, BT, BC)
+        A32 = _load_block(A_seq, t0, T_seq, ROWS, 3, 2, BT, BC)
+        merge_and_store(Ai_seq, X, A10, A20, A21, A30, A31, A32, t0, T_seq, ROWS, BT, BC)
 
 
 def gdn_solve_tril(A, *, cu_seqlens=None, output_dtype=None, packing=None):

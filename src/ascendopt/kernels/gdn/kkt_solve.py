@@ -1,0 +1,182 @@
+"""Stages 1 + 2 fused: Ai = (I + strict_lower(beta_i k_i.k_j exp(gc_i - gc_j)))^-1 without storing A.
+
+The separate stages write A in fp32 (as large as k at K = 64) and read it back; here the ten lower
+16x16 blocks of A stay in UB/registers: the four diagonal ones come from one batched dot over a
+[4, 16, BK] key tile (they feed the batched forward substitution of ``solve.invert_diagonals``), the
+six off-diagonal ones from 16-row key slabs. Then ``solve.merge_and_store`` as in the solve stage.
+One task = one (chunk, value head) on a 1D core grid over the cube cores.
+
+tl.dot left operands are fresh beta-scaled copies made for that one dot; the key tiles themselves
+are only ever right operands (seed, tl.dot lhs clobber).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ascendopt.kernels.gdn import reference as ref
+from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars, load_token_scalars_at
+from ascendopt.kernels.gdn.kkt import _make_inputs
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.solve import BC, invert_diagonals, merge_and_store
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    element_bytes,
+    pick_tile,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    value_heads,
+)
+from ascendopt.kernels.spec import Cost
+
+
+@triton.jit
+def _key_rows(k_seq, t0, T_seq, i: tl.constexpr, i_k, H: tl.constexpr, K: tl.constexpr, BC: tl.constexpr,
+              BK: tl.constexpr):
+    """Rows [t0 + i*BC, t0 + (i+1)*BC) x key slab i_k, zero past the sequence."""
+    p = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0 + i * BC, i_k * BK), (BC, BK), (1, 0))
+    return tl.load(p, boundary_check=(0, 1), padding_option="zero")
+
+
+@triton.jit
+def _scaled(b_k, b_beta, DOT_DTYPE: tl.constexpr):
+    """A fresh left operand: beta-scaled rows of a key slab."""
+    return (b_k.to(tl.float32) * b_beta[:, None]).to(DOT_DTYPE)
+
+
+@triton.jit
+def _gated(b_A, g_i, g_j, row_ok):
+    """Off-diagonal block times exp(g_i - g_j); rows past the sequence masked before the exp (their
+    gc reads 0, so g_i - g_j > 0 there and could overflow)."""
+    return tl.where(row_ok[:, None], b_A * tl.exp(tl.where(row_ok[:, None], g_i[:, None] - g_j[None, :], 0.0)),
+                    0.0)
+
+
+@triton.jit(do_not_specialize=["T_total", "num_tasks"])
+def _gdn_kkt_solve_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_total, num_tasks,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                          BC: tl.constexpr, BK: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    tl.static_assert(BT == 4 * BC, "the block solve is written for 4 diagonal blocks")
+    ROWS: tl.constexpr = HV * BT
+    b3 = tl.arange(0, 4)[:, None, None]
+    r3 = tl.arange(0, BC)[None, :, None]
+    c3 = tl.arange(0, BC)[None, None, :]
+    o_c = tl.arange(0, BC)
+    for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
+        i_c, i_hv = task // HV, task % HV
+        i_h = i_hv // (HV // H)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        t0 = i_t * BT
+        k_seq = k + (bos * H + i_h) * K  # rebound per task
+        rows3 = t0 + b3 * BC + r3  # [4, BC, 1] in-sequence token of each diagonal-block row
+        tokens = t0 + tl.arange(0, 4)[:, None] * BC + o_c[None, :]  # [4, BC], row-major like the blocks
+        beta_d = load_token_scalars_at(beta, i_hv, bos, tokens, T_seq, T_total, HV, G_T_CONTIG)
+        g_d = load_token_scalars_at(gc, i_hv, bos, tokens, T_seq, T_total, HV, G_T_CONTIG)
+        beta1 = load_token_scalars(beta, i_hv, bos, t0 + BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        beta2 = load_token_scalars(beta, i_hv, bos, t0 + 2 * BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        beta3 = load_token_scalars(beta, i_hv, bos, t0 + 3 * BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        D = tl.zeros([4, BC, BC], dtype=tl.float32)
+        A10 = tl.zeros([BC, BC], dtype=tl.float32)
+        A20 = tl.zeros([BC, BC], dtype=tl.float32)
+        A21 = tl.zeros([BC, BC], dtype=tl.float32)
+        A30 = tl.zeros([BC, BC], dtype=tl.float32)
+        A31 = tl.zeros([BC, BC], dtype=tl.float32)
+        A32 = tl.zeros([BC, BC], dtype=tl.float32)
+        for i_k in range(K // BK):
+            cols = i_k * BK + tl.arange(0, BK)[None, None, :]
+            K3 = tl.load(k_seq + tl.cast(rows3, tl.int64) * (H * K) + cols, mask=rows3 < T_seq, other=0.0)
+            K3_scaled = (K3.to(tl.float32) * beta_d[:, :, None]).to(DOT_DTYPE)
+            D += tl.dot(K3_scaled, tl.permute(K3.to(DOT_DTYPE), (0, 2, 1)), input_precision="ieee")
+            kt0 = tl.trans(_key_rows(k_seq, t0, T_seq, 0, i_k, H, K, BC, BK).to(DOT_DTYPE))
+            kt1 = tl.trans(_key_rows(k_seq, t0, T_seq, 1, i_k, H, K, BC, BK).to(DOT_DTYPE))
+            kt2 = tl.trans(_key_rows(k_seq, t0, T_seq, 2, i_k, H, K, BC, BK).to(DOT_DTYPE))
+            k1 = _key_rows(k_seq, t0, T_seq, 1, i_k, H, K, BC, BK)
+            k2 = _key_rows(k_seq, t0, T_seq, 2, i_k, H, K, BC, BK)
+            k3 = _key_rows(k_seq, t0, T_seq, 3, i_k, H, K, BC, BK)
+            A10 += tl.dot(_scaled(k1, beta1, DOT_DTYPE), kt0, input_precision="ieee")
+            A20 += tl.dot(_scaled(k2, beta2, DOT_DTYPE), kt0, input_precision="ieee")
+            A21 += tl.dot(_scaled(k2, beta2, DOT_DTYPE), kt1, input_precision="ieee")
+            A30 += tl.dot(_scaled(k3, beta3, DOT_DTYPE), kt0, input_precision="ieee")
+            A31 += tl.dot(_scaled(k3, beta3, DOT_DTYPE), kt1, input_precision="ieee")
+            A32 += tl.dot(_scaled(k3, beta3, DOT_DTYPE), kt2, input_precision="ieee")
+        # diagonal blocks: strictly lower, gated; rows past the sequence are zero already (k = 0 there)
+        strict = (r3 > c3) & (rows3 < T_seq)
+        N = tl.where(strict, D * tl.exp(tl.where(strict, g_d[:, :, None] - g_d[:, None, :], 0.0)), 0.0)
+        g0 = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BC, G_T_CONTIG)
+        g1 = load_token_scalars(gc, i_hv, bos, t0 + BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        g2 = load_token_scalars(gc, i_hv, bos, t0 + 2 * BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        g3 = load_token_scalars(gc, i_hv, bos, t0 + 3 * BC, T_seq, T_total, HV, BC, G_T_CONTIG)
+        ok1, ok2, ok3 = t0 + BC + o_c < T_seq, t0 + 2 * BC + o_c < T_seq, t0 + 3 * BC + o_c < T_seq
+        X = invert_diagonals(N, BC)
+        merge_and_store(Ai + (bos * HV + i_hv) * BT, X, _gated(A10, g1, g0, ok1), _gated(A20, g2, g0, ok2),
+                        _gated(A21, g2, g1, ok2), _gated(A30, g3, g0, ok3), _gated(A31, g3, g1, ok3),
+                        _gated(A32, g3, g2, ok3), t0, T_seq, ROWS, BT, BC)
+
+
+def _ub_stages(BK: int) -> list[UBStage]:
+    # 6.0 live [BT, BK] fp32 copies: the kkt stage's 5.0 (the [4, BC, BK] key tile, its beta-scaled
+    # copy, the 16-row slabs and their transposes) plus one for the solve's blocks and temporaries
+    # (10 A blocks, the [4, BC, BC] substitution tile, [BC, BC, BC] products: ~13 KiB).
+    return [UBStage("kkt_solve", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, 0.85)]
+
+
+def _tiles(K: int, config: dict) -> int:
+    return pick_tile(config["BK"], _ub_stages(1)[0], "BK", K)
+
+
+def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
+    """Ai [B,T,HV,64] in k's dtype = (I + A)^-1 per chunk, A the gated, beta-scaled k k' (never stored).
+
+    k [B,T,H,K]; beta, gc [B,T,HV] (or ``HeadMajor``).
+    """
+    from ascendopt.kernels.common import alloc, grid_size, launch
+
+    cfg = SPEC.config(config)
+    B, T, H, K = k.shape
+    HV = value_heads(beta)
+    packing = packing or pack(B, T, cu_seqlens, k.device)
+    BK = _tiles(K, cfg)
+    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
+    gc_arg, _ = token_scalar_arg(gc, contig)
+    Ai = alloc((B, T, HV, CHUNK), k.dtype, k.device)
+    tasks = packing.NC * HV
+    launch(_gdn_kkt_solve_kernel, (grid_size("cube", tasks),), k, beta_arg, gc_arg, Ai, packing.cu_seqlens,
+           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, BT=CHUNK, BC=BC, BK=BK,
+           G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype))
+    return Ai
+
+
+def _run(inputs, config, mode):
+    return {"Ai": gdn_kkt_solve(inputs["k"], inputs["beta"], inputs["gc"], cu_seqlens=inputs.get("cu_seqlens"),
+                                config=config)}
+
+
+def _reference(inputs, mode):
+    cu = inputs.get("cu_seqlens")
+    A = ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], cu, ref.lowp_of(inputs["k"]))
+    return {"Ai": ref.solve_tril_reference(A, cu)}
+
+
+def _ub_model(dims, config, dtype):
+    return _ub_stages(_tiles(int(dims["K"]), SPEC.config(config)))
+
+
+def _cost(dims, dtype, mode):
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens = d.B * d.T
+    moved = tokens * d.H * d.K * e + tokens * d.HV * (e + 4) + tokens * d.HV * CHUNK * e
+    flops = 2 * d.chunks * d.HV * (10 * BC * BC * d.K + 4 * BC ** 3 + 16 * BC ** 3)
+    return Cost(bytes=moved, flops=flops)
+
+
+SPEC = stage_spec(
+    name="gdn_kkt_solve",
+    description="gated delta rule fwd, stages kkt + solve fused: (I + A)^-1 without storing A",
+    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    kernel_names=("_gdn_kkt_solve_kernel",),
+    tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG},
+)
