@@ -49,9 +49,9 @@ def _causal_conv1d_fwd_kernel(
             j = i_r % n_per_seq
             if TAIL_MODE == 0:
                 i_t = t_first + j
-            else:
+            else:  # a sequence's tail tiles: its first n_head tiles, then every tile from tail_start on
                 i_t = tl.where(j < n_head, j, tail_start + j - n_head)
-            bos = tl.cast(i_n, tl.int64) * T
+            bos = tl.cast(i_n, tl.int64) * T  # int64 before the row index meets the D stride
             T_n = T
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
@@ -72,6 +72,8 @@ def _causal_conv1d_fwd_kernel(
                         b_x = window_rows(b_h, b_m, HB + w - (W - 1), BT, HB, BT, BD)
                     acc += b_x.to(tl.float32) * b_w[None, :]
             elif TAIL_MODE == 0:
+                # W windows of one [BT+W-1, D] block, shifted by a row each: the overlap is served by
+                # the cache, so HBM reads x once. Block-pointer offsets stay int32 (w, i_d * BD).
                 x_win = x + (row0 - (W - 1)) * D  # halo rows are inside the sequence (bulk predicate)
                 for w in tl.static_range(W):
                     p_x = tl.make_block_ptr(x_win, (BT + W - 1, D), (D, 1), (w, i_d * BD), (BT, BD), (1, 0))
@@ -100,6 +102,7 @@ def _causal_conv1d_fwd_kernel(
                 acc += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
             if ACT:
                 acc = acc * tl.sigmoid(acc)
+            # residual after the activation: y = act(conv(x) + bias) + residual (fla's definition)
             if TAIL_MODE == 0:
                 p_y = tl.make_block_ptr(y + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
                 if HAS_RES:

@@ -35,6 +35,8 @@ class TileSet:
 def _ranges(length: int, BT: int, W: int, halo_right: int) -> tuple[int, int, int]:
     """(NT, lo, hi): tiles ``lo <= i_t < hi`` keep ``[t0-(W-1), t0+BT+halo_right)`` inside ``[0, length)``."""
     nt = triton.cdiv(length, BT)
+    # lo: the first tile whose W-1 halo rows before it exist; hi: one past the last tile whose rows
+    # plus halo_right rows after it end inside the sequence (the bwd reads dz W-1 rows ahead)
     lo = triton.cdiv(W - 1, BT)
     hi = max(0, (length - halo_right) // BT)
     return nt, lo, hi
@@ -52,6 +54,8 @@ def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSe
     return bulk, tail
 
 
+# Keyed by tensor identity and version: reading cu_seqlens costs a device sync, so it happens once
+# per tensor (fla's prepare_chunk_indices caches the same way); an in-place edit bumps the version.
 _plan_cache: dict = {}
 
 

@@ -38,6 +38,8 @@ def window_rows(b_a, b_b, start: tl.constexpr, NR: tl.constexpr, NA: tl.constexp
     A register shift along T by two ``tl.gather``s (no second read of memory); the portable
     alternative to Ascend's ``tl.extract_slice`` on one loaded ``BT+W-1`` window.
     """
+    # tl.gather wants an index of the result's full shape; both sources are read with clamped indices
+    # and tl.where keeps the one that holds each row
     idx = start + tl.arange(0, NR)[:, None] + tl.zeros([NR, BD], dtype=tl.int32)
     s_a = tl.gather(b_a, tl.minimum(tl.maximum(idx, 0), NA - 1), 0)
     s_b = tl.gather(b_b, tl.minimum(tl.maximum(idx - NA, 0), NB - 1), 0)
@@ -50,6 +52,8 @@ def x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
             USE_H0: tl.constexpr, TAIL_MODE: tl.constexpr):
     """x at rows ``t + K`` of the tile, fp32 ``[BT, BD]`` (initial state for rows -(W-1)..-1)."""
     if TAIL_MODE == 0:
+        # x_win starts W-1 rows before the tile; K runs from -(W-1) (oldest tap) to W-1 (the bwd's
+        # look-ahead), so the window spans BT + 2(W-1) rows, all inside the sequence for bulk tiles
         p = tl.make_block_ptr(x_win, (BT + 2 * (W - 1), D), (D, 1), (K + W - 1, i_d * BD), (BT, BD), (1, 0))
         if D % BD == 0:
             b = tl.load(p).to(tl.float32)
@@ -60,7 +64,7 @@ def x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
         m = (src >= 0) & (src < T_n)
         b = tl.load(x + (bos + src.to(tl.int64))[:, None] * D + o_d[None, :],
                     mask=m[:, None] & m_d[None, :], other=0.0).to(tl.float32)
-        if USE_H0:
+        if USE_H0:  # rows -(W-1)..-1 of a sequence live in its initial state, slot src + W - 1
             m_h = (src < 0) & (src >= 1 - W)
             p_h = state_ptrs(h0, i_n, o_d, src + W - 1, D, W)
             b += tl.load(p_h, mask=m_h[:, None] & m_d[None, :], other=0.0).to(tl.float32)
