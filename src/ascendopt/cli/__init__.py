@@ -36,17 +36,17 @@ app = typer.Typer(
 # (module under ascendopt.cli, command name) in the order of the checklist, then the tools around it.
 COMMANDS: list[tuple[str, str]] = [
     ("freeze", "freeze"),
+    ("collect", "collect"),
+    ("analyze", "analyze"),
     ("optimize_round", "optimize-round"),
     ("gate", "gate"),
     ("reprofile", "reprofile"),
-    ("env", "env"),
-    ("collect", "collect"),
-    ("analyze", "analyze"),
-    ("lint", "lint"),
-    ("ub", "ub"),
-    ("kernels", "kernels"),
     ("demo", "demo"),
     ("report", "report"),
+    ("kernels", "kernels"),
+    ("lint", "lint"),
+    ("ub", "ub"),
+    ("env", "env"),
 ]
 
 _state = {"debug": False}
