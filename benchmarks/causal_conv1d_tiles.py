@@ -153,6 +153,10 @@ def main() -> int:
                 row["fla_us"] = theirs.median_ms * 1e3
                 row["fla_copy_fraction"] = cost.bytes / (theirs.median_ms * 1e-3) / 1e9 / copy_gbs
                 row["speedup"] = row["fla_us"] / row["ours_us"]
+                # launch-bound or device-bound? host time per call vs device kernel time of one call
+                for who, fn in (("ours", lambda mode=mode: spec.run(inp, spec.config(cfg), mode)),
+                                ("fla", lambda mode=mode: peer(inp, mode))):
+                    row[f"{who}_host_us"], row[f"{who}_kernels_us"] = _host_and_device(fn)
             except Exception as exc:  # noqa: BLE001 - fla missing or failing is reported
                 traceback.print_exc()
                 row["error"] = _err(exc)
@@ -161,6 +165,29 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=2, default=str))
     _print(result)
     return 0
+
+
+def _host_and_device(fn, calls: int = 20) -> tuple[float, dict]:
+    """Host microseconds per call (launch cost, no sync) and device microseconds per kernel of one call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    kernels = {}
+    for evt in prof.key_averages():
+        t = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
+        if t:
+            kernels[evt.key] = round(float(t), 1)
+    return host_us, kernels
 
 
 def _copy_gbs(backend, nbytes: int) -> float:
@@ -194,11 +221,18 @@ def _print(r: dict) -> None:
                   f"{row.get('gbs', 0):.0f} | {_pct(row.get('copy_fraction'))} {row.get('error', '')} |")
     if r["peer"]:
         print(f"\nbest config: {r.get('best_config')}\n")
-        print("| mode | ours us | % copy | fla us | fla % copy | speedup |\n|---|---|---|---|---|---|")
+        print("| mode | ours us | % copy | fla us | fla % copy | speedup | ours host us/call | fla host us/call |"
+              "\n|---|---|---|---|---|---|---|---|")
         for mode, row in r["peer"].items():
             print(f"| {mode} | {row.get('ours_us', 0):.1f} | {_pct(row.get('ours_copy_fraction'))} | "
                   f"{row.get('fla_us', 0):.1f} | {_pct(row.get('fla_copy_fraction'))} | "
-                  f"{row.get('speedup', 0):.2f} {row.get('error', '')} |")
+                  f"{row.get('speedup', 0):.2f} {row.get('error', '')} | {row.get('ours_host_us', 0):.0f} | "
+                  f"{row.get('fla_host_us', 0):.0f} |")
+        for mode, row in r["peer"].items():
+            for who in ("ours", "fla"):
+                kernels = row.get(f"{who}_kernels_us") or {}
+                listed = ", ".join(f"{k[:48]} {v:.1f}" for k, v in sorted(kernels.items(), key=lambda kv: -kv[1]))
+                print(f"\n{mode} {who} device us per kernel: {listed}")
     if r["skipped"]:
         print(f"\nskipped (time budget): {', '.join(r['skipped'])}")
 
