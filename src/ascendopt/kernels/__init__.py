@@ -7,6 +7,7 @@ before any ``@triton.jit`` decorator runs), then imports each op module listed i
 from __future__ import annotations
 
 import importlib
+import warnings
 
 from ascendopt.errors import UsageError
 from ascendopt.kernels.spec import KernelSpec
@@ -23,6 +24,9 @@ def _load() -> dict[str, KernelSpec]:
         from ascendopt import backends
 
         backends.current().prepare_kernels()
+        # Triton 3.7/3.8 warn on every make_block_ptr; Triton-Ascend kernels need block pointers
+        # (the tensor-descriptor API does not lower for Ascend), so the warning is only noise here.
+        warnings.filterwarnings("ignore", message="tl.make_block_ptr is deprecated")
         reg: dict[str, KernelSpec] = {}
         for mod_name in _MODULES:
             module = importlib.import_module(f"ascendopt.kernels.{mod_name}")
