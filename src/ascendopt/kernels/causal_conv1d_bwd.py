@@ -187,7 +187,10 @@ def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
     Per-program accumulation needs ``programs % nd == 0`` (each program then sees one channel block);
     the grid is rounded down to a multiple of nd when that idles at most 1/8 of the cores.
     """
-    programs = common.grid_size("vector", n_tasks)
+    # At most 4 programs per core: a bwd program needs 130-250 registers per thread on sm_90, so no
+    # more are resident per SM anyway, and every program adds a (W+1) x BD fp32 partial row to write
+    # and finalize. (npu: grid_size is already the core count.)
+    programs = min(common.grid_size("vector", n_tasks), 4 * common.num_cores("vector"))
     rounded = programs - programs % nd
     if rounded > 0 and 8 * rounded >= 7 * programs:
         return rounded, True
