@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -23,7 +24,7 @@ import triton.language as tl
 from ascendopt import ub
 from ascendopt.errors import UsageError
 from ascendopt.kernels.common import alloc, grid_size, launch
-from ascendopt.kernels.rowwise import cuda_cap
+from ascendopt.kernels.rowwise import cuda_cap, per_device
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
 
@@ -203,30 +204,55 @@ def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=N
     if t_contig and c > 1:
         src = g.reshape(b, t, c).transpose(1, 2).contiguous()  # [B, C, T]: T-contiguous rows per channel
     else:
-        src = g.contiguous()
-    bc = _block_c(c, chunk_size, cfg["block_c"])
-    n_cblocks = triton.cdiv(c, bc)
-    common = {"BT": chunk_size, "BC": bc, "REVERSE": bool(reverse), "HAS_SCALE": scale is not None,
-              "EVEN_C": c % bc == 0, "T_CONTIG": t_contig}
+        src = g if g.is_contiguous() else g.contiguous()
+    n_seqs = 0 if cu_seqlens is None else cu_seqlens.numel() - 1
+    plan = per_device(_plans, (b, t, c, chunk_size, cfg["block_c"], n_seqs),
+                      lambda: _plan(b, t, c, chunk_size, cfg["block_c"], n_seqs))
+    common = {"BT": chunk_size, "BC": plan.block_c, "REVERSE": bool(reverse), "HAS_SCALE": scale is not None,
+              "EVEN_C": plan.even_c, "T_CONTIG": t_contig}
     scale = 1.0 if scale is None else float(scale)
     if cu_seqlens is not None:
-        n_seqs = cu_seqlens.numel() - 1
-        in_kernel = n_seqs <= MAX_IN_KERNEL_SEQS
-        offsets = None if in_kernel else _chunk_offsets(cu_seqlens, chunk_size)
-        # Upper bound of sum(cdiv(len_i, BT)) known on the host: cdiv(T, BT) + N.
-        n_tasks = (triton.cdiv(t, chunk_size) + n_seqs) * n_cblocks
-        launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, cu_seqlens, offsets, scale, t, c,
-               n_seqs, n_tasks, n_cblocks, 0, 1, IS_VARLEN=True, NP=ub.next_pow2(n_seqs) if in_kernel else 0,
-               SEARCH_STEPS=0 if in_kernel else (n_seqs - 1).bit_length(), TAIL=True, **common)
+        offsets = None if plan.in_kernel else _chunk_offsets(cu_seqlens, chunk_size)
+        programs, n_tasks, _, _, _ = plan.launches[0]
+        launch(_chunk_local_cumsum_kernel, (programs,), src, o, cu_seqlens, offsets, scale, t, c,
+               n_seqs, n_tasks, plan.n_cblocks, 0, 1, IS_VARLEN=True, NP=ub.next_pow2(n_seqs) if plan.in_kernel else 0,
+               SEARCH_STEPS=0 if plan.in_kernel else (n_seqs - 1).bit_length(), TAIL=True, **common)
         return o
-    full, rest = divmod(t, chunk_size)
-    for start, chunks, tail in ((0, full, False), (full, 1 if rest else 0, True)):
-        n_tasks = b * chunks * n_cblocks
-        if n_tasks == 0:
-            continue
-        launch(_chunk_local_cumsum_kernel, (grid_size("vector", n_tasks),), src, o, None, None, scale, t, c, 1,
-               n_tasks, n_cblocks, start, chunks, IS_VARLEN=False, NP=0, SEARCH_STEPS=0, TAIL=tail, **common)
+    for programs, n_tasks, start, chunks, tail in plan.launches:
+        launch(_chunk_local_cumsum_kernel, (programs,), src, o, None, None, scale, t, c, 1,
+               n_tasks, plan.n_cblocks, start, chunks, IS_VARLEN=False, NP=0, SEARCH_STEPS=0, TAIL=tail, **common)
     return o
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Tile and launches of one call shape; launches are (programs, n_tasks, chunk_start, n_chunks, tail)."""
+
+    block_c: int
+    n_cblocks: int
+    even_c: bool
+    in_kernel: bool  # varlen: chunk index built in-kernel (few sequences) instead of host offsets
+    launches: tuple[tuple[int, int, int, int, bool], ...]
+
+
+_plans: dict = {}
+
+
+def _plan(b: int, t: int, c: int, chunk_size: int, block_c: int, n_seqs: int) -> _Plan:
+    """Memoized per call shape by ``rowwise.per_device``: the UB solve is host time on every call."""
+    bc = _block_c(c, chunk_size, block_c)
+    n_cblocks = triton.cdiv(c, bc)
+    if n_seqs:
+        # Upper bound of sum(cdiv(len_i, BT)) known on the host: cdiv(T, BT) + N (no device sync).
+        n_tasks = (triton.cdiv(t, chunk_size) + n_seqs) * n_cblocks
+        launches = ((grid_size("vector", n_tasks), n_tasks, 0, 1, True),)
+    else:
+        # Full chunks in one launch; the partial last chunk of every sequence (if any) in a TAIL one.
+        full, rest = divmod(t, chunk_size)
+        launches = tuple((grid_size("vector", b * chunks * n_cblocks), b * chunks * n_cblocks, start, chunks, tail)
+                         for start, chunks, tail in ((0, full, False), (full, 1 if rest else 0, True))
+                         if b * chunks)
+    return _Plan(bc, n_cblocks, c % bc == 0, n_seqs <= MAX_IN_KERNEL_SEQS, launches)
 
 
 def chunk_local_cumsum_reference(inputs: dict, mode: str = "fwd") -> dict:

@@ -68,41 +68,38 @@ def _l2norm_bwd_kernel(y, rstd, dy, dx, n_rows, row_start, n_tasks,
         store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
 
 
-def _rows(x):
-    d = rowwise.check_rows(x)
-    return x.contiguous().view(-1, d), d
-
-
 def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     """Forward: ``x`` ``[..., D]`` -> (``y`` like ``x``, ``rstd`` ``[...]`` fp32)."""
     import torch
 
     cfg = SPEC.config(config)
-    x2, d = _rows(x)
-    n_rows = x2.shape[0]
-    y = alloc(x2.shape, x.dtype, x.device)
-    rstd = alloc((n_rows,), torch.float32, x.device)
-    br = rowwise.block_rows(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
-    bd = rowwise.row_block(d)
-    for part in rowwise.plan_rows(n_rows, br):
-        launch(_l2norm_fwd_kernel, (part.programs,), x2, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-               D=d, BR=br, BD=bd, TAIL=part.tail)
-    return y.view(x.shape), rstd.view(x.shape[:-1])
+    # Any contiguous [..., D] tensor is the kernels' [n_rows, D] row-major view: no torch views on the
+    # hot path (small shapes are host-bound, see rowwise.row_plan).
+    d = rowwise.check_rows(x)
+    x = rowwise.dense(x)
+    n_rows = x.numel() // d
+    y = alloc(x.shape, x.dtype, x.device)
+    rstd = alloc(x.shape[:-1], torch.float32, x.device)
+    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    for part in plan.launches:
+        launch(_l2norm_fwd_kernel, (part.programs,), x, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+    return y, rstd
 
 
 def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
     """Backward from the forward's ``y`` and ``rstd``: returns ``dx`` like ``dy``."""
     cfg = SPEC.config(config)
-    y2, d = _rows(y)
-    dy2, _ = _rows(dy)
-    n_rows = y2.shape[0]
-    dx = alloc(dy2.shape, dy.dtype, dy.device)
-    br = rowwise.block_rows(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    bd = rowwise.row_block(d)
-    for part in rowwise.plan_rows(n_rows, br):
-        launch(_l2norm_bwd_kernel, (part.programs,), y2, rstd.contiguous().view(-1), dy2, dx, n_rows,
-               part.row_start, part.n_tasks, D=d, BR=br, BD=bd, TAIL=part.tail)
-    return dx.view(dy.shape)
+    d = rowwise.check_rows(y, "y")
+    y, dy, rstd = rowwise.dense(y), rowwise.dense(dy), rowwise.dense(rstd)
+    n_rows = y.numel() // d
+    rowwise.check_like(dy, y, rstd, n_rows)
+    dx = alloc(dy.shape, dy.dtype, dy.device)
+    plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    for part in plan.launches:
+        launch(_l2norm_bwd_kernel, (part.programs,), y, rstd, dy, dx, n_rows, part.row_start, part.n_tasks,
+               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+    return dx
 
 
 def l2norm(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):

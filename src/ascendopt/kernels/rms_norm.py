@@ -9,6 +9,8 @@ sums the partials in a fixed order. Accumulation is fp32 throughout.
 
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
@@ -102,15 +104,10 @@ def _rms_norm_dweight_kernel(dw_partial, dw, n_partials, n_tasks,
         tl.store(p_dw, b_acc.to(p_dw.dtype.element_ty), boundary_check=(0,))
 
 
-def _rows(x):
-    d = rowwise.check_rows(x)
-    return x.contiguous().view(-1, d), d
-
-
 def _check_weight(weight, d: int):
     from ascendopt.errors import UsageError
 
-    if tuple(weight.shape) != (d,):
+    if weight.shape != (d,):
         raise UsageError(f"weight: expected shape ({d},) to match x's last dim, got {tuple(weight.shape)}")
     return weight.contiguous()
 
@@ -120,27 +117,33 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     import torch
 
     cfg = SPEC.config(config)
-    x2, d = _rows(x)
+    # The kernels take [n_rows, D] row-major memory, which any contiguous [..., D] tensor already is:
+    # no views on the hot path (each torch call is microseconds of host time on a host-bound op).
+    d = rowwise.check_rows(x)
+    x = rowwise.dense(x)
     w = _check_weight(weight, d)
-    n_rows = x2.shape[0]
-    y = alloc(x2.shape, x.dtype, x.device)
-    rstd = alloc((n_rows,), torch.float32, x.device)
-    br = rowwise.block_rows(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
-    bd = rowwise.row_block(d)
-    for part in rowwise.plan_rows(n_rows, br):
-        launch(_rms_norm_fwd_kernel, (part.programs,), x2, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-               D=d, BR=br, BD=bd, TAIL=part.tail)
-    return y.view(x.shape), rstd.view(x.shape[:-1])
+    n_rows = x.numel() // d
+    y = alloc(x.shape, x.dtype, x.device)
+    rstd = alloc(x.shape[:-1], torch.float32, x.device)
+    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    for part in plan.launches:
+        launch(_rms_norm_fwd_kernel, (part.programs,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+    return y, rstd
 
 
 def _finalize_tiles(n_partials: int, d: int) -> tuple[int, int]:
     """(BP, BDW) for the dw finalize: about one column block per vector core, BP rows from the UB model."""
-    cores = num_cores("vector")
+    ub_bytes, backend, _ = rowwise.ub_context()
+    return _finalize_tiles_for(n_partials, d, num_cores("vector"), ub_bytes, backend)
+
+
+@functools.lru_cache(maxsize=256)  # the exact-fraction UB solve is host time on every backward call
+def _finalize_tiles_for(n_partials: int, d: int, cores: int, ub_bytes: int, backend: str) -> tuple[int, int]:
     bdw = max(16, min(256, rowwise.row_block(d), 1 << max(0, (d // max(cores, 1)).bit_length() - 1)))
-    ub_bytes = rowwise.ub_context()[0]
     bp = ub.solve({"BP": 1, "BDW": bdw}, "BP", "fp32", FINALIZE_MEM_MULT, ub_bytes, UB_MARGIN, upper=n_partials)
     bp = min(bp, MAX_PARTIAL_ROWS)
-    if rowwise.ub_context()[1] == "cuda":
+    if backend == "cuda":
         bp = min(bp, rowwise.cuda_cap(FINALIZE_MEM_MULT, bdw))
     return bp, bdw
 
@@ -150,25 +153,25 @@ def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
     import torch
 
     cfg = SPEC.config(config)
-    x2, d = _rows(x)
-    dy2, _ = _rows(dy)
+    d = rowwise.check_rows(x)
+    x, dy, rstd = rowwise.dense(x), rowwise.dense(dy), rowwise.dense(rstd)
     w = _check_weight(weight, d)
-    n_rows = x2.shape[0]
-    dx = alloc(x2.shape, dy.dtype, x.device)
-    br = rowwise.block_rows(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    bd = rowwise.row_block(d)
-    plan = rowwise.plan_rows(n_rows, br)
-    n_partials = rowwise.total_programs(plan)
+    n_rows = x.numel() // d
+    rowwise.check_like(dy, x, rstd, n_rows)
+    dx = alloc(x.shape, dy.dtype, x.device)
+    plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    n_partials = rowwise.total_programs(plan.launches)
     dw_partial = alloc((n_partials, d), torch.float32, x.device)
-    for part in plan:
-        launch(_rms_norm_bwd_kernel, (part.programs,), x2, w, rstd.contiguous().view(-1), dy2, dx, dw_partial,
-               n_rows, part.row_start, part.n_tasks, part.first_program, D=d, BR=br, BD=bd, TAIL=part.tail)
+    for part in plan.launches:
+        launch(_rms_norm_bwd_kernel, (part.programs,), x, w, rstd, dy, dx, dw_partial,
+               n_rows, part.row_start, part.n_tasks, part.first_program,
+               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
     dweight = alloc((d,), weight.dtype, x.device)
     bp, bdw = _finalize_tiles(n_partials, d)
     tasks = triton.cdiv(d, bdw)
     launch(_rms_norm_dweight_kernel, (grid_size("vector", tasks),), dw_partial, dweight, n_partials, tasks,
            D=d, BP=bp, BDW=bdw)
-    return dx.view(x.shape), dweight
+    return dx, dweight
 
 
 def rms_norm(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = None):

@@ -99,7 +99,54 @@ def plan_rows(n_rows: int, rows_per_tile: int) -> list[Launch]:
     return launches
 
 
-def total_programs(launches: list[Launch]) -> int:
+@dataclass(frozen=True)
+class RowPlan:
+    """Everything a launcher needs for one row-wise pass: ``BR``, ``BD`` and the launches."""
+
+    block_rows: int
+    block_cols: int
+    launches: tuple[Launch, ...]
+
+
+PLAN_CACHE_SIZE = 256
+_plans: dict = {}
+
+
+def per_device(cache: dict, key: tuple, build):
+    """``build()`` memoized in ``cache`` under ``key`` plus the device facts a plan depends on.
+
+    Launchers run on every call and small ops are host-bound (H200: ~85 us per forward call before
+    plans were cached, more than the 32 us a D=8192 row pass moves); the UB solve's exact fractions
+    were most of it. An entry is valid only for the device facts it was built from (the ``info``
+    object, which ``backends.reset`` renews) and the CUDA programs-per-SM setting.
+    """
+    from ascendopt import backends
+    from ascendopt.kernels.common import cuda_programs_per_sm
+
+    backend = backends.current()
+    info = backend.info()
+    full_key = key + (backend.name, cuda_programs_per_sm() if backend.name == "cuda" else 0)
+    hit = cache.get(full_key)
+    if hit is not None and hit[0] is info:
+        return hit[1]
+    value = build()
+    if len(cache) >= PLAN_CACHE_SIZE:
+        cache.clear()
+    cache[full_key] = (info, value)
+    return value
+
+
+def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0) -> RowPlan:
+    """``block_rows`` + ``row_block`` + ``plan_rows`` for one call, memoized (see ``per_device``)."""
+
+    def build() -> RowPlan:
+        br = block_rows(n_rows, d, multiplier, margin, requested)
+        return RowPlan(br, row_block(d), tuple(plan_rows(n_rows, br)))
+
+    return per_device(_plans, (n_rows, d, multiplier, margin, requested), build)
+
+
+def total_programs(launches) -> int:
     return sum(launch.programs for launch in launches)
 
 
@@ -110,6 +157,19 @@ def check_rows(x, name: str = "x") -> int:
     if x.shape[-1] == 0:
         raise UsageError(f"{name}: last dimension D is 0")
     return int(x.shape[-1])
+
+
+def check_like(dy, x, rstd, n_rows: int) -> None:
+    """A backward's ``dy`` must match ``x`` and ``rstd`` hold one value per row (the kernels trust both)."""
+    if dy.shape != x.shape:
+        raise UsageError(f"dy: shape {tuple(dy.shape)} must match {tuple(x.shape)}")
+    if rstd.numel() != n_rows:
+        raise UsageError(f"rstd: {rstd.numel()} values, expected one per row ({n_rows})")
+
+
+def dense(t):
+    """``t`` itself when contiguous (the common case, no torch call), else a contiguous copy."""
+    return t if t.is_contiguous() else t.contiguous()
 
 
 @triton.jit
