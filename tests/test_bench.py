@@ -115,3 +115,46 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
                              min_sample_ms=0)
     assert short.verdict == "same" and short.noise_rel > 0.015
     assert extended.verdict == "slower" and extended.baseline.n > 12
+
+
+def test_interleaved_samples_rotate_the_order_and_share_one_batch_size():
+    """N sides: all warm up first, then ABC CBA ABC ...; extending continues the rotation."""
+    clock = {"t": 0.0}
+    order = []
+
+    class VirtualTimer:
+        def start(self):
+            self.t0 = clock["t"]
+
+        def stop(self):
+            return clock["t"] - self.t0
+
+    class VirtualBackend:
+        name = "cpu"
+
+        def synchronize(self):
+            pass
+
+        def timer(self):
+            return VirtualTimer()
+
+    def side(name, ms):
+        def fn(x):
+            order.append((name, x))
+            clock["t"] += ms * x
+
+        return fn
+
+    fns = [side("a", 1.0), side("b", 2.0), side("c", 4.0)]
+    samples, calls = bench.interleaved_samples(fns, inputs=[(1,)], backend=VirtualBackend(), pairs=4, warmup=2,
+                                               warmup_ms=0, min_sample_ms=0)
+    assert calls == 1 and samples == [[1.0] * 4, [2.0] * 4, [4.0] * 4]
+    names = "".join(name for name, _ in order)
+    assert names == "aabbcc" + "abc" + "cba" + "abc" + "cba"
+
+    order.clear()
+    taker = bench.Interleaved([bench.Sampler(fn, [(1,)], VirtualBackend()) for fn in fns[:2]], warmup=1, warmup_ms=0,
+                              min_sample_ms=0)
+    taker.take(1)
+    a, b = taker.take(2)
+    assert "".join(name for name, _ in order) == "ab" + "ab" + "ba" + "ab" and len(a) == len(b) == 3

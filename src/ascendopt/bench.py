@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,20 +66,6 @@ def summarize(samples_ms: Sequence[float], calls_per_sample: int = 1) -> Timing:
     )
 
 
-class _Runner:
-    """Calls ``fn`` with input sets in rotation so a cache-sized working set is not measured hot."""
-
-    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None):
-        self.fn = fn
-        self.inputs = list(inputs) if inputs else [()]
-        self.i = 0
-
-    def __call__(self) -> None:
-        args = self.inputs[self.i % len(self.inputs)]
-        self.i += 1
-        self.fn(*args)
-
-
 def _backend(backend):
     if backend is None:
         from ascendopt.backends import current
@@ -87,32 +74,111 @@ def _backend(backend):
     return backend
 
 
-def _warmup(run: _Runner, backend, count: int, min_ms: float) -> float:
-    """Run at least ``count`` calls and at least ``min_ms`` of wall time; return ms per call."""
-    t0 = time.perf_counter()
-    n = 0
-    while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
-        run()
-        n += 1
-        if n > 100_000:
-            break
-    backend.synchronize()
-    return (time.perf_counter() - t0) * 1e3 / max(n, 1)
+class Side(Protocol):
+    """One side of an interleaved measurement: anything that can warm up and time a batch of calls
+    (a ``Sampler`` in this process, or a proxy for one in a child process)."""
+
+    def warmup(self, count: int, min_ms: float) -> float: ...
+
+    def sample(self, calls: int) -> float: ...
 
 
-def _sample(run: _Runner, backend, calls: int) -> float:
-    timer = backend.timer()
-    backend.synchronize()
-    timer.start()
-    for _ in range(calls):
-        run()
-    return timer.stop() / calls
+class Sampler:
+    """Timed batches of ``fn(*inputs[i % len(inputs)])``; input sets rotate from call to call so a
+    cache-sized working set is not measured hot."""
+
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None = None, backend=None):
+        self.fn = fn
+        self.inputs = list(inputs) if inputs else [()]
+        self.backend = _backend(backend)
+        self.i = 0
+
+    def __call__(self) -> None:
+        args = self.inputs[self.i % len(self.inputs)]
+        self.i += 1
+        self.fn(*args)
+
+    def warmup(self, count: int, min_ms: float) -> float:
+        """Run at least ``count`` calls and at least ``min_ms`` of wall time; return ms per call."""
+        t0 = time.perf_counter()
+        n = 0
+        while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
+            self()
+            n += 1
+            if n > 100_000:
+                break
+        self.backend.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / max(n, 1)
+
+    def sample(self, calls: int) -> float:
+        """Device time of ``calls`` back-to-back calls, in ms per call."""
+        timer = self.backend.timer()
+        self.backend.synchronize()
+        timer.start()
+        for _ in range(calls):
+            self()
+        return timer.stop() / calls
 
 
-def _calls_per_sample(per_call_ms: float, min_sample_ms: float, max_calls: int = 200) -> int:
+def calls_per_sample(per_call_ms: float, min_sample_ms: float, max_calls: int = 200) -> int:
+    """Calls batched into one sample so it lasts at least ``min_sample_ms`` (1 .. ``max_calls``)."""
     if per_call_ms <= 0:
         return max_calls
     return int(min(max_calls, max(1, math.ceil(min_sample_ms / per_call_ms))))
+
+
+class Interleaved:
+    """Samples of N sides taken in rotating order: forward on even rounds, backward on odd ones
+    (AB BA for two, ABC CBA for three), so no side always runs first and slow drift of clocks and
+    temperature hits all sides alike. All sides warm up first and share one batch size, the one
+    the fastest side needs, so per-call overheads are comparable.
+
+    ``samples[k]`` holds side k's samples (ms per call, at least 1e-9); ``take`` may be called again
+    to extend them, the rotation continuing where it stopped.
+    """
+
+    def __init__(self, sides: Sequence[Side], *, warmup: int = 5, warmup_ms: float = 25.0,
+                 min_sample_ms: float = 1.0):
+        if not sides:
+            raise ValueError("Interleaved needs at least one side")
+        self.sides = list(sides)
+        per_call = min(side.warmup(warmup, warmup_ms) for side in self.sides)
+        self.calls = calls_per_sample(per_call, min_sample_ms)
+        self.samples: list[list[float]] = [[] for _ in self.sides]
+
+    def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
+        """Take ``pairs`` more rounds (one sample of every side each); returns ``samples``."""
+        order = list(range(len(self.sides)))
+        for _ in range(pairs):
+            forward = len(self.samples[0]) % 2 == 0
+            for k in (order if forward else order[::-1]):
+                self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
+            if on_pair:
+                on_pair()
+        return self.samples
+
+
+def interleaved_samples(
+    callables: Sequence[Callable[..., Any]],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    pairs: int,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    min_sample_ms: float = 1.0,
+    on_pair: Callable[[], None] | None = None,
+) -> tuple[list[list[float]], int]:
+    """Interleaved samples of N callables in this process (see ``Interleaved``).
+
+    Every callable is called as ``fn(*inputs[i % len(inputs)])``. Returns ``(samples, calls)``:
+    ``samples[k]`` are ``pairs`` samples of ``callables[k]`` in ms per call, ``calls`` the calls
+    per sample (shared by all sides).
+    """
+    backend = _backend(backend)
+    taker = Interleaved([Sampler(fn, inputs, backend) for fn in callables], warmup=warmup, warmup_ms=warmup_ms,
+                        min_sample_ms=min_sample_ms)
+    return taker.take(pairs, on_pair), taker.calls
 
 
 def measure(
@@ -127,13 +193,12 @@ def measure(
     on_sample: Callable[[], None] | None = None,
 ) -> Timing:
     """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples."""
-    backend = _backend(backend)
-    run = _Runner(fn, inputs)
-    per_call = _warmup(run, backend, warmup, warmup_ms)
-    calls = _calls_per_sample(per_call, min_sample_ms)
+    run = Sampler(fn, inputs, backend)
+    per_call = run.warmup(warmup, warmup_ms)
+    calls = calls_per_sample(per_call, min_sample_ms)
     samples = []
     for _ in range(repeats):
-        samples.append(_sample(run, backend, calls))
+        samples.append(run.sample(calls))
         if on_sample:
             on_sample()
     return summarize(samples, calls)
@@ -234,26 +299,13 @@ def compare(
     letting noise hide a real change.
     """
     backend = _backend(backend)
-    run_a = _Runner(baseline, inputs)
-    run_b = _Runner(candidate, candidate_inputs if candidate_inputs is not None else inputs)
-    per_a = _warmup(run_a, backend, warmup, warmup_ms)
-    per_b = _warmup(run_b, backend, warmup, warmup_ms)
-    # One batch size for both sides so the per-call overheads are comparable.
-    calls = _calls_per_sample(min(per_a, per_b), min_sample_ms)
+    sides = [Sampler(baseline, inputs, backend),
+             Sampler(candidate, candidate_inputs if candidate_inputs is not None else inputs, backend)]
+    taker = Interleaved(sides, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
     limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
-    a: list[float] = []
-    b: list[float] = []
     while True:
-        for i in range(len(a), len(a) + pairs):
-            if i % 2 == 0:
-                a.append(_sample(run_a, backend, calls))
-                b.append(_sample(run_b, backend, calls))
-            else:
-                b.append(_sample(run_b, backend, calls))
-                a.append(_sample(run_a, backend, calls))
-            if on_pair:
-                on_pair()
-        result = decide(a, b, rule, calls)
+        a, b = taker.take(pairs, on_pair)
+        result = decide(a, b, rule, taker.calls)
         noisy = result.verdict == "same" and result.noise_rel > rule.min_rel
         if not noisy or len(a) + pairs > limit:
             break

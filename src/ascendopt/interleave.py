@@ -18,8 +18,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ascendopt.errors import UsageError
 
@@ -42,20 +43,21 @@ def _child_main(exec_file: str) -> None:
     sys.stdout = sys.stderr
     fn = load_workload(Path(exec_file))
     backend = backends.current()
-    run = bench._Runner(lambda: fn(), None)
+    run = bench.Sampler(lambda: fn(), None, backend)
     for line in sys.stdin:
         msg = json.loads(line)
         if msg["cmd"] == "warmup":
-            reply = {"per_call_ms": bench._warmup(run, backend, int(msg["count"]), float(msg["min_ms"]))}
+            reply = {"per_call_ms": run.warmup(int(msg["count"]), float(msg["min_ms"]))}
         elif msg["cmd"] == "sample":
-            reply = {"ms": bench._sample(run, backend, int(msg["calls"]))}
+            reply = {"ms": run.sample(int(msg["calls"]))}
         else:
             break
         proto.write(json.dumps(reply) + "\n")
 
 
 class _Child:
-    """One workload process rooted at ``tree`` (cwd and first on PYTHONPATH)."""
+    """One workload process rooted at ``tree`` (cwd and first on PYTHONPATH); a ``bench.Side``
+    whose warmup and samples run in the child."""
 
     def __init__(self, tree: Path, exec_file: Path, label: str):
         self.label = label
@@ -79,6 +81,12 @@ class _Child:
             tail = (self.proc.stderr.read() if self.proc.stderr else "").strip().splitlines()[-3:]
             raise UsageError(f"{self.label} workload process exited ({self.proc.returncode}): {' | '.join(tail)}")
         return json.loads(line)
+
+    def warmup(self, count: int, min_ms: float) -> float:
+        return float(self.ask(cmd="warmup", count=count, min_ms=min_ms)["per_call_ms"])
+
+    def sample(self, calls: int) -> float:
+        return float(self.ask(cmd="sample", calls=calls)["ms"])
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -106,16 +114,9 @@ def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, p
     try:
         b = _Child(candidate_tree, candidate_tree / exec_rel, "candidate")
         try:
-            per_a = a.ask(cmd="warmup", count=warmup, min_ms=warmup_ms)["per_call_ms"]
-            per_b = b.ask(cmd="warmup", count=warmup, min_ms=warmup_ms)["per_call_ms"]
-            calls = bench._calls_per_sample(min(per_a, per_b), min_sample_ms)
-            base, cand = [], []
-            for i in range(pairs):
-                order = (a, b) if i % 2 == 0 else (b, a)
-                for child in order:
-                    ms = child.ask(cmd="sample", calls=calls)["ms"]
-                    (base if child is a else cand).append(max(ms, 1e-9))
-            return bench.decide(base, cand, rule, calls)
+            taker = bench.Interleaved([a, b], warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
+            base, cand = taker.take(pairs)
+            return bench.decide(base, cand, rule, taker.calls)
         finally:
             b.close()
     finally:

@@ -34,24 +34,18 @@ IMPLAUSIBLE = 5.0  # bench.IMPLAUSIBLE_RATIO: a > 5x change is measured again be
 def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequence[tuple], backend, *, pairs: int,
                         warmup: int = 5, warmup_ms: float = 25.0, min_sample_ms: float = 1.0,
                         on_pair: Callable[[], None] | None = None) -> tuple[dict[str, list[float]], int]:
-    """Samples (ms per call) of every side, taken in rotating order so drift hits all sides alike.
+    """Samples (ms per call) of every side, by name, and the calls per sample they share.
 
-    The sides share one batch size (calls per sample), like ``bench.compare``; order alternates
+    ``bench.interleaved_samples`` takes them: one batch size for all sides, order alternating
     forward/backward (ABC, CBA, ...) so no side always runs first.
     """
     from ascendopt import bench
 
-    runners = {name: bench._Runner(fn, inputs) for name, fn in fns.items()}
-    per_call = min(bench._warmup(r, backend, warmup, warmup_ms) for r in runners.values())
-    calls = bench._calls_per_sample(per_call, min_sample_ms)
     names = list(fns)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for i in range(pairs):
-        for name in (names if i % 2 == 0 else names[::-1]):
-            samples[name].append(max(bench._sample(runners[name], backend, calls), 1e-9))
-        if on_pair:
-            on_pair()
-    return samples, calls
+    samples, calls = bench.interleaved_samples([fns[n] for n in names], inputs=inputs, backend=backend, pairs=pairs,
+                                               warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms,
+                                               on_pair=on_pair)
+    return dict(zip(names, samples)), calls
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
