@@ -58,7 +58,9 @@ def test_freeze_then_gate_passes_with_json_and_junit(ws, cli):
     assert [(t["case"], t["name"], t["passed"]) for t in tensors] == [("tiny/fwd", "y", True),
                                                                      ("tiny_varlen/fwd", "y", True)]
     perf = result["stages"][3]["data"]["comparisons"][0]
-    assert perf["verdict"] in ("same", "faster") and perf["baseline"]["n"] == 12
+    # 12 pairs, extended in steps of 12 (at most 3x) only while noise alone hides a change (bench.compare)
+    assert perf["verdict"] in ("same", "faster") and perf["baseline"]["n"] in (12, 24, 36)
+    assert perf["candidate"]["n"] == perf["baseline"]["n"]
     suite = ET.parse(ws.parent / "gate.xml").getroot().find("testsuite")
     names = [(c.get("classname"), c.get("name")) for c in suite.findall("testcase")]
     assert ("gate.correctness", "tiny_varlen/fwd:y") in names and ("gate.kernel_hit", "_t_scale_kernel") in names
