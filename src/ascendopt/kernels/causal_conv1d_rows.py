@@ -4,8 +4,8 @@ A bulk tile ``[BT, BD]`` is walked along T in blocks of 4 rows; each row is its 
 vector, so the W-1 previous rows (and, in the backward, the W-1 previous ``dz`` rows) are plain
 registers carried from row to row. The tap shift therefore costs nothing: x and dy are read once,
 ``act'(z)`` is evaluated once per element (the tile paths evaluate it W times in the backward), and
-no cross-lane shuffles are needed. The 4 rows of a block are loaded before any of them is used so
-that 4 row loads per tensor are in flight. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
+no cross-lane shuffles are needed. The 4 rows of a block are loaded together, and the next block is
+prefetched while the current one computes, so 8 row loads per tensor are in flight. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
 
 Rows are addressed as ``base + row * D`` with ``row`` int64; the caller's bulk predicate keeps
 every row (halo included) inside the sequence, so no load is masked.
@@ -43,6 +43,16 @@ def _row(base, row, o_d, m_d, D: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def _block(base, r, o_d, m_d, D: tl.constexpr, EVEN: tl.constexpr):
+    """Rows r..r+3 as four fp32 [BD] vectors, loads issued together."""
+    a = _row(base, r, o_d, m_d, D, EVEN)
+    b = _row(base, r + 1, o_d, m_d, D, EVEN)
+    c = _row(base, r + 2, o_d, m_d, D, EVEN)
+    d = _row(base, r + 3, o_d, m_d, D, EVEN)
+    return a, b, c, d
+
+
+@triton.jit
 def _put(base, row, o_d, m_d, v, D: tl.constexpr, EVEN: tl.constexpr):
     if EVEN:
         tl.store(base + row * D + o_d, v.to(base.dtype.element_ty))
@@ -77,12 +87,12 @@ def fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D: tl.constexpr, W: tl.co
         p2 = _row(x, row0 - 2, o_d, m_d, D, EVEN)
     if W > 3:
         p3 = _row(x, row0 - 3, o_d, m_d, D, EVEN)
+    a, b, c, d = _block(x, row0, o_d, m_d, D, EVEN)
     for r0 in tl.range(0, BT, ROWS):
         r = row0 + r0
-        a = _row(x, r, o_d, m_d, D, EVEN)
-        b = _row(x, r + 1, o_d, m_d, D, EVEN)
-        c = _row(x, r + 2, o_d, m_d, D, EVEN)
-        d = _row(x, r + 3, o_d, m_d, D, EVEN)
+        # prefetch the next block while this one computes (the last prefetch re-reads this block,
+        # so every load stays inside the tile)
+        na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), o_d, m_d, D, EVEN)
         za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
         zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
         zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
@@ -92,6 +102,7 @@ def fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D: tl.constexpr, W: tl.co
         _out_row(zc, bias_v, residual, r + 2, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
         _out_row(zd, bias_v, residual, r + 3, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
         p3, p2, p1 = b, c, d
+        a, b, c, d = na, nb, nc, nd
 
 
 @triton.jit
@@ -130,17 +141,11 @@ def _dw(g, p3, p2, p1, c, q0, q1, q2, q3, W: tl.constexpr):
 
 
 @triton.jit
-def _bwd_block(x, dy, dx, r, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3, bias_v,
-               D: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr, EVEN: tl.constexpr, FIRST: tl.constexpr):
-    """Rows r..r+3: dz, dweight partials, and dx of rows r+1-W .. r+4-W (only rows >= r when FIRST)."""
-    a = _row(x, r, o_d, m_d, D, EVEN)
-    b = _row(x, r + 1, o_d, m_d, D, EVEN)
-    c = _row(x, r + 2, o_d, m_d, D, EVEN)
-    d = _row(x, r + 3, o_d, m_d, D, EVEN)
-    ya = _row(dy, r, o_d, m_d, D, EVEN)
-    yb = _row(dy, r + 1, o_d, m_d, D, EVEN)
-    yc = _row(dy, r + 2, o_d, m_d, D, EVEN)
-    yd = _row(dy, r + 3, o_d, m_d, D, EVEN)
+def _bwd_block(dx, r, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+               w0, w1, w2, w3, bias_v, D: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr,
+               EVEN: tl.constexpr, FIRST: tl.constexpr):
+    """Rows r..r+3 (x rows a..d, dy rows ya..yd): dz, dweight partials, and dx of rows r+1-W .. r+4-W
+    (only rows >= r when FIRST)."""
     ga, va = _bwd_step(a, ya, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
     gb, vb = _bwd_step(b, yb, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v, W, ACT)
     gc, vc = _bwd_step(c, yc, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, W, ACT)
@@ -189,14 +194,25 @@ def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constex
     g1 = tl.zeros([BD], dtype=tl.float32)
     g2 = g1
     g3 = g1
-    # the first block is peeled: its first W-1 rows have no dx row of this tile to finish
+    # the first block is peeled: its first W-1 rows have no dx row of this tile to finish. Each block
+    # prefetches the next one (clamped to the tile's last block, so no load leaves the tile).
+    a, b, c, d = _block(x, row0, o_d, m_d, D, EVEN)
+    ya, yb, yc, yd = _block(dy, row0, o_d, m_d, D, EVEN)
+    rn = tl.minimum(row0 + ROWS, row0 + BT - ROWS)
+    na, nb, nc, nd = _block(x, rn, o_d, m_d, D, EVEN)
+    nya, nyb, nyc, nyd = _block(dy, rn, o_d, m_d, D, EVEN)
     p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
-        x, dy, dx, row0, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3, bias_v,
-        D, W, ACT, EVEN, True)
+        dx, row0, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+        w0, w1, w2, w3, bias_v, D, W, ACT, EVEN, True)
+    a, b, c, d, ya, yb, yc, yd = na, nb, nc, nd, nya, nyb, nyc, nyd
     for r0 in tl.range(ROWS, BT, ROWS):
+        rn = tl.minimum(row0 + r0 + ROWS, row0 + BT - ROWS)
+        na, nb, nc, nd = _block(x, rn, o_d, m_d, D, EVEN)
+        nya, nyb, nyc, nyd = _block(dy, rn, o_d, m_d, D, EVEN)
         p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
-            x, dy, dx, row0 + r0, o_d, m_d, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb, w0, w1, w2, w3,
-            bias_v, D, W, ACT, EVEN, False)
+            dx, row0 + r0, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+            w0, w1, w2, w3, bias_v, D, W, ACT, EVEN, False)
+        a, b, c, d, ya, yb, yc, yd = na, nb, nc, nd, nya, nyb, nyc, nyd
     # W-1 rows past the tile (inside the sequence by the bulk predicate): their dz finish dx of the
     # tile's last W-1 rows; they add nothing to this tile's dweight
     r = row0 + BT
