@@ -34,9 +34,16 @@ from ascendopt.ub import dtype_bytes
 MEM_MULT = 8.0
 UB_MARGIN = 0.85
 CHUNK_SIZES = (16, 32, 64, 128)
+# On CUDA the register file bounds the tile (rowwise.cuda_cap), counted in live fp32 values per tile
+# element. Compiled for sm_90 (triton 3.7.1, C divisible by 16): a 4096-element tile takes 72 registers
+# forward and 128 with reverse+scale, no spills; 8192 elements spill in reverse. 6.0 caps the tile at
+# 4096 elements (BT=64 -> BC=64), where the UB multiplier 8.0 stopped at BC=32.
+CUDA_MEM_MULT = 6.0
 
 
-@triton.jit(do_not_specialize=["T", "C", "n_seqs", "n_tasks", "n_cblocks", "chunk_start", "n_chunks"])
+# C = H*S is fixed by the model, so it is left specializable: knowing 16 | C, Triton proves every row of
+# the [BT, BC] tile 16-byte aligned and loads/stores it as v4 (scalar b32 accesses with C unspecialized).
+@triton.jit(do_not_specialize=["T", "n_seqs", "n_tasks", "n_cblocks", "chunk_start", "n_chunks"])
 def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_seqs, n_tasks, n_cblocks,
                                chunk_start, n_chunks,
                                BT: tl.constexpr, BC: tl.constexpr, REVERSE: tl.constexpr, HAS_SCALE: tl.constexpr,
@@ -167,7 +174,7 @@ def _block_c(c: int, chunk_size: int, requested: int) -> int:
         return requested
     bc = ub.solve({"BT": chunk_size, "BC": 1}, "BC", "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN, upper=c)
     if backend.name == "cuda":  # the register file bounds the tile there (see rowwise.cuda_cap)
-        bc = min(bc, cuda_cap(MEM_MULT, chunk_size))
+        bc = min(bc, cuda_cap(CUDA_MEM_MULT, chunk_size))
     return bc
 
 
