@@ -6,6 +6,7 @@ whether another round is warranted (stop criteria). ascendopt adds the bench ver
 red gate), the UB use of the candidate's tiles and whether the metric the hypothesis targeted moved.
 
 Inputs are ``analysis.analyze`` reports (``{"kernels": [{"name", "avg_us", "bound", "evidence",
+"findings": [{"class", "evidence": [{"column", "value", "op", "threshold", "threshold_name"}]}],
 "metrics": {canonical column: value | None}}], "not_collected": [...]}``). A metric that was not
 collected is ``None`` and printed as "not collected", never as 0.
 """
@@ -16,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 # (label, canonical columns in preference order). Scalar/MTE2 exist on both core halves; the vector
-# half comes first because most bundled kernels are vector kernels. dram_ratio is the CUDA (ncu) view.
+# half comes first because most bundled kernels are vector kernels. UB rows: MemoryUB's vector-pipe
+# traffic (``ub_bw_vector_gbs`` = read + write, what the ub_bandwidth_bound class checks), then the
+# Memory group's plain UB columns; dram/l2 ratios are the CUDA (ncu) view.
 SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Cube/MAC", ("mac_ratio", "cube_utilization_pct")),
     ("Vector", ("vec_ratio",)),
@@ -24,19 +27,30 @@ SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("MTE1", ("mte1_ratio",)),
     ("MTE2", ("vector_mte2_ratio", "cube_mte2_ratio", "mte2_ratio")),
     ("MTE3", ("mte3_ratio",)),
-    ("UB read GB/s", ("ub_read_bw_gbs",)),
-    ("UB write GB/s", ("ub_write_bw_gbs",)),
+    ("UB vector GB/s (read+write)", ("ub_bw_vector_gbs",)),
+    ("UB read GB/s", ("ub_read_bw_vector_gbs", "ub_read_bw_gbs")),
+    ("UB write GB/s", ("ub_write_bw_vector_gbs", "ub_write_bw_gbs")),
+    ("UB scalar read GB/s", ("ub_read_bw_scalar_gbs",)),
+    ("UB scalar write GB/s", ("ub_write_bw_scalar_gbs",)),
     ("DRAM (ncu)", ("dram_ratio",)),
+    ("L2 (ncu)", ("l2_ratio",)),
 )
+# Rows of metric groups that are often not collected: shown only when collected on either side.
+_OPTIONAL_ROWS = frozenset(label for label, _ in SUMMARY_METRICS if "GB/s" in label or "(ncu)" in label)
 
-# Bottleneck class (substring) -> the metric a round against it should move.
-_CLASS_METRIC = (("cube", "mac_ratio"), ("vector", "vec_ratio"), ("scalar", "vector_scalar_ratio"),
-                 ("mte2", "vector_mte2_ratio"), ("memory-in", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
-                 ("memory-out", "mte3_ratio"), ("ub_bandwidth", "ub_read_bw_gbs"), ("memory", "vector_mte2_ratio"),
-                 ("dram", "dram_ratio"))
+# Bottleneck class (rules.yaml id, Ascend and CUDA) -> the metric a round against it should move.
+# Scalar and MTE2 use analysis' max over both core halves (the half a kernel does not use reads 0).
+# Classes without a dominant pipe are judged on duration.
+CLASS_METRIC: dict[str, str] = {
+    "cube_bound": "mac_ratio", "vector_bound": "vec_ratio", "scalar_bound": "scalar_ratio",
+    "mte2_bound": "mte2_ratio", "mte3_bound": "mte3_ratio", "mte1_fixpipe_bound": "mte1_ratio",
+    "ub_bandwidth_bound": "ub_bw_vector_gbs",
+    "tensor_bound": "mac_ratio", "simt_bound": "vec_ratio", "memory_bound": "dram_ratio",
+    "latency_bound": "duration_us", "no_dominant_pipe": "duration_us", "no_counters": "duration_us",
+}
 # Hypothesis keywords -> metric. Checked before the class so an explicit word wins.
-_WORD_METRIC = (("mte1", "mte1_ratio"), ("mte2", "vector_mte2_ratio"), ("mte3", "mte3_ratio"),
-                ("scalar", "vector_scalar_ratio"), ("ub bandwidth", "ub_read_bw_gbs"), ("vector", "vec_ratio"),
+_WORD_METRIC = (("mte1", "mte1_ratio"), ("mte2", "mte2_ratio"), ("mte3", "mte3_ratio"),
+                ("scalar", "scalar_ratio"), ("ub bandwidth", "ub_bw_vector_gbs"), ("vector", "vec_ratio"),
                 ("vec", "vec_ratio"), ("cube", "mac_ratio"), ("mac", "mac_ratio"), ("dram", "dram_ratio"))
 
 MOVED_REL = 0.05  # a relative change of 5 % is beyond run-to-run profiler noise on one kernel
@@ -87,10 +101,7 @@ def resolve_target_metric(explicit: str | None, hypothesis: str, bound: str | No
     for word, col in _WORD_METRIC:
         if word in text:
             return col
-    for word, col in _CLASS_METRIC:
-        if word in (bound or "").lower():
-            return col
-    return "duration_us"
+    return CLASS_METRIC.get(bound or "", "duration_us")
 
 
 def moved(before: float | None, after: float | None, column: str) -> bool | None:
@@ -104,9 +115,10 @@ def moved(before: float | None, after: float | None, column: str) -> bool | None
 
 
 def _column_group(column: str) -> tuple[str, ...]:
+    """``column`` first, then the other columns of its summary row (the same quantity in another view)."""
     for _label, cols in SUMMARY_METRICS:
         if column in cols:
-            return cols
+            return (column, *(c for c in cols if c != column))
     return (column,)
 
 
@@ -131,8 +143,8 @@ def build(
     for label, cols in SUMMARY_METRICS:
         col_b, vb = _metric(kb, cols)
         col_a, va = _metric(ka, cols)
-        if vb is None and va is None and label in ("DRAM (ncu)", "UB read GB/s", "UB write GB/s"):
-            continue  # optional groups: only shown when collected on either side
+        if vb is None and va is None and label in _OPTIONAL_ROWS:
+            continue
         rows.append({"label": label, "column": col_a or col_b or cols[0], "before": vb, "after": va})
     if target_metric == "duration_us":
         t_before, t_after = _duration(kb), _duration(ka)
@@ -144,7 +156,7 @@ def build(
         "metrics": rows,
         "bound": (ka or kb or {}).get("bound"),
         "bound_before": (kb or {}).get("bound"),
-        "bound_evidence": _evidence_text((ka or kb or {}).get("evidence")),
+        "bound_evidence": bound_evidence(ka or kb),
         "not_collected": sorted(set((after or before or {}).get("not_collected") or [])),
         "target_metric": {"name": target_metric, "before": t_before, "after": t_after,
                           "moved": moved(t_before, t_after, target_metric)},
@@ -156,23 +168,48 @@ def build(
     }
 
 
+def bound_evidence(kernel: Mapping[str, Any] | None) -> str | None:
+    """The checks that put ``kernel`` in its class, e.g. ``"vec_ratio 0.912 >= 0.7 (vec_bound)"``.
+
+    From analyze's ``findings`` (the finding of the kernel's ``bound`` class carries column, value,
+    op, threshold and threshold name); a kernel without findings falls back to its ``evidence``
+    ``{column: value}``. None when the class rests on no numbers (no counters collected).
+    """
+    if not kernel:
+        return None
+    bound = kernel.get("bound")
+    own = [f for f in kernel.get("findings") or [] if isinstance(f, Mapping) and f.get("class") == bound]
+    details = [e for f in own for e in f.get("evidence") or []]
+    return _evidence_text(details) or _evidence_text(kernel.get("evidence"))
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def _evidence_text(evidence: Any) -> str | None:
+    """Text of analyze evidence: a ``{column: value}`` mapping or a list of finding checks
+    (``{"column", "value", "op", "threshold", "threshold_name"}``)."""
     if not evidence:
         return None
     if isinstance(evidence, str):
         return evidence
     if isinstance(evidence, Mapping) and "column" not in evidence:  # analyze's {column: value}
-        return "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items())
+        return "; ".join(f"{k} {_number(v)}" for k, v in evidence.items())
     parts = []
     for e in evidence if isinstance(evidence, list) else [evidence]:
-        if isinstance(e, Mapping):
-            col, val, thr = e.get("column"), e.get("value"), e.get("threshold")
-            op = e.get("op", ">=")
-            parts.append(f"{col} {val:.3g} {op} {thr}" if isinstance(val, (int, float)) and thr is not None
-                         else f"{col} {val}")
-        else:
+        if not isinstance(e, Mapping):
             parts.append(str(e))
-    return "; ".join(parts)
+            continue
+        if e.get("column") is None or e.get("value") is None:
+            continue  # a check without a reading says nothing
+        text = f"{e['column']} {_number(e['value'])}"
+        if e.get("threshold") is not None:
+            text += f" {e.get('op', '>=')} {_number(e['threshold'])}"
+            if e.get("threshold_name"):
+                text += f" ({e['threshold_name']})"
+        parts.append(text)
+    return "; ".join(parts) or None
 
 
 def _fmt(v: float | None, column: str = "") -> str:
