@@ -99,7 +99,8 @@ def _causal_conv1d_bwd_kernel(
         row0 = bos + tl.cast(i_t, tl.int64) * BT
         x_win = x + (row0 - (W - 1)) * D  # only dereferenced in bulk mode (block pointers)
         if TAIL_MODE == 0 and TAPS == 2:
-            p0, p1, p2, p3, pb = bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS)
+            p0, p1, p2, p3, pb = bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d,
+                                          D, W, BT, BD, ACT, HAS_BIAS)
         else:
             if TAIL_MODE == 0 and TAPS == 1:
                 acc, dz0, xs0, xs1, xs2, xs3 = bwd_tile_gather(x, dy, wt, bias, row0, i_d, o_d, m_d,

@@ -57,7 +57,7 @@ def _causal_conv1d_fwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES)
+            fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
             if TAIL_MODE == 0 and TAPS == 1:

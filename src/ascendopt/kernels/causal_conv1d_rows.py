@@ -1,14 +1,16 @@
-"""causal_conv1d bulk tiles streamed row by row (tunable ``TAPS=2``).
+"""causal_conv1d bulk tiles streamed row by row (tunable ``TAPS=3``; the kernels' internal taps=2).
 
 A bulk tile ``[BT, BD]`` is walked along T in blocks of 4 rows; each row is its own ``[BD]``
 vector, so the W-1 previous rows (and, in the backward, the W-1 previous ``dz`` rows) are plain
 registers carried from row to row. The tap shift therefore costs nothing: x and dy are read once,
 ``act'(z)`` is evaluated once per element (the tile paths evaluate it W times in the backward), and
 no cross-lane shuffles are needed. The 4 rows of a block are loaded together, and the next block is
-prefetched while the current one computes, so 8 row loads per tensor are in flight. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
+prefetched while the current one computes. Rows are 1-D block-pointer loads with int32 channel
+offsets. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
 
 Rows are addressed as ``base + row * D`` with ``row`` int64; the caller's bulk predicate keeps
-every row (halo included) inside the sequence, so no load is masked.
+every row (halo included) inside the sequence, so no row is masked (only a channel tail when BD
+does not divide D, by ``boundary_check``).
 """
 
 from __future__ import annotations
@@ -34,73 +36,78 @@ def _conv(p3, p2, p1, c, w0, w1, w2, w3, W: tl.constexpr):
 
 
 @triton.jit
-def _row(base, row, o_d, m_d, D: tl.constexpr, EVEN: tl.constexpr):
+def _row(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
+    """Channels d0..d0+BD-1 of packed row ``row`` (int64) as fp32: a 1-D block-pointer load."""
+    p = tl.make_block_ptr(base + row * D, (D,), (1,), (d0,), (BD,), (0,))
     if EVEN:
-        v = tl.load(base + row * D + o_d)
+        v = tl.load(p)
     else:
-        v = tl.load(base + row * D + o_d, mask=m_d, other=0.0)
+        v = tl.load(p, boundary_check=(0,))
     return v.to(tl.float32)
 
 
 @triton.jit
-def _block(base, r, o_d, m_d, D: tl.constexpr, EVEN: tl.constexpr):
+def _block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
     """Rows r..r+3 as four fp32 [BD] vectors, loads issued together."""
-    a = _row(base, r, o_d, m_d, D, EVEN)
-    b = _row(base, r + 1, o_d, m_d, D, EVEN)
-    c = _row(base, r + 2, o_d, m_d, D, EVEN)
-    d = _row(base, r + 3, o_d, m_d, D, EVEN)
+    a = _row(base, r, d0, D, BD, EVEN)
+    b = _row(base, r + 1, d0, D, BD, EVEN)
+    c = _row(base, r + 2, d0, D, BD, EVEN)
+    d = _row(base, r + 3, d0, D, BD, EVEN)
     return a, b, c, d
 
 
 @triton.jit
-def _put(base, row, o_d, m_d, v, D: tl.constexpr, EVEN: tl.constexpr):
+def _put(base, row, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
+    p = tl.make_block_ptr(base + row * D, (D,), (1,), (d0,), (BD,), (0,))
     if EVEN:
-        tl.store(base + row * D + o_d, v.to(base.dtype.element_ty))
+        tl.store(p, v.to(base.dtype.element_ty))
     else:
-        tl.store(base + row * D + o_d, v.to(base.dtype.element_ty), mask=m_d)
+        tl.store(p, v.to(base.dtype.element_ty), boundary_check=(0,))
 
 
 @triton.jit
-def _out_row(z, bias_v, res, row, y, o_d, m_d, D: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
-             EVEN: tl.constexpr):
+def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr,
+             HAS_RES: tl.constexpr, EVEN: tl.constexpr):
     z = z + bias_v
     if ACT:
         z = z * tl.sigmoid(z)
     if HAS_RES:
-        z += _row(res, row, o_d, m_d, D, EVEN)
-    _put(y, row, o_d, m_d, z, D, EVEN)
+        z += _row(res, row, d0, D, BD, EVEN)
+    _put(y, row, d0, z, D, BD, EVEN)
 
 
 @triton.jit
-def fwd_rows(x, wt, bias, residual, y, row0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
-             BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr):
+def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
+             BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+             HAS_RES: tl.constexpr):
     """Forward of the bulk tile whose first output row is packed row ``row0`` (int64)."""
     EVEN: tl.constexpr = D % BD == 0
+    d0 = i_d * BD  # int32 block-pointer offset
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-    p1 = _row(x, row0 - 1, o_d, m_d, D, EVEN)
+    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
     p2 = p1
     p3 = p1
     if W > 2:
-        p2 = _row(x, row0 - 2, o_d, m_d, D, EVEN)
+        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
     if W > 3:
-        p3 = _row(x, row0 - 3, o_d, m_d, D, EVEN)
-    a, b, c, d = _block(x, row0, o_d, m_d, D, EVEN)
+        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
+    a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
     for r0 in tl.range(0, BT, ROWS):
         r = row0 + r0
         # prefetch the next block while this one computes (the last prefetch re-reads this block,
         # so every load stays inside the tile)
-        na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), o_d, m_d, D, EVEN)
+        na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN)
         za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
         zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
         zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
         zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
-        _out_row(za, bias_v, residual, r, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
-        _out_row(zb, bias_v, residual, r + 1, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
-        _out_row(zc, bias_v, residual, r + 2, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
-        _out_row(zd, bias_v, residual, r + 3, y, o_d, m_d, D, ACT, HAS_RES, EVEN)
+        _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN)
+        _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN)
+        _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN)
+        _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN)
         p3, p2, p1 = b, c, d
         a, b, c, d = na, nb, nc, nd
 
@@ -141,8 +148,8 @@ def _dw(g, p3, p2, p1, c, q0, q1, q2, q3, W: tl.constexpr):
 
 
 @triton.jit
-def _bwd_block(dx, r, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
-               w0, w1, w2, w3, bias_v, D: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr,
+def _bwd_block(dx, r, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+               w0, w1, w2, w3, bias_v, D: tl.constexpr, BD: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr,
                EVEN: tl.constexpr, FIRST: tl.constexpr):
     """Rows r..r+3 (x rows a..d, dy rows ya..yd): dz, dweight partials, and dx of rows r+1-W .. r+4-W
     (only rows >= r when FIRST)."""
@@ -156,17 +163,17 @@ def _bwd_block(dx, r, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, 
     q0, q1, q2, q3 = _dw(gd, a, b, c, d, q0, q1, q2, q3, W)
     qb += ga + gb + gc + gd
     if not FIRST:
-        _put(dx, r + 1 - W, o_d, m_d, va, D, EVEN)
+        _put(dx, r + 1 - W, d0, va, D, BD, EVEN)
     if not FIRST or W == 2:
-        _put(dx, r + 2 - W, o_d, m_d, vb, D, EVEN)
+        _put(dx, r + 2 - W, d0, vb, D, BD, EVEN)
     if not FIRST or W <= 3:
-        _put(dx, r + 3 - W, o_d, m_d, vc, D, EVEN)
-    _put(dx, r + 4 - W, o_d, m_d, vd, D, EVEN)
+        _put(dx, r + 3 - W, d0, vc, D, BD, EVEN)
+    _put(dx, r + 4 - W, d0, vd, D, BD, EVEN)
     return b, c, d, gb, gc, gd, q0, q1, q2, q3, qb
 
 
 @triton.jit
-def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
+def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
              BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr):
     """dx of the bulk tile at packed row ``row0``; returns its dweight/dbias partials ``(q0..q3, qb)``.
 
@@ -174,6 +181,7 @@ def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constex
     is written once dz[t] is known, so the first W-1 rows of the tile write nothing yet.
     """
     EVEN: tl.constexpr = D % BD == 0
+    d0 = i_d * BD  # int32 block-pointer offset
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
@@ -183,51 +191,51 @@ def bwd_rows(x, dy, dx, wt, bias, row0, o_d, m_d, D: tl.constexpr, W: tl.constex
     q2 = tl.zeros([BD], dtype=tl.float32)
     q3 = tl.zeros([BD], dtype=tl.float32)
     qb = tl.zeros([BD], dtype=tl.float32)
-    p1 = _row(x, row0 - 1, o_d, m_d, D, EVEN)
+    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
     p2 = p1
     p3 = p1
     if W > 2:
-        p2 = _row(x, row0 - 2, o_d, m_d, D, EVEN)
+        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
     if W > 3:
-        p3 = _row(x, row0 - 3, o_d, m_d, D, EVEN)
+        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
     # dz of rows before the tile only enter dx rows before the tile, which are not written
     g1 = tl.zeros([BD], dtype=tl.float32)
     g2 = g1
     g3 = g1
     # the first block is peeled: its first W-1 rows have no dx row of this tile to finish. Each block
     # prefetches the next one (clamped to the tile's last block, so no load leaves the tile).
-    a, b, c, d = _block(x, row0, o_d, m_d, D, EVEN)
-    ya, yb, yc, yd = _block(dy, row0, o_d, m_d, D, EVEN)
+    a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
+    ya, yb, yc, yd = _block(dy, row0, d0, D, BD, EVEN)
     rn = tl.minimum(row0 + ROWS, row0 + BT - ROWS)
-    na, nb, nc, nd = _block(x, rn, o_d, m_d, D, EVEN)
-    nya, nyb, nyc, nyd = _block(dy, rn, o_d, m_d, D, EVEN)
+    na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN)
+    nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN)
     p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
-        dx, row0, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
-        w0, w1, w2, w3, bias_v, D, W, ACT, EVEN, True)
+        dx, row0, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+        w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN, True)
     a, b, c, d, ya, yb, yc, yd = na, nb, nc, nd, nya, nyb, nyc, nyd
     for r0 in tl.range(ROWS, BT, ROWS):
         rn = tl.minimum(row0 + r0 + ROWS, row0 + BT - ROWS)
-        na, nb, nc, nd = _block(x, rn, o_d, m_d, D, EVEN)
-        nya, nyb, nyc, nyd = _block(dy, rn, o_d, m_d, D, EVEN)
+        na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN)
+        nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN)
         p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
-            dx, row0 + r0, o_d, m_d, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
-            w0, w1, w2, w3, bias_v, D, W, ACT, EVEN, False)
+            dx, row0 + r0, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
+            w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN, False)
         a, b, c, d, ya, yb, yc, yd = na, nb, nc, nd, nya, nyb, nyc, nyd
     # W-1 rows past the tile (inside the sequence by the bulk predicate): their dz finish dx of the
     # tile's last W-1 rows; they add nothing to this tile's dweight
     r = row0 + BT
-    a = _row(x, r, o_d, m_d, D, EVEN)
-    ya = _row(dy, r, o_d, m_d, D, EVEN)
+    a = _row(x, r, d0, D, BD, EVEN)
+    ya = _row(dy, r, d0, D, BD, EVEN)
     ga, va = _bwd_step(a, ya, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
-    _put(dx, r + 1 - W, o_d, m_d, va, D, EVEN)
+    _put(dx, r + 1 - W, d0, va, D, BD, EVEN)
     if W > 2:
-        b = _row(x, r + 1, o_d, m_d, D, EVEN)
-        yb = _row(dy, r + 1, o_d, m_d, D, EVEN)
+        b = _row(x, r + 1, d0, D, BD, EVEN)
+        yb = _row(dy, r + 1, d0, D, BD, EVEN)
         gb, vb = _bwd_step(b, yb, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v, W, ACT)
-        _put(dx, r + 2 - W, o_d, m_d, vb, D, EVEN)
+        _put(dx, r + 2 - W, d0, vb, D, BD, EVEN)
         if W > 3:
-            c = _row(x, r + 2, o_d, m_d, D, EVEN)
-            yc = _row(dy, r + 2, o_d, m_d, D, EVEN)
+            c = _row(x, r + 2, d0, D, BD, EVEN)
+            yc = _row(dy, r + 2, d0, D, BD, EVEN)
             _gc, vc = _bwd_step(c, yc, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, W, ACT)
-            _put(dx, r + 3 - W, o_d, m_d, vc, D, EVEN)
+            _put(dx, r + 3 - W, d0, vc, D, BD, EVEN)
     return q0, q1, q2, q3, qb
