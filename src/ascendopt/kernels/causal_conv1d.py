@@ -4,8 +4,10 @@
 
 x ``[B,T,D]`` (varlen: ``B == 1`` with ``cu_seqlens`` int32 or int64), weight ``[D,W]``, bias ``[D]``,
 residual ``[B,T,D]``, initial_state / final_state ``[N,D,W-1]`` (the last W-1 inputs of each
-sequence; slot W-2 is the newest). Kernels: ``causal_conv1d_fwd.py`` and ``causal_conv1d_bwd.py``;
-this module holds the public entry, the fp32 torch oracle and the ``KernelSpec``.
+sequence; slot W-2 is the newest). Kernels: ``causal_conv1d_fwd.py`` and ``causal_conv1d_bwd.py``
+(launchers and kernels), ``causal_conv1d_plan.py`` (bulk/tail tile sets), ``causal_conv1d_tiles.py``
+and ``causal_conv1d_rows.py`` (the tap paths of tunable TAPS); this module holds the public entry,
+the fp32 torch oracle and the ``KernelSpec``.
 
 Spec conventions: ``dims`` holds the extents ``B, T, D, W`` (or ``seqlens, D, W``) and 0/1 feature
 flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final state out).
@@ -257,7 +259,8 @@ def _cost(dims, dtype: str, mode: str) -> Cost:
         return Cost(fwd_bytes, fwd_flops)
     # bwd: x and dy in, dx out, dweight/dbias out, dfinal_state in, dinitial_state out (dresidual is dy)
     bwd_bytes = 3 * n * b + params + 2 * state
-    bwd_flops = 4 * W * n + f["act"] * (2 * W + 6) * n * W + f["bias"] * n
+    # dx and dweight 2W each; with silu z is recomputed (2W) and act'(z) costs ~6 per element
+    bwd_flops = 4 * W * n + f["act"] * (2 * W + 6) * n + f["bias"] * n
     return Cost(fwd_bytes + bwd_bytes, fwd_flops + bwd_flops)
 
 
