@@ -291,6 +291,46 @@ def test_runs_of_different_devices_are_stacked_per_device(tmp_path):
     assert any("stacked 2 runs" in n for n in profile.notes)
 
 
+def test_parent_of_rank_folders_of_one_collection_is_stacked_per_device(tmp_path):
+    # derived: the real level1 run as rank0_ascend_pt (rank from the folder name, as the upstream
+    # msinsight layout names it) and the same file with a Device_id column of 1 as rank1_ascend_pt;
+    # both cover the same device time span, as the ranks of one job do
+    copy_fixture("level1_cnn", tmp_path / "rank0_ascend_pt")
+    derive(LEVEL1, tmp_path / "rank1_ascend_pt", insert_column("Device_id", "1"))
+    profile = load_profile(tmp_path)
+    k = profile.kernels
+    assert k.groupby(k["device"].astype(str), observed=True).size().to_dict() == {"npu:0": 191, "npu:1": 191}
+    assert sorted(p.name for p in profile.runs) == ["rank0_ascend_pt", "rank1_ascend_pt"]
+    assert any("reading the newest collection, 2 runs" in n for n in profile.notes)
+    from ascendopt.analysis import analyze
+
+    shares: dict[str, float] = {}
+    for kernel in analyze(profile)["kernels"]:  # shares are of each device's own kernel time
+        shares[kernel["device"]] = shares.get(kernel["device"], 0.0) + kernel["share"]
+    assert shares == pytest.approx({"npu:0": 1.0, "npu:1": 1.0})
+
+
+def test_rank_from_profiler_info_stacks_runs_of_one_collection(tmp_path):
+    # derived: two copies of the real level1 run, each with a profiler_info_<rank>.json carrying
+    # only rank_id (the upstream file has it; the copy in tests/data has no profiler_info)
+    for rank, stamp in ((0, "20250109074803000"), (1, "20250109074803100")):
+        run = copy_fixture("level1_cnn", tmp_path / f"host_{100 + rank}_{stamp}_ascend_pt")
+        (run / f"profiler_info_{rank}.json").write_text(f'{{"rank_id": {rank}}}')
+    k = load_profile(tmp_path).kernels
+    assert sorted(set(k["device"].astype(str))) == ["npu:0", "npu:1"] and len(k) == 2 * 191
+
+
+def test_runs_of_different_collections_on_other_devices_read_the_newest(tmp_path):
+    # level1 (device time 2025-01-09 07:48 UTC, npu:0) and advisor_pipe (09:12 UTC the same day)
+    # with a derived Device_id of 1: different devices, but not at the same time -> newest only
+    copy_fixture("level1_cnn", tmp_path / "host_1_20250109074800000_ascend_pt")
+    newest = derive(ADVISOR, tmp_path / "host_2_20250109091200000_ascend_pt", insert_column("Device_id", "1"))
+    profile = load_profile(tmp_path)
+    assert profile.path == newest.parent.parent and len(profile.kernels) == 29
+    assert set(profile.kernels["device"].astype(str)) == {"npu:1"}
+    assert any("reading the newest, host_2_" in n for n in profile.notes)
+
+
 def test_fixture_bytes_match_the_blobs_in_their_readme():
     """tests/data/ascend/ are byte-exact copies: git blob ids recomputed here match the README table."""
     import hashlib

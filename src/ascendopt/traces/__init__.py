@@ -3,7 +3,8 @@
 Public API (agreed interface 2 of the helper brief):
 
 * ``load_profile(path) -> Profile`` — a run folder, a parent of runs (the newest is read; runs of
-  the same ``collect`` set are merged), or a single CSV / trace file.
+  the same ``collect`` set are merged; per-rank runs of one collection are stacked per device),
+  or a single CSV / trace file.
 * ``load_profiles(paths) -> Profile`` — merge metric-group runs of one workload.
 * ``list_runs(path) -> list[Run]`` — the runs a parent folder holds, oldest first.
 
@@ -65,7 +66,11 @@ def _profile_yaml(folder: Path) -> dict[str, Any]:
 
 
 def load_profile(path: str | Path) -> Profile:
-    """Read one profile. A parent with several runs: the newest, plus the runs of its collect set."""
+    """Read one profile. A parent with several runs: the newest, plus the runs of its collect set,
+    or, for torch_npu runs, the runs of its collection on other devices (one folder per rank,
+    stacked per device: ``traces.collection``)."""
+    from ascendopt.traces.collection import collection_of
+
     runs = find_runs(Path(path))
     chosen = runs[-1]
     notes = []
@@ -79,6 +84,16 @@ def load_profile(path: str | Path) -> Profile:
             merged = load_profiles([chosen.path] + [r.path for r in siblings])
             merged.notes = notes + merged.notes
             return merged
+        profile = _load_run(chosen)
+        group, skipped = collection_of(chosen, profile, runs[:-1], _load_run)
+        if len(group) > 1:
+            names = ", ".join(p.path.name for p in group)
+            notes = [(f"{path}: holds {len(runs)} runs; reading the newest collection, {len(group)} runs on "
+                      f"different devices at the same time ({names}), stacked per device "
+                      "(`ascendopt analyze --list` shows all; pass a run folder to pick one)")]
+            profile = _combine(group)
+        profile.notes = notes + skipped + profile.notes
+        return profile
     profile = _load_run(chosen)
     profile.notes = notes + profile.notes
     return profile
@@ -91,11 +106,16 @@ def load_profiles(paths: list[str | Path]) -> Profile:
     kernel (``traces.merge``). Runs whose devices do not overlap (one folder per rank / device)
     are stacked; every row keeps its ``device``, so shares stay per device.
     """
+    profiles = [load_profile(p) if len(paths) == 1 else _load_run(find_runs(Path(p))[-1]) for p in paths]
+    return _combine(profiles)
+
+
+def _combine(profiles: list[Profile]) -> Profile:
+    """Stack (disjoint devices) or merge (same devices) loaded runs; see ``load_profiles``."""
     import pandas as pd
 
     from ascendopt.traces.merge import merge_kernel_frames
 
-    profiles = [load_profile(p) if len(paths) == 1 else _load_run(find_runs(Path(p))[-1]) for p in paths]
     if len(profiles) == 1:
         return profiles[0]
     kinds = {p.kind for p in profiles}

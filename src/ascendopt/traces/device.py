@@ -12,6 +12,7 @@ Order of trust (docs/reference/ascend-profiler.md §3, §6.5, §11.4):
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,28 @@ def read_profiler_info(run_dir: Path) -> dict[str, Any]:
         }
         return {k: v for k, v in out.items() if v is not None}
     return {}
+
+
+_RANK_FILE = re.compile(r"^profiler_info_(\d+)\.json$")
+_RANK_DIR = re.compile(r"^rank_?(\d+)(?:_|$)")
+
+
+def run_rank(run_dir: Path) -> int | None:
+    """The rank a torch_npu run was collected on: ``rank_id`` of its profiler_info (-1 = not
+    distributed), else the ``{rank}`` of ``profiler_info_{rank}.json``, else a ``rank<N>_`` folder
+    name prefix (how per-rank folders are often named when gathered); None when nothing says."""
+    rank = read_profiler_info(run_dir).get("rank_id")
+    try:
+        if rank is not None and int(rank) >= 0:
+            return int(rank)
+    except (TypeError, ValueError):
+        pass
+    for path in sorted(run_dir.glob("profiler_info_*.json")):
+        m = _RANK_FILE.match(path.name)
+        if m:
+            return int(m.group(1))
+    m = _RANK_DIR.match(run_dir.name)
+    return int(m.group(1)) if m else None
 
 
 def offer_chip(facts: Facts, name: str | None, source: str) -> None:

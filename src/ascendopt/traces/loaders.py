@@ -22,6 +22,7 @@ from ascendopt.traces.device import (
     offer_model_chip,
     read_info_json,
     read_profiler_info,
+    run_rank,
 )
 from ascendopt.traces.discover import op_summaries
 
@@ -57,11 +58,9 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
 
 
 def _rank_device(run_dir: Path) -> str:
-    rank = read_profiler_info(run_dir).get("rank_id")
-    try:
-        return f"npu:{int(rank)}" if rank is not None and int(rank) >= 0 else "npu:0"
-    except (TypeError, ValueError):
-        return "npu:0"
+    """Device label of rows without a ``Device_id``: the run's rank (``device.run_rank``), else npu:0."""
+    rank = run_rank(run_dir)
+    return f"npu:{rank}" if rank is not None else "npu:0"
 
 
 def load_npu(run: Path) -> Profile:
