@@ -23,6 +23,7 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.errors import UsageError
+from ascendopt.kernels import resident
 from ascendopt.kernels.common import alloc, grid_size, launch
 from ascendopt.kernels.rowwise import cuda_cap, per_device
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
@@ -221,13 +222,20 @@ def chunk_local_cumsum(g, chunk_size, *, reverse=False, scale=None, cu_seqlens=N
     if cu_seqlens is not None:
         offsets = None if plan.in_kernel else _chunk_offsets(cu_seqlens, chunk_size)
         programs, n_tasks, _, _, _ = plan.launches[0]
-        launch(_chunk_local_cumsum_kernel, (programs,), src, o, cu_seqlens, offsets, scale, t, c,
-               n_seqs, n_tasks, plan.n_cblocks, 0, 1, IS_VARLEN=True, NP=ub.next_pow2(n_seqs) if plan.in_kernel else 0,
-               SEARCH_STEPS=0 if plan.in_kernel else (n_seqs - 1).bit_length(), TAIL=True, **common)
+        np_, steps = (ub.next_pow2(n_seqs), 0) if plan.in_kernel else (0, (n_seqs - 1).bit_length())
+        variant = (src.dtype, o.dtype, cu_seqlens.dtype, c % 16 == 0, c == 1, np_, steps, *common.values())
+        grid = resident.programs(_chunk_local_cumsum_kernel, variant, n_tasks, programs)
+        compiled = launch(_chunk_local_cumsum_kernel, (grid,), src, o, cu_seqlens, offsets, scale, t, c, n_seqs,
+                          n_tasks, plan.n_cblocks, 0, 1, IS_VARLEN=True, NP=np_, SEARCH_STEPS=steps, TAIL=True,
+                          **common)
+        resident.learn(_chunk_local_cumsum_kernel, variant, compiled)
         return o
     for programs, n_tasks, start, chunks, tail in plan.launches:
-        launch(_chunk_local_cumsum_kernel, (programs,), src, o, None, None, scale, t, c, 1,
-               n_tasks, plan.n_cblocks, start, chunks, IS_VARLEN=False, NP=0, SEARCH_STEPS=0, TAIL=tail, **common)
+        variant = (src.dtype, o.dtype, c % 16 == 0, c == 1, tail, *common.values())  # what the kernel compiles for
+        grid = resident.programs(_chunk_local_cumsum_kernel, variant, n_tasks, programs)
+        compiled = launch(_chunk_local_cumsum_kernel, (grid,), src, o, None, None, scale, t, c, 1, n_tasks,
+                          plan.n_cblocks, start, chunks, IS_VARLEN=False, NP=0, SEARCH_STEPS=0, TAIL=tail, **common)
+        resident.learn(_chunk_local_cumsum_kernel, variant, compiled)
     return o
 
 

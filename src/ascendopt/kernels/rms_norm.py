@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ascendopt import ub
-from ascendopt.kernels import rowwise
+from ascendopt.kernels import resident, rowwise
 from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
@@ -127,8 +127,11 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
     for part in plan.launches:
-        launch(_rms_norm_fwd_kernel, (part.programs,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
+        grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
+        compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+        resident.learn(_rms_norm_fwd_kernel, variant, compiled)
     return y, rstd
 
 
@@ -160,6 +163,7 @@ def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
     rowwise.check_like(dy, x, rstd, n_rows)
     dx = alloc(x.shape, dy.dtype, x.device)
     plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    # Grid as planned (not resident.programs): the dw partial rows, and so the summation order, follow it.
     n_partials = rowwise.total_programs(plan.launches)
     dw_partial = alloc((n_partials, d), torch.float32, x.device)
     for part in plan.launches:

@@ -1,0 +1,84 @@
+"""CUDA only: size a persistent 1D core grid to the programs that are resident at once.
+
+A program of the core grid loops over tasks ``pid, pid + programs, ...``. ``grid_size`` gives SMs x
+``CUDA_PROGRAMS_PER_SM`` (16) programs, but an SM holds only as many 4-warp programs as its registers
+allow (sm_90: 9 of the l2norm D=128 forward at 56 registers, 6 at 80, 4 at 127). The programs past that
+queue behind the first wave and the last wave runs part-empty: 8192 tasks on 2112 programs with 9
+resident per SM take 2 waves x 4 = 8 task times, where 1188 programs need 7 (ceil(8192 / 1188)).
+
+So after a kernel variant's first launch its residency is computed from the compiled kernel (registers,
+warps, shared memory; the occupancy rules of the CUDA programming guide) and later launches of that
+variant cap the grid at SMs x resident programs, still through ``grid_size``. Off CUDA (npu: one
+program per vector core; the cpu interpreter) nothing is learned and the grid is ``grid_size``'s.
+Only for kernels whose results do not depend on the grid (no per-program partial sums).
+"""
+
+from __future__ import annotations
+
+from ascendopt.kernels.common import grid_size, num_cores
+
+_per_sm: dict = {}  # (id(kernel), variant) -> resident programs per SM; 0 = not CUDA / unknown
+_grids: dict = {}  # ((id(kernel), variant), n_tasks, default grid) -> capped grid
+
+# sm_90 facts, used when torch's device properties lack a field.
+REGS_PER_SM = 65536
+THREADS_PER_SM = 2048
+SHARED_PER_SM = 233472
+MAX_BLOCKS_PER_SM = 32
+REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
+SCHEDULERS = 4  # each of the SM's 4 warp schedulers owns a quarter of the register file
+BLOCK_RESERVED_SHARED = 1024  # shared memory the driver reserves per block
+
+
+def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
+    """Programs for a launch of ``n_tasks`` tasks of ``kernel`` compiled as ``variant``.
+
+    ``default`` is the launcher's ``grid_size("vector", n_tasks)`` (cached in its plan); it is the answer
+    until the variant's residency is known. Capped grids are memoized (host time per call matters).
+    """
+    key = (id(kernel), variant)
+    per_sm = _per_sm.get(key)
+    if not per_sm:
+        return default
+    grid_key = (key, n_tasks, default)
+    grid = _grids.get(grid_key)
+    if grid is None:
+        grid = _grids[grid_key] = grid_size("vector", min(n_tasks, per_sm * num_cores("vector")))
+    return grid
+
+
+def learn(kernel, variant: tuple, compiled) -> None:
+    """Record the residency of ``variant`` from the object a launch returned (a CompiledKernel on CUDA)."""
+    key = (id(kernel), variant)
+    if key in _per_sm:
+        return
+    from ascendopt import backends
+
+    _per_sm[key] = resident_per_sm(compiled) if backends.current().name == "cuda" else 0
+
+
+def resident_per_sm(compiled, limits: tuple[int, int, int] | None = None) -> int:
+    """Programs of ``compiled`` one SM runs at once (0 when the kernel object does not say).
+
+    ``limits``: (registers, threads, shared bytes) per SM; None reads them from the current CUDA device.
+    """
+    n_regs = getattr(compiled, "n_regs", 0) or 0
+    meta = getattr(compiled, "metadata", None)
+    warps = getattr(meta, "num_warps", 0) or 0
+    if n_regs <= 0 or warps <= 0:
+        return 0
+    regs, threads, shared = limits or _device_limits()
+    warp_regs = -(-n_regs * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    by_regs = (regs // SCHEDULERS // warp_regs) * SCHEDULERS // warps
+    by_threads = threads // (32 * warps)
+    by_shared = shared // ((getattr(meta, "shared", 0) or 0) + BLOCK_RESERVED_SHARED)
+    return max(1, min(MAX_BLOCKS_PER_SM, by_regs, by_threads, by_shared))
+
+
+def _device_limits() -> tuple[int, int, int]:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return (getattr(props, "regs_per_multiprocessor", REGS_PER_SM),
+            getattr(props, "max_threads_per_multi_processor", THREADS_PER_SM),
+            getattr(props, "shared_memory_per_multiprocessor", SHARED_PER_SM))

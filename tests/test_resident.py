@@ -1,0 +1,51 @@
+"""CUDA residency grid (kernels.resident) and the memoized row plans (kernels.rowwise.row_plan)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from ascendopt import backends
+from ascendopt.kernels import resident, rowwise
+from ascendopt.kernels.common import grid_size, num_cores
+
+SM90 = (65536, 2048, 233472)
+
+
+def _compiled(n_regs: int, warps: int = 4, shared: int = 1024):
+    return SimpleNamespace(n_regs=n_regs, metadata=SimpleNamespace(num_warps=warps, shared=shared))
+
+
+@pytest.mark.parametrize("n_regs, expected", [(32, 16), (40, 12), (56, 9), (80, 6), (127, 4), (128, 4), (168, 3),
+                                              (255, 2)])
+def test_residency_follows_registers(n_regs, expected):
+    # sm_90 occupancy: 256-register allocation per warp, a quarter of 64K registers per scheduler.
+    assert resident.resident_per_sm(_compiled(n_regs), SM90) == expected
+
+
+def test_residency_limited_by_shared_memory_and_unknown_kernels():
+    assert resident.resident_per_sm(_compiled(32, shared=100 * 1024), SM90) == 2
+    assert resident.resident_per_sm(None, SM90) == 0  # the interpreter's launch returns no kernel
+    assert resident.resident_per_sm(SimpleNamespace(n_regs=0, metadata=None), SM90) == 0
+
+
+def test_grid_capped_only_once_residency_is_known(monkeypatch):
+    monkeypatch.setattr(resident, "_per_sm", {})
+    monkeypatch.setattr(resident, "_grids", {})
+    kernel, variant = object(), ("bf16", 128, 64, False)
+    default = grid_size("vector", 10_000)
+    assert resident.programs(kernel, variant, 10_000, default) == default
+    resident.learn(kernel, variant, _compiled(56))  # cpu backend: learns nothing
+    assert resident.programs(kernel, variant, 10_000, default) == default
+    resident._per_sm[(id(kernel), variant)] = 1
+    assert resident.programs(kernel, variant, 10_000, default) == min(default, num_cores("vector"))
+    assert resident.programs(kernel, variant, 3, grid_size("vector", 3)) == min(3, num_cores("vector"))
+
+
+def test_row_plan_is_memoized_per_device_facts():
+    first = rowwise.row_plan(1000, 96, 3.0, 0.85)
+    assert rowwise.row_plan(1000, 96, 3.0, 0.85) is first
+    assert first.block_rows == rowwise.block_rows(1000, 96, 3.0, 0.85)
+    assert sum(p.n_tasks * first.block_rows for p in first.launches if not p.tail) <= 1000
+    backends.reset()  # new device facts: the plan is rebuilt, equal in content
+    again = rowwise.row_plan(1000, 96, 3.0, 0.85)
+    assert again is not first and again == first
