@@ -131,7 +131,8 @@ def bwd_tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_
                 z0 += b_x * pick(b_w0, b_w1, b_w2, b_w3, kk + W - 1)[None, :]
             if kk >= 2 - W and kk <= 1:
                 z1 += b_x * pick(b_w0, b_w1, b_w2, b_w3, kk + W - 2)[None, :]
-            if W > 2 and kk >= 3 - W and kk <= 2:
+            # (parenthesized: triton-ascend 3.2's front end rejects chains of three boolean operands)
+            if (W > 2 and kk >= 3 - W) and kk <= 2:
                 z2 += b_x * pick(b_w0, b_w1, b_w2, b_w3, kk + W - 3)[None, :]
             if W > 3 and kk >= 4 - W:
                 z3 += b_x * pick(b_w0, b_w1, b_w2, b_w3, kk + W - 4)[None, :]
