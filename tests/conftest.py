@@ -53,6 +53,37 @@ def _patch_interpreter_bf16_dot() -> None:
 _patch_interpreter_bf16_dot()
 
 
+def _patch_interpreter_bf16_rounding() -> None:
+    """fp32 -> bf16 casts in the interpreter truncate; compiled kernels round to nearest even.
+
+    Without this every bf16 kernel shows about twice its real rounding error on CPU (measured on the
+    bundled kernels: 3.33e-3 -> 1.68e-3 relative RMS), which would hide real errors behind a limit
+    sized for truncation. Matches torch's rounding bit for bit (checked on random values in tests).
+    """
+    try:
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime import interpreter as _interp
+    except ImportError:
+        return
+    if getattr(_interp.InterpreterBuilder.cast_impl, "_ascendopt_patched", False):
+        return
+    orig = _interp.InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            bits = src.data.astype(np.float32).view(np.uint32)
+            rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+            return _interp.TensorHandle(np.where(np.isnan(src.data), np.uint16(0x7FC0), rounded), dst_type.scalar)
+        return orig(self, src, dst_type)
+
+    cast_impl._ascendopt_patched = True
+    _interp.InterpreterBuilder.cast_impl = cast_impl
+
+
+_patch_interpreter_bf16_rounding()
+
+
 def interp_do_bench(fn, quantiles=None, **kw):
     """do_bench for @triton.autotune under the interpreter: one call on the host clock."""
     t = time.perf_counter()
