@@ -37,8 +37,14 @@ def test_grid_capped_only_once_residency_is_known(monkeypatch):
     resident.learn(kernel, variant, _compiled(56))  # cpu backend: learns nothing
     assert resident.programs(kernel, variant, 10_000, default) == default
     resident._per_sm[(id(kernel), variant)] = 1
-    assert resident.programs(kernel, variant, 10_000, default) == min(default, num_cores("vector"))
-    assert resident.programs(kernel, variant, 3, grid_size("vector", 3)) == min(3, num_cores("vector"))
+    cores = num_cores("vector")
+    # One program per core fits at once: ceil(tasks / cores) rounds, shared out evenly.
+    tasks = 5 * cores + 1
+    grid = resident.programs(kernel, variant, tasks, grid_size("vector", tasks))
+    assert grid == -(-tasks // 6) <= cores
+    shares = [len(range(pid, tasks, grid)) for pid in range(grid)]
+    assert max(shares) == 6 and min(shares) >= 5
+    assert resident.programs(kernel, variant, 3, grid_size("vector", 3)) == min(3, cores)
 
 
 def test_row_plan_is_memoized_per_device_facts():

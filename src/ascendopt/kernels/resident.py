@@ -8,9 +8,12 @@ resident per SM take 2 waves x 4 = 8 task times, where 1188 programs need 7 (cei
 
 So after a kernel variant's first launch its residency is computed from the compiled kernel (registers,
 warps, shared memory; the occupancy rules of the CUDA programming guide) and later launches of that
-variant cap the grid at SMs x resident programs, still through ``grid_size``. Off CUDA (npu: one
-program per vector core; the cpu interpreter) nothing is learned and the grid is ``grid_size``'s.
-Only for kernels whose results do not depend on the grid (no per-program partial sums).
+variant size the grid from it, still through ``grid_size``: ``rounds = ceil(tasks / (SMs x resident))``
+task rounds are unavoidable, and ``ceil(tasks / rounds)`` programs do them with equal shares, so the
+last round is full too (l2norm D=8192: 4096 rows on 792 slots is 6 rounds; 683 programs run 6 rows
+each instead of 792 programs leaving a last round of 136 rows). Off CUDA (npu: one program per vector
+core; the cpu interpreter) nothing is learned and the grid is ``grid_size``'s. Only for kernels whose
+results do not depend on the grid (no per-program partial sums).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
     grid_key = (key, n_tasks, default)
     grid = _grids.get(grid_key)
     if grid is None:
-        grid = _grids[grid_key] = grid_size("vector", min(n_tasks, per_sm * num_cores("vector")))
+        rounds = -(-n_tasks // (per_sm * num_cores("vector")))
+        grid = _grids[grid_key] = grid_size("vector", -(-n_tasks // rounds))
     return grid
 
 
