@@ -57,6 +57,13 @@ def test_stage_matches_its_oracle_with_poisoned_outputs(stage, preset):
     assert all(r.err_ratio < 1e-6 for r in reports), [r.line() for r in reports]
 
 
+@pytest.mark.parametrize("form", [0, 2])
+def test_kkt_solve_forms_match_the_oracle(form):
+    spec = get("gdn_kkt_solve")  # the default (dense, fp32 products) runs in the stage test above
+    reports = check_kernel(spec, spec.shape("tiny_varlen").dims, "fp32", "fwd", {"FORM": form})
+    assert reports and all(r.passed and r.err_ratio < 1e-6 for r in reports), [r.line() for r in reports]
+
+
 @pytest.mark.parametrize("dims, with_state", [
     ({"B": 2, "T": 100, "H": 1, "HV": 2, "K": 32, "V": 32}, True),
     ({"seqlens": (30, 0, 70), "H": 2, "HV": 4, "K": 16, "V": 32}, True),
@@ -88,9 +95,11 @@ def test_forward_matches_the_recurrence(dims, with_state):
 def test_gate_layout_and_fusion_do_not_change_results(config):
     x = _inputs(B=1, T=70, H=1, HV=2, K=16, V=16)
     args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
-    o_default, f_default = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True)
+    base = {"kkt_solve_FORM": 0}  # the block form, the same arithmetic as the separate solve stage
+    o_default, f_default = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True,
+                                                      config=base)
     o_other, f_other = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True,
-                                                  config=config)
+                                                  config={**base, **config})
     assert torch.equal(o_default, o_other) and torch.equal(f_default, f_other)
 
 
@@ -175,7 +184,8 @@ def bf16_dot_operands(monkeypatch):
         monkeypatch.setattr(module, "dot_dtype", hardware_dot_dtype)
 
 
-@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}], ids=["fused", "separate"])
+@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}, {"kkt_solve_FORM": 1},
+                                    {"kkt_solve_FORM": 2}], ids=["fused", "separate", "dense-fp32", "dense-bf16"])
 def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
     spec = get("chunk_gated_delta_rule_fwd")
     reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)
@@ -214,7 +224,7 @@ def test_ub_model_picks_tiles_and_follows_the_capacity(monkeypatch):
     fused, separate = tiles(realistic), tiles(realistic, "fp32")  # fp32 operand tiles do not fit fused
     assert fused["state_output"].tile["BV"] == 16 and "state" not in fused
     assert separate["state"].tile["BV"] == 32 and separate["output.o"].tile["BV"] == 64 and "state_output" not in separate
-    assert fused["kkt_solve"].tile["BK"] == 64 and "kkt" not in fused
+    assert fused["kkt_solve.kkt"].tile["BK"] == 128 and "kkt" not in fused
     for stage in [*fused.values(), *separate.values()]:
         assert ub.check(stage.tile, stage.dtype, stage.multiplier, 196608, stage.margin).safe, stage
     wide = {**realistic, "K": 256, "V": 256}

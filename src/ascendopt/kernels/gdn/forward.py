@@ -40,7 +40,8 @@ from ascendopt.kernels.spec import Cost, Tunable
 
 # e2e tunable -> (stage spec, stage tunable)
 _STAGE_TUNABLES = {
-    "kkt_BK": (kkt.SPEC, "BK"), "kkt_solve_BK": (kkt_solve.SPEC, "BK"), "wy_BK": (wy.SPEC, "BK"),
+    "kkt_BK": (kkt.SPEC, "BK"), "kkt_solve_BK": (kkt_solve.SPEC, "BK"), "kkt_solve_FORM": (kkt_solve.SPEC, "FORM"),
+    "wy_BK": (wy.SPEC, "BK"),
     "wy_BV": (wy.SPEC, "BV"),
     "state_BV": (state.SPEC, "BV"), "out_BK": (output.SPEC, "BK"), "out_BV": (output.SPEC, "BV"),
     "fused_BV": (state_output.SPEC, "BV"),
@@ -201,6 +202,7 @@ SPEC = stage_spec(
                                   "0: the separate gdn_kkt and gdn_solve_tril stages"),
         "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
         "kkt_solve_BK": tile_tunable("kkt_solve_BK", "key slab of the fused kkt + solve kernel"),
+        "kkt_solve_FORM": replace(kkt_solve.SPEC.tunables["FORM"], name="kkt_solve_FORM"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),

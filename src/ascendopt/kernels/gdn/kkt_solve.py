@@ -31,7 +31,7 @@ from ascendopt.kernels.gdn.workload import (
     token_scalar_arg,
     value_heads,
 )
-from ascendopt.kernels.spec import Cost
+from ascendopt.kernels.spec import Cost, Tunable
 
 
 @triton.jit
@@ -117,15 +117,92 @@ def _gdn_kkt_solve_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_total, n
                         _gated(A32, g3, g2, ok3), t0, T_seq, ROWS, BT, BC)
 
 
-def _ub_stages(BK: int) -> list[UBStage]:
-    # 6.0 live [BT, BK] fp32 copies: the kkt stage's 5.0 (the [4, BC, BK] key tile, its beta-scaled
-    # copy, the 16-row slabs and their transposes) plus one for the solve's blocks and temporaries
-    # (10 A blocks, the [4, BC, BC] substitution tile, [BC, BC, BC] products: ~13 KiB).
-    return [UBStage("kkt_solve", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, 0.85)]
+@triton.jit
+def _fresh(x, DTYPE: tl.constexpr):
+    """A dot operand made for that one dot (a left operand is never read after its dot)."""
+    return (x + 0.0).to(DTYPE)
+
+
+@triton.jit(do_not_specialize=["T_total", "num_tasks"])
+def _gdn_kkt_solve_dense_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_total, num_tasks,
+                                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                                BC: tl.constexpr, BK: tl.constexpr, G_T_CONTIG: tl.constexpr,
+                                DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
+                                SOLVE_PRECISION: tl.constexpr):
+    """FORM 1/2: A as one [BT, BT] dot per key slab, then (I + A)^-1 = (I - M)(I + M^2) Xd with
+    Xd = blockdiag((I + A_bb)^-1) from the batched substitution and M = Xd L, L the blocks of A below
+    the diagonal blocks (M is block-strictly-lower over 4 blocks, so M^4 = 0): four [BT, BT] dots
+    on the tensor/cube unit instead of sixteen 16x16 products as vector work."""
+    NB: tl.constexpr = BT // BC
+    o_t = tl.arange(0, BT)
+    strict = o_t[:, None] > o_t[None, :]
+    below_blocks = (o_t[:, None] // BC) > (o_t[None, :] // BC)
+    eye = (o_t[:, None] == o_t[None, :]).to(tl.float32)
+    same4 = tl.arange(0, NB)[:, None, None, None] == tl.arange(0, NB)[None, None, :, None]  # [NB, 1, NB, 1]
+    for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
+        i_c, i_hv = task // HV, task % HV
+        i_h = i_hv // (HV // H)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        t0 = i_t * BT
+        b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+        b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+        k_seq = k + (bos * H + i_h) * K  # rebound per task
+        b_A = tl.zeros([BT, BT], dtype=tl.float32)
+        for i_k in range(K // BK):
+            p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
+            b_k = tl.load(p_k, boundary_check=(0, 1), padding_option="zero")
+            # the beta-scaled lhs is a fresh copy used once; b_k is only the rhs
+            b_A += tl.dot((b_k.to(tl.float32) * b_beta[:, None]).to(DOT_DTYPE), tl.trans(b_k.to(DOT_DTYPE)),
+                          input_precision="ieee")
+        # strictly lower, gated; masked before the exp (above the diagonal gc_i - gc_j > 0 could
+        # overflow) and on rows past the sequence (their gc reads 0)
+        keep = strict & (t0 + o_t < T_seq)[:, None]
+        b_A = tl.where(keep, b_A * tl.exp(tl.where(keep, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+        # diagonal blocks [NB, BC, BC] -> their inverses by forward substitution (fp32, exact)
+        X = invert_diagonals(tl.sum(tl.where(same4, tl.reshape(b_A, (NB, BC, NB, BC)), 0.0), 2), BC)
+        Xd = tl.reshape(tl.where(same4, X[:, :, None, :], 0.0), (BT, BT))
+        L = tl.where(below_blocks, b_A, 0.0)
+        M = tl.dot(_fresh(Xd, SOLVE_DTYPE), L.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+        M2 = tl.dot(_fresh(M, SOLVE_DTYPE), M.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+        # P = (I - M)(I + M^2); its diagonal blocks are exactly I, so rounding P for the dot only
+        # touches the off-diagonal terms
+        P = tl.dot(_fresh(-M, SOLVE_DTYPE), M2.to(SOLVE_DTYPE), eye - M + M2, input_precision=SOLVE_PRECISION)
+        b_Ai = tl.dot(P.to(SOLVE_DTYPE), Xd.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+        p_Ai = tl.make_block_ptr(Ai + (bos * HV + i_hv) * BT, (T_seq, BT), (HV * BT, 1), (t0, 0), (BT, BT), (1, 0))
+        tl.store(p_Ai, b_Ai.to(p_Ai.dtype.element_ty), boundary_check=(0, 1))
+
+
+def _ub_stages(BK: int, form: int = 0) -> list[UBStage]:
+    if form == 0:
+        # 6.0 live [BT, BK] fp32 copies: the kkt stage's 5.0 (the [4, BC, BK] key tile, its beta-scaled
+        # copy, the 16-row slabs and their transposes) plus one for the solve's blocks and temporaries
+        # (10 A blocks, the [4, BC, BC] substitution tile, [BC, BC, BC] products: ~13 KiB).
+        return [UBStage("kkt_solve", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, 0.85)]
+    # dense form: the key slab, its beta-scaled copy and the transposed rhs (3.0 [BT, BK] copies),
+    # then six [BT, BT] fp32 tiles at the solve's peak (A, Xd, L, M, M^2, the product), which do
+    # not depend on BK: 96 KiB at BT = 64, a stage of its own
+    return [UBStage("kkt_solve.kkt", {"BT": CHUNK, "BK": BK}, "fp32", 3.0, 0.85),
+            UBStage("kkt_solve.dense", {"BT": CHUNK, "BT2": CHUNK}, "fp32", 6.0, 0.85)]
+
+
+# On CUDA the dense form's [64, 64] fp32 tiles already take most registers: AOT-compiled for sm_90
+# (bf16 products) it needs 153 registers per thread at BK = 32 and 248 at BK = 64 (no spills either
+# way; 3 programs per SM instead of 2), so an unrequested BK is held to 32 there.
+DENSE_CUDA_BK = 32
 
 
 def _tiles(K: int, config: dict) -> int:
-    return pick_tile(config["BK"], _ub_stages(1)[0], "BK", K)
+    form = int(config.get("FORM", 0))
+    BK = pick_tile(config["BK"], _ub_stages(1, form)[0], "BK", K)
+    if form and not config["BK"] and _on_cuda():
+        BK = min(BK, DENSE_CUDA_BK)
+    return BK
+
+
+def _on_cuda() -> bool:
+    from ascendopt import backends
+
+    return backends.current().name == "cuda"
 
 
 def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
@@ -144,10 +221,36 @@ def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
     gc_arg, _ = token_scalar_arg(gc, contig)
     Ai = alloc((B, T, HV, CHUNK), k.dtype, k.device)
     tasks = packing.NC * HV
-    launch(_gdn_kkt_solve_kernel, (grid_size("cube", tasks),), k, beta_arg, gc_arg, Ai, packing.cu_seqlens,
-           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, BT=CHUNK, BC=BC, BK=BK,
-           G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype))
+    args = (k, beta_arg, gc_arg, Ai, packing.cu_seqlens, packing.chunk_indices, packing.T_total, tasks)
+    consts = {"H": H, "HV": HV, "K": K, "BT": CHUNK, "BC": BC, "BK": BK, "G_T_CONTIG": contig,
+              "DOT_DTYPE": dot_dtype(k.dtype)}
+    if cfg["FORM"] == 0:
+        launch(_gdn_kkt_solve_kernel, (grid_size("cube", tasks),), *args, **consts)
+    else:
+        launch(_gdn_kkt_solve_dense_kernel, (grid_size("cube", tasks),), *args, **consts,
+               **_solve_products(int(cfg["FORM"]), k.dtype))
     return Ai
+
+
+def _solve_products(form: int, dtype) -> dict:
+    """Operand type and precision of the dense form's four solve dots.
+
+    FORM 1: fp32 operands; "ieee" (exact fp32) except on CUDA for bf16/fp16 inputs, where tf32
+    (10-bit mantissa) is used: Ai is stored in the input dtype (bf16: 8 bits), so tf32 products add
+    less than that final rounding, and fp32 FMA dots of 64x64x64 would cost 16x the block form's work.
+    FORM 2: operands in the input dtype (bf16 tensor/cube core rate): each product rounds M, M^2 and
+    P to bf16 first, about the size of Ai's own bf16 rounding again (the gate's bf16 limit is relative
+    RMS 2e-2; the bf16 dot-operand test checks it). fp32 inputs keep exact fp32 products in both.
+    """
+    import triton.language as tl
+
+    from ascendopt.kernels.common import interpreting
+
+    low = dot_dtype(dtype) != tl.float32
+    if form == 2:
+        return {"SOLVE_DTYPE": dot_dtype(dtype), "SOLVE_PRECISION": "ieee"}
+    cuda = not interpreting() and _on_cuda()
+    return {"SOLVE_DTYPE": tl.float32, "SOLVE_PRECISION": "tf32" if (low and cuda) else "ieee"}
 
 
 def _run(inputs, config, mode):
@@ -162,7 +265,8 @@ def _reference(inputs, mode):
 
 
 def _ub_model(dims, config, dtype):
-    return _ub_stages(_tiles(int(dims["K"]), SPEC.config(config)))
+    cfg = SPEC.config(config)
+    return _ub_stages(_tiles(int(dims["K"]), cfg), int(cfg["FORM"]))
 
 
 def _cost(dims, dtype, mode):
@@ -177,6 +281,9 @@ SPEC = stage_spec(
     name="gdn_kkt_solve",
     description="gated delta rule fwd, stages kkt + solve fused: (I + A)^-1 without storing A",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
-    kernel_names=("_gdn_kkt_solve_kernel",),
-    tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG},
+    kernel_names=("_gdn_kkt_solve_kernel", "_gdn_kkt_solve_dense_kernel"),
+    tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG,
+              "FORM": Tunable("FORM", 1, (0, 1, 2), "0: 16x16 block products as vector work; 1: dense form, "
+                              "four [64, 64] solve dots in fp32 (tf32 on CUDA for bf16 inputs); 2: dense form, "
+                              "solve dots in the input dtype")},
 )
