@@ -31,6 +31,7 @@ MAX_BLOCKS_PER_SM = 32
 REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
 SCHEDULERS = 4  # each of the SM's 4 warp schedulers owns a quarter of the register file
 BLOCK_RESERVED_SHARED = 1024  # shared memory the driver reserves per block
+GRID_CACHE_SIZE = 1024
 
 
 def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
@@ -46,6 +47,8 @@ def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
     grid_key = (key, n_tasks, default)
     grid = _grids.get(grid_key)
     if grid is None:
+        if len(_grids) >= GRID_CACHE_SIZE:  # task counts vary with T (varlen batches): stay bounded
+            _grids.clear()
         rounds = -(-n_tasks // (per_sm * num_cores("vector")))
         grid = _grids[grid_key] = grid_size("vector", -(-n_tasks // rounds))
     return grid
