@@ -13,10 +13,13 @@ task rounds are unavoidable, and ``ceil(tasks / rounds)`` programs do them with 
 last round is full too (l2norm D=8192: 4096 rows on 792 slots is 6 rounds; 683 programs run 6 rows
 each instead of 792 programs leaving a last round of 136 rows). Off CUDA (npu: one program per vector
 core; the cpu interpreter) nothing is learned and the grid is ``grid_size``'s. Only for kernels whose
-results do not depend on the grid (no per-program partial sums).
+results do not depend on the grid (no per-program partial sums). ``ASCENDOPT_CUDA_RESIDENT_GRID=0``
+turns the policy off (A/B timing against the plain core grid).
 """
 
 from __future__ import annotations
+
+import os
 
 from ascendopt.kernels.common import grid_size, num_cores
 
@@ -61,7 +64,8 @@ def learn(kernel, variant: tuple, compiled) -> None:
         return
     from ascendopt import backends
 
-    _per_sm[key] = resident_per_sm(compiled) if backends.current().name == "cuda" else 0
+    on = backends.current().name == "cuda" and os.environ.get("ASCENDOPT_CUDA_RESIDENT_GRID", "1") != "0"
+    _per_sm[key] = resident_per_sm(compiled) if on else 0
 
 
 def resident_per_sm(compiled, limits: tuple[int, int, int] | None = None) -> int:
