@@ -40,6 +40,19 @@ def test_forward_and_backward_match_oracle_with_bulk_and_tail_tiles(dtype, confi
     torch.testing.assert_close(rstd, torch.rsqrt(x.float().pow(2).mean(-1) + 1e-6), rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_reloaded_and_resident_weight_give_identical_forwards(dtype):
+    # weight_mode 1 keeps the weight row across a program's tiles, 2 reloads it per tile (CUDA's auto):
+    # the same products in the same order, so bit-identical y and rstd, in bulk and tail tiles.
+    x, w, _ = _inputs((2, 37, 96), dtype, seed=3)
+    kept = rms_norm_fwd(x, w, config={"block_rows": 8, "weight_mode": 1})
+    reloaded = rms_norm_fwd(x, w, config={"block_rows": 8, "weight_mode": 2})
+    for a, b in zip(kept, reloaded):
+        assert torch.equal(a, b)
+    ref = rms_norm_reference({"x": x, "weight": w, "dy": x}, "fwd")["y"]
+    assert rel_rms(reloaded[0], ref) < TOL[dtype]
+
+
 def test_weight_gradient_is_deterministic_and_exact_in_fp32():
     x, w, dy = _inputs((3, 50, 64), torch.float32, seed=3)
     _, rstd = rms_norm_fwd(x, w, config={"block_rows": 4})

@@ -38,12 +38,13 @@ DEFAULT_EPS = 1e-6
 
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
 def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
-                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
+                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
+                         W_RESIDENT: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
-    # The weight row is loaded once per program and stays resident across its tasks.
     p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
-    b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
+    if W_RESIDENT:  # the weight row is loaded once per program and kept across its tasks
+        b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
     for task in tl.range(pid, n_tasks, n_programs):
         r0 = row_start + task * BR
         rows_left = n_rows - r0
@@ -53,6 +54,9 @@ def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
         p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
         b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)
+        if not W_RESIDENT:
+            # Reloaded per tile (a cache hit), after the row sums: its registers are not live across them.
+            b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
         b_y = b_x * b_rstd[:, None] * b_w[None, :]
         store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL)
         store_rows(p_r, b_rstd, TAIL)
@@ -112,6 +116,22 @@ def _check_weight(weight, d: int):
     return weight.contiguous()
 
 
+WEIGHT_MODES = (0, 1, 2)
+WEIGHT_DOC = ("forward's [D] weight row: 1 = loaded once per program and kept, 2 = reloaded with every tile "
+              "(a cache hit; fewer live registers), 0 = auto (2 on CUDA, 1 elsewhere)")
+
+
+def _weight_resident(mode: int) -> bool:
+    """W_RESIDENT for ``weight_mode``. On CUDA registers bound how many programs an SM holds, and a
+    resident fp32 row takes D/128 of them per thread (sm_90: 168 -> 96 registers at D=8192, 127 -> 96
+    at D=4096 with 2 rows, i.e. 3 -> 5 and 4 -> 5 programs per SM); a UB keeps it for free on npu."""
+    if mode == 0:
+        from ascendopt import backends
+
+        return backends.current().name != "cuda"
+    return mode == 1
+
+
 def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     """Forward: ``x`` ``[..., D]``, ``weight`` ``[D]`` -> (``y`` like ``x``, ``rstd`` ``[...]`` fp32)."""
     import torch
@@ -126,11 +146,12 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    w_resident = _weight_resident(cfg["weight_mode"])
     for part in plan.launches:
-        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
+        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for
         grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
         compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident)
         resident.learn(_rms_norm_fwd_kernel, variant, compiled)
     return y, rstd
 
@@ -292,6 +313,7 @@ SPEC = KernelSpec(
     tunables={
         "block_rows": Tunable("block_rows", 0, rowwise.ROW_CHOICES, "forward " + rowwise.ROW_DOC),
         "block_rows_bwd": Tunable("block_rows_bwd", 0, rowwise.ROW_CHOICES, "backward " + rowwise.ROW_DOC),
+        "weight_mode": Tunable("weight_mode", 0, WEIGHT_MODES, WEIGHT_DOC),
     },
     make_inputs=_make_inputs,
     run=_run,
@@ -303,5 +325,6 @@ SPEC = KernelSpec(
     tolerances={"fp32": 1e-5, "bf16": 1e-2},
     extras={"support": "x [B, T, D], weight [D]: D 1..8192 (fp32 row tile x3 fwd / x5 bwd in 85% of a 192 KiB UB)",
             "peer": _peer, "peer_name": "fla.modules.norm.layernorm.rms_norm (fla-core 0.6.0)",
-            "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx", "dweight")}},
+            "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx", "dweight")},
+            "lowering_configs": [{"weight_mode": 2}]},
 )
