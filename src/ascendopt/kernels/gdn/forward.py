@@ -44,7 +44,7 @@ _STAGE_TUNABLES = {
     "wy_BK": (wy.SPEC, "BK"),
     "wy_BV": (wy.SPEC, "BV"),
     "state_BV": (state.SPEC, "BV"), "out_BK": (output.SPEC, "BK"), "out_BV": (output.SPEC, "BV"),
-    "fused_BV": (state_output.SPEC, "BV"),
+    "fused_BV": (state_output.SPEC, "BV"), "fused_PIPELINE": (state_output.SPEC, "PIPELINE"),
 }
 
 
@@ -211,6 +211,7 @@ SPEC = stage_spec(
                                      "1: one kernel for state + output when its live set fits the UB model (h "
                                      "never stored); 0: the separate gdn_state and gdn_output stages"),
         "fused_BV": tile_tunable("fused_BV", "value slab of the fused state + output kernel"),
+        "fused_PIPELINE": replace(state_output.PIPELINE, name="fused_PIPELINE"),
         "G_T_CONTIG": G_T_CONTIG,
     },
     extras={"peer": _peer, "peer_name": "fla.ops.gated_delta_rule.chunk_gated_delta_rule (fla-core 0.6.0)",

@@ -10,8 +10,8 @@ The separate stages write h ([NC, HV, K, V], as large as q, k and v together at 
 v' and read both back; fused, that traffic is gone at the price of a longer serial chunk step, and
 of the q / k' / w tiles (full K) being live next to the state (seed: fuse only if the live set fits;
 the UB model below decides, and the forward falls back to the separate stages when it does not).
-tl.dot left operands: w, the q copy, k' and the score tile are each the left operand of exactly one
-dot and not read after it; q feeds two dots, so a ``+ 0.0`` copy is taken before the first.
+tl.dot left operands: w, k' and the score tile are each the left operand of exactly one dot and not
+read after it; q is the left operand of two dots, so it is loaded once for each.
 """
 
 from __future__ import annotations
@@ -38,7 +38,42 @@ from ascendopt.kernels.gdn.workload import (
     token_scalar_arg,
     ub_bytes,
 )
-from ascendopt.kernels.spec import Cost
+from ascendopt.kernels.spec import Cost, Tunable
+
+
+@triton.jit
+def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq, T_total, i_v, scale, causal,
+                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                BV: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """One chunk: store o of chunk ``t0`` and return the state after it."""
+    o_t = tl.arange(0, BT)
+    valid = t0 + o_t < T_seq
+    b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+    g_last = load_last_token_scalar(gc, i_hv, bos, tl.minimum(t0 + BT, T_seq) - 1, T_total, HV, G_T_CONTIG)
+    b_hd = b_h.to(DOT_DTYPE)  # right operand of two dots, never a left one
+    # v' = u - w h first: w dies here (short live ranges: fewer registers, no spills on CUDA)
+    p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
+    b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+    p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+    b_v = tl.load(p_u, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
+    b_v -= tl.dot(b_w, b_hd, input_precision="ieee")
+    # q is the left operand of two dots: loaded once for each (a reload, not a copy, so only one
+    # [BT, K] q tile is ever live)
+    p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, 0), (BT, K), (1, 0))
+    b_o = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), b_hd,
+                 input_precision="ieee") * tl.exp(b_g)[:, None]
+    p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
+    b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+    b_A = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), b_kt,
+                 input_precision="ieee")
+    # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
+    b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+    b_o += tl.dot(b_A.to(DOT_DTYPE), b_v.to(DOT_DTYPE), input_precision="ieee")
+    p_o = tl.make_block_ptr(o_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+    tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
+    decay = tl.where(valid, tl.exp(tl.where(valid, g_last - b_g, 0.0)), 0.0)
+    b_vs = (b_v * decay[:, None]).to(DOT_DTYPE)
+    return b_h * tl.exp(g_last) + tl.dot(b_kt, b_vs, input_precision="ieee")
 
 
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
@@ -46,7 +81,7 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_tot
                              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                              BT: tl.constexpr, BV: tl.constexpr, G_T_CONTIG: tl.constexpr,
                              USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr,
-                             DOT_DTYPE: tl.constexpr):
+                             DOT_DTYPE: tl.constexpr, PIPELINE: tl.constexpr):
     NV: tl.constexpr = V // BV
     o_t = tl.arange(0, BT)
     causal = o_t[:, None] >= o_t[None, :]
@@ -66,41 +101,35 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_tot
         w_seq = w + (bos * HV + i_hv) * K
         u_seq = u + (bos * HV + i_hv) * V
         o_seq = o + (bos * HV + i_hv) * V
-        for i_t in range(tl.cdiv(T_seq, BT)):
-            t0 = i_t * BT
-            valid = t0 + o_t < T_seq
-            b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
-            g_last = load_last_token_scalar(gc, i_hv, bos, tl.minimum(t0 + BT, T_seq) - 1, T_total, HV, G_T_CONTIG)
-            # state-independent work first: the intra-chunk scores q k'
-            p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, 0), (BT, K), (1, 0))
-            b_q = tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-            b_q_copy = b_q + 0.0  # before the first dot that takes b_q as lhs
-            p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
-            b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-            b_A = tl.dot(b_q_copy, b_kt, input_precision="ieee")
-            # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
-            b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-            b_hd = b_h.to(DOT_DTYPE)  # right operand of two dots, never a left one
-            p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
-            b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-            p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
-            b_v = tl.load(p_u, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
-            b_v -= tl.dot(b_w, b_hd, input_precision="ieee")
-            b_o = tl.dot(b_q, b_hd, input_precision="ieee") * tl.exp(b_g)[:, None]
-            b_o += tl.dot(b_A.to(DOT_DTYPE), b_v.to(DOT_DTYPE), input_precision="ieee")
-            p_o = tl.make_block_ptr(o_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
-            tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
-            decay = tl.where(valid, tl.exp(tl.where(valid, g_last - b_g, 0.0)), 0.0)
-            b_vs = (b_v * decay[:, None]).to(DOT_DTYPE)
-            b_h = b_h * tl.exp(g_last) + tl.dot(b_kt, b_vs, input_precision="ieee")
+        if PIPELINE:
+            # a counted loop: on CUDA the compiler software-pipelines its loads (prefetched q, k, w
+            # tiles in shared memory, ~150 KB at K = 128: one program per SM)
+            for i_t in range(tl.cdiv(T_seq, BT)):
+                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, i_t * BT, T_seq, T_total,
+                                  i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+        else:
+            # a while loop is not software-pipelined: no prefetch buffers, so several programs share
+            # an SM and hide each other's load latency (the chunk steps are serial either way)
+            t0 = 0
+            while t0 < T_seq:
+                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq, T_total,
+                                  i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+                t0 += BT
         if STORE_FINAL_STATE:
             p_ht = tl.make_block_ptr(ht + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
             tl.store(p_ht, b_h.to(p_ht.dtype.element_ty))
 
 
+# The chunk loop's form. AOT-compiled for sm_90 at K = V = 128, BV = 32 (bf16): the counted loop is
+# software-pipelined into 165 KB of shared memory (one program per SM: 256 tasks take two rounds
+# on 132 SMs); the while loop needs 32 KB (two programs per SM, the registers' limit: one round).
+PIPELINE = Tunable("PIPELINE", 0, (0, 1), "chunk loop: 0 a while loop (no prefetch buffers, more programs per "
+                   "core); 1 a counted loop the compiler may software-pipeline")
+
 # Live set, in bytes: 8 [K, BV] fp32 copies as the state stage (fla's fwd_h 8.0: state, its cast,
 # decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
-# dtype (q, its lhs copy, k', w, and the [BT, BT] score tile with its mask, about one more at K >= 64).
+# dtype (q and its reload for the second dot, k', w, and the [BT, BT] score tile with its mask, about one
+# more at K >= 64; the step's order keeps fewer live at once, so this is an upper bound).
 STATE_COPIES, OPERAND_TILES, MARGIN = 8.0, 5.0, 0.80
 
 
@@ -162,7 +191,7 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     launch(_gdn_state_output_kernel, (grid_size("cube", tasks),), q, k, w, u, gc_arg, o, initial_state, final,
            packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
            G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
-           DOT_DTYPE=dot_dtype(q.dtype))
+           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=bool(cfg["PIPELINE"]))
     return o, final
 
 
@@ -216,7 +245,8 @@ SPEC = stage_spec(
     description="gated delta rule fwd, stages state + output fused: o and the final state without storing h",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_state_output_kernel",),
-    tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG},
+    tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG,
+              "PIPELINE": PIPELINE},
     supports=_supports, dtypes=("bf16",),  # fp32 operand tiles at K = 128 alone exceed the UB budget
     extras={"support": "bf16; K, V in 16..256 while the fused live set fits the UB model (K=128: BV=16; K=256: "
                        "no, the forward runs gdn_state + gdn_output)"},
