@@ -115,9 +115,9 @@ _plans: dict = {}
 def per_device(cache: dict, key: tuple, build):
     """``build()`` memoized in ``cache`` under ``key`` plus the device facts a plan depends on.
 
-    Launchers run on every call and small ops are host-bound (H200: ~85 us per forward call before
-    plans were cached, more than the 32 us a D=8192 row pass moves); the UB solve's exact fractions
-    were most of it. An entry is valid only for the device facts it was built from (the ``info``
+    Launchers run on every call and small ops are host-bound (H200 run 3: the D=8192 forwards took
+    86-99 us per call for ~32 us of memory traffic; ~60 us of launcher Python per call on the CI CPU,
+    most of it the UB solve's exact fractions, ~10 us with this memo). An entry is valid only for the device facts it was built from (the ``info``
     object, which ``backends.reset`` renews) and the CUDA programs-per-SM setting.
     """
     from ascendopt import backends
