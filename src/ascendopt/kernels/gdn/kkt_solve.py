@@ -185,18 +185,18 @@ def _ub_stages(BK: int, form: int = 0) -> list[UBStage]:
             UBStage("kkt_solve.dense", {"BT": CHUNK, "BT2": CHUNK}, "fp32", 6.0, 0.85)]
 
 
-# On CUDA the dense form's [64, 64] fp32 tiles already take most registers: AOT-compiled for sm_90
-# (bf16 products) it needs 153 registers per thread at BK = 32 and 248 at BK = 64 (no spills either
-# way; 3 programs per SM instead of 2), so an unrequested BK is held to 32 there.
-DENSE_CUDA_BK = 32
+# On CUDA registers bound the dense form, not the key slab's size: AOT-compiled for sm_90 (K = 128,
+# with the JIT's pointer alignment) FORM 1 needs 172 / 188 / 182 registers per thread at BK = 32 /
+# 64 / 128 (two programs per SM each; 50 / 29 / 22 barriers: the whole K in one slab is shortest),
+# FORM 2 172 / 158 / 185 (BK = 64: three programs per SM). An unrequested BK follows this table.
+DENSE_CUDA_BK = {1: 128, 2: 64}
 
 
 def _tiles(K: int, config: dict) -> int:
     form = int(config.get("FORM", 0))
-    BK = pick_tile(config["BK"], _ub_stages(1, form)[0], "BK", K)
     if form and not config["BK"] and _on_cuda():
-        BK = min(BK, DENSE_CUDA_BK)
-    return BK
+        return min(K, DENSE_CUDA_BK[form])
+    return pick_tile(config["BK"], _ub_stages(1, form)[0], "BK", K)
 
 
 def _on_cuda() -> bool:
