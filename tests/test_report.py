@@ -53,9 +53,9 @@ def _records():
 def test_opt_log_rows_follow_fla_columns():
     rows = report.opt_log_rows(CONTRACT, _records())
     assert rows[0] == ("0", "baseline", "pass", "2.0000", "—", "base")
-    assert rows[1][2:] == ("pass", "1.5000", "+33.3%", "keep")  # 2.0 / 1.5 - 1
+    assert rows[1][2:] == ("pass", "1.5000", "-25.0% time", "keep")  # 1.5 / 2.0 - 1: a quarter less time
     assert rows[2][2:] == ("fail (correctness)", "—", "—", "drop")  # a red gate is benchmarked nothing
-    assert rows[3][3:] == ("1.6000", "-6.2%", "revert")
+    assert rows[3][3:] == ("1.6000", "+6.7% time", "revert")  # 1.6 / 1.5 - 1
     assert rows[1][1].startswith("BLOCK_N=4: vector-bound")
 
 

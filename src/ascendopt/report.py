@@ -52,7 +52,9 @@ def opt_log_rows(contract: Mapping[str, Any], records: Sequence[RoundRecord]) ->
     for r in records:
         gate = "pass" if r.gate.get("passed") else f"fail ({r.gate.get('failed_stage') or 'gate'})"
         ratio = r.ratio_vs_best
-        vs_best = _DASH if ratio is None else f"{1 / ratio - 1:+.1%}"
+        # Change of the candidate's time against the best so far, from the round's interleaved
+        # samples (not from the frozen baseline row, which was timed at freeze): +x % is slower.
+        vs_best = _DASH if ratio is None else f"{ratio - 1:+.1%} time"
         rows.append((str(r.number), _one_line(f"{_change_text(r)}: {r.hypothesis}"), gate,
                      _ms(r.candidate_ms), vs_best, r.verdict))
     return rows
