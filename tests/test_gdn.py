@@ -18,7 +18,7 @@ from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.forward import chunk_gated_delta_rule_fwd
 from ascendopt.kernels.gdn.workload import make_base_inputs
 
-STAGES = ("gdn_kkt", "gdn_solve_tril", "gdn_kkt_solve", "gdn_wy", "gdn_state", "gdn_output")
+STAGES = ("gdn_kkt", "gdn_solve_tril", "gdn_kkt_solve", "gdn_kkt_solve_wy", "gdn_wy", "gdn_state", "gdn_output")
 
 
 def _inputs(seed=0, dtype="fp32", **dims):
@@ -103,6 +103,15 @@ def test_gate_layout_and_fusion_do_not_change_results(config):
     assert torch.equal(o_default, o_other) and torch.equal(f_default, f_other)
 
 
+def test_fused_wy_matches_the_separate_stages():
+    x = _inputs(seqlens=(40, 90), H=1, HV=2, K=16, V=32)
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
+    kw = {"initial_state": x["initial_state"], "output_final_state": True, "cu_seqlens": x["cu_seqlens"]}
+    o_fused, f_fused = chunk_gated_delta_rule_fwd(*args, **kw)  # the default: kkt + solve + wy in one kernel
+    o_split, f_split = chunk_gated_delta_rule_fwd(*args, **kw, config={"fuse_wy": 0})
+    assert _ratio(o_fused, o_split) < 1e-6 and _ratio(f_fused, f_split) < 1e-6
+
+
 @pytest.fixture
 def clobbering_dot(monkeypatch):
     """Make the interpreter behave like Ascend's tl.dot at its worst: the left operand is destroyed
@@ -180,12 +189,12 @@ def bf16_dot_operands(monkeypatch):
     def hardware_dot_dtype(dtype):
         return tl.bfloat16 if dtype == torch.bfloat16 else tl.float32
 
-    for module in (gdn.kkt, gdn.kkt_solve, gdn.wy, gdn.state, gdn.output, gdn.state_output):
+    for module in (gdn.kkt, gdn.kkt_solve, gdn.kkt_solve_wy, gdn.wy, gdn.state, gdn.output, gdn.state_output):
         monkeypatch.setattr(module, "dot_dtype", hardware_dot_dtype)
 
 
-@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}, {"kkt_solve_FORM": 1},
-                                    {"kkt_solve_FORM": 2}], ids=["fused", "separate", "dense-fp32", "dense-bf16"])
+@pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}, {"fuse_wy": 0},
+                                    {"kkt_solve_FORM": 2}], ids=["fused", "separate", "wy-apart", "dense-bf16"])
 def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
     spec = get("chunk_gated_delta_rule_fwd")
     reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)

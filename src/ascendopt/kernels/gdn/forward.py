@@ -4,6 +4,8 @@
     A    = gdn_kkt(k, beta, gc)                  strict_lower(beta k k' exp(gc_i - gc_j))
     Ai   = gdn_solve_tril(A)                     (I + A)^-1
     (Ai = gdn_kkt_solve(k, beta, gc): the first two fused, A never stored; tunable fuse_kkt_solve)
+    (w, u = gdn_kkt_solve_wy(k, v, beta, gc): the first three fused, Ai never stored either; the
+     default, tunable fuse_wy)
     w, u = gdn_wy(k, v, beta, Ai, gc)            WY representation
     h, v', h_T = gdn_state(k, w, u, gc, h_0)     chunk-state recurrence
     o    = gdn_output(q, k, v', h, gc)           inter + intra chunk output
@@ -23,7 +25,7 @@ from functools import cache
 from ascendopt.errors import UsageError
 from ascendopt.kernels.chunk_local_cumsum import SPEC as CUMSUM_SPEC
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum
-from ascendopt.kernels.gdn import kkt, kkt_solve, output, solve, state, state_output, wy
+from ascendopt.kernels.gdn import kkt, kkt_solve, kkt_solve_wy, output, solve, state, state_output, wy
 from ascendopt.kernels.gdn.layout import CHUNK, check_heads, pack
 from ascendopt.kernels.gdn.reference import chunk_gated_delta_rule_reference, chunked_reference, lowp_of
 from ascendopt.kernels.gdn.workload import (
@@ -87,12 +89,15 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
     if cfg["G_T_CONTIG"]:
         # one host transpose each, shared by all four stages that read them
         gc, beta = HeadMajor.of(gc), HeadMajor.of(beta)
-    if cfg["fuse_kkt_solve"]:
-        Ai = kkt_solve.gdn_kkt_solve(k, beta, gc, config=_stage_config(cfg, kkt_solve.SPEC), packing=packing)
+    if _fused_wy(cfg):
+        w, u = kkt_solve_wy.gdn_kkt_solve_wy(k, v, beta, gc, config=_fused_wy_config(cfg), packing=packing)
     else:
-        A = kkt.gdn_kkt(k, beta, gc, config=_stage_config(cfg, kkt.SPEC), packing=packing)
-        Ai = solve.gdn_solve_tril(A, output_dtype=k.dtype, packing=packing)
-    w, u = wy.gdn_wy(k, v, beta, Ai, gc, config=_stage_config(cfg, wy.SPEC), packing=packing)
+        if cfg["fuse_kkt_solve"]:
+            Ai = kkt_solve.gdn_kkt_solve(k, beta, gc, config=_stage_config(cfg, kkt_solve.SPEC), packing=packing)
+        else:
+            A = kkt.gdn_kkt(k, beta, gc, config=_stage_config(cfg, kkt.SPEC), packing=packing)
+            Ai = solve.gdn_solve_tril(A, output_dtype=k.dtype, packing=packing)
+        w, u = wy.gdn_wy(k, v, beta, Ai, gc, config=_stage_config(cfg, wy.SPEC), packing=packing)
     if _fused(cfg, K, V, q.dtype):
         return state_output.gdn_state_output(q, k, w, u, gc, scale, initial_state=initial_state,
                                              output_final_state=output_final_state,
@@ -102,6 +107,16 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
                                       config=_stage_config(cfg, state.SPEC), packing=packing)
     o = output.gdn_output(q, k, v_new, h, gc, scale, config=_stage_config(cfg, output.SPEC), packing=packing)
     return o, final
+
+
+def _fused_wy(cfg: dict) -> bool:
+    """Run kkt + solve + wy as one kernel: asked for, on top of the fused kkt + solve in a dense form."""
+    return bool(cfg["fuse_wy"] and cfg["fuse_kkt_solve"] and cfg["kkt_solve_FORM"])
+
+
+def _fused_wy_config(cfg: dict) -> dict:
+    return {"BK": cfg["kkt_solve_BK"], "FORM": cfg["kkt_solve_FORM"], "BW": cfg["fused_wy_BW"],
+            "G_T_CONTIG": cfg["G_T_CONTIG"]}
 
 
 def _fused(cfg: dict, K: int, V: int, dtype) -> bool:
@@ -170,9 +185,12 @@ def _ub_model(dims, config, dtype):
     d = dims_of(dims)
     cumsum_dims = {"seqlens": dims["seqlens"], "H": d.HV} if dims.get("seqlens") else {"B": d.B, "T": d.T, "H": d.HV}
     stages = [replace(s, stage=f"cumsum.{s.stage}") for s in CUMSUM_SPEC.ub_model(cumsum_dims, CUMSUM_SPEC.config(), dtype)]
-    head = (kkt_solve.SPEC,) if cfg["fuse_kkt_solve"] else (kkt.SPEC, solve.SPEC)
+    head = (kkt_solve.SPEC, wy.SPEC) if cfg["fuse_kkt_solve"] else (kkt.SPEC, solve.SPEC, wy.SPEC)
+    if _fused_wy(cfg):
+        stages += kkt_solve_wy.SPEC.ub_model(dims, _fused_wy_config(cfg), dtype)
+        head = ()
     tail = (state_output.SPEC,) if _fused(cfg, d.K, d.V, dtype) else (state.SPEC, output.SPEC)
-    for spec in (*head, wy.SPEC, *tail):
+    for spec in (*head, *tail):
         stages += spec.ub_model(dims, _stage_config(cfg, spec) if spec.tunables else {}, dtype)
     return stages
 
@@ -195,14 +213,17 @@ SPEC = stage_spec(
     name="chunk_gated_delta_rule_fwd",
     description="gated delta rule forward (chunked, 64-token chunks): cumsum, kkt, solve, wy, state, output",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
-    # the kernels that run whichever fusion the tunables pick (the defaults fuse both pairs)
-    kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_wy_kernel",),
+    # the gate cumsum and the kernel that makes w and u (fused by default, gdn_wy when fuse_wy=0)
+    kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_kkt_solve_wy_kernel", "_gdn_wy_kernel"),
     tunables={
         "fuse_kkt_solve": Tunable("fuse_kkt_solve", 1, (0, 1), "1: one kernel for kkt + solve (A never stored); "
                                   "0: the separate gdn_kkt and gdn_solve_tril stages"),
         "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
         "kkt_solve_BK": tile_tunable("kkt_solve_BK", "key slab of the fused kkt + solve kernel"),
         "kkt_solve_FORM": replace(kkt_solve.SPEC.tunables["FORM"], name="kkt_solve_FORM"),
+        "fuse_wy": Tunable("fuse_wy", 1, (0, 1), "1: kkt + solve + wy as one kernel (A and Ai never stored; "
+                           "needs fuse_kkt_solve=1 and a dense kkt_solve_FORM); 0: the gdn_wy stage reads Ai"),
+        "fused_wy_BW": tile_tunable("fused_wy_BW", "column slab of the w and u dots in the fused kkt + solve + wy"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),

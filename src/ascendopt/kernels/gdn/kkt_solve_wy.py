@@ -1,0 +1,156 @@
+"""Stages 1 + 2 + 3 fused: w = Ai (beta exp(gc) k) and u = Ai (beta v) with Ai = (I + A)^-1 never stored.
+
+Ai is only ever an operand of the WY recompute, so the fused kernel keeps it in UB/registers after
+the dense solve (``kkt_solve.dense_inverse``) and goes straight on to w and u: the Ai write and the
+wy stage's Ai reads, its k reread from HBM and one launch are gone (B4_T4096_H16_K128_V128 bf16:
+~96 MB less traffic than kkt_solve + wy). One task = one (chunk, value head) on the cube core grid.
+
+tl.dot left operands: each dot takes its own ``+ 0.0`` copy of Ai (cast to the dot dtype), so Ai
+itself is never a left operand; the scaled k / v slabs are right operands.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ascendopt.kernels.gdn import reference as ref
+from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
+from ascendopt.kernels.gdn.kkt_solve import BC, _fresh, _ub_stages, dense_inverse, solve_products
+from ascendopt.kernels.gdn.kkt_solve import SPEC as KKT_SOLVE_SPEC
+from ascendopt.kernels.gdn.kkt_solve import _tiles as kkt_solve_tiles
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.workload import (
+    G_T_CONTIG,
+    UBStage,
+    dims_of,
+    element_bytes,
+    make_base_inputs,
+    pick_tile,
+    stage_spec,
+    tile_tunable,
+    token_scalar_arg,
+    value_heads,
+)
+from ascendopt.kernels.gdn.wy import SPEC as WY_SPEC
+from ascendopt.kernels.spec import Cost, Tunable
+
+
+@triton.jit(do_not_specialize=["T_total", "num_tasks"])
+def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, cu_seqlens, chunk_indices, T_total, num_tasks,
+                             H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                             BT: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BW: tl.constexpr,
+                             G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
+                             SOLVE_PRECISION: tl.constexpr):
+    for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
+        i_c, i_hv = task // HV, task % HV
+        i_h = i_hv // (HV // H)
+        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
+        t0 = i_t * BT
+        b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+        b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+        # pointers rebound from the base tensors for every task
+        k_seq = k + (bos * H + i_h) * K
+        v_seq = v + (bos * HV + i_hv) * V  # value-side tensors share the [T, HV, .] layout
+        u_seq = u + (bos * HV + i_hv) * V
+        w_seq = w + (bos * HV + i_hv) * K
+        b_Ai = dense_inverse(k_seq, b_beta, b_g, t0, T_seq, H, K, BT, BC, BK, DOT_DTYPE, SOLVE_DTYPE,
+                             SOLVE_PRECISION)
+        for i_v in range(V // BW):
+            p_v = tl.make_block_ptr(v_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BW), (BT, BW), (1, 0))
+            b_vb = tl.load(p_v, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_beta[:, None]
+            b_u = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_vb.to(DOT_DTYPE), input_precision="ieee")
+            p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BW), (BT, BW), (1, 0))
+            tl.store(p_u, b_u.to(p_u.dtype.element_ty), boundary_check=(0, 1))
+        b_ks = b_beta * tl.exp(b_g)
+        for i_k in range(K // BW):
+            p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BW), (BT, BW), (1, 0))
+            b_kb = tl.load(p_k, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_ks[:, None]
+            b_w = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_kb.to(DOT_DTYPE), input_precision="ieee")
+            p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, i_k * BW), (BT, BW), (1, 0))
+            tl.store(p_w, b_w.to(p_w.dtype.element_ty), boundary_check=(0, 1))
+
+
+def _wy_stage(BW: int) -> UBStage:
+    # wy's w stage (4.5 [BT, slab] copies at margin 0.75: the slab, its scaled copy, the fp32 result,
+    # the row scale), with the [BT, BT] Ai copy counted in the dense stage's six tiles
+    return UBStage("kkt_solve_wy.wy", {"BT": CHUNK, "BW": BW}, "fp32", 4.5, 0.75)
+
+
+def _tiles(K: int, V: int, cfg: dict) -> tuple[int, int]:
+    BK = kkt_solve_tiles(K, {"BK": cfg["BK"], "FORM": cfg["FORM"]})
+    return BK, pick_tile(cfg["BW"], _wy_stage(1), "BW", min(K, V))
+
+
+def gdn_kkt_solve_wy(k, v, beta, gc, *, cu_seqlens=None, config=None, packing=None):
+    """w [B,T,HV,K] and u [B,T,HV,V] in k's dtype, straight from k, v, beta and the gate cumsum.
+
+    k [B,T,H,K]; v [B,T,HV,V]; beta, gc [B,T,HV] (or ``HeadMajor``).
+    """
+    from ascendopt.kernels.common import alloc, grid_size, launch
+
+    cfg = SPEC.config(config)
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    assert value_heads(beta) == HV
+    packing = packing or pack(B, T, cu_seqlens, k.device)
+    BK, BW = _tiles(K, V, cfg)
+    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
+    gc_arg, _ = token_scalar_arg(gc, contig)
+    w = alloc((B, T, HV, K), k.dtype, k.device)
+    u = alloc((B, T, HV, V), k.dtype, k.device)
+    tasks = packing.NC * HV
+    launch(_gdn_kkt_solve_wy_kernel, (grid_size("cube", tasks),), k, v, beta_arg, gc_arg, w, u, packing.cu_seqlens,
+           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BC=BC, BK=BK, BW=BW,
+           G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype), **solve_products(int(cfg["FORM"]), k.dtype))
+    return w, u
+
+
+def _make_inputs(dims, dtype, device, seed):
+    base = make_base_inputs(dims, dtype, device, seed)
+    out = {"k": base["k"], "v": base["v"], "beta": base["beta"],
+           "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}
+    if "cu_seqlens" in base:
+        out["cu_seqlens"] = base["cu_seqlens"]
+    return out
+
+
+def _run(inputs, config, mode):
+    w, u = gdn_kkt_solve_wy(inputs["k"], inputs["v"], inputs["beta"], inputs["gc"],
+                            cu_seqlens=inputs.get("cu_seqlens"), config=config)
+    return {"w": w, "u": u}
+
+
+def _reference(inputs, mode):
+    cu, lowp = inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"])
+    A = ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], cu, lowp)
+    Ai = ref.solve_tril_reference(A, cu).to(inputs["k"].dtype)  # the separate stages hand Ai over in k's dtype
+    w, u = ref.wy_reference(inputs["k"], inputs["v"], inputs["beta"], Ai, inputs["gc"], cu, lowp)
+    return {"w": w, "u": u}
+
+
+def _ub_model(dims, config, dtype):
+    cfg = SPEC.config(config)
+    BK, BW = _tiles(int(dims["K"]), int(dims["V"]), cfg)
+    return [*_ub_stages(BK, int(cfg["FORM"])), _wy_stage(BW)]
+
+
+def _cost(dims, dtype, mode):
+    d, e = dims_of(dims), element_bytes(dtype)
+    tokens = d.B * d.T
+    moved = tokens * (d.H * d.K + d.HV * d.V + d.HV * (d.K + d.V)) * e + tokens * d.HV * (e + 4)
+    flops = KKT_SOLVE_SPEC.cost(dims, dtype, mode).flops + WY_SPEC.cost(dims, dtype, mode).flops
+    return Cost(bytes=moved, flops=flops)
+
+
+SPEC = stage_spec(
+    name="gdn_kkt_solve_wy",
+    description="gated delta rule fwd, stages kkt + solve + wy fused: w and u without storing A or Ai",
+    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    kernel_names=("_gdn_kkt_solve_wy_kernel",),
+    tunables={"BK": tile_tunable("BK", "key slab of the kkt dot"),
+              "BW": tile_tunable("BW", "column slab of the w and u dots"),
+              "FORM": Tunable("FORM", 1, (1, 2), "solve dots: 1 fp32 (tf32 on CUDA for bf16 inputs); 2 in the "
+                              "input dtype (see gdn_kkt_solve)"),
+              "G_T_CONTIG": G_T_CONTIG},
+)
