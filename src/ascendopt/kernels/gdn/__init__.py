@@ -8,9 +8,20 @@ Stages (in order): ``gdn_kkt`` (kkt.py), ``gdn_solve_tril`` (solve.py), the two 
 ``chunk_gated_delta_rule_fwd`` (forward.py). Oracles live in reference.py.
 """
 
-from ascendopt.kernels.gdn import forward, kkt, kkt_solve, kkt_solve_wy, output, solve, state, state_output, wy
+from ascendopt.kernels.gdn import (
+    forward,
+    kkt,
+    kkt_solve,
+    kkt_solve_wy,
+    output,
+    solve,
+    state,
+    state_output,
+    wy,
+)
 from ascendopt.kernels.gdn.forward import chunk_gated_delta_rule_fwd
 
-SPECS = [kkt.SPEC, solve.SPEC, kkt_solve.SPEC, kkt_solve_wy.SPEC, wy.SPEC, state.SPEC, output.SPEC, state_output.SPEC, forward.SPEC]
+SPECS = [kkt.SPEC, solve.SPEC, kkt_solve.SPEC, kkt_solve_wy.SPEC, wy.SPEC, state.SPEC, output.SPEC, state_output.SPEC,
+         forward.SPEC]
 
 __all__ = ["SPECS", "chunk_gated_delta_rule_fwd"]
