@@ -179,7 +179,12 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
 
 
 def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], path: Path) -> Path:
-    """PNG of candidate latency per round (geomean over cases, ms) with the baseline and best-so-far lines."""
+    """PNG of each round's candidate time relative to the baseline, with the baseline and best-so-far lines.
+
+    The y value is the round's own interleaved ratio candidate/baseline (geomean over cases), so rounds
+    timed under different conditions stay comparable; the frozen baseline's absolute time (timed at
+    freeze) is only named in the legend. Error bars: candidate p20/p80 over the round's baseline median.
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
@@ -188,27 +193,28 @@ def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], pat
     base = _baseline_ms(contract)
     colors = {"keep": "tab:green", "revert": "tab:orange", "floor": "tab:purple"}
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    best_x, best_y = [0], [base]
-    best = base
+    best_x, best_y = [0], [1.0]
+    best = 1.0
     for r in records:
-        ms = r.candidate_ms
-        if ms is None:
+        ratio = r.timing.get("ratio_vs_baseline") if r.timing else None
+        if ratio is None:
             ax.scatter([r.number], [best], marker="x", color="tab:red", zorder=3,
-                       label="drop (gate red)" if "drop" not in ax.get_legend_handles_labels()[1] else None)
+                       label="drop (gate red)" if "drop (gate red)" not in ax.get_legend_handles_labels()[1] else None)
         else:
             lo, hi = _spread(r)
-            ax.errorbar([r.number], [ms], yerr=[[ms - lo], [hi - ms]], fmt="o", color=colors[r.verdict], capsize=3,
-                        label=r.verdict if r.verdict not in ax.get_legend_handles_labels()[1] else None, zorder=3)
+            ax.errorbar([r.number], [ratio], yerr=[[max(ratio - lo, 0.0)], [max(hi - ratio, 0.0)]], fmt="o",
+                        color=colors[r.verdict], capsize=3, zorder=3,
+                        label=r.verdict if r.verdict not in ax.get_legend_handles_labels()[1] else None)
             if r.verdict == "keep":
-                best = ms
+                best = min(best, ratio)
         best_x.append(r.number)
         best_y.append(best)
-    if base is not None:
-        ax.axhline(base, color="gray", linestyle="--", label=f"baseline {base:.4f} ms")
-        ax.step(best_x, best_y, where="post", color="tab:blue", label="best so far")
+    base_label = "baseline" + (f" ({base:.4f} ms at freeze)" if base is not None else "")
+    ax.axhline(1.0, color="gray", linestyle="--", label=base_label)
+    ax.step(best_x, best_y, where="post", color="tab:blue", label="best so far")
     ax.set_xlabel("round")
-    ax.set_ylabel("latency, median ms (geomean over cases)")
-    ax.set_title(f"{contract.get('op')}: latency per round")
+    ax.set_ylabel("time / baseline (interleaved, geomean over cases)")
+    ax.set_title(f"{contract.get('op')}: time per round relative to the baseline")
     ax.set_xticks(range((records[-1].number if records else 0) + 1))
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -225,5 +231,7 @@ def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], pat
 
 
 def _spread(r: RoundRecord) -> tuple[float, float]:
+    """Candidate p20/p80 over the same round's baseline median (geomean over cases)."""
     cases = r.timing["cases"]
-    return (geomean([c["candidate"]["p20_ms"] for c in cases]), geomean([c["candidate"]["p80_ms"] for c in cases]))
+    return (geomean([c["candidate"]["p20_ms"] / c["baseline"]["median_ms"] for c in cases]),
+            geomean([c["candidate"]["p80_ms"] / c["baseline"]["median_ms"] for c in cases]))
