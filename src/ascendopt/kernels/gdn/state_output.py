@@ -11,7 +11,8 @@ v' and read both back; fused, that traffic is gone at the price of a longer seri
 of the q / k' / w tiles (full K) being live next to the state (seed: fuse only if the live set fits;
 the UB model below decides, and the forward falls back to the separate stages when it does not).
 tl.dot left operands: w, k' and the score tile are each the left operand of exactly one dot and not
-read after it; q is the left operand of two dots, so it is loaded once for each.
+read after it; q is the left operand of two dots, so it is loaded once for each (k' is loaded twice
+as well, for register pressure: it is the scores' right operand and the update's left one).
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq
     p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, 0), (BT, K), (1, 0))
     b_o = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), b_hd,
                  input_precision="ieee") * tl.exp(b_g)[:, None]
+    # k' is loaded twice too, as the scores' right operand and (after o) as the state update's left
+    # operand, so no [K, BT] tile stays live across the output's dots
     p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
-    b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-    b_A = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), b_kt,
-                 input_precision="ieee")
+    b_A = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE),
+                 tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), input_precision="ieee")
     # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
     b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
     b_o += tl.dot(b_A.to(DOT_DTYPE), b_v.to(DOT_DTYPE), input_precision="ieee")
@@ -73,6 +75,7 @@ def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq
     tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
     decay = tl.where(valid, tl.exp(tl.where(valid, g_last - b_g, 0.0)), 0.0)
     b_vs = (b_v * decay[:, None]).to(DOT_DTYPE)
+    b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
     return b_h * tl.exp(g_last) + tl.dot(b_kt, b_vs, input_precision="ieee")
 
 
@@ -122,7 +125,8 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_tot
 
 # The chunk loop's form. AOT-compiled for sm_90 at K = V = 128, BV = 32 (bf16): the counted loop is
 # software-pipelined into 165 KB of shared memory (one program per SM: 256 tasks take two rounds
-# on 132 SMs); the while loop needs 32 KB (two programs per SM, the registers' limit: one round).
+# on 132 SMs); the while loop needs 32 KB (two programs per SM, the registers' limit: one round;
+# 255 registers and 56 B of spill per thread, from 88 B before q and k' were reloaded).
 PIPELINE = Tunable("PIPELINE", 0, (0, 1), "chunk loop: 0 a while loop (no prefetch buffers, more programs per "
                    "core); 1 a counted loop the compiler may software-pipeline")
 
