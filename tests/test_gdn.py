@@ -57,7 +57,7 @@ def test_stage_matches_its_oracle_with_poisoned_outputs(stage, preset):
     assert all(r.err_ratio < 1e-6 for r in reports), [r.line() for r in reports]
 
 
-@pytest.mark.parametrize("form", [0, 2])
+@pytest.mark.parametrize("form", [0, 2, 3])
 def test_kkt_solve_forms_match_the_oracle(form):
     spec = get("gdn_kkt_solve")  # the default (dense, fp32 products) runs in the stage test above
     reports = check_kernel(spec, spec.shape("tiny_varlen").dims, "fp32", "fwd", {"FORM": form})
@@ -194,7 +194,8 @@ def bf16_dot_operands(monkeypatch):
 
 
 @pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}, {"fuse_wy": 0},
-                                    {"kkt_solve_FORM": 2}], ids=["fused", "separate", "wy-apart", "dense-bf16"])
+                                    {"kkt_solve_FORM": 2}, {"kkt_solve_FORM": 3}],
+                         ids=["fused", "separate", "wy-apart", "dense-bf16", "dense-8-row-blocks"])
 def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
     spec = get("chunk_gated_delta_rule_fwd")
     reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)

@@ -123,22 +123,58 @@ def _fresh(x, DTYPE: tl.constexpr):
     return (x + 0.0).to(DTYPE)
 
 
+@triton.jit
+def dense_inverse(k_seq, b_beta, b_g, t0, T_seq, H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                  BC: tl.constexpr, BK: tl.constexpr, DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
+                  SOLVE_PRECISION: tl.constexpr):
+    """(I + A)^-1 [BT, BT] fp32 of one chunk, A = strict_lower(beta_i k_i.k_j exp(g_i - g_j)).
+
+    A comes from one [BT, BT] dot per key slab; then (I + A)^-1 = (I - M)(I + M^2) Xd with
+    Xd = blockdiag((I + A_bb)^-1) from the batched substitution and M = Xd L, L the blocks of A below
+    the diagonal blocks (M is block-strictly-lower over 4 blocks, so M^4 = 0): four [BT, BT] dots
+    on the tensor/cube unit instead of sixteen 16x16 products as vector work."""
+    NB: tl.constexpr = BT // BC
+    tl.static_assert(NB == 4 or NB == 8, "the product form covers 4 or 8 diagonal blocks")
+    o_t = tl.arange(0, BT)
+    strict = o_t[:, None] > o_t[None, :]
+    below_blocks = (o_t[:, None] // BC) > (o_t[None, :] // BC)
+    eye = (o_t[:, None] == o_t[None, :]).to(tl.float32)
+    same4 = tl.arange(0, NB)[:, None, None, None] == tl.arange(0, NB)[None, None, :, None]  # [NB, 1, NB, 1]
+    b_A = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_k in range(K // BK):
+        p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
+        b_k = tl.load(p_k, boundary_check=(0, 1), padding_option="zero")
+        # the beta-scaled lhs is a fresh copy used once; b_k is only the rhs
+        b_A += tl.dot((b_k.to(tl.float32) * b_beta[:, None]).to(DOT_DTYPE), tl.trans(b_k.to(DOT_DTYPE)),
+                      input_precision="ieee")
+    # strictly lower, gated; masked before the exp (above the diagonal gc_i - gc_j > 0 could
+    # overflow) and on rows past the sequence (their gc reads 0)
+    keep = strict & (t0 + o_t < T_seq)[:, None]
+    b_A = tl.where(keep, b_A * tl.exp(tl.where(keep, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+    # diagonal blocks [NB, BC, BC] -> their inverses by forward substitution (fp32, exact)
+    X = invert_diagonals(tl.sum(tl.where(same4, tl.reshape(b_A, (NB, BC, NB, BC)), 0.0), 2), BC)
+    Xd = tl.reshape(tl.where(same4, X[:, :, None, :], 0.0), (BT, BT))
+    L = tl.where(below_blocks, b_A, 0.0)
+    M = tl.dot(_fresh(Xd, SOLVE_DTYPE), L.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+    M2 = tl.dot(_fresh(M, SOLVE_DTYPE), M.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+    # P = (I - M)(I + M^2); its diagonal blocks are exactly I, so rounding P for the dot only
+    # touches the off-diagonal terms
+    P = tl.dot(_fresh(-M, SOLVE_DTYPE), M2.to(SOLVE_DTYPE), eye - M + M2, input_precision=SOLVE_PRECISION)
+    if NB == 8:
+        # 8-row diagonal blocks (FORM 3: 6 substitution steps instead of 14): M^8 = 0, so one more
+        # factor, (I - M)(I + M^2)(I + M^4)
+        M4 = tl.dot(_fresh(M2, SOLVE_DTYPE), M2.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+        P = tl.dot(_fresh(P, SOLVE_DTYPE), M4.to(SOLVE_DTYPE), P, input_precision=SOLVE_PRECISION)
+    return tl.dot(P.to(SOLVE_DTYPE), Xd.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+
+
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
 def _gdn_kkt_solve_dense_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_total, num_tasks,
                                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
                                 BC: tl.constexpr, BK: tl.constexpr, G_T_CONTIG: tl.constexpr,
                                 DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
                                 SOLVE_PRECISION: tl.constexpr):
-    """FORM 1/2: A as one [BT, BT] dot per key slab, then (I + A)^-1 = (I - M)(I + M^2) Xd with
-    Xd = blockdiag((I + A_bb)^-1) from the batched substitution and M = Xd L, L the blocks of A below
-    the diagonal blocks (M is block-strictly-lower over 4 blocks, so M^4 = 0): four [BT, BT] dots
-    on the tensor/cube unit instead of sixteen 16x16 products as vector work."""
-    NB: tl.constexpr = BT // BC
-    o_t = tl.arange(0, BT)
-    strict = o_t[:, None] > o_t[None, :]
-    below_blocks = (o_t[:, None] // BC) > (o_t[None, :] // BC)
-    eye = (o_t[:, None] == o_t[None, :]).to(tl.float32)
-    same4 = tl.arange(0, NB)[:, None, None, None] == tl.arange(0, NB)[None, None, :, None]  # [NB, 1, NB, 1]
+    """FORM 1/2: ``dense_inverse`` per (chunk, value head), stored in Ai's dtype."""
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv = task // HV, task % HV
         i_h = i_hv // (HV // H)
@@ -147,27 +183,8 @@ def _gdn_kkt_solve_dense_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_to
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         k_seq = k + (bos * H + i_h) * K  # rebound per task
-        b_A = tl.zeros([BT, BT], dtype=tl.float32)
-        for i_k in range(K // BK):
-            p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
-            b_k = tl.load(p_k, boundary_check=(0, 1), padding_option="zero")
-            # the beta-scaled lhs is a fresh copy used once; b_k is only the rhs
-            b_A += tl.dot((b_k.to(tl.float32) * b_beta[:, None]).to(DOT_DTYPE), tl.trans(b_k.to(DOT_DTYPE)),
-                          input_precision="ieee")
-        # strictly lower, gated; masked before the exp (above the diagonal gc_i - gc_j > 0 could
-        # overflow) and on rows past the sequence (their gc reads 0)
-        keep = strict & (t0 + o_t < T_seq)[:, None]
-        b_A = tl.where(keep, b_A * tl.exp(tl.where(keep, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-        # diagonal blocks [NB, BC, BC] -> their inverses by forward substitution (fp32, exact)
-        X = invert_diagonals(tl.sum(tl.where(same4, tl.reshape(b_A, (NB, BC, NB, BC)), 0.0), 2), BC)
-        Xd = tl.reshape(tl.where(same4, X[:, :, None, :], 0.0), (BT, BT))
-        L = tl.where(below_blocks, b_A, 0.0)
-        M = tl.dot(_fresh(Xd, SOLVE_DTYPE), L.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
-        M2 = tl.dot(_fresh(M, SOLVE_DTYPE), M.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
-        # P = (I - M)(I + M^2); its diagonal blocks are exactly I, so rounding P for the dot only
-        # touches the off-diagonal terms
-        P = tl.dot(_fresh(-M, SOLVE_DTYPE), M2.to(SOLVE_DTYPE), eye - M + M2, input_precision=SOLVE_PRECISION)
-        b_Ai = tl.dot(P.to(SOLVE_DTYPE), Xd.to(SOLVE_DTYPE), input_precision=SOLVE_PRECISION)
+        b_Ai = dense_inverse(k_seq, b_beta, b_g, t0, T_seq, H, K, BT, BC, BK, DOT_DTYPE, SOLVE_DTYPE,
+                             SOLVE_PRECISION)
         p_Ai = tl.make_block_ptr(Ai + (bos * HV + i_hv) * BT, (T_seq, BT), (HV * BT, 1), (t0, 0), (BT, BT), (1, 0))
         tl.store(p_Ai, b_Ai.to(p_Ai.dtype.element_ty), boundary_check=(0, 1))
 
@@ -189,7 +206,7 @@ def _ub_stages(BK: int, form: int = 0) -> list[UBStage]:
 # with the JIT's pointer alignment) FORM 1 needs 172 / 188 / 182 registers per thread at BK = 32 /
 # 64 / 128 (two programs per SM each; 50 / 29 / 22 barriers: the whole K in one slab is shortest),
 # FORM 2 172 / 158 / 185 (BK = 64: three programs per SM). An unrequested BK follows this table.
-DENSE_CUDA_BK = {1: 128, 2: 64}
+DENSE_CUDA_BK = {1: 128, 2: 64, 3: 128}
 
 
 def _tiles(K: int, config: dict) -> int:
@@ -222,23 +239,22 @@ def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
     Ai = alloc((B, T, HV, CHUNK), k.dtype, k.device)
     tasks = packing.NC * HV
     args = (k, beta_arg, gc_arg, Ai, packing.cu_seqlens, packing.chunk_indices, packing.T_total, tasks)
-    consts = {"H": H, "HV": HV, "K": K, "BT": CHUNK, "BC": BC, "BK": BK, "G_T_CONTIG": contig,
-              "DOT_DTYPE": dot_dtype(k.dtype)}
+    consts = {"H": H, "HV": HV, "K": K, "BT": CHUNK, "BK": BK, "G_T_CONTIG": contig, "DOT_DTYPE": dot_dtype(k.dtype)}
     if cfg["FORM"] == 0:
-        launch(_gdn_kkt_solve_kernel, (grid_size("cube", tasks),), *args, **consts)
+        launch(_gdn_kkt_solve_kernel, (grid_size("cube", tasks),), *args, **consts, BC=BC)
     else:
         launch(_gdn_kkt_solve_dense_kernel, (grid_size("cube", tasks),), *args, **consts,
-               **_solve_products(int(cfg["FORM"]), k.dtype))
+               **solve_products(int(cfg["FORM"]), k.dtype))
     return Ai
 
 
-def _solve_products(form: int, dtype) -> dict:
+def solve_products(form: int, dtype) -> dict:
     """Operand type and precision of the dense form's four solve dots.
 
     FORM 1: fp32 operands; "ieee" (exact fp32) except on CUDA for bf16/fp16 inputs, where tf32
     (10-bit mantissa) is used: Ai is stored in the input dtype (bf16: 8 bits), so tf32 products add
     less than that final rounding, and fp32 FMA dots of 64x64x64 would cost 16x the block form's work.
-    FORM 2: operands in the input dtype (bf16 tensor/cube core rate): each product rounds M, M^2 and
+    FORM 3: as FORM 1 over 8-row diagonal blocks. FORM 2: operands in the input dtype (bf16 tensor/cube core rate): each product rounds M, M^2 and
     P to bf16 first, about the size of Ai's own bf16 rounding again (the gate's bf16 limit is relative
     RMS 2e-2; the bf16 dot-operand test checks it). fp32 inputs keep exact fp32 products in both.
     """
@@ -248,9 +264,11 @@ def _solve_products(form: int, dtype) -> dict:
 
     low = dot_dtype(dtype) != tl.float32
     if form == 2:
-        return {"SOLVE_DTYPE": dot_dtype(dtype), "SOLVE_PRECISION": "ieee"}
+        return {"SOLVE_DTYPE": dot_dtype(dtype), "SOLVE_PRECISION": "ieee", "BC": BC}
     cuda = not interpreting() and _on_cuda()
-    return {"SOLVE_DTYPE": tl.float32, "SOLVE_PRECISION": "tf32" if (low and cuda) else "ieee"}
+    # FORM 3: FORM 1's products over 8-row diagonal blocks (shorter serial substitution, two more dots)
+    return {"SOLVE_DTYPE": tl.float32, "SOLVE_PRECISION": "tf32" if (low and cuda) else "ieee",
+            "BC": BC // 2 if form == 3 else BC}
 
 
 def _run(inputs, config, mode):
@@ -283,7 +301,7 @@ SPEC = stage_spec(
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_kkt_solve_kernel", "_gdn_kkt_solve_dense_kernel"),
     tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG,
-              "FORM": Tunable("FORM", 1, (0, 1, 2), "0: 16x16 block products as vector work; 1: dense form, "
+              "FORM": Tunable("FORM", 1, (0, 1, 2, 3), "0: 16x16 block products as vector work; 1: dense form, "
                               "four [64, 64] solve dots in fp32 (tf32 on CUDA for bf16 inputs); 2: dense form, "
-                              "solve dots in the input dtype")},
+                              "solve dots in the input dtype; 3: as 1 over 8-row diagonal blocks (six dots)")},
 )

@@ -16,8 +16,8 @@ import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
-from ascendopt.kernels.gdn.kkt_solve import BC, _fresh, _ub_stages, dense_inverse, solve_products
 from ascendopt.kernels.gdn.kkt_solve import SPEC as KKT_SOLVE_SPEC
+from ascendopt.kernels.gdn.kkt_solve import _fresh, _ub_stages, dense_inverse, solve_products
 from ascendopt.kernels.gdn.kkt_solve import _tiles as kkt_solve_tiles
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
@@ -101,7 +101,7 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, cu_seqlens=None, config=None, packing=No
     u = alloc((B, T, HV, V), k.dtype, k.device)
     tasks = packing.NC * HV
     launch(_gdn_kkt_solve_wy_kernel, (grid_size("cube", tasks),), k, v, beta_arg, gc_arg, w, u, packing.cu_seqlens,
-           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BC=BC, BK=BK, BW=BW,
+           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BK=BK, BW=BW,
            G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype), **solve_products(int(cfg["FORM"]), k.dtype))
     return w, u
 
@@ -150,7 +150,7 @@ SPEC = stage_spec(
     kernel_names=("_gdn_kkt_solve_wy_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab of the kkt dot"),
               "BW": tile_tunable("BW", "column slab of the w and u dots"),
-              "FORM": Tunable("FORM", 1, (1, 2), "solve dots: 1 fp32 (tf32 on CUDA for bf16 inputs); 2 in the "
-                              "input dtype (see gdn_kkt_solve)"),
+              "FORM": Tunable("FORM", 1, (1, 2, 3), "solve dots: 1 fp32 (tf32 on CUDA for bf16 inputs); 2 in the "
+                              "input dtype; 3 as 1 over 8-row diagonal blocks (see gdn_kkt_solve)"),
               "G_T_CONTIG": G_T_CONTIG},
 )
