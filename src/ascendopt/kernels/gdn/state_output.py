@@ -124,11 +124,19 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_tot
 
 
 # The chunk loop's form. AOT-compiled for sm_90 at K = V = 128, BV = 32 (bf16): the counted loop is
-# software-pipelined into 165 KB of shared memory (one program per SM: 256 tasks take two rounds
+# software-pipelined into 210 KB of shared memory (one program per SM: 256 tasks take two rounds
 # on 132 SMs); the while loop needs 32 KB (two programs per SM, the registers' limit: one round;
 # 255 registers and 56 B of spill per thread, from 88 B before q and k' were reloaded).
-PIPELINE = Tunable("PIPELINE", 0, (0, 1), "chunk loop: 0 a while loop (no prefetch buffers, more programs per "
-                   "core); 1 a counted loop the compiler may software-pipeline")
+# Off CUDA the counted loop stays (Ascend's compiler plans its own buffering; no reason to change
+# the loop form there), hence the default "auto".
+PIPELINE = Tunable("PIPELINE", 0, (0, 1, 2), "chunk loop: 0 auto (CUDA: the while loop, else counted); 1 a "
+                   "counted loop the compiler may software-pipeline; 2 a while loop (no prefetch buffers, more "
+                   "programs per core)")
+
+
+def counted_chunk_loop(choice: int) -> bool:
+    """The kernel's PIPELINE constexpr for a tunable choice (0 auto, 1 counted, 2 while)."""
+    return choice == 1 or (choice == 0 and not _on_cuda())
 
 # Live set, in bytes: 8 [K, BV] fp32 copies as the state stage (fla's fwd_h 8.0: state, its cast,
 # decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
@@ -195,7 +203,7 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     launch(_gdn_state_output_kernel, (grid_size("cube", tasks),), q, k, w, u, gc_arg, o, initial_state, final,
            packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
            G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
-           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=bool(cfg["PIPELINE"]))
+           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=counted_chunk_loop(int(cfg["PIPELINE"])))
     return o, final
 
 
