@@ -201,3 +201,22 @@ def test_auto_tunables_resolve_per_backend():
     assert cuda["TAPS"] == TAPS_ROWS and npu["TAPS"] == TAPS_TILES
     assert all(v > 0 for v in (*cuda.values(), *npu.values()))
     assert resolve(SPEC.config({"BT": 16, "TAPS": 2}), "cuda")["BT"] == 16  # explicit values are kept
+
+
+def test_rows_forward_two_blocks_ahead_and_resident_grid_change_nothing():
+    # AHEAD=2 carries unconverted rows one more iteration; the arithmetic is the same, so are the bits
+    dims = {"B": 1, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
+    _, one = _check(dims, "bf16", {**ROWS, "BT": 16}, mode="fwd")
+    _, two = _check(dims, "bf16", {**ROWS, "BT": 16, "AHEAD": 2, "FWD_GRID": 2}, mode="fwd")
+    assert torch.equal(one["y"], two["y"]) and torch.equal(one["final_state"], two["final_state"])
+
+
+def test_transposed_weight_is_cached_until_the_weight_changes():
+    from ascendopt.kernels.causal_conv1d_plan import transposed
+
+    w = _rand(24, 4, seed=15)
+    wt = transposed(w)
+    assert wt.is_contiguous() and torch.equal(wt, w.t()) and transposed(w) is wt
+    w.mul_(2.0)  # an in-place update bumps the version: a stale copy would give wrong outputs
+    renewed = transposed(w)
+    assert renewed is not wt and torch.equal(renewed, w.t())

@@ -47,9 +47,11 @@ FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
 # compile to ~22 (fwd) / ~36 (bwd) instructions per element against ~31 / ~128 for the tile path.
 # Ascend keeps the tile path the seed describes (big 2-D DMAs, UB-modelled [BT, BD] tiles).
 TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
+# AHEAD (row path, fwd): 4-row blocks loaded ahead; FWD_GRID: 1 = one program per task (up to
+# grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1).
 _AUTO = {
-    "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512},
-    "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128},
+    "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1},
+    "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1},
 }
 UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
@@ -64,7 +66,13 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
     cfg = resolve(SPEC.config(config))
     check_inputs(x, weight, bias, residual, initial_state, activation, cu_seqlens)
     return causal_conv1d_fwd(x, weight, bias, residual, initial_state, output_final_state, activation,
-                             cu_seqlens, BT=cfg["BT"], BD=cfg["BD"], taps=cfg["TAPS"] - 1)
+                             cu_seqlens, **fwd_options(cfg))
+
+
+def fwd_options(cfg: dict) -> dict:
+    """``causal_conv1d_fwd`` keyword options from resolved tunables."""
+    return {"BT": cfg["BT"], "BD": cfg["BD"], "taps": cfg["TAPS"] - 1, "ahead": cfg["AHEAD"],
+            "resident_grid": cfg["FWD_GRID"] == 2}
 
 
 def resolve(config: dict, backend: str | None = None) -> dict:
@@ -73,8 +81,15 @@ def resolve(config: dict, backend: str | None = None) -> dict:
         from ascendopt import backends
 
         backend = backends.current().name
-    auto = _AUTO["cuda" if backend == "cuda" else "other"]
-    return {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
+    key = (backend, *config.items())
+    hit = _resolved.get(key)
+    if hit is None:  # memoized: this runs on every call (host time, see causal_conv1d_fwd)
+        auto = _AUTO["cuda" if backend == "cuda" else "other"]
+        hit = _resolved[key] = {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
+    return dict(hit)
+
+
+_resolved: dict = {}
 
 
 def check_inputs(x, weight, bias=None, residual=None, initial_state=None, activation=None, cu_seqlens=None):
@@ -179,8 +194,7 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
     x, weight = inputs["x"], inputs["weight"]
     bias, residual, h0 = inputs.get("bias"), inputs.get("residual"), inputs.get("initial_state")
     act, cu = inputs.get("activation"), inputs.get("cu_seqlens")
-    y, ht = causal_conv1d_fwd(x, weight, bias, residual, h0, h0 is not None, act, cu,
-                              BT=config["BT"], BD=config["BD"], taps=config["TAPS"] - 1)
+    y, ht = causal_conv1d_fwd(x, weight, bias, residual, h0, h0 is not None, act, cu, **fwd_options(config))
     out = {"y": y}
     if h0 is not None:
         out["final_state"] = ht
@@ -239,7 +253,9 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
         stages += [UBStage("fwd_bulk_gather", fwd, "fp32", FWD_GATHER_MULT, UB_MARGIN),
                    UBStage("bwd_bulk_gather", bwd, "fp32", BWD_GATHER_MULT, UB_MARGIN)]
     else:
-        stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", FWD_ROWS_MULT, UB_MARGIN),
+        # AHEAD = 2 keeps one more 4-row block live (in the input dtype; counted as fp32)
+        fwd_rows_mult = FWD_ROWS_MULT + 4 * (cfg["AHEAD"] - 1)
+        stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", fwd_rows_mult, UB_MARGIN),
                    UBStage("bwd_bulk_rows", {"BD": cfg["BD_BWD"]}, "fp32", BWD_ROWS_MULT, UB_MARGIN)]
     return stages + [UBStage("dw_finalize", {"BS": 32, "BD": 64}, "fp32", FIN_MEM_MULT, UB_MARGIN)]
 
@@ -372,6 +388,12 @@ SPEC = KernelSpec(
                         "block-pointer tile loads (Ascend's 'load inside the static_range'), 2 = one tile "
                         "load + register shifts with tl.gather, 3 = stream the tile row by row with the "
                         "previous rows in registers"),
+        "AHEAD": Tunable("AHEAD", 0, (0, 1, 2),
+                         "row path (TAPS=3) forward: 4-row blocks loaded ahead of the one computing; 0 = "
+                         "auto (1); 2 carries them unconverted so their loads stay in flight an iteration"),
+        "FWD_GRID": Tunable("FWD_GRID", 0, (0, 1, 2),
+                            "forward programs: 0 = auto (1), 1 = one per task up to the 1D core grid's cap, "
+                            "2 = as many as the SMs hold at once (kernels.resident; CUDA only, else as 1)"),
     },
     make_inputs=_make_inputs,
     run=_run,

@@ -26,9 +26,10 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import bwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import bwd_tile_gather, bwd_tile_loads, state_ptrs, x_rows
+from ascendopt.kernels.rowwise import dense, per_device
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
 # worth a tunable: the scratch it reads is ~1/BT of the bwd traffic.
@@ -198,36 +199,19 @@ def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
     return programs, False
 
 
-def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
-                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
-    """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
-    dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
-    are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
-    ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles)."""
-    import torch
-
-    B, T, D = x.shape
-    W = weight.shape[1]
+def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, has_h0: bool,
+          cu_seqlens) -> tuple[tuple, int]:
+    """Launches ``(TAIL_MODE, tiles, BT, BD, n_tasks, programs, per_program, slot0)`` and the slot count."""
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
-    x, dy = x.contiguous(), dy.contiguous()
-    wt = weight.t().contiguous()
-    h0 = initial_state.contiguous() if initial_state is not None else None
-    dht = dfinal_state.contiguous() if dfinal_state is not None else None
-    dx = common.alloc((B, T, D), x.dtype, x.device)
-    HB = halo_rows(W)
-    assert BT >= HB, f"BT={BT} < halo {HB}"
     # the gather path reads whole HB-row halos after the tile, the other paths W-1 rows
-    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
-    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
-             "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
-             "IS_VARLEN": cu_seqlens is not None}
+    bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
     # (TAIL_MODE, tiles, BT, BD): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0
     launches = [(0, bulk, BT, BD), (1, tail, BT, masked_bd(BT, BD))]
-    if h0 is not None:
+    if has_h0:
         launches.append((2, None, HB, masked_bd(HB, BD)))
     plans, n_slots = [], 0
     for mode, tiles, bt, bd in launches:
-        nd = triton.cdiv(D, bd)
+        nd = -(-D // bd)
         n_tasks = (N if tiles is None else tiles.n_tiles) * nd
         if n_tasks == 0:
             continue
@@ -235,6 +219,39 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
         plans.append((mode, tiles, bt, bd, n_tasks, grid, per_program, n_slots))
         if mode != 2:  # one partial row per ND programs, or per tile
             n_slots += grid // nd if per_program else n_tasks // nd
+    return tuple(plans), n_slots
+
+
+_plans: dict = {}
+
+
+def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
+                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
+    """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
+    dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
+    are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
+    ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles).
+    The launch plan is memoized per shape and device (host time, see ``causal_conv1d_fwd``)."""
+    import torch
+
+    B, T, D = x.shape
+    W = weight.shape[1]
+    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    x, dy = dense(x), dense(dy)
+    wt = transposed(weight)
+    h0 = dense(initial_state) if initial_state is not None else None
+    dht = dense(dfinal_state) if dfinal_state is not None else None
+    dx = common.alloc((B, T, D), x.dtype, x.device)
+    HB = halo_rows(W)
+    assert BT >= HB, f"BT={BT} < halo {HB}"
+    shape = (B, T, D, W, BT, BD, HB, taps, h0 is not None)
+    if cu_seqlens is None:
+        plans, n_slots = per_device(_plans, shape, lambda: _plan(*shape, None))
+    else:
+        plans, n_slots = _plan(*shape, cu_seqlens)
+    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
+             "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
+             "IS_VARLEN": cu_seqlens is not None}
     part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
     dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
     for mode, tiles, bt, bd, n_tasks, grid, per_program, slot0 in plans:
@@ -245,7 +262,7 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
                       BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
-    n_fin = triton.cdiv(D, _FIN_BD) * (W + (bias is not None))
+    n_fin = -(-D // _FIN_BD) * (W + (bias is not None))
     common.launch(_causal_conv1d_dw_finalize_kernel, (common.grid_size("vector", n_fin),),
                   part, dweight, dbias, n_slots, n_fin,
                   D=D, W=W, BS=_FIN_BS, BD=_FIN_BD, HAS_BIAS=bias is not None)

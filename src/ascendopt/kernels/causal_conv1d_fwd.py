@@ -18,10 +18,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import common
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan
+from ascendopt.kernels import common, resident
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import load_rows, state_ptrs, window_rows
+from ascendopt.kernels.rowwise import dense, per_device
 
 
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start"])
@@ -30,7 +31,7 @@ def _causal_conv1d_fwd_kernel(
     T, n_tasks, n_per_seq, t_first, n_head, tail_start,
     D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
-    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr, AHEAD: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -57,7 +58,7 @@ def _causal_conv1d_fwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES)
+            fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES, AHEAD)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
             if TAIL_MODE == 0 and TAPS == 1:
@@ -157,41 +158,64 @@ def _causal_conv1d_state_kernel(
         tl.store(p_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
 
 
+def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens) -> tuple:
+    """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)`` of the bulk and tail tile sets."""
+    bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
+    launches = []
+    for mode, tiles, bd in ((0, bulk, BD), (1, tail, masked_bd(BT, BD))):
+        n_tasks = tiles.n_tiles * -(-D // bd)
+        if n_tasks:
+            launches.append((mode, bd, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
+    return tuple(launches)
+
+
+_plans: dict = {}
+
+
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
-                      activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
+                      activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0,
+                      ahead: int = 1, resident_grid: bool = False):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
-    tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring)."""
+    tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring);
+    ``ahead``: 4-row blocks the row path loads ahead (1 or 2); ``resident_grid``: size the grid by the
+    programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task.
+
+    Host time matters (a call is ~70-110 us of device time on the H200): the launch plan is memoized
+    per shape and device, the transposed weight per weight tensor and version (``transposed``)."""
     B, T, D = x.shape
     W = weight.shape[1]
-    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
-    x = x.contiguous()
-    wt = weight.t().contiguous()  # [W, D]: one contiguous row per tap
+    x = dense(x)
+    wt = transposed(weight)  # [W, D]: one contiguous row per tap
     y = common.alloc((B, T, D), x.dtype, x.device)
-    bulk, tail = plan(x.shape, cu_seqlens, BT, W, halo_right=0)
-    nd = triton.cdiv(D, BD)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"  # bulk tiles start at t0 >= BT, so the halo stays inside
-    flags = {"D": D, "W": W, "BT": BT, "BD": BD, "HB": HB, "TAPS": taps,
+    if cu_seqlens is None:  # varlen tile sets depend on cu_seqlens' values (plan_varlen caches them)
+        launches = per_device(_plans, (B, T, D, W, BT, BD), lambda: _plan(B, T, D, W, BT, BD, None))
+    else:
+        launches = _plan(B, T, D, W, BT, BD, cu_seqlens)
+    flags = {"D": D, "W": W, "BT": BT, "HB": HB, "TAPS": taps, "AHEAD": ahead,
              "ACT": activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
              "IS_VARLEN": cu_seqlens is not None}
-    res = residual.contiguous() if residual is not None else None
-    h0 = initial_state.contiguous() if initial_state is not None else None
-    for mode, tiles, bd in ((0, bulk, BD), (1, tail, masked_bd(BT, BD))):
-        n_tasks = tiles.n_tiles * triton.cdiv(D, bd)
-        if n_tasks == 0:
-            continue
-        table, n_per_seq, t_first, n_head, tail_start = tiles.args()
-        common.launch(_causal_conv1d_fwd_kernel, (common.grid_size("vector", n_tasks),),
-                      x, wt, bias, res, h0, y, cu_seqlens, table,
-                      T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode,
-                      **{**flags, "BD": bd})
+    res = dense(residual) if residual is not None else None
+    h0 = dense(initial_state) if initial_state is not None else None
+    for mode, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) in launches:
+        variant = None
+        if resident_grid:  # what the compiled kernel depends on: its constexprs and dtypes
+            variant = (x.dtype, mode, bd, *flags.values())
+            programs = resident.programs(_causal_conv1d_fwd_kernel, variant, n_tasks, programs)
+        compiled = common.launch(_causal_conv1d_fwd_kernel, (programs,),
+                                 x, wt, bias, res, h0, y, cu_seqlens, table,
+                                 T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, BD=bd, **flags)
+        if variant is not None:
+            resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
     final_state = None
     if output_final_state:
+        N = B if cu_seqlens is None else cu_seqlens.numel() - 1
         final_state = common.alloc((N, D, W - 1), x.dtype, x.device)
-        n_tasks = N * nd
+        n_tasks = N * -(-D // BD)
         if n_tasks:
             common.launch(_causal_conv1d_state_kernel, (common.grid_size("vector", n_tasks),),
                           x, h0, final_state, cu_seqlens, T, n_tasks, D=D, W=W,

@@ -92,6 +92,28 @@ def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet
     return plan_varlen(cu_seqlens, BT, W, halo_right)
 
 
+# Keyed like _plan_cache: (id, version, data_ptr) of the weight, checked against a weak reference.
+_wt_cache: dict = {}
+
+
+def transposed(weight):
+    """``weight [D, W]`` as a contiguous ``[W, D]`` (one row per tap), cached per weight tensor.
+
+    The transpose is a device copy plus its host launch on every call otherwise (host time is the
+    limit of a short forward). An in-place update of the weight bumps its version and renews the
+    copy; only writes through ``weight.data`` (which has its own version counter) would go unseen.
+    """
+    key = (id(weight), weight._version, weight.data_ptr())
+    hit = _wt_cache.get(key)
+    if hit is not None and hit[0]() is weight:
+        return hit[1]
+    wt = weight.t().contiguous()
+    if len(_wt_cache) > 64:
+        _wt_cache.clear()
+    _wt_cache[key] = (weakref.ref(weight), wt)
+    return wt
+
+
 def masked_bd(BT: int, BD: int) -> int:
     """Channel tile of masked (tail/state) tiles: BD, capped so the [BT, BD] tile stays <= 4096 elements.
 

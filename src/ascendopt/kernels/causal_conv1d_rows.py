@@ -36,14 +36,20 @@ def _conv(p3, p2, p1, c, w0, w1, w2, w3, W: tl.constexpr):
 
 
 @triton.jit
-def _row(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
-    """Channels d0..d0+BD-1 of packed row ``row`` (int64) as fp32: a 1-D block-pointer load."""
+def _raw(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
+    """Channels d0..d0+BD-1 of packed row ``row`` (int64) in the tensor's dtype: a 1-D block-pointer load."""
     p = tl.make_block_ptr(base + row * D, (D,), (1,), (d0,), (BD,), (0,))
     if EVEN:
         v = tl.load(p)
     else:
         v = tl.load(p, boundary_check=(0,))
-    return v.to(tl.float32)
+    return v
+
+
+@triton.jit
+def _row(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
+    """``_raw`` as fp32."""
+    return _raw(base, row, d0, D, BD, EVEN).to(tl.float32)
 
 
 @triton.jit
@@ -53,6 +59,16 @@ def _block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
     b = _row(base, r + 1, d0, D, BD, EVEN)
     c = _row(base, r + 2, d0, D, BD, EVEN)
     d = _row(base, r + 3, d0, D, BD, EVEN)
+    return a, b, c, d
+
+
+@triton.jit
+def _raw_block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
+    """``_block`` in the tensor's dtype (converted where used, so the loads may stay in flight)."""
+    a = _raw(base, r, d0, D, BD, EVEN)
+    b = _raw(base, r + 1, d0, D, BD, EVEN)
+    c = _raw(base, r + 2, d0, D, BD, EVEN)
+    d = _raw(base, r + 3, d0, D, BD, EVEN)
     return a, b, c, d
 
 
@@ -79,8 +95,14 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
 @triton.jit
 def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-             HAS_RES: tl.constexpr):
-    """Forward of the bulk tile whose first output row is packed row ``row0`` (int64)."""
+             HAS_RES: tl.constexpr, AHEAD: tl.constexpr):
+    """Forward of the bulk tile whose first output row is packed row ``row0`` (int64).
+
+    ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
+    blocks in flight are carried unconverted, so their loads are waited for only when they are used,
+    an iteration later (the fp32 conversion of a carried value has to finish before the loop's
+    back edge).
+    """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
@@ -94,22 +116,44 @@ def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: 
         p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
     if W > 3:
         p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
-    a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
-    for r0 in tl.range(0, BT, ROWS):
-        r = row0 + r0
-        # prefetch the next block while this one computes (the last prefetch re-reads this block,
-        # so every load stays inside the tile)
-        na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN)
-        za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
-        zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
-        zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
-        zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
-        _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN)
-        _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN)
-        _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN)
-        _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN)
-        p3, p2, p1 = b, c, d
-        a, b, c, d = na, nb, nc, nd
+    if AHEAD == 1:
+        a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
+        for r0 in tl.range(0, BT, ROWS):
+            r = row0 + r0
+            # prefetch the next block while this one computes (the last prefetch re-reads this block,
+            # so every load stays inside the tile)
+            na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN)
+            _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0,
+                       D, W, BD, ACT, HAS_RES, EVEN)
+            p3, p2, p1 = b, c, d
+            a, b, c, d = na, nb, nc, nd
+    else:
+        last = row0 + BT - ROWS  # clamp: loads past the tile re-read its last block
+        a, b, c, d = _raw_block(x, row0, d0, D, BD, EVEN)
+        na, nb, nc, nd = _raw_block(x, tl.minimum(row0 + ROWS, last), d0, D, BD, EVEN)
+        for r0 in tl.range(0, BT, ROWS):
+            r = row0 + r0
+            ma, mb, mc, md = _raw_block(x, tl.minimum(r + 2 * ROWS, last), d0, D, BD, EVEN)
+            fa, fb, fc, fd = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32), d.to(tl.float32)
+            _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, r, y, d0,
+                       D, W, BD, ACT, HAS_RES, EVEN)
+            p3, p2, p1 = fb, fc, fd
+            a, b, c, d = na, nb, nc, nd
+            na, nb, nc, nd = ma, mb, mc, md
+
+
+@triton.jit
+def _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0, D: tl.constexpr,
+               W: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, EVEN: tl.constexpr):
+    """Outputs of rows r..r+3 from their x rows a..d and the three rows before them (fp32)."""
+    za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
+    zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
+    zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
+    zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
+    _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN)
+    _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN)
+    _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN)
+    _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN)
 
 
 @triton.jit
