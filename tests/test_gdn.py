@@ -110,6 +110,9 @@ def test_fused_wy_matches_the_separate_stages():
     o_fused, f_fused = chunk_gated_delta_rule_fwd(*args, **kw)  # the default: kkt + solve + wy in one kernel
     o_split, f_split = chunk_gated_delta_rule_fwd(*args, **kw, config={"fuse_wy": 0})
     assert _ratio(o_fused, o_split) < 1e-6 and _ratio(f_fused, f_split) < 1e-6
+    flipped = {"hoist_scores": 1 - get("chunk_gated_delta_rule_fwd").config()["hoist_scores"]}
+    o_other, f_other = chunk_gated_delta_rule_fwd(*args, **kw, config=flipped)  # scores made apart or in place
+    assert _ratio(o_other, o_fused) < 1e-6 and _ratio(f_other, f_fused) < 1e-6
 
 
 @pytest.fixture
@@ -194,8 +197,9 @@ def bf16_dot_operands(monkeypatch):
 
 
 @pytest.mark.parametrize("config", [{}, {"fuse_state_output": 0, "fuse_kkt_solve": 0}, {"fuse_wy": 0},
-                                    {"kkt_solve_FORM": 2}, {"kkt_solve_FORM": 3}],
-                         ids=["fused", "separate", "wy-apart", "dense-bf16", "dense-8-row-blocks"])
+                                    {"kkt_solve_FORM": 2}, {"kkt_solve_FORM": 3},
+                                    {"hoist_scores": 0}],
+                         ids=["fused", "separate", "wy-apart", "dense-bf16", "dense-8-row-blocks", "scores-in-place"])
 def test_bf16_dot_operands_pass_both_gate_limits(rounding_bf16_casts, bf16_dot_operands, config):
     spec = get("chunk_gated_delta_rule_fwd")
     reports = check_kernel(spec, spec.shape("tiny").dims, "bf16", "fwd", config)

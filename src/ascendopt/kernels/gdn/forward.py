@@ -5,7 +5,8 @@
     Ai   = gdn_solve_tril(A)                     (I + A)^-1
     (Ai = gdn_kkt_solve(k, beta, gc): the first two fused, A never stored; tunable fuse_kkt_solve)
     (w, u = gdn_kkt_solve_wy(k, v, beta, gc): the first three fused, Ai never stored either; the
-     default, tunable fuse_wy)
+     default, tunable fuse_wy; it also makes the output's intra-chunk scores for the fused state +
+     output kernel, tunable hoist_scores)
     w, u = gdn_wy(k, v, beta, Ai, gc)            WY representation
     h, v', h_T = gdn_state(k, w, u, gc, h_0)     chunk-state recurrence
     o    = gdn_output(q, k, v', h, gc)           inter + intra chunk output
@@ -89,8 +90,12 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
     if cfg["G_T_CONTIG"]:
         # one host transpose each, shared by all four stages that read them
         gc, beta = HeadMajor.of(gc), HeadMajor.of(beta)
+    scores = None
     if _fused_wy(cfg):
-        w, u = kkt_solve_wy.gdn_kkt_solve_wy(k, v, beta, gc, config=_fused_wy_config(cfg), packing=packing)
+        # the fused state + output kernel can take the intra-chunk scores from here (hoist_scores)
+        hoist = bool(cfg["hoist_scores"]) and _fused(cfg, K, V, q.dtype)
+        w, u, scores = kkt_solve_wy.gdn_kkt_solve_wy(k, v, beta, gc, q=q if hoist else None,
+                                                     config=_fused_wy_config(cfg), packing=packing)
     else:
         if cfg["fuse_kkt_solve"]:
             Ai = kkt_solve.gdn_kkt_solve(k, beta, gc, config=_stage_config(cfg, kkt_solve.SPEC), packing=packing)
@@ -101,7 +106,8 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale=None, initial_state=None,
     if _fused(cfg, K, V, q.dtype):
         return state_output.gdn_state_output(q, k, w, u, gc, scale, initial_state=initial_state,
                                              output_final_state=output_final_state,
-                                             config=_stage_config(cfg, state_output.SPEC), packing=packing)
+                                             config=_stage_config(cfg, state_output.SPEC), packing=packing,
+                                             scores=scores)
     h, v_new, final = state.gdn_state(k, w, u, gc, initial_state=initial_state,
                                       output_final_state=output_final_state,
                                       config=_stage_config(cfg, state.SPEC), packing=packing)
@@ -224,6 +230,9 @@ SPEC = stage_spec(
         "fuse_wy": Tunable("fuse_wy", 1, (0, 1), "1: kkt + solve + wy as one kernel (A and Ai never stored; "
                            "needs fuse_kkt_solve=1 and a dense kkt_solve_FORM); 0: the gdn_wy stage reads Ai"),
         "fused_wy_BW": tile_tunable("fused_wy_BW", "column slab of the w and u dots in the fused kkt + solve + wy"),
+        "hoist_scores": Tunable("hoist_scores", 1, (0, 1), "1: the fused kkt + solve + wy kernel also makes the "
+                                "output's gated causal q k' scores (stored [T, HV, 64]) for the fused state + "
+                                "output kernel; 0: that serial kernel computes them for every value slab"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),

@@ -5,6 +5,10 @@ the dense solve (``kkt_solve.dense_inverse``) and goes straight on to w and u: t
 wy stage's Ai reads, its k reread from HBM and one launch are gone (B4_T4096_H16_K128_V128 bf16:
 ~96 MB less traffic than kkt_solve + wy). One task = one (chunk, value head) on the cube core grid.
 
+Given q (the forward's default, tunable hoist_scores) it also makes the output's gated causal scores
+q k' per chunk for ``gdn_state_output``, once per (chunk, value head) instead of once per value slab
+in the serial state kernel (sm_90: that kernel drops from 255 registers with spills to 186 without).
+
 tl.dot left operands: each dot takes its own ``+ 0.0`` copy of Ai (cast to the dot dtype), so Ai
 itself is never a left operand; the scaled k / v slabs are right operands.
 """
@@ -37,11 +41,11 @@ from ascendopt.kernels.spec import Cost, Tunable
 
 
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
-def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, cu_seqlens, chunk_indices, T_total, num_tasks,
+def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, q, scores, cu_seqlens, chunk_indices, T_total, num_tasks,
                              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                              BT: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BW: tl.constexpr,
                              G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
-                             SOLVE_PRECISION: tl.constexpr):
+                             SOLVE_PRECISION: tl.constexpr, MAKE_SCORES: tl.constexpr):
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_c, i_hv = task // HV, task % HV
         i_h = i_hv // (HV // H)
@@ -69,11 +73,30 @@ def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, cu_seqlens, chunk_indices, T_
             b_w = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_kb.to(DOT_DTYPE), input_precision="ieee")
             p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, i_k * BW), (BT, BW), (1, 0))
             tl.store(p_w, b_w.to(p_w.dtype.element_ty), boundary_check=(0, 1))
+        if MAKE_SCORES:
+            # the output's intra-chunk scores, causal(q k' exp(gc_i - gc_j)), made here once per
+            # (chunk, value head) instead of once per value slab inside the serial state kernel
+            q_seq = q + (bos * H + i_h) * K
+            b_S = tl.zeros([BT, BT], dtype=tl.float32)
+            for i_k in range(K // BK):
+                p_q = tl.make_block_ptr(q_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
+                p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BK), (BT, BK), (1, 0))
+                b_S += tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE),
+                              tl.trans(tl.load(p_k, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)),
+                              input_precision="ieee")
+            o_t = tl.arange(0, BT)
+            causal = o_t[:, None] >= o_t[None, :]
+            # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
+            b_S = tl.where(causal, b_S * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+            p_S = tl.make_block_ptr(scores + (bos * HV + i_hv) * BT, (T_seq, BT), (HV * BT, 1), (t0, 0), (BT, BT),
+                                    (1, 0))
+            tl.store(p_S, b_S.to(p_S.dtype.element_ty), boundary_check=(0, 1))
 
 
 def _wy_stage(BW: int) -> UBStage:
     # wy's w stage (4.5 [BT, slab] copies at margin 0.75: the slab, its scaled copy, the fp32 result,
-    # the row scale), with the [BT, BT] Ai copy counted in the dense stage's six tiles
+    # the row scale), with the [BT, BT] Ai copy counted in the dense stage's six tiles; the scores
+    # (one [BT, BT] fp32 tile and two key/query slabs) come after Ai is dead, inside the same budget
     return UBStage("kkt_solve_wy.wy", {"BT": CHUNK, "BW": BW}, "fp32", 4.5, 0.75)
 
 
@@ -82,10 +105,11 @@ def _tiles(K: int, V: int, cfg: dict) -> tuple[int, int]:
     return BK, pick_tile(cfg["BW"], _wy_stage(1), "BW", min(K, V))
 
 
-def gdn_kkt_solve_wy(k, v, beta, gc, *, cu_seqlens=None, config=None, packing=None):
-    """w [B,T,HV,K] and u [B,T,HV,V] in k's dtype, straight from k, v, beta and the gate cumsum.
+def gdn_kkt_solve_wy(k, v, beta, gc, *, q=None, cu_seqlens=None, config=None, packing=None):
+    """(w [B,T,HV,K], u [B,T,HV,V], scores) in k's dtype, straight from k, v, beta and the gate cumsum.
 
-    k [B,T,H,K]; v [B,T,HV,V]; beta, gc [B,T,HV] (or ``HeadMajor``).
+    k [B,T,H,K]; v [B,T,HV,V]; beta, gc [B,T,HV] (or ``HeadMajor``). With q [B,T,H,K], scores
+    [B,T,HV,64] are the output's gated causal q k' per chunk (for ``gdn_state_output``); else None.
     """
     from ascendopt.kernels.common import alloc, grid_size, launch
 
@@ -99,11 +123,13 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, cu_seqlens=None, config=None, packing=No
     gc_arg, _ = token_scalar_arg(gc, contig)
     w = alloc((B, T, HV, K), k.dtype, k.device)
     u = alloc((B, T, HV, V), k.dtype, k.device)
+    scores = None if q is None else alloc((B, T, HV, CHUNK), q.dtype, k.device)
     tasks = packing.NC * HV
-    launch(_gdn_kkt_solve_wy_kernel, (grid_size("cube", tasks),), k, v, beta_arg, gc_arg, w, u, packing.cu_seqlens,
-           packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BK=BK, BW=BW,
-           G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype), **solve_products(int(cfg["FORM"]), k.dtype))
-    return w, u
+    launch(_gdn_kkt_solve_wy_kernel, (grid_size("cube", tasks),), k, v, beta_arg, gc_arg, w, u, q, scores,
+           packing.cu_seqlens, packing.chunk_indices, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BK=BK,
+           BW=BW, G_T_CONTIG=contig, DOT_DTYPE=dot_dtype(k.dtype), MAKE_SCORES=q is not None,
+           **solve_products(int(cfg["FORM"]), k.dtype))
+    return w, u, scores
 
 
 def _make_inputs(dims, dtype, device, seed):
@@ -116,8 +142,8 @@ def _make_inputs(dims, dtype, device, seed):
 
 
 def _run(inputs, config, mode):
-    w, u = gdn_kkt_solve_wy(inputs["k"], inputs["v"], inputs["beta"], inputs["gc"],
-                            cu_seqlens=inputs.get("cu_seqlens"), config=config)
+    w, u, _ = gdn_kkt_solve_wy(inputs["k"], inputs["v"], inputs["beta"], inputs["gc"],
+                               cu_seqlens=inputs.get("cu_seqlens"), config=config)
     return {"w": w, "u": u}
 
 

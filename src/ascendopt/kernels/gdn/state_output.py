@@ -43,9 +43,9 @@ from ascendopt.kernels.spec import Cost, Tunable
 
 
 @triton.jit
-def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq, T_total, i_v, scale, causal,
-                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                BV: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr):
+def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, s_seq, gc, i_hv, bos, t0, T_seq, T_total, i_v, scale,
+                causal, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                BV: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_SCORES: tl.constexpr):
     """One chunk: store o of chunk ``t0`` and return the state after it."""
     o_t = tl.arange(0, BT)
     valid = t0 + o_t < T_seq
@@ -66,11 +66,16 @@ def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq
     # k' is loaded twice too, as the scores' right operand and (after o) as the state update's left
     # operand, so no [K, BT] tile stays live across the output's dots
     p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
-    b_A = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE),
-                 tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), input_precision="ieee")
-    # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
-    b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-    b_o += tl.dot(b_A.to(DOT_DTYPE), b_v.to(DOT_DTYPE), input_precision="ieee")
+    if HAS_SCORES:
+        # the gated causal scores were made by the parallel kkt + solve + wy kernel (``scores``)
+        p_s = tl.make_block_ptr(s_seq, (T_seq, BT), (HV * BT, 1), (t0, 0), (BT, BT), (1, 0))
+        b_A = tl.load(p_s, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+    else:
+        b_A = tl.dot(tl.load(p_q, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE),
+                     tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE), input_precision="ieee")
+        # mask before exp: above the diagonal gc_i - gc_j > 0 and could overflow
+        b_A = tl.where(causal, b_A * tl.exp(tl.where(causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0).to(DOT_DTYPE)
+    b_o += tl.dot(b_A, b_v.to(DOT_DTYPE), input_precision="ieee")
     p_o = tl.make_block_ptr(o_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
     tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
     decay = tl.where(valid, tl.exp(tl.where(valid, g_last - b_g, 0.0)), 0.0)
@@ -80,11 +85,11 @@ def _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq
 
 
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
-def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_total, num_tasks,
+def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, scores, cu_seqlens, scale, T_total, num_tasks,
                              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                              BT: tl.constexpr, BV: tl.constexpr, G_T_CONTIG: tl.constexpr,
                              USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr,
-                             DOT_DTYPE: tl.constexpr, PIPELINE: tl.constexpr):
+                             DOT_DTYPE: tl.constexpr, PIPELINE: tl.constexpr, HAS_SCORES: tl.constexpr):
     NV: tl.constexpr = V // BV
     o_t = tl.arange(0, BT)
     causal = o_t[:, None] >= o_t[None, :]
@@ -104,19 +109,23 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, cu_seqlens, scale, T_tot
         w_seq = w + (bos * HV + i_hv) * K
         u_seq = u + (bos * HV + i_hv) * V
         o_seq = o + (bos * HV + i_hv) * V
+        s_seq = scores
+        if HAS_SCORES:
+            s_seq = scores + (bos * HV + i_hv) * BT
         if PIPELINE:
             # a counted loop: on CUDA the compiler software-pipelines its loads (prefetched q, k, w
             # tiles in shared memory, ~150 KB at K = 128: one program per SM)
             for i_t in range(tl.cdiv(T_seq, BT)):
-                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, i_t * BT, T_seq, T_total,
-                                  i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, s_seq, gc, i_hv, bos, i_t * BT, T_seq,
+                                  T_total, i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE,
+                                  HAS_SCORES)
         else:
             # a while loop is not software-pipelined: no prefetch buffers, so several programs share
             # an SM and hide each other's load latency (the chunk steps are serial either way)
             t0 = 0
             while t0 < T_seq:
-                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, gc, i_hv, bos, t0, T_seq, T_total,
-                                  i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+                b_h = _chunk_step(b_h, q_seq, k_seq, w_seq, u_seq, o_seq, s_seq, gc, i_hv, bos, t0, T_seq, T_total,
+                                  i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE, HAS_SCORES)
                 t0 += BT
         if STORE_FINAL_STATE:
             p_ht = tl.make_block_ptr(ht + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
@@ -178,10 +187,12 @@ def _on_cuda() -> bool:
 
 
 def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_state=False, cu_seqlens=None,
-                     config=None, packing=None):
+                     config=None, packing=None, scores=None):
     """o [B,T,HV,V] (u's dtype) and the final state [N,HV,K,V] fp32 (or None), without storing h.
 
-    q, k [B,T,H,K]; w [B,T,HV,K]; u [B,T,HV,V]; gc [B,T,HV] (or ``HeadMajor``); initial_state [N,HV,K,V].
+    q, k [B,T,H,K]; w [B,T,HV,K]; u [B,T,HV,V]; gc [B,T,HV] (or ``HeadMajor``); initial_state [N,HV,K,V];
+    scores [B,T,HV,64]: the gated causal q k' per chunk made beforehand (``gdn_kkt_solve_wy``), or None
+    to compute them here.
     """
     import torch
 
@@ -201,9 +212,10 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     final = alloc((packing.N, HV, K, V), torch.float32, k.device) if output_final_state else None
     tasks = packing.N * HV * (V // BV)
     launch(_gdn_state_output_kernel, (grid_size("cube", tasks),), q, k, w, u, gc_arg, o, initial_state, final,
-           packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
+           scores, packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
            G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
-           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=counted_chunk_loop(int(cfg["PIPELINE"])))
+           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=counted_chunk_loop(int(cfg["PIPELINE"])),
+           HAS_SCORES=scores is not None)
     return o, final
 
 
