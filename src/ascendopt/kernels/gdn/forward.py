@@ -221,28 +221,30 @@ SPEC = stage_spec(
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     # the gate cumsum and the kernel that makes w and u (fused by default, gdn_wy when fuse_wy=0)
     kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_kkt_solve_wy_kernel", "_gdn_wy_kernel"),
+    # ordered by what a sweep (one tunable at a time, in this order, under a time budget) should
+    # reach first: the default path's choices, then the tiles of the stages it does not run
     tunables={
-        "fuse_kkt_solve": Tunable("fuse_kkt_solve", 1, (0, 1), "1: one kernel for kkt + solve (A never stored); "
-                                  "0: the separate gdn_kkt and gdn_solve_tril stages"),
-        "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
-        "kkt_solve_BK": tile_tunable("kkt_solve_BK", "key slab of the fused kkt + solve kernel"),
-        "kkt_solve_FORM": replace(kkt_solve.SPEC.tunables["FORM"], name="kkt_solve_FORM"),
         "fuse_wy": Tunable("fuse_wy", 1, (0, 1), "1: kkt + solve + wy as one kernel (A and Ai never stored; "
                            "needs fuse_kkt_solve=1 and a dense kkt_solve_FORM); 0: the gdn_wy stage reads Ai"),
-        "fused_wy_BW": tile_tunable("fused_wy_BW", "column slab of the w and u dots in the fused kkt + solve + wy"),
         "hoist_scores": Tunable("hoist_scores", 1, (0, 1), "1: the fused kkt + solve + wy kernel also makes the "
                                 "output's gated causal q k' scores (stored [T, HV, 64]) for the fused state + "
                                 "output kernel; 0: that serial kernel computes them for every value slab"),
+        "fused_PIPELINE": replace(state_output.PIPELINE, name="fused_PIPELINE"),
+        "kkt_solve_FORM": replace(kkt_solve.SPEC.tunables["FORM"], name="kkt_solve_FORM"),
+        "fused_BV": tile_tunable("fused_BV", "value slab of the fused state + output kernel"),
+        "fused_wy_BW": tile_tunable("fused_wy_BW", "column slab of the w and u dots in the fused kkt + solve + wy"),
+        "kkt_solve_BK": tile_tunable("kkt_solve_BK", "key slab of the fused kkt + solve kernel"),
+        "fuse_kkt_solve": Tunable("fuse_kkt_solve", 1, (0, 1), "1: one kernel for kkt + solve (A never stored); "
+                                  "0: the separate gdn_kkt and gdn_solve_tril stages"),
+        "fuse_state_output": Tunable("fuse_state_output", 1, (0, 1),
+                                     "1: one kernel for state + output when its live set fits the UB model (h "
+                                     "never stored); 0: the separate gdn_state and gdn_output stages"),
+        "G_T_CONTIG": G_T_CONTIG,
+        "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),
         "out_BV": tile_tunable("out_BV", "value slab of the output stage"),
-        "fuse_state_output": Tunable("fuse_state_output", 1, (0, 1),
-                                     "1: one kernel for state + output when its live set fits the UB model (h "
-                                     "never stored); 0: the separate gdn_state and gdn_output stages"),
-        "fused_BV": tile_tunable("fused_BV", "value slab of the fused state + output kernel"),
-        "fused_PIPELINE": replace(state_output.PIPELINE, name="fused_PIPELINE"),
-        "G_T_CONTIG": G_T_CONTIG,
     },
     extras={"peer": _peer, "peer_name": "fla.ops.gated_delta_rule.chunk_gated_delta_rule (fla-core 0.6.0)",
             "outputs": {"fwd": ("o", "final_state")}},
