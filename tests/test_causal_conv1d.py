@@ -206,9 +206,20 @@ def test_auto_tunables_resolve_per_backend():
 def test_rows_forward_two_blocks_ahead_and_resident_grid_change_nothing():
     # AHEAD=2 carries unconverted rows one more iteration; the arithmetic is the same, so are the bits
     dims = {"B": 1, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
-    _, one = _check(dims, "bf16", {**ROWS, "BT": 16}, mode="fwd")
-    _, two = _check(dims, "bf16", {**ROWS, "BT": 16, "AHEAD": 2, "FWD_GRID": 2}, mode="fwd")
+    _, one = _check(dims, "bf16", {**ROWS, "BT": 16})
+    _, two = _check(dims, "bf16", {**ROWS, "BT": 16, "AHEAD": 2, "FWD_GRID": 2, "BWD_GRID": 2})
     assert torch.equal(one["y"], two["y"]) and torch.equal(one["final_state"], two["final_state"])
+
+
+def test_bwd_grid_capped_by_resident_programs(monkeypatch):
+    from ascendopt.kernels import causal_conv1d_bwd as bwd
+
+    # an H200 (132 SMs, 16 programs per SM in grid_size); B4_T4096_D4096 with BT=32 BD=512: 4064 tasks, ND=8
+    monkeypatch.setattr(bwd.common, "num_cores", lambda bound: 132)
+    monkeypatch.setattr(bwd.common, "grid_size", lambda bound, tasks: min(132 * 16, tasks))
+    assert bwd._grid(4064, 8) == (528, True)  # 4 per SM: with 3 resident, 132 programs form a second wave
+    assert bwd._grid(4064, 8, per_sm=3) == (392, True)  # one wave, a multiple of ND
+    assert bwd._grid(20, 8, per_sm=3) == (20, False)  # fewer tasks than a rounded grid keeps them all
 
 
 def test_transposed_weight_is_cached_until_the_weight_changes():

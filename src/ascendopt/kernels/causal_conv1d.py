@@ -48,10 +48,13 @@ FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
 # Ascend keeps the tile path the seed describes (big 2-D DMAs, UB-modelled [BT, BD] tiles).
 TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # AHEAD (row path, fwd): 4-row blocks loaded ahead; FWD_GRID: 1 = one program per task (up to
-# grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1).
+# grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1); BWD_GRID:
+# 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid).
 _AUTO = {
-    "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1},
-    "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1},
+    "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
+             "BWD_GRID": 1},
+    "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
+              "BWD_GRID": 1},
 }
 UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
@@ -201,7 +204,8 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
     if mode == "fwdbwd":
         dht = inputs.get("dfinal_state")
         dx, dw, db, dh0 = causal_conv1d_bwd(x, inputs["dy"], weight, bias, h0, dht, act, cu,
-                                            BT=config["BT_BWD"], BD=config["BD_BWD"], taps=config["TAPS"] - 1)
+                                            BT=config["BT_BWD"], BD=config["BD_BWD"], taps=config["TAPS"] - 1,
+                                            resident_grid=config["BWD_GRID"] == 2)
         out.update(dx=dx, dweight=dw)
         if bias is not None:
             out["dbias"] = db
@@ -394,6 +398,10 @@ SPEC = KernelSpec(
         "FWD_GRID": Tunable("FWD_GRID", 0, (0, 1, 2),
                             "forward programs: 0 = auto (1), 1 = one per task up to the 1D core grid's cap, "
                             "2 = as many as the SMs hold at once (kernels.resident; CUDA only, else as 1)"),
+        "BWD_GRID": Tunable("BWD_GRID", 0, (0, 1, 2),
+                            "backward bulk programs: 0 = auto (1), 1 = up to 4 per core, 2 = up to the programs "
+                            "an SM holds at once (CUDA; else as 1). dweight partials follow the grid: results "
+                            "change within the tolerances, deterministic for a device"),
     },
     make_inputs=_make_inputs,
     run=_run,

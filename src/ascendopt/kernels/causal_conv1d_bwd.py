@@ -25,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import common
+from ascendopt.kernels import common, resident
 from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import bwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import bwd_tile_gather, bwd_tile_loads, state_ptrs, x_rows
@@ -183,23 +183,26 @@ def _causal_conv1d_dw_finalize_kernel(part, dw, db, n_slots, n_tasks,
             tl.store(db + o_d, b.to(db.dtype.element_ty), mask=m_d & (i_w == W))
 
 
-def _grid(n_tasks: int, nd: int) -> tuple[int, bool]:
+def _grid(n_tasks: int, nd: int, per_sm: int = 0) -> tuple[int, bool]:
     """Programs for one launch and whether they accumulate dweight per program.
 
     Per-program accumulation needs ``programs % nd == 0`` (each program then sees one channel block);
     the grid is rounded down to a multiple of nd when that idles at most 1/8 of the cores.
+    ``per_sm`` > 0: the programs an SM holds at once (CUDA, from the compiled kernel) cap the grid.
     """
     # At most 4 programs per core: a bwd program needs 130-250 registers per thread on sm_90, so no
     # more are resident per SM anyway, and every program adds a (W+1) x BD fp32 partial row to write
-    # and finalize. (npu: grid_size is already the core count.)
-    programs = min(common.grid_size("vector", n_tasks), 4 * common.num_cores("vector"))
+    # and finalize. (npu: grid_size is already the core count.) With fewer resident than 4 (sm_90,
+    # BT=32 BD=512: 167 registers, 3 per SM) the programs past them run as a second wave of whole
+    # task loops; per_sm (tunable BWD_GRID=2) keeps the grid inside one wave.
+    programs = min(common.grid_size("vector", n_tasks), (per_sm or 4) * common.num_cores("vector"))
     rounded = programs - programs % nd
     if rounded > 0 and 8 * rounded >= 7 * programs:
         return rounded, True
     return programs, False
 
 
-def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, has_h0: bool,
+def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, has_h0: bool, per_sm: int,
           cu_seqlens) -> tuple[tuple, int]:
     """Launches ``(TAIL_MODE, tiles, BT, BD, n_tasks, programs, per_program, slot0)`` and the slot count."""
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
@@ -215,7 +218,10 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, 
         n_tasks = (N if tiles is None else tiles.n_tiles) * nd
         if n_tasks == 0:
             continue
-        grid, per_program = _grid(n_tasks, nd) if mode != 2 else (common.grid_size("vector", n_tasks), False)
+        if mode == 2:
+            grid, per_program = common.grid_size("vector", n_tasks), False
+        else:  # per_sm is learned from the bulk kernel, which carries nearly all the work
+            grid, per_program = _grid(n_tasks, nd, per_sm if mode == 0 else 0)
         plans.append((mode, tiles, bt, bd, n_tasks, grid, per_program, n_slots))
         if mode != 2:  # one partial row per ND programs, or per tile
             n_slots += grid // nd if per_program else n_tasks // nd
@@ -223,15 +229,29 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, 
 
 
 _plans: dict = {}
+_per_sm: dict = {}  # bulk kernel variant -> programs an SM holds at once (0: not CUDA / unknown)
+
+
+def _resident_per_sm(compiled) -> int:
+    """``kernels.resident``'s occupancy rule on CUDA (same switch), else 0 (keep the planned grid)."""
+    import os
+
+    from ascendopt import backends
+
+    if backends.current().name != "cuda" or os.environ.get("ASCENDOPT_CUDA_RESIDENT_GRID", "1") == "0":
+        return 0
+    return resident.resident_per_sm(compiled)
 
 
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
-                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0):
+                      cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0, resident_grid: bool = False):
     """Backward of ``causal_conv1d_fwd``. x, dy ``[B,T,D]``; weight ``[D,W]``; initial_state and
     dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
     are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
     ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles).
-    The launch plan is memoized per shape and device (host time, see ``causal_conv1d_fwd``)."""
+    ``resident_grid``: cap the bulk launch at the programs the SMs hold at once (CUDA; learned from the
+    compiled kernel's first launch). The launch plan is memoized per shape and device (host time, see
+    ``causal_conv1d_fwd``)."""
     import torch
 
     B, T, D = x.shape
@@ -244,22 +264,25 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     dx = common.alloc((B, T, D), x.dtype, x.device)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"
-    shape = (B, T, D, W, BT, BD, HB, taps, h0 is not None)
+    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
+             "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
+             "IS_VARLEN": cu_seqlens is not None}
+    variant = (x.dtype, dy.dtype, BT, BD, *flags.values()) if resident_grid else None
+    shape = (B, T, D, W, BT, BD, HB, taps, h0 is not None, _per_sm.get(variant, 0))
     if cu_seqlens is None:
         plans, n_slots = per_device(_plans, shape, lambda: _plan(*shape, None))
     else:
         plans, n_slots = _plan(*shape, cu_seqlens)
-    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
-             "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
-             "IS_VARLEN": cu_seqlens is not None}
     part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
     dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
     for mode, tiles, bt, bd, n_tasks, grid, per_program, slot0 in plans:
         args = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
-        common.launch(_causal_conv1d_bwd_kernel, (grid,),
-                      x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
-                      T, n_tasks, *args[1:], slot0,
-                      BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
+        compiled = common.launch(_causal_conv1d_bwd_kernel, (grid,),
+                                 x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
+                                 T, n_tasks, *args[1:], slot0,
+                                 BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
+        if mode == 0 and variant is not None and variant not in _per_sm:
+            _per_sm[variant] = _resident_per_sm(compiled)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
     n_fin = -(-D // _FIN_BD) * (W + (bias is not None))

@@ -125,4 +125,4 @@ def masked_bd(BT: int, BD: int) -> int:
 
 def halo_rows(W: int) -> int:
     """Rows of the halo tile the gather path loads: W-1 padded to a power of two (>= 2)."""
-    return max(2, triton.next_power_of_2(W - 1))
+    return max(2, 1 << (W - 2).bit_length())  # next power of two >= W-1 (plain ints: runs every call)
