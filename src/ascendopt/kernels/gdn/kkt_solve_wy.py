@@ -134,7 +134,7 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, q=None, cu_seqlens=None, config=None, pa
 
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
-    out = {"k": base["k"], "v": base["v"], "beta": base["beta"],
+    out = {"q": base["q"], "k": base["k"], "v": base["v"], "beta": base["beta"],
            "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}
     if "cu_seqlens" in base:
         out["cu_seqlens"] = base["cu_seqlens"]
@@ -142,9 +142,10 @@ def _make_inputs(dims, dtype, device, seed):
 
 
 def _run(inputs, config, mode):
-    w, u, _ = gdn_kkt_solve_wy(inputs["k"], inputs["v"], inputs["beta"], inputs["gc"],
-                               cu_seqlens=inputs.get("cu_seqlens"), config=config)
-    return {"w": w, "u": u}
+    # with the output's scores, as the forward runs it (hoist_scores)
+    w, u, scores = gdn_kkt_solve_wy(inputs["k"], inputs["v"], inputs["beta"], inputs["gc"], q=inputs["q"],
+                                    cu_seqlens=inputs.get("cu_seqlens"), config=config)
+    return {"w": w, "u": u, "scores": scores}
 
 
 def _reference(inputs, mode):
@@ -152,7 +153,7 @@ def _reference(inputs, mode):
     A = ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], cu, lowp)
     Ai = ref.solve_tril_reference(A, cu).to(inputs["k"].dtype)  # the separate stages hand Ai over in k's dtype
     w, u = ref.wy_reference(inputs["k"], inputs["v"], inputs["beta"], Ai, inputs["gc"], cu, lowp)
-    return {"w": w, "u": u}
+    return {"w": w, "u": u, "scores": ref.scores_reference(inputs["q"], inputs["k"], inputs["gc"], cu, lowp)}
 
 
 def _ub_model(dims, config, dtype):
@@ -164,14 +165,17 @@ def _ub_model(dims, config, dtype):
 def _cost(dims, dtype, mode):
     d, e = dims_of(dims), element_bytes(dtype)
     tokens = d.B * d.T
-    moved = tokens * (d.H * d.K + d.HV * d.V + d.HV * (d.K + d.V)) * e + tokens * d.HV * (e + 4)
-    flops = KKT_SOLVE_SPEC.cost(dims, dtype, mode).flops + WY_SPEC.cost(dims, dtype, mode).flops
+    # k, q, v read; w, u and the [T, HV, 64] scores written; beta, gc read
+    moved = tokens * (2 * d.H * d.K + d.HV * d.V + d.HV * (d.K + d.V + CHUNK)) * e + tokens * d.HV * (e + 4)
+    flops = (KKT_SOLVE_SPEC.cost(dims, dtype, mode).flops + WY_SPEC.cost(dims, dtype, mode).flops
+             + 2 * d.chunks * d.HV * CHUNK * CHUNK * d.K)
     return Cost(bytes=moved, flops=flops)
 
 
 SPEC = stage_spec(
     name="gdn_kkt_solve_wy",
-    description="gated delta rule fwd, stages kkt + solve + wy fused: w and u without storing A or Ai",
+    description="gated delta rule fwd, stages kkt + solve + wy fused: w, u (and the output's scores) without "
+                "storing A or Ai",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_kkt_solve_wy_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab of the kkt dot"),

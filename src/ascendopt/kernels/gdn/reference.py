@@ -193,6 +193,26 @@ def state_reference(k, w, u, gc, initial_state=None, cu_seqlens=None, lowp=None)
     return h_all, v_new, final
 
 
+def scores_reference(q, k, gc, cu_seqlens=None, lowp=None):
+    """[B,T,HV,BT] fp32: row i of a chunk holds q_i.k_j exp(gc_i - gc_j) for j <= i, else 0 (the
+    output's intra-chunk scores, unscaled), HV taken from gc."""
+    import torch
+
+    HV = gc.shape[2]
+    out = torch.zeros(*gc.shape, CHUNK, dtype=torch.float32, device=q.device)
+    causal = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device).tril()
+    for b, s, e in _bounds(q.shape[0], q.shape[1], cu_seqlens):
+        if e == s:
+            continue
+        qc = _chunks(_expand_heads(_round(q[b, s:e].float(), lowp), HV))  # [NC, BT, HV, K]
+        kc = _chunks(_expand_heads(_round(k[b, s:e].float(), lowp), HV))
+        gt = _chunks(gc[b, s:e].float(), edge=True).transpose(1, 2)  # [NC, HV, BT]
+        decay = (gt[..., :, None] - gt[..., None, :]).masked_fill(~causal, 0).exp()
+        scores = (torch.einsum("nihk,njhk->nhij", qc, kc) * decay).masked_fill(~causal, 0)
+        out[b, s:e] = _unchunk(scores.permute(0, 2, 1, 3), e - s)
+    return out
+
+
 def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None, lowp=None):
     """o [B,T,HV,V] fp32 = scale (exp(gc) q h_c + causal(q k' exp(gc_i - gc_j)) v_new) per chunk."""
     import torch

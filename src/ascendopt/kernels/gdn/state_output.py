@@ -222,13 +222,15 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
 def _make_inputs(dims, dtype, device, seed):
     out = _state_inputs(dims, dtype, device, seed)
     out["q"] = make_base_inputs(dims, dtype, device, seed)["q"]
+    out["scores"] = ref.scores_reference(out["q"], out["k"], out["gc"], out.get("cu_seqlens")).to(out["q"].dtype)
     return out
 
 
 def _run(inputs, config, mode):
     o, final = gdn_state_output(inputs["q"], inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
                                 inputs["q"].shape[-1] ** -0.5, initial_state=inputs["initial_state"],
-                                output_final_state=True, cu_seqlens=inputs.get("cu_seqlens"), config=config)
+                                output_final_state=True, cu_seqlens=inputs.get("cu_seqlens"), config=config,
+                                scores=inputs["scores"] if SPEC.config(config)["SCORES"] else None)
     return {"o": o, "final_state": final}
 
 
@@ -270,7 +272,9 @@ SPEC = stage_spec(
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_state_output_kernel",),
     tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG,
-              "PIPELINE": PIPELINE},
+              "PIPELINE": PIPELINE,
+              "SCORES": Tunable("SCORES", 1, (0, 1), "1: the intra-chunk scores come in (made by gdn_kkt_solve_wy, "
+                                "as the forward does by default); 0: computed here for every value slab")},
     supports=_supports, dtypes=("bf16",),  # fp32 operand tiles at K = 128 alone exceed the UB budget
     extras={"support": "bf16; K, V in 16..256 while the fused live set fits the UB model (K=128: BV=16; K=256: "
                        "no, the forward runs gdn_state + gdn_output)"},
