@@ -203,9 +203,10 @@ def test_auto_tunables_resolve_per_backend():
     assert resolve(SPEC.config({"BT": 16, "TAPS": 2}), "cuda")["BT"] == 16  # explicit values are kept
 
 
-def test_rows_forward_two_blocks_ahead_and_resident_grid_change_nothing():
+@pytest.mark.parametrize("W", [2, 4])
+def test_rows_forward_two_blocks_ahead_and_resident_grid_change_nothing(W):
     # AHEAD=2 carries unconverted rows one more iteration; the arithmetic is the same, so are the bits
-    dims = {"B": 1, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
+    dims = {"B": 1, "T": 45, "D": 40, "W": W, "act": 1, "bias": 1, "residual": 1, "state": 1}
     _, one = _check(dims, "bf16", {**ROWS, "BT": 16})
     _, two = _check(dims, "bf16", {**ROWS, "BT": 16, "AHEAD": 2, "FWD_GRID": 2, "BWD_GRID": 2})
     assert torch.equal(one["y"], two["y"]) and torch.equal(one["final_state"], two["final_state"])
