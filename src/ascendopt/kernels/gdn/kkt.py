@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
+from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
@@ -33,10 +33,7 @@ def _gdn_kkt_kernel(k, beta, gc, A, cu_seqlens, chunk_indices, T_total, num_task
     o_i = tl.arange(0, BT)
     strict = o_i[:, None] > o_i[None, :]
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv = task // HV, task % HV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        _, i_hv, i_h, bos, T_seq, t0 = chunk_task(task, chunk_indices, cu_seqlens, H, HV, BT)
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         k_seq = k + (bos * H + i_h) * K  # rebound per task (never ptr += across tasks)

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars, load_token_scalars_at
+from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars, load_token_scalars_at
 from ascendopt.kernels.gdn.kkt import _make_inputs
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.solve import BC, invert_diagonals, merge_and_store
@@ -67,10 +67,7 @@ def _gdn_kkt_solve_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_total, n
     c3 = tl.arange(0, BC)[None, None, :]
     o_c = tl.arange(0, BC)
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv = task // HV, task % HV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        _, i_hv, i_h, bos, T_seq, t0 = chunk_task(task, chunk_indices, cu_seqlens, H, HV, BT)
         k_seq = k + (bos * H + i_h) * K  # rebound per task
         rows3 = t0 + b3 * BC + r3  # [4, BC, 1] in-sequence token of each diagonal-block row
         tokens = t0 + tl.arange(0, 4)[:, None] * BC + o_c[None, :]  # [4, BC], row-major like the blocks
@@ -176,10 +173,7 @@ def _gdn_kkt_solve_dense_kernel(k, beta, gc, Ai, cu_seqlens, chunk_indices, T_to
                                 SOLVE_PRECISION: tl.constexpr):
     """FORM 1/2: ``dense_inverse`` per (chunk, value head), stored in Ai's dtype."""
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv = task // HV, task % HV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        _, i_hv, i_h, bos, T_seq, t0 = chunk_task(task, chunk_indices, cu_seqlens, H, HV, BT)
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         k_seq = k + (bos * H + i_h) * K  # rebound per task

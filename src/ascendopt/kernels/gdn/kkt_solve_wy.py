@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
+from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.kkt_solve import SPEC as KKT_SOLVE_SPEC
 from ascendopt.kernels.gdn.kkt_solve import _fresh, _ub_stages, dense_inverse, solve_products
 from ascendopt.kernels.gdn.kkt_solve import _tiles as kkt_solve_tiles
@@ -47,10 +47,7 @@ def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, q, scores, cu_seqlens, chunk_
                              G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr, SOLVE_DTYPE: tl.constexpr,
                              SOLVE_PRECISION: tl.constexpr, MAKE_SCORES: tl.constexpr):
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv = task // HV, task % HV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        _, i_hv, i_h, bos, T_seq, t0 = chunk_task(task, chunk_indices, cu_seqlens, H, HV, BT)
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         # pointers rebound from the base tensors for every task

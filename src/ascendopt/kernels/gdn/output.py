@@ -13,7 +13,7 @@ import triton.language as tl
 
 from ascendopt.errors import UsageError
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
+from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
@@ -38,10 +38,8 @@ def _gdn_output_kernel(q, k, v_new, h, gc, o, cu_seqlens, chunk_indices, scale, 
     o_i = tl.arange(0, BT)
     causal = o_i[:, None] >= o_i[None, :]
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv, i_v = task // (HV * NV), (task // NV) % HV, task % NV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        i_c, i_hv, i_h, bos, T_seq, t0 = chunk_task(task // NV, chunk_indices, cu_seqlens, H, HV, BT)
+        i_v = task % NV
         q_seq = q + (bos * H + i_h) * K  # rebound per task
         k_seq = k + (bos * H + i_h) * K
         h_chunk = h + (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V  # chunks are numbered like i_c

@@ -16,7 +16,13 @@ import triton.language as tl
 
 from ascendopt.errors import UsageError
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import load_last_token_scalar, load_token_scalars
+from ascendopt.kernels.gdn.indexing import (
+    load_last_token_scalar,
+    load_state,
+    load_token_scalars,
+    sequence_task,
+    store_state,
+)
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
@@ -41,16 +47,10 @@ def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, 
     NV: tl.constexpr = V // BV
     o_t = tl.arange(0, BT)
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_n, i_hv, i_v = task // (HV * NV), (task // NV) % HV, task % NV
-        i_h = i_hv // (HV // H)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T_seq = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+        i_n, i_hv, i_h, i_v, bos, T_seq = sequence_task(task, cu_seqlens, H, HV, NV)
         first_chunk = tl.load(chunk_offsets + i_n)
         state_index = tl.cast(i_n, tl.int64) * HV + i_hv  # [N, HV, K, V] states
-        b_h = tl.zeros([K, BV], dtype=tl.float32)
-        if USE_INITIAL_STATE:
-            p_h0 = tl.make_block_ptr(h0 + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
-            b_h += tl.load(p_h0).to(tl.float32)
+        b_h = load_state(h0, state_index, i_v, K, V, BV, USE_INITIAL_STATE)
         # pointers rebound from the base tensors for every task (never ptr += across tasks)
         k_seq = k + (bos * H + i_h) * K
         w_seq = w + (bos * HV + i_hv) * K
@@ -59,8 +59,7 @@ def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, 
         for i_t in range(tl.cdiv(T_seq, BT)):
             t0 = i_t * BT
             chunk = tl.cast(first_chunk + i_t, tl.int64) * HV + i_hv
-            p_hc = tl.make_block_ptr(h + chunk * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
-            tl.store(p_hc, b_h.to(p_hc.dtype.element_ty))
+            store_state(h, chunk, b_h, i_v, K, V, BV)
             p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
             b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
             p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
@@ -78,8 +77,7 @@ def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, 
             b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
             b_h = b_h * tl.exp(g_last) + tl.dot(b_kt, b_v.to(DOT_DTYPE), input_precision="ieee")
         if STORE_FINAL_STATE:
-            p_ht = tl.make_block_ptr(ht + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
-            tl.store(p_ht, b_h.to(p_ht.dtype.element_ty))
+            store_state(ht, state_index, b_h, i_v, K, V, BV)
 
 
 def _ub_stages(K: int, BV: int) -> list[UBStage]:

@@ -23,7 +23,13 @@ import triton.language as tl
 from ascendopt import ub
 from ascendopt.errors import UsageError
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import load_last_token_scalar, load_token_scalars
+from ascendopt.kernels.gdn.indexing import (
+    load_last_token_scalar,
+    load_state,
+    load_token_scalars,
+    sequence_task,
+    store_state,
+)
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.state import _make_inputs as _state_inputs
 from ascendopt.kernels.gdn.workload import (
@@ -94,15 +100,9 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, scores, cu_seqlens, scal
     o_t = tl.arange(0, BT)
     causal = o_t[:, None] >= o_t[None, :]
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_n, i_hv, i_v = task // (HV * NV), (task // NV) % HV, task % NV
-        i_h = i_hv // (HV // H)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T_seq = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+        i_n, i_hv, i_h, i_v, bos, T_seq = sequence_task(task, cu_seqlens, H, HV, NV)
         state_index = tl.cast(i_n, tl.int64) * HV + i_hv
-        b_h = tl.zeros([K, BV], dtype=tl.float32)
-        if USE_INITIAL_STATE:
-            p_h0 = tl.make_block_ptr(h0 + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
-            b_h += tl.load(p_h0).to(tl.float32)
+        b_h = load_state(h0, state_index, i_v, K, V, BV, USE_INITIAL_STATE)
         # pointers rebound from the base tensors for every task (never ptr += across tasks)
         q_seq = q + (bos * H + i_h) * K
         k_seq = k + (bos * H + i_h) * K
@@ -128,8 +128,7 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, scores, cu_seqlens, scal
                                   i_v, scale, causal, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE, HAS_SCORES)
                 t0 += BT
         if STORE_FINAL_STATE:
-            p_ht = tl.make_block_ptr(ht + state_index * K * V, (K, V), (V, 1), (0, i_v * BV), (K, BV), (1, 0))
-            tl.store(p_ht, b_h.to(p_ht.dtype.element_ty))
+            store_state(ht, state_index, b_h, i_v, K, V, BV)
 
 
 # The chunk loop's form. AOT-compiled for sm_90 at K = V = 128, BV = 32 (bf16): the counted loop is

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
-from ascendopt.kernels.gdn.indexing import chunk_of, load_token_scalars
+from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
@@ -33,10 +33,7 @@ def _gdn_wy_kernel(k, v, beta, gc, Ai, w, u, cu_seqlens, chunk_indices, T_total,
                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                    BK: tl.constexpr, BV: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr):
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
-        i_c, i_hv = task // HV, task % HV
-        i_h = i_hv // (HV // H)
-        i_t, bos, T_seq = chunk_of(i_c, chunk_indices, cu_seqlens)
-        t0 = i_t * BT
+        _, i_hv, i_h, bos, T_seq, t0 = chunk_task(task, chunk_indices, cu_seqlens, H, HV, BT)
         b_beta = load_token_scalars(beta, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
         p_Ai = tl.make_block_ptr(Ai + (bos * HV + i_hv) * BT, (T_seq, BT), (HV * BT, 1), (t0, 0), (BT, BT),
