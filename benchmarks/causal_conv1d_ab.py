@@ -33,17 +33,20 @@ os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 # (mode, tunables), ordered by interest: the time budget may stop the list early.
 CONFIGS = [
     ("fwd", {}),
+    ("fwd", {"SILU": 2}),
     ("fwd", {"AHEAD": 2}),
+    ("fwd", {"AHEAD": 2, "SILU": 2}),
     ("fwd", {"FWD_GRID": 2}),
-    ("fwd", {"AHEAD": 2, "FWD_GRID": 2}),
+    ("fwd", {"AHEAD": 2, "FWD_GRID": 2, "SILU": 2}),
     ("fwdbwd", {}),
     ("fwdbwd", {"BWD_GRID": 2}),
     ("fwdbwd", {"BWD_GRID": 2, "BD_BWD": 256}),
-    ("fwdbwd", {"AHEAD": 2, "FWD_GRID": 2, "BWD_GRID": 2}),
+    ("fwdbwd", {"AHEAD": 2, "SILU": 2, "BWD_GRID": 2}),
     ("fwd", {"BD": 1024}),
-    ("fwd", {"AHEAD": 2, "BD": 1024}),
+    ("fwd", {"BD": 1024, "AHEAD": 2, "SILU": 2}),
 ]
-CHECKS = [{"AHEAD": 2, "FWD_GRID": 2, "BWD_GRID": 2}, {"AHEAD": 2, "BD": 1024, "BWD_GRID": 2, "BD_BWD": 256}]
+CHECKS = [{"AHEAD": 2, "FWD_GRID": 2, "SILU": 2, "BWD_GRID": 2},
+          {"AHEAD": 2, "BD": 1024, "BWD_GRID": 2, "BD_BWD": 256}]
 
 
 def _err(exc: BaseException) -> str:

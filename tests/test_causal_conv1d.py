@@ -210,6 +210,7 @@ def test_rows_forward_two_blocks_ahead_and_resident_grid_change_nothing(W):
     _, one = _check(dims, "bf16", {**ROWS, "BT": 16})
     _, two = _check(dims, "bf16", {**ROWS, "BT": 16, "AHEAD": 2, "FWD_GRID": 2, "BWD_GRID": 2})
     assert torch.equal(one["y"], two["y"]) and torch.equal(one["final_state"], two["final_state"])
+    _check(dims, "fp32", {**ROWS, "BT": 16, "SILU": 2}, mode="fwd")  # silu as one division: same values
 
 
 def test_bwd_grid_capped_by_resident_programs(monkeypatch):

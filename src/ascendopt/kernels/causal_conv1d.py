@@ -52,9 +52,9 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1},
+             "BWD_GRID": 1, "SILU": 1},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
-              "BWD_GRID": 1},
+              "BWD_GRID": 1, "SILU": 1},
 }
 UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
@@ -75,7 +75,7 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
 def fwd_options(cfg: dict) -> dict:
     """``causal_conv1d_fwd`` keyword options from resolved tunables."""
     return {"BT": cfg["BT"], "BD": cfg["BD"], "taps": cfg["TAPS"] - 1, "ahead": cfg["AHEAD"],
-            "resident_grid": cfg["FWD_GRID"] == 2}
+            "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"]}
 
 
 def resolve(config: dict, backend: str | None = None) -> dict:
@@ -402,6 +402,9 @@ SPEC = KernelSpec(
                             "backward bulk programs: 0 = auto (1), 1 = up to 4 per core, 2 = up to the programs "
                             "an SM holds at once (CUDA; else as 1). dweight partials follow the grid: results "
                             "change within the tolerances, deterministic for a device"),
+        "SILU": Tunable("SILU", 0, (0, 1, 2),
+                        "row path (TAPS=3) forward silu: 0 = auto (1), 1 = z * sigmoid(z), 2 = z / (1 + "
+                        "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
     },
     make_inputs=_make_inputs,
     run=_run,

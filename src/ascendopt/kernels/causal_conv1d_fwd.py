@@ -174,13 +174,14 @@ _plans: dict = {}
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
                       activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0,
-                      ahead: int = 1, resident_grid: bool = False):
+                      ahead: int = 1, resident_grid: bool = False, silu: int = 1):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
     tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring);
     ``ahead``: 4-row blocks the row path loads ahead (1 or 2); ``resident_grid``: size the grid by the
-    programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task.
+    programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task;
+    ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only).
 
     Host time matters (a call is ~70-110 us of device time on the H200): the launch plan is memoized
     per shape and device, the transposed weight per weight tensor and version (``transposed``)."""
@@ -196,7 +197,7 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     else:
         launches = _plan(B, T, D, W, BT, BD, cu_seqlens)
     flags = {"D": D, "W": W, "BT": BT, "HB": HB, "TAPS": taps, "AHEAD": ahead,
-             "ACT": activation == "silu", "HAS_BIAS": bias is not None,
+             "ACT": 2 if activation == "silu" and silu == 2 else activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
              "IS_VARLEN": cu_seqlens is not None}
     res = dense(residual) if residual is not None else None
