@@ -107,7 +107,7 @@ def transposed(weight):
     hit = _wt_cache.get(key)
     if hit is not None and hit[0]() is weight:
         return hit[1]
-    wt = weight.t().contiguous()
+    wt = weight.detach().t().contiguous()  # the kernels take no autograd graph; a cached one would pin it
     if len(_wt_cache) > 64:
         _wt_cache.clear()
     _wt_cache[key] = (weakref.ref(weight), wt)
