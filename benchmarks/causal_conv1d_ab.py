@@ -38,6 +38,7 @@ CONFIGS = [
     ("fwd", {"AHEAD": 2, "SILU": 2}),
     ("fwd", {"FWD_GRID": 2}),
     ("fwd", {"AHEAD": 2, "FWD_GRID": 2, "SILU": 2}),
+    ("fwd", {"BT": 128, "SILU": 2}),  # 992 bulk tasks: one round at 8 programs per SM
     ("fwdbwd", {}),
     ("fwdbwd", {"BWD_GRID": 2}),
     ("fwdbwd", {"BWD_GRID": 2, "BD_BWD": 256}),
