@@ -12,8 +12,8 @@ import math
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import resident, rowwise
-from ascendopt.kernels.common import alloc, launch
+from ascendopt.kernels import rowwise
+from ascendopt.kernels.common import alloc
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
@@ -33,13 +33,10 @@ def _l2norm_fwd_kernel(x, y, rstd, eps, n_rows, row_start, n_tasks,
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     for task in tl.range(pid, n_tasks, n_programs):
-        r0 = row_start + task * BR
-        rows_left = n_rows - r0
-        # Pointers rebound from the bases every task (in-place ptr += across tasks can miscompile).
-        row_base = tl.cast(r0, tl.int64) * D
-        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
+        p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
         b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
         store_tile(p_y, (b_x * b_rstd[:, None]).to(p_y.dtype.element_ty), TAIL)
@@ -52,13 +49,11 @@ def _l2norm_bwd_kernel(y, rstd, dy, dx, n_rows, row_start, n_tasks,
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     for task in tl.range(pid, n_tasks, n_programs):
-        r0 = row_start + task * BR
-        rows_left = n_rows - r0
-        row_base = tl.cast(r0, tl.int64) * D
-        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_dy = tl.make_block_ptr(dy + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_dx = tl.make_block_ptr(dx + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
+        p_dy = rowwise.row_tile(dy, r0, rows_left, D, BR, BD)
+        p_dx = rowwise.row_tile(dx, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
         b_y = load_tile(p_y, TAIL).to(tl.float32)
         b_dy = load_tile(p_dy, TAIL).to(tl.float32)
         b_rstd = load_rows(p_r, TAIL)
@@ -81,12 +76,7 @@ def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
-    for part in plan.launches:
-        variant = (x.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
-        grid = resident.programs(_l2norm_fwd_kernel, variant, part.n_tasks, part.programs)
-        compiled = launch(_l2norm_fwd_kernel, (grid,), x, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
-        resident.learn(_l2norm_fwd_kernel, variant, compiled)
+    rowwise.launch_resident(_l2norm_fwd_kernel, plan, (x.dtype, d, plan.block_rows), (x, y, rstd, eps), n_rows, d)
     return y, rstd
 
 
@@ -99,12 +89,8 @@ def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
     rowwise.check_like(dy, y, rstd, n_rows)
     dx = alloc(dy.shape, dy.dtype, dy.device)
     plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    for part in plan.launches:
-        variant = (y.dtype, dy.dtype, d, plan.block_rows, part.tail)
-        grid = resident.programs(_l2norm_bwd_kernel, variant, part.n_tasks, part.programs)
-        compiled = launch(_l2norm_bwd_kernel, (grid,), y, rstd, dy, dx, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
-        resident.learn(_l2norm_bwd_kernel, variant, compiled)
+    rowwise.launch_resident(_l2norm_bwd_kernel, plan, (y.dtype, dy.dtype, d, plan.block_rows), (y, rstd, dy, dx),
+                            n_rows, d)
     return dx
 
 
@@ -158,13 +144,8 @@ def _n_rows(dims) -> int:
 
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
-    n, d = _n_rows(dims), dims["D"]
-    bd = rowwise.row_block(d)
-    fwd = rowwise.block_rows(n, d, FWD_MEM_MULT, UB_MARGIN, config["block_rows"])
-    bwd = rowwise.block_rows(n, d, BWD_MEM_MULT, UB_MARGIN, config["block_rows_bwd"])
     # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT (fla's calibrated l2norm values).
-    return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", FWD_MEM_MULT, UB_MARGIN),
-            UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", BWD_MEM_MULT, UB_MARGIN)]
+    return rowwise.norm_stages(_n_rows(dims), dims["D"], config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN)
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
@@ -179,20 +160,8 @@ def _cost(dims, dtype: str, mode: str) -> Cost:
 
 
 def _supports(dims, dtype: str, mode: str) -> str | None:
-    for key in ("B", "T", "D"):
-        if key not in dims:
-            return f"missing dimension {key} (give B, T, D and optionally H)"
-    if "seqlens" in dims:
-        return "l2norm is row-wise: varlen packing changes nothing, use B=1,T=<total>"
-    if min(_shape(dims)) < 1:
-        return "every dimension must be >= 1"
-    ub_bytes = rowwise.ub_context()[0]
-    mult = BWD_MEM_MULT if mode == "fwdbwd" else FWD_MEM_MULT
-    widest = rowwise.max_row_width(mult, ub_bytes, UB_MARGIN)
-    if rowwise.row_block(dims["D"]) > widest:
-        return (f"D={dims['D']} pads to BD={rowwise.row_block(dims['D'])} > {widest}, the widest single-pass row "
-                f"whose fp32 tile (x{mult} live copies) fits {UB_MARGIN:.0%} of UB {ub_bytes} B")
-    return None
+    return rowwise.unsupported_rows(dims, "l2norm", "B, T, D and optionally H", _shape, mode, FWD_MEM_MULT,
+                                    BWD_MEM_MULT, UB_MARGIN)
 
 
 def _peer(inputs: dict, mode: str) -> dict:

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ascendopt import ub
-from ascendopt.kernels import resident, rowwise
+from ascendopt.kernels import rowwise
 from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
@@ -46,12 +46,10 @@ def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
     if W_RESIDENT:  # the weight row is loaded once per program and kept across its tasks
         b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
     for task in tl.range(pid, n_tasks, n_programs):
-        r0 = row_start + task * BR
-        rows_left = n_rows - r0
-        row_base = tl.cast(r0, tl.int64) * D  # int64 before the stride: r0 * D passes 2^31 at large T*D
-        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_y = tl.make_block_ptr(y + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
+        p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
         b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)
         if not W_RESIDENT:
@@ -71,13 +69,11 @@ def _rms_norm_bwd_kernel(x, w, rstd, dy, dx, dw_partial, n_rows, row_start, n_ta
     b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
     b_dw = tl.zeros([BD], dtype=tl.float32)
     for task in tl.range(pid, n_tasks, n_programs):
-        r0 = row_start + task * BR
-        rows_left = n_rows - r0
-        row_base = tl.cast(r0, tl.int64) * D
-        p_x = tl.make_block_ptr(x + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_dy = tl.make_block_ptr(dy + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_dx = tl.make_block_ptr(dx + row_base, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
-        p_r = tl.make_block_ptr(rstd + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
+        p_dy = rowwise.row_tile(dy, r0, rows_left, D, BR, BD)
+        p_dx = rowwise.row_tile(dx, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
         b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_dy = load_tile(p_dy, TAIL).to(tl.float32)
         b_rstd = load_rows(p_r, TAIL)  # tail rows past n_rows load 0, so they add nothing to dw
@@ -147,12 +143,8 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
     w_resident = _weight_resident(cfg["weight_mode"])
-    for part in plan.launches:
-        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for
-        grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
-        compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident)
-        resident.learn(_rms_norm_fwd_kernel, variant, compiled)
+    rowwise.launch_resident(_rms_norm_fwd_kernel, plan, (x.dtype, w.dtype, d, plan.block_rows, w_resident),
+                            (x, w, y, rstd, eps), n_rows, d, W_RESIDENT=w_resident)
     return y, rstd
 
 
@@ -248,14 +240,10 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     n, d = dims["B"] * dims["T"], dims["D"]
-    bd = rowwise.row_block(d)
-    fwd = rowwise.block_rows(n, d, FWD_MEM_MULT, UB_MARGIN, config["block_rows"])
-    bwd = rowwise.block_rows(n, d, BWD_MEM_MULT, UB_MARGIN, config["block_rows_bwd"])
     bp, bdw = _finalize_tiles(64, d)
     # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT / FINALIZE_MEM_MULT above for their origin.
-    return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", FWD_MEM_MULT, UB_MARGIN),
-            UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", BWD_MEM_MULT, UB_MARGIN),
-            UBStage("dweight", {"BP": bp, "BDW": bdw}, "fp32", FINALIZE_MEM_MULT, UB_MARGIN)]
+    return (rowwise.norm_stages(n, d, config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN)
+            + [UBStage("dweight", {"BP": bp, "BDW": bdw}, "fp32", FINALIZE_MEM_MULT, UB_MARGIN)])
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
@@ -270,20 +258,8 @@ def _cost(dims, dtype: str, mode: str) -> Cost:
 
 
 def _supports(dims, dtype: str, mode: str) -> str | None:
-    for key in ("B", "T", "D"):
-        if key not in dims:
-            return f"missing dimension {key} (give B, T, D)"
-    if "seqlens" in dims:
-        return "rms_norm is row-wise: varlen packing changes nothing, use B=1,T=<total>"
-    if min(_shape(dims)) < 1:
-        return "every dimension must be >= 1"
-    ub_bytes = rowwise.ub_context()[0]
-    mult = BWD_MEM_MULT if mode == "fwdbwd" else FWD_MEM_MULT
-    widest = rowwise.max_row_width(mult, ub_bytes, UB_MARGIN)
-    if rowwise.row_block(dims["D"]) > widest:
-        return (f"D={dims['D']} pads to BD={rowwise.row_block(dims['D'])} > {widest}, the widest single-pass row "
-                f"whose fp32 tile (x{mult} live copies) fits {UB_MARGIN:.0%} of UB {ub_bytes} B")
-    return None
+    return rowwise.unsupported_rows(dims, "rms_norm", "B, T, D", _shape, mode, FWD_MEM_MULT, BWD_MEM_MULT,
+                                    UB_MARGIN)
 
 
 def _peer(inputs: dict, mode: str) -> dict:

@@ -16,7 +16,9 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.errors import UsageError
-from ascendopt.kernels.common import grid_size
+from ascendopt.kernels import resident
+from ascendopt.kernels.common import grid_size, launch
+from ascendopt.kernels.spec import UBStage
 
 # fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
 MAX_BLOCK_ROWS = 128
@@ -146,6 +148,50 @@ def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: i
     return per_device(_plans, (n_rows, d, multiplier, margin, requested), build)
 
 
+def launch_resident(kernel, plan: RowPlan, variant: tuple, args: tuple, n_rows: int, d: int, **constants):
+    """Launch ``kernel(*args, n_rows, row_start, n_tasks, D=d, BR=, BD=, TAIL=, **constants)`` for each of
+    ``plan``'s launches on the resident grid (``resident.programs``; ``variant`` + the tail flag names
+    what the compiled kernel depends on). Only for kernels whose results do not depend on the grid.
+    """
+    for part in plan.launches:
+        key = variant + (part.tail,)
+        grid = resident.programs(kernel, key, part.n_tasks, part.programs)
+        compiled = launch(kernel, (grid,), *args, n_rows, part.row_start, part.n_tasks,
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, **constants)
+        resident.learn(kernel, key, compiled)
+
+
+def norm_stages(n_rows: int, d: int, config: dict, fwd_mult: float, bwd_mult: float,
+                margin: float) -> list[UBStage]:
+    """The forward and backward ``[BR, BD]`` fp32 row-tile UB stages of a norm (tunables
+    ``block_rows`` / ``block_rows_bwd``)."""
+    bd = row_block(d)
+    fwd = block_rows(n_rows, d, fwd_mult, margin, config["block_rows"])
+    bwd = block_rows(n_rows, d, bwd_mult, margin, config["block_rows_bwd"])
+    return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", fwd_mult, margin),
+            UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", bwd_mult, margin)]
+
+
+def unsupported_rows(dims, op: str, needs: str, shape_of, mode: str, fwd_mult: float, bwd_mult: float,
+                     margin: float) -> str | None:
+    """Why a row-wise op cannot run ``dims`` (None if it can): ``needs`` names the dimensions it takes,
+    ``shape_of(dims)`` gives its input shape; the padded row must fit UB as one fp32 tile row."""
+    for key in ("B", "T", "D"):
+        if key not in dims:
+            return f"missing dimension {key} (give {needs})"
+    if "seqlens" in dims:
+        return f"{op} is row-wise: varlen packing changes nothing, use B=1,T=<total>"
+    if min(shape_of(dims)) < 1:
+        return "every dimension must be >= 1"
+    ub_bytes = ub_context()[0]
+    mult = bwd_mult if mode == "fwdbwd" else fwd_mult
+    widest = max_row_width(mult, ub_bytes, margin)
+    if row_block(dims["D"]) > widest:
+        return (f"D={dims['D']} pads to BD={row_block(dims['D'])} > {widest}, the widest single-pass row "
+                f"whose fp32 tile (x{mult} live copies) fits {margin:.0%} of UB {ub_bytes} B")
+    return None
+
+
 def total_programs(launches) -> int:
     return sum(launch.programs for launch in launches)
 
@@ -170,6 +216,29 @@ def check_like(dy, x, rstd, n_rows: int) -> None:
 def dense(t):
     """``t`` itself when contiguous (the common case, no torch call), else a contiguous copy."""
     return t if t.is_contiguous() else t.contiguous()
+
+
+@triton.jit
+def row_task(task, row_start, n_rows, BR: tl.constexpr):
+    """Task ``task`` -> (its first row ``r0``, the rows left from it, so ``[0, rows_left)`` is in bounds)."""
+    r0 = row_start + task * BR
+    return r0, n_rows - r0
+
+
+@triton.jit
+def row_tile(base, r0, rows_left, D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr):
+    """``[BR, BD]`` block pointer at row ``r0`` of a row-major ``[n_rows, D]`` tensor.
+
+    int64 before the stride (r0 * D passes 2^31 at large T*D); rebound from the base for every task
+    (in-place ptr += across tasks can miscompile).
+    """
+    return tl.make_block_ptr(base + tl.cast(r0, tl.int64) * D, (rows_left, D), (D, 1), (0, 0), (BR, BD), (1, 0))
+
+
+@triton.jit
+def row_values(base, r0, rows_left, BR: tl.constexpr):
+    """``[BR]`` block pointer at row ``r0`` of a per-row vector (e.g. rstd)."""
+    return tl.make_block_ptr(base + tl.cast(r0, tl.int64), (rows_left,), (1,), (0,), (BR,), (0,))
 
 
 @triton.jit
