@@ -41,16 +41,19 @@ __all__ = ["Check", "GateResult", "StageResult", "missing_kernels", "observed_ke
 MIN_PAIRS = 12
 
 
-class _ClockBackend:
-    """The measurement core's backend interface over an injected clock (ms), for deterministic tests."""
+class ClockBackend:
+    """The real backend (device, synchronize) timed by an injected clock in ms (deterministic tests)."""
 
-    name = "clock"
-
-    def __init__(self, clock: Callable[[], float]):
+    def __init__(self, backend, clock: Callable[[], float]):
+        self.backend = backend
+        self.name = backend.name
         self.clock = clock
 
+    def torch_device(self):
+        return self.backend.torch_device()
+
     def synchronize(self) -> None:
-        pass
+        self.backend.synchronize()
 
     def timer(self):
         clock = self.clock
@@ -168,7 +171,7 @@ def _performance_kernel(contract: Contract, config: dict[str, int], timer, pairs
     spec = kernels.get(contract.workload.kernel)
     w = contract.workload
     backend = backends.current()
-    measure_backend = _ClockBackend(timer) if timer is not None else backend
+    measure_backend = ClockBackend(backend, timer) if timer is not None else backend
     baseline_cfg = spec.config(w.config)
     comparisons = []
     for case in w.shapes:

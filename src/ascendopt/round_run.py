@@ -30,6 +30,7 @@ from ascendopt import console, round_summary, rounds, tune, tune_space
 from ascendopt import round_profiles as rp
 from ascendopt import round_timing as rt
 from ascendopt.errors import AscendoptError, UsageError
+from ascendopt.gate import ClockBackend
 from ascendopt.rounds import RoundRecord, StopDecision
 from ascendopt.workspace import Workspace
 
@@ -247,7 +248,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         timing = None
         if green:
             if contract.is_kernel:
-                clocked = rt.ClockBackend(backend, timer) if timer is not None else backend
+                clocked = ClockBackend(backend, timer) if timer is not None else backend
                 timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
             else:
                 timing = rt.timing_from_gate(gate, records)

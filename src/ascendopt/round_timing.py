@@ -63,33 +63,6 @@ def _aggregate(verdicts: Sequence[str]) -> str:
     return "faster" if "faster" in verdicts else "same"
 
 
-class ClockBackend:
-    """The real backend (device, synchronize) timed by an injected clock in ms (deterministic tests)."""
-
-    def __init__(self, backend, clock: Callable[[], float]):
-        self.backend = backend
-        self.name = backend.name
-        self.clock = clock
-
-    def torch_device(self):
-        return self.backend.torch_device()
-
-    def synchronize(self) -> None:
-        self.backend.synchronize()
-
-    def timer(self):
-        clock = self.clock
-
-        class _Timer:
-            def start(self) -> None:
-                self.t0 = clock()
-
-            def stop(self) -> float:
-                return clock() - self.t0
-
-        return _Timer()
-
-
 def _runner(spec, config: Mapping[str, int], mode: str) -> Callable[[Any], Any]:
     """``inputs -> spec.run(inputs, config, mode)`` with ``config`` bound now (not at call time)."""
     return lambda inputs: spec.run(inputs, dict(config), mode)
