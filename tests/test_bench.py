@@ -7,6 +7,32 @@ from ascendopt import bench
 from ascendopt.backends import Backend
 
 
+class VirtualBackend:
+    """A backend whose timer reads ``clock["t"]`` (ms): a sample is exactly what the timed call adds to it."""
+
+    name = "cpu"
+
+    def __init__(self, clock: dict):
+        self.clock = clock
+
+    def synchronize(self):
+        pass
+
+    def timer(self):
+        return VirtualTimer(self.clock)
+
+
+class VirtualTimer:
+    def __init__(self, clock: dict):
+        self.clock = clock
+
+    def start(self):
+        self.t0 = self.clock["t"]
+
+    def stop(self):
+        return self.clock["t"] - self.t0
+
+
 def _pairs(shift: float, n: int, seed: int, noise: float = 0.02, base: float = 0.1):
     rng = np.random.default_rng(seed)
     drift = 1 + 0.01 * np.sin(np.arange(n) / 5)  # slow drift both sides share
@@ -86,22 +112,7 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
     rng = np.random.default_rng(7)
     noise = itertools.cycle(np.exp(rng.normal(0, 0.08, 4000)))
     clock = {"t": 0.0}
-
-    class VirtualTimer:
-        def start(self):
-            self.t0 = clock["t"]
-
-        def stop(self):
-            return clock["t"] - self.t0
-
-    class VirtualBackend:
-        name = "cpu"
-
-        def synchronize(self):
-            pass
-
-        def timer(self):
-            return VirtualTimer()
+    backend = VirtualBackend(clock)
 
     def fast():
         clock["t"] += 1.0 * next(noise)
@@ -109,9 +120,9 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
     def slow():
         clock["t"] += 1.08 * next(noise)
 
-    short = bench.compare(fast, slow, backend=VirtualBackend(), pairs=12, max_pairs=12, warmup=1, warmup_ms=0,
+    short = bench.compare(fast, slow, backend=backend, pairs=12, max_pairs=12, warmup=1, warmup_ms=0,
                           min_sample_ms=0)
-    extended = bench.compare(fast, slow, backend=VirtualBackend(), pairs=12, max_pairs=120, warmup=1, warmup_ms=0,
+    extended = bench.compare(fast, slow, backend=backend, pairs=12, max_pairs=120, warmup=1, warmup_ms=0,
                              min_sample_ms=0)
     assert short.verdict == "same" and short.noise_rel > 0.015
     assert extended.verdict == "slower" and extended.baseline.n > 12
@@ -120,23 +131,8 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
 def test_interleaved_samples_rotate_the_order_and_share_one_batch_size():
     """N sides: all warm up first, then ABC CBA ABC ...; extending continues the rotation."""
     clock = {"t": 0.0}
+    backend = VirtualBackend(clock)
     order = []
-
-    class VirtualTimer:
-        def start(self):
-            self.t0 = clock["t"]
-
-        def stop(self):
-            return clock["t"] - self.t0
-
-    class VirtualBackend:
-        name = "cpu"
-
-        def synchronize(self):
-            pass
-
-        def timer(self):
-            return VirtualTimer()
 
     def side(name, ms):
         def fn(x):
@@ -146,14 +142,14 @@ def test_interleaved_samples_rotate_the_order_and_share_one_batch_size():
         return fn
 
     fns = [side("a", 1.0), side("b", 2.0), side("c", 4.0)]
-    samples, calls = bench.interleaved_samples(fns, inputs=[(1,)], backend=VirtualBackend(), pairs=4, warmup=2,
+    samples, calls = bench.interleaved_samples(fns, inputs=[(1,)], backend=backend, pairs=4, warmup=2,
                                                warmup_ms=0, min_sample_ms=0)
     assert calls == 1 and samples == [[1.0] * 4, [2.0] * 4, [4.0] * 4]
     names = "".join(name for name, _ in order)
     assert names == "aabbcc" + "abc" + "cba" + "abc" + "cba"
 
     order.clear()
-    taker = bench.Interleaved([bench.Sampler(fn, [(1,)], VirtualBackend()) for fn in fns[:2]], warmup=1, warmup_ms=0,
+    taker = bench.Interleaved([bench.Sampler(fn, [(1,)], backend) for fn in fns[:2]], warmup=1, warmup_ms=0,
                               min_sample_ms=0)
     taker.take(1)
     a, b = taker.take(2)

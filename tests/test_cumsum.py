@@ -3,16 +3,12 @@
 import pytest
 import torch
 
+from _numerics import rel_rms
 from ascendopt.errors import UsageError
 from ascendopt.kernels import chunk_local_cumsum as cumsum_module
 from ascendopt.kernels import get
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum, chunk_local_cumsum_reference
 from ascendopt.kernels.common import nan_poisoning
-
-
-def rel_rms(result, reference):
-    diff = result.double() - reference.double()
-    return float(diff.pow(2).mean().sqrt() / reference.double().pow(2).mean().sqrt())
 
 
 def _gate(shape, dtype=torch.float32, seed=0):

@@ -3,17 +3,11 @@
 import pytest
 import torch
 
+from _numerics import TOL, rel_rms
 from ascendopt.errors import UsageError
 from ascendopt.kernels import get
 from ascendopt.kernels.common import nan_poisoning
 from ascendopt.kernels.l2norm import l2norm, l2norm_bwd, l2norm_fwd, l2norm_reference
-
-TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
-
-
-def rel_rms(result, reference):
-    diff = result.double() - reference.double()
-    return float(diff.pow(2).mean().sqrt() / reference.double().pow(2).mean().sqrt())
 
 
 def _inputs(shape, dtype, seed=0):
