@@ -10,17 +10,17 @@ import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
-from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     UBStage,
+    chunk_stage_args,
     dims_of,
     element_bytes,
     make_base_inputs,
     pick_tile,
     stage_spec,
     tile_tunable,
-    token_scalar_arg,
     value_heads,
 )
 from ascendopt.kernels.spec import Cost
@@ -73,10 +73,8 @@ def gdn_kkt(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
     cfg = SPEC.config(config)
     B, T, H, K = k.shape
     HV = value_heads(beta)
-    packing = packing or pack(B, T, cu_seqlens, k.device)
+    packing, beta_arg, gc_arg, contig = chunk_stage_args(k, beta, gc, cu_seqlens, packing, cfg)
     BK = _tiles(K, cfg)
-    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
-    gc_arg, _ = token_scalar_arg(gc, contig)
     A = alloc((B, T, HV, CHUNK), torch.float32, k.device)
     tasks = packing.NC * HV
     launch(_gdn_kkt_kernel, (grid_size("cube", tasks),), k, beta_arg, gc_arg, A, packing.cu_seqlens,

@@ -18,17 +18,17 @@ import triton.language as tl
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars, load_token_scalars_at
 from ascendopt.kernels.gdn.kkt import _make_inputs
-from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.solve import BC, invert_diagonals, merge_and_store
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     UBStage,
+    chunk_stage_args,
     dims_of,
     element_bytes,
     pick_tile,
     stage_spec,
     tile_tunable,
-    token_scalar_arg,
     value_heads,
 )
 from ascendopt.kernels.spec import Cost, Tunable
@@ -226,10 +226,8 @@ def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
     cfg = SPEC.config(config)
     B, T, H, K = k.shape
     HV = value_heads(beta)
-    packing = packing or pack(B, T, cu_seqlens, k.device)
+    packing, beta_arg, gc_arg, contig = chunk_stage_args(k, beta, gc, cu_seqlens, packing, cfg)
     BK = _tiles(K, cfg)
-    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
-    gc_arg, _ = token_scalar_arg(gc, contig)
     Ai = alloc((B, T, HV, CHUNK), k.dtype, k.device)
     tasks = packing.NC * HV
     args = (k, beta_arg, gc_arg, Ai, packing.cu_seqlens, packing.chunk_indices, packing.T_total, tasks)

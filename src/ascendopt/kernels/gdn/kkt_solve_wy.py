@@ -23,17 +23,17 @@ from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.kkt_solve import SPEC as KKT_SOLVE_SPEC
 from ascendopt.kernels.gdn.kkt_solve import _fresh, _ub_stages, dense_inverse, solve_products
 from ascendopt.kernels.gdn.kkt_solve import _tiles as kkt_solve_tiles
-from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     UBStage,
+    chunk_stage_args,
     dims_of,
     element_bytes,
     make_base_inputs,
     pick_tile,
     stage_spec,
     tile_tunable,
-    token_scalar_arg,
     value_heads,
 )
 from ascendopt.kernels.gdn.wy import SPEC as WY_SPEC
@@ -114,10 +114,8 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, q=None, cu_seqlens=None, config=None, pa
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     assert value_heads(beta) == HV
-    packing = packing or pack(B, T, cu_seqlens, k.device)
+    packing, beta_arg, gc_arg, contig = chunk_stage_args(k, beta, gc, cu_seqlens, packing, cfg)
     BK, BW = _tiles(K, V, cfg)
-    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
-    gc_arg, _ = token_scalar_arg(gc, contig)
     w = alloc((B, T, HV, K), k.dtype, k.device)
     u = alloc((B, T, HV, V), k.dtype, k.device)
     scores = None if q is None else alloc((B, T, HV, CHUNK), q.dtype, k.device)

@@ -108,9 +108,7 @@ def gdn_output(q, k, v_new, h, gc, scale, *, cu_seqlens=None, config=None, packi
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
     cu = base.get("cu_seqlens")
-    gc = ref.gate_cumsum_reference(base["g"], cu)
-    Ai = ref.solve_tril_reference(ref.kkt_reference(base["k"], base["beta"], gc, cu), cu)
-    w, u = ref.wy_reference(base["k"], base["v"], base["beta"], Ai, gc, cu)
+    gc, w, u = ref.wy_inputs_reference(base)
     h, v_new, _ = ref.state_reference(base["k"], w, u, gc, base["initial_state"], cu)
     dt = base["k"].dtype
     out = {"q": base["q"], "k": base["k"], "v_new": v_new.to(dt), "h": h.to(dt), "gc": gc}

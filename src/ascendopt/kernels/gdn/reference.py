@@ -239,6 +239,20 @@ def output_reference(q, k, v_new, h, gc, scale, cu_seqlens=None, lowp=None):
     return o
 
 
+def solve_inputs_reference(base: dict):
+    """(gc, Ai) from ``workload.make_base_inputs``' tensors: the gate cumsum and the kkt + solve stages."""
+    cu = base.get("cu_seqlens")
+    gc = gate_cumsum_reference(base["g"], cu)
+    return gc, solve_tril_reference(kkt_reference(base["k"], base["beta"], gc, cu), cu)
+
+
+def wy_inputs_reference(base: dict):
+    """(gc, w, u) from ``workload.make_base_inputs``' tensors: the stages before the state recurrence."""
+    gc, Ai = solve_inputs_reference(base)
+    w, u = wy_reference(base["k"], base["v"], base["beta"], Ai, gc, base.get("cu_seqlens"))
+    return gc, w, u
+
+
 def chunked_reference(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None, lowp=None):
     """The chunked form composed from the stage references; equals the oracle up to fp32 rounding.
 

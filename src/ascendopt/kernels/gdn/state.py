@@ -128,9 +128,7 @@ def gdn_state(k, w, u, gc, *, initial_state=None, output_final_state=False, cu_s
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
     cu = base.get("cu_seqlens")
-    gc = ref.gate_cumsum_reference(base["g"], cu)
-    Ai = ref.solve_tril_reference(ref.kkt_reference(base["k"], base["beta"], gc, cu), cu)
-    w, u = ref.wy_reference(base["k"], base["v"], base["beta"], Ai, gc, cu)
+    gc, w, u = ref.wy_inputs_reference(base)
     dt = base["k"].dtype
     out = {"k": base["k"], "w": w.to(dt), "u": u.to(dt), "gc": gc, "initial_state": base["initial_state"]}
     if cu is not None:

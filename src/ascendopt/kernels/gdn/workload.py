@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ascendopt.kernels.gdn.layout import SUPPORTED_HEAD_DIMS, token_major_to_head_major
+from ascendopt.kernels.gdn.layout import SUPPORTED_HEAD_DIMS, pack, token_major_to_head_major
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -117,6 +117,15 @@ def token_scalar_arg(x, contiguous_t: bool):
     if contiguous_t:
         return token_major_to_head_major(x), True
     return x, False
+
+
+def chunk_stage_args(k, beta, gc, cu_seqlens, packing, config: dict):
+    """(packing, beta, gc, T_CONTIG) for a per-chunk stage over k [B,T,H,K]: the packing (made from
+    ``cu_seqlens`` unless given) and beta / gc as kernel arguments in beta's layout (``token_scalar_arg``)."""
+    packing = packing or pack(k.shape[0], k.shape[1], cu_seqlens, k.device)
+    beta_arg, contig = token_scalar_arg(beta, bool(config["G_T_CONTIG"]))
+    gc_arg, _ = token_scalar_arg(gc, contig)
+    return packing, beta_arg, gc_arg, contig
 
 
 def value_heads(x) -> int:

@@ -12,17 +12,17 @@ import triton.language as tl
 
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
-from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
+from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     UBStage,
+    chunk_stage_args,
     dims_of,
     element_bytes,
     make_base_inputs,
     pick_tile,
     stage_spec,
     tile_tunable,
-    token_scalar_arg,
     value_heads,
 )
 from ascendopt.kernels.spec import Cost
@@ -83,10 +83,8 @@ def gdn_wy(k, v, beta, Ai, gc, *, cu_seqlens=None, config=None, packing=None):
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     assert value_heads(beta) == HV
-    packing = packing or pack(B, T, cu_seqlens, k.device)
+    packing, beta_arg, gc_arg, contig = chunk_stage_args(k, beta, gc, cu_seqlens, packing, cfg)
     BK, BV = _tiles(K, V, cfg)
-    beta_arg, contig = token_scalar_arg(beta, bool(cfg["G_T_CONTIG"]))
-    gc_arg, _ = token_scalar_arg(gc, contig)
     w = alloc((B, T, HV, K), k.dtype, k.device)
     u = alloc((B, T, HV, V), k.dtype, k.device)
     tasks = packing.NC * HV
@@ -99,8 +97,7 @@ def gdn_wy(k, v, beta, Ai, gc, *, cu_seqlens=None, config=None, packing=None):
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
     cu = base.get("cu_seqlens")
-    gc = ref.gate_cumsum_reference(base["g"], cu)
-    Ai = ref.solve_tril_reference(ref.kkt_reference(base["k"], base["beta"], gc, cu), cu)
+    gc, Ai = ref.solve_inputs_reference(base)
     out = {"k": base["k"], "v": base["v"], "beta": base["beta"], "Ai": Ai.to(base["k"].dtype), "gc": gc}
     if cu is not None:
         out["cu_seqlens"] = cu
