@@ -130,14 +130,12 @@ def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str
 
     if not numeric:
         return []
+    options = _sample_options(numeric, skip_lines)
     try:
-        sample = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 20),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
-            convert_options=pacsv.ConvertOptions(include_columns=numeric, column_types={c: pa.string() for c in numeric},
-                                                 null_values=NULL_MARKERS, strings_can_be_null=True),
-        ) if path.stat().st_size <= 1 << 20 else _first_block(path, numeric, skip_lines)
+        if path.stat().st_size <= 1 << 20:
+            sample = pacsv.read_csv(path, **options)
+        else:  # the first 1 MiB block only
+            sample = pa.Table.from_batches([pacsv.open_csv(path, **options).read_next_batch()])
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return list(numeric)  # the full read will say what is wrong
     quirky = []
@@ -149,18 +147,18 @@ def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str
     return quirky
 
 
-def _first_block(path: Path, numeric: list[str], skip_lines: int):
+def _sample_options(numeric: list[str], skip_lines: int) -> dict:
+    """pyarrow CSV options reading ``numeric`` as strings in 1 MiB blocks, skipping malformed rows."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
-    reader = pacsv.open_csv(
-        path,
-        read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 20),
-        parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
-        convert_options=pacsv.ConvertOptions(include_columns=numeric, column_types={c: pa.string() for c in numeric},
-                                             null_values=NULL_MARKERS, strings_can_be_null=True),
-    )
-    return pa.Table.from_batches([reader.read_next_batch()])
+    return {
+        "read_options": pacsv.ReadOptions(skip_rows=skip_lines, block_size=1 << 20),
+        "parse_options": pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+        "convert_options": pacsv.ConvertOptions(include_columns=numeric,
+                                                column_types={c: pa.string() for c in numeric},
+                                                null_values=NULL_MARKERS, strings_can_be_null=True),
+    }
 
 
 def _to_float(path: Path, raw: str, col):
