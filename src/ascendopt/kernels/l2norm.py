@@ -12,8 +12,8 @@ import math
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import rowwise
-from ascendopt.kernels.common import alloc
+from ascendopt.kernels import resident, rowwise
+from ascendopt.kernels.common import alloc, launch
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
@@ -76,7 +76,12 @@ def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
-    rowwise.launch_resident(_l2norm_fwd_kernel, plan, (x.dtype, d, plan.block_rows), (x, y, rstd, eps), n_rows, d)
+    for part in plan.launches:
+        variant = (x.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
+        grid = resident.programs(_l2norm_fwd_kernel, variant, part.n_tasks, part.programs)
+        compiled = launch(_l2norm_fwd_kernel, (grid,), x, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+        resident.learn(_l2norm_fwd_kernel, variant, compiled)
     return y, rstd
 
 
@@ -89,8 +94,12 @@ def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
     rowwise.check_like(dy, y, rstd, n_rows)
     dx = alloc(dy.shape, dy.dtype, dy.device)
     plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    rowwise.launch_resident(_l2norm_bwd_kernel, plan, (y.dtype, dy.dtype, d, plan.block_rows), (y, rstd, dy, dx),
-                            n_rows, d)
+    for part in plan.launches:
+        variant = (y.dtype, dy.dtype, d, plan.block_rows, part.tail)
+        grid = resident.programs(_l2norm_bwd_kernel, variant, part.n_tasks, part.programs)
+        compiled = launch(_l2norm_bwd_kernel, (grid,), y, rstd, dy, dx, n_rows, part.row_start, part.n_tasks,
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
+        resident.learn(_l2norm_bwd_kernel, variant, compiled)
     return dx
 
 

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ascendopt import ub
-from ascendopt.kernels import rowwise
+from ascendopt.kernels import resident, rowwise
 from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
@@ -143,8 +143,12 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
     w_resident = _weight_resident(cfg["weight_mode"])
-    rowwise.launch_resident(_rms_norm_fwd_kernel, plan, (x.dtype, w.dtype, d, plan.block_rows, w_resident),
-                            (x, w, y, rstd, eps), n_rows, d, W_RESIDENT=w_resident)
+    for part in plan.launches:
+        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for
+        grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
+        compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident)
+        resident.learn(_rms_norm_fwd_kernel, variant, compiled)
     return y, rstd
 
 

@@ -16,8 +16,7 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.errors import UsageError
-from ascendopt.kernels import resident
-from ascendopt.kernels.common import grid_size, launch
+from ascendopt.kernels.common import grid_size
 from ascendopt.kernels.spec import UBStage
 
 # fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
@@ -146,19 +145,6 @@ def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: i
         return RowPlan(br, row_block(d), tuple(plan_rows(n_rows, br)))
 
     return per_device(_plans, (n_rows, d, multiplier, margin, requested), build)
-
-
-def launch_resident(kernel, plan: RowPlan, variant: tuple, args: tuple, n_rows: int, d: int, **constants):
-    """Launch ``kernel(*args, n_rows, row_start, n_tasks, D=d, BR=, BD=, TAIL=, **constants)`` for each of
-    ``plan``'s launches on the resident grid (``resident.programs``; ``variant`` + the tail flag names
-    what the compiled kernel depends on). Only for kernels whose results do not depend on the grid.
-    """
-    for part in plan.launches:
-        key = variant + (part.tail,)
-        grid = resident.programs(kernel, key, part.n_tasks, part.programs)
-        compiled = launch(kernel, (grid,), *args, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, **constants)
-        resident.learn(kernel, key, compiled)
 
 
 def norm_stages(n_rows: int, d: int, config: dict, fwd_mult: float, bwd_mult: float,
