@@ -6,8 +6,7 @@ import pytest
 import yaml
 
 from ascendopt import contract as contract_mod
-from ascendopt.contract import (BaselineTiming, Contract, FrozenFile, ShapeCase, Tolerance, Workload, load, save,
-                                sealed)
+from ascendopt.contract import BaselineTiming, Contract, FrozenFile, ShapeCase, Tolerance, Workload, load, save, sealed
 from ascendopt.errors import ContractError, IntegrityError, UsageError
 from ascendopt.workspace import Workspace
 

@@ -27,9 +27,8 @@ from ascendopt.workspace import Workspace
 @pytest.fixture(scope="module")
 def frozen_ws(tmp_path_factory):
     """One freeze of t_scale (bf16, fwd, tiny + varlen twin), copied for each test."""
-    from conftest import run_cli
-
     from ascendopt import kernels
+    from conftest import run_cli
 
     root = tmp_path_factory.mktemp("frozen")
     with pytest.MonkeyPatch.context() as mp:

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from ascendopt.config import chip_facts, chips, default_model_chip
@@ -68,7 +68,7 @@ class Backend:
 
         getattr(torch, self.name).synchronize()
 
-    def timer(self) -> "Timer":
+    def timer(self) -> Timer:
         return Timer(self)
 
     def info(self) -> DeviceInfo:
@@ -286,7 +286,7 @@ def _npu_cores(torch) -> tuple[int | None, int | None, str]:
     return None, None, "configs/chips.yaml"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _device_info(name: str) -> DeviceInfo:
     torch = _import_torch()
     model_chip = os.environ.get("ASCENDOPT_CHIP") or default_model_chip()

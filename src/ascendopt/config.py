@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parent / "configs"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_config(name: str) -> dict[str, Any]:
     """Load ``configs/<name>.yaml`` as a dict; errors name the file."""
     import yaml

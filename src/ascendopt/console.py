@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from rich.console import Console
 

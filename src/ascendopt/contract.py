@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ascendopt.errors import ContractError, IntegrityError
 from ascendopt.workspace import Workspace, read_yaml, write_yaml
@@ -169,7 +170,7 @@ class Contract:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "contract.yaml") -> "Contract":
+    def from_dict(cls, data: Mapping[str, Any], source: str = "contract.yaml") -> Contract:
         """Validate a raw mapping; every error names ``source`` and the dotted field."""
         f = _Fields(source)
         workload = _workload(f, f.mapping(f.get(data, "workload", ""), "workload"))

@@ -20,8 +20,9 @@ Nothing here returns a bare bool: the caller gets one ``TensorReport`` per tenso
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ascendopt.contract import Tolerance
 from ascendopt.kernels.spec import KernelSpec

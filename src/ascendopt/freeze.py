@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ascendopt import console
 from ascendopt.contract import BaselineTiming, Contract, ShapeCase, Workload, save

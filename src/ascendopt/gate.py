@@ -22,8 +22,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ascendopt import console
 from ascendopt.bench import IMPLAUSIBLE_RATIO

@@ -16,10 +16,11 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -88,7 +89,7 @@ class Workspace:
     root: Path
 
     @classmethod
-    def resolve(cls, explicit: str | os.PathLike | None = None) -> "Workspace":
+    def resolve(cls, explicit: str | os.PathLike | None = None) -> Workspace:
         root = explicit or os.environ.get("ASCENDOPT_WORKSPACE") or ".ascendopt"
         return cls(Path(root).resolve())
 

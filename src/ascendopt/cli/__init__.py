@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -66,7 +66,7 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def root(
     backend: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).", envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,

@@ -33,8 +33,12 @@ def _print_report(report: dict[str, Any]) -> None:
         console.status(note)
     dev = report["device"]
     console.out(f"profile: {report['profile']} ({report['kind']})")
-    console.out(f"device: chip {dev.get('chip') or '?'}, cube cores {dev.get('cube_cores')}, vector cores "
-                f"{dev.get('vector_cores')}, clock {dev.get('clock_mhz')} MHz; source: {dev.get('source')}")
+    def known(value, unit: str = "") -> str:
+        return "unknown" if value is None else f"{value}{unit}"
+
+    console.out(f"device: chip {known(dev.get('chip'))}, cube cores {known(dev.get('cube_cores'))}, vector cores "
+                f"{known(dev.get('vector_cores'))}, clock {known(dev.get('clock_mhz'), ' MHz')}; "
+                f"source: {dev.get('source')}")
     console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
                 f"{', '.join(report['not_collected']) or 'none'}")
     totals = ", ".join(f"{d} {t:.1f} us" for d, t in report["total_us"].items())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,8 +23,8 @@ def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[st
     return out
 
 
-Str = Optional[str]
-Strs = Optional[list[str]]
+Str = str | None
+Strs = list[str] | None
 KernelOpt = Annotated[Str, typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")]
 ShapesOpt = Annotated[Strs, typer.Option(
     "--shapes", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "

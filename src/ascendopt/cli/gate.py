@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -48,12 +48,12 @@ def _render(result) -> None:
 
 def gate(
     skip_perf: Annotated[bool, typer.Option("--skip-perf", help="Skip the performance stage (CPU-only CI).")] = False,
-    set_: Annotated[Optional[list[str]], typer.Option(
+    set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Bundled kernel: candidate tunables NAME=VALUE (default: the frozen configuration).")] = None,
     pairs: Annotated[int, typer.Option(
         "--pairs", min=12, help="Interleaved sample pairs per timed case (>= 12: with fewer, the signed-rank "
                                 "test cannot reach p < 0.002 and no regression could ever be called).")] = 30,
-    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")] = None,
+    junit: Annotated[str | None, typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")] = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 WorkspaceOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--workspace", "-w", help="Workspace folder (default ./.ascendopt or $ASCENDOPT_WORKSPACE)."),
 ]

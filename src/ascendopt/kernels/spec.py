@@ -19,8 +19,9 @@ Conventions shared by every spec:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ascendopt.errors import UsageError
 

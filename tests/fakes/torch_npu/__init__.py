@@ -63,7 +63,7 @@ class Event:
     def synchronize(self):
         pass
 
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: Event) -> float:
         return (end_event._t - self._t) * 1e3
 
 
