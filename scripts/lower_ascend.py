@@ -93,7 +93,8 @@ def signature_of(launch: dict) -> tuple[dict, dict]:
     """Triton signature (arg -> type) and constants (constexprs and None args) of one recorded launch."""
     fn = launch["kernel"]
     names = fn.arg_names
-    values = dict(zip(names, launch["args"]))
+    # positional args may stop short of the parameter list: the rest were passed as kwargs
+    values = dict(zip(names, launch["args"], strict=False))
     values.update(launch["kwargs"])
     signature, constants = {}, {}
     for name in names:

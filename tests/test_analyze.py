@@ -18,7 +18,7 @@ FOREACH = "aclnnForeachAddListV2_ForeachAddListV2_ForeachAddList"
 
 def raw_records(path):
     rows, _ = read_rows(path)
-    return [dict(zip(rows[0], r)) for r in rows[1:] if len(r) == len(rows[0])]
+    return [dict(zip(rows[0], r, strict=True)) for r in rows[1:] if len(r) == len(rows[0])]
 
 
 def test_shares_match_raw_durations_and_op_statistic():
@@ -46,7 +46,7 @@ def test_metrics_are_duration_weighted_means_of_raw_rows():
     report = analyze(load_profile(ASCEND / "level1_cnn"), kernel_filter=FOREACH)
     rows = [r for r in raw_records(LEVEL1) if r["Name"] == FOREACH]
     w = [float(r["Duration(us)"]) for r in rows]
-    mte2 = sum(float(r["aiv_mte2_ratio"]) * x for r, x in zip(rows, w)) / sum(w)
+    mte2 = sum(float(r["aiv_mte2_ratio"]) * x for r, x in zip(rows, w, strict=True)) / sum(w)
     (k,) = report["kernels"]
     assert k["metrics"]["vector_mte2_ratio"] == pytest.approx(mte2)
     assert k["metrics"]["mac_ratio"] is None  # aic_* is 0 on a vector kernel: not applicable, not 0

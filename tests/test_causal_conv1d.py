@@ -91,7 +91,7 @@ def test_varlen_equals_each_sequence_alone():
     y, ht = causal_conv1d_fwd(x, w, b, None, h0, True, "silu", cu, **tiles)
     dx, dw, db, dh0 = causal_conv1d_bwd(x, dy, w, b, h0, dht, "silu", cu, **tiles)
     dw_sum, db_sum = torch.zeros_like(dw), torch.zeros_like(db)
-    for n, (lo, hi) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist())):
+    for n, (lo, hi) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)):
         if hi == lo:  # an empty sequence: the final state is the initial state, its gradient dfinal_state
             torch.testing.assert_close(ht[n], h0[n], rtol=0, atol=0)
             torch.testing.assert_close(dh0[n], dht[n], rtol=0, atol=0)

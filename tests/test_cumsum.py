@@ -65,7 +65,7 @@ def test_varlen_equals_per_sequence_fixed_length_runs(index_dtype, shape_tail, r
     with nan_poisoning():
         packed = chunk_local_cumsum(g, 32, reverse=reverse, cu_seqlens=cu, config={"block_c": 2})
     assert not torch.isnan(packed).any()
-    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
+    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):
         if end == start:
             continue
         alone = chunk_local_cumsum(g[:, start:end].contiguous(), 32, reverse=reverse)

@@ -41,7 +41,7 @@ def test_reloaded_and_resident_weight_give_identical_forwards(dtype):
     x, w, _ = _inputs((2, 37, 96), dtype, seed=3)
     kept = rms_norm_fwd(x, w, config={"block_rows": 8, "weight_mode": 1})
     reloaded = rms_norm_fwd(x, w, config={"block_rows": 8, "weight_mode": 2})
-    for a, b in zip(kept, reloaded):
+    for a, b in zip(kept, reloaded, strict=True):
         assert torch.equal(a, b)
     ref = rms_norm_reference({"x": x, "weight": w, "dy": x}, "fwd")["y"]
     assert rel_rms(reloaded[0], ref) < TOL[dtype]

@@ -20,7 +20,7 @@ PIPE, MEMORY, TRACE = CUDA / "ncu_raw_pipe.csv", CUDA / "ncu_raw_memory.csv", CU
 def ncu_rows(path):
     rows = [r for r in csv.reader(path.open()) if r and not r[0].startswith("==")]
     header, units, data = rows[0], rows[1], rows[2:]
-    return [dict(zip(header, r)) for r in data], dict(zip(header, units))
+    return [dict(zip(header, r, strict=True)) for r in data], dict(zip(header, units, strict=True))
 
 
 def num(text):
@@ -65,7 +65,7 @@ def test_cuda_folder_trace_durations_with_ncu_counters():
     rows = [r for r in ncu_rows(MEMORY)[0] if r["Kernel Name"] == "_axpb_kernel"]
     w = [num(r["gpu__time_duration.sum"]) for r in rows]
     l2 = [num(r["lts__throughput.avg.pct_of_peak_sustained_elapsed"]) / 100 for r in rows]
-    assert axpb["l2_ratio"] == pytest.approx(sum(a * b for a, b in zip(w, l2)) / sum(w))
+    assert axpb["l2_ratio"] == pytest.approx(sum(a * b for a, b in zip(w, l2, strict=True)) / sum(w))
     # the "active" tensor metric of the pipe file beats the memory file's "elapsed" one
     gemm = k[k["name"].astype(str).str.startswith("nvjet")].iloc[0]
     pipe_gemm = next(r for r in ncu_rows(PIPE)[0] if r["Kernel Name"].startswith("nvjet"))

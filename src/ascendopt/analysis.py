@@ -118,8 +118,8 @@ def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndar
             rx = re.compile(pattern[len("regex:"):])
         except re.error as exc:
             raise UsageError(f"--kernel-filter {pattern!r}: not a valid regular expression ({exc})") from None
-        return np.array([bool(rx.search(n) or rx.search(t)) for n, t in zip(names, op_types)], dtype=bool)
-    return np.array([pattern in n or pattern in t for n, t in zip(names, op_types)], dtype=bool)
+        return np.array([bool(rx.search(n) or rx.search(t)) for n, t in zip(names, op_types, strict=True)], dtype=bool)
+    return np.array([pattern in n or pattern in t for n, t in zip(names, op_types, strict=True)], dtype=bool)
 
 
 def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:

@@ -45,7 +45,7 @@ def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequenc
     samples, calls = bench.interleaved_samples([fns[n] for n in names], inputs=inputs, backend=backend, pairs=pairs,
                                                warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms,
                                                on_pair=on_pair)
-    return dict(zip(names, samples)), calls
+    return dict(zip(names, samples, strict=True)), calls
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:

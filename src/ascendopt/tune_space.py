@@ -79,7 +79,7 @@ def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
     axes = [(fixed[n],) if n in fixed else spec.tunables[n].choices for n in names]
     feasible, pruned = [], []
     for values in itertools.product(*axes):
-        cand = ub_prediction(spec, dims, dict(zip(names, values)), dtype, ub_bytes, mode)
+        cand = ub_prediction(spec, dims, dict(zip(names, values, strict=True)), dtype, ub_bytes, mode)
         (feasible if (cand.ub_safe or not enforce_ub) else pruned).append(cand)
     return feasible, pruned
 

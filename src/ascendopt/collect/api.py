@@ -83,7 +83,7 @@ def _collect(groups: Sequence[str] | str, *, name: str, out_dir: str | os.PathLi
     with console.progress(f"collect {label} [{groups_text}] on {backend}", total=total) as bar, staging(out) as stage:
         per_group = run_all(settings, stage, out, set_id)
         bar.advance(len(settings))
-        for s, folders in zip(settings, per_group):
+        for s, folders in zip(settings, per_group, strict=True):
             if s in ncu_runs:
                 bar.update(f"collect {label} [{s.metric_group}] counters with Nsight Compute")
                 counters(folders, s)

@@ -235,7 +235,7 @@ def _reference(inputs: dict, mode: str) -> dict:
             outs.append(ht)
             grads.append(inputs["dfinal_state"].to(ht.dtype))
         got = torch.autograd.grad(outs, [leaves[k] for k in names], grads)
-        out.update({f"d{k}": g for k, g in zip(names, got)})
+        out.update({f"d{k}": g for k, g in zip(names, got, strict=True)})
     return out
 
 
@@ -346,7 +346,7 @@ def _peer(inputs: dict, mode: str) -> dict:
             grads.append(F.pad(inputs["dfinal_state"], (1, 0)))
         keys = list(leaves)
         got = torch.autograd.grad(outs, [leaves[k] for k in keys], grads)
-        out.update({f"d{k}": g for k, g in zip(keys, got)})
+        out.update({f"d{k}": g for k, g in zip(keys, got, strict=True)})
         if h0 is not None:
             out["dinitial_state"] = out["dinitial_state"][..., 1:]
     return out

@@ -276,7 +276,7 @@ def chunk_local_cumsum_reference(inputs: dict, mode: str = "fwd") -> dict:
     chunk, reverse, scale = inputs["chunk_size"], inputs["reverse"], inputs.get("scale")
     cu = inputs.get("cu_seqlens")
     bounds = [(i, 0, g.shape[1]) for i in range(g.shape[0])] if cu is None else [
-        (0, int(s), int(e)) for s, e in zip(cu[:-1].tolist(), cu[1:].tolist())]
+        (0, int(s), int(e)) for s, e in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)]
     o = torch.zeros_like(g)
     for bi, s, e in bounds:
         seq = g[bi, s:e]

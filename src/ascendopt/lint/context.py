@@ -193,7 +193,7 @@ def _bind(table, target: ast.AST, value: ast.AST) -> None:
         table[target.id].append(value)
     elif isinstance(target, (ast.Tuple, ast.List)):
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
-            for t, v in zip(target.elts, value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
                 _bind(table, t, v)
         else:
             for name in names_in(target):
@@ -202,7 +202,10 @@ def _bind(table, target: ast.AST, value: ast.AST) -> None:
 
 def _const(node, known: set[str], *, strict: bool, params=(), local=None) -> bool:
     """Whether ``node`` is a compile-time value given the compile-time names in ``known``."""
-    rec = lambda n: _const(n, known, strict=strict, params=params, local=local)
+
+    def rec(n) -> bool:
+        return _const(n, known, strict=strict, params=params, local=local)
+
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Name):

@@ -33,8 +33,8 @@ def _compute(frame):
 
 
 def _check_same_launches(a, b, path_a, path_b) -> None:
-    ca = Counter(zip(*(_compute(a)[k] for k in ("device", "name"))))
-    cb = Counter(zip(*(_compute(b)[k] for k in ("device", "name"))))
+    ca = Counter(zip(*(_compute(a)[k] for k in ("device", "name")), strict=True))
+    cb = Counter(zip(*(_compute(b)[k] for k in ("device", "name")), strict=True))
     if ca == cb:
         return
     for key in list(ca) + list(cb):
@@ -50,7 +50,7 @@ def merge_kernel_frames(frames: list, paths: list) -> tuple:
     """Merge canonical kernel frames of several runs -> (merged frame, notes)."""
     base = _with_occurrence(frames[0])
     notes = []
-    for frame, path in zip(frames[1:], paths[1:]):
+    for frame, path in zip(frames[1:], paths[1:], strict=True):
         other = _with_occurrence(frame)
         _check_same_launches(base, other, paths[0], path)
         new_cols = [c for c in other.columns
