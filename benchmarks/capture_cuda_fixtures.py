@@ -67,7 +67,8 @@ def main() -> None:
         cmd += [sys.executable, str(wl)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
         (out / f"ncu_raw_{group}.csv").write_text(proc.stdout)
-        (out / f"ncu_{group}.stderr.txt").write_text(proc.stderr[-4000:] + f"\nrc={proc.returncode}\ncmd={' '.join(cmd)}\n")
+        tail = proc.stderr[-4000:] + f"\nrc={proc.returncode}\ncmd={' '.join(cmd)}\n"
+        (out / f"ncu_{group}.stderr.txt").write_text(tail)
         print(group, "rc", proc.returncode, "bytes", len(proc.stdout))
     wl.unlink()
 

@@ -163,7 +163,8 @@ def main() -> int:
     print(f"{result['device']}: device-to-device copy {result['copy_gbs']:.0f} GB/s\n")
     for c in result["checks"]:
         print(f"- check {c['config']}: passed={c.get('passed')} worst err/limit={c.get('worst')} {c.get('error', '')}")
-    print("\n| mode | tunables | us/call | GB/s | % copy | host us/call | device us/call |\n|---|---|---|---|---|---|---|")
+    print("\n| mode | tunables | us/call | GB/s | % copy | host us/call | device us/call |\n"
+          "|---|---|---|---|---|---|---|")
     for r in result["rows"]:
         tun = ", ".join(f"{k}={v}" for k, v in r["config"].items()) or "defaults"
         if "error" in r:

@@ -238,7 +238,8 @@ def main() -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({
             "backend": backend.name, "device": info.name, "versions": info.versions, "kernel": args.kernel,
-            "case": {"name": case.name, "dims": {k: list(v) if isinstance(v, tuple) else v for k, v in case.dims.items()}},
+            "case": {"name": case.name,
+                     "dims": {k: list(v) if isinstance(v, tuple) else v for k, v in case.dims.items()}},
             "dtype": args.dtype, "mode": args.mode, "baseline": dataclasses.asdict(contract.baseline[0]),
             "calibration": calib, "rows": rows, "aa_pass": aa_pass, "planted_exit4": planted_red,
             "seconds": time.time() - started}, indent=2))

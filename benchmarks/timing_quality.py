@@ -51,7 +51,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--aa", type=int, default=30)
     ap.add_argument("--planted", type=int, default=30)
-    ap.add_argument("--n", type=int, default=2**27, help="elements (fp32) of the baseline; large so +3 % elements is +3 % time, not a partial extra wave")
+    ap.add_argument("--n", type=int, default=2**27,
+                    help="elements (fp32) of the baseline; large so +3 % elements is +3 % time, "
+                         "not a partial extra wave")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     backend = backends.current()
@@ -83,7 +85,8 @@ def main() -> None:
         rows.append((f"planted {s:.0%} (measured {truth[s]:+.2%})", args.planted,
                      f"{v.count('slower')}/{len(v)} detected = {v.count('slower') / len(v):.0%}; "
                      f"{v.count('faster')} called faster"))
-    rows.append(("CV of the median (30 x measure)", 30, f"{cv_median:.3%} (median {statistics.mean(medians) * 1e3:.2f} us)"))
+    rows.append(("CV of the median (30 x measure)", 30,
+                 f"{cv_median:.3%} (median {statistics.mean(medians) * 1e3:.2f} us)"))
     info = backend.info()
     print(f"device: {info.name} ({backend.name}); torch {torch.__version__}, triton {triton.__version__}; "
           f"kernel: fp32 y=a*x+b over {args.n} elements; {time.time() - t0:.0f} s")

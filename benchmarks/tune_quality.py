@@ -11,8 +11,9 @@ reported gap is not an artefact of one noisy sample.
 Target: the search's best within 3 % of the exhaustive best, using at most 25 % of the evaluations.
 
 Space: mode ``fwd`` (``*_bwd`` tunables stay at their defaults: they do not affect a forward
-pass), bf16 where supported, configurations that launch the same resolved tiles counted once, and by default the UB model of the model chip prunes candidates as it
-would on Ascend (``--no-enforce-ub`` keeps them). Spaces larger than ``--max-space`` are skipped
+pass), bf16 where supported, configurations that launch the same resolved tiles counted once, and
+by default the UB model of the model chip prunes candidates as it would on Ascend
+(``--no-enforce-ub`` keeps them). Spaces larger than ``--max-space`` are skipped
 (their exhaustive pass would not fit the time budget) and listed as skipped.
 
     python benchmarks/tune_quality.py --out tune_quality.json            # H200: all kernels, ~3-4 min
@@ -140,8 +141,8 @@ def meets_target(r) -> bool:
 
 
 def markdown(rows) -> str:
-    head = ("| kernel | shape | distinct / feasible (pruned) | evals / budget | share | exhaustive best | ms | search best | ms "
-            "| gap | re-check (found/best) | within 3 % in <= 25 % |")
+    head = ("| kernel | shape | distinct / feasible (pruned) | evals / budget | share | exhaustive best | ms "
+            "| search best | ms | gap | re-check (found/best) | within 3 % in <= 25 % |")
     lines = [head, "|" + "---|" * 12]
     for r in rows:
         if "skipped" in r:

@@ -38,7 +38,8 @@ TYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int32":
               "int8": "i8", "uint8": "u8", "bool": "i1"}
 
 
-def record_launches(specs_filter: set[str], prefixes: tuple[str, ...] = PRESET_PREFIXES) -> tuple[list[dict], list[dict]]:
+def record_launches(specs_filter: set[str],
+                    prefixes: tuple[str, ...] = PRESET_PREFIXES) -> tuple[list[dict], list[dict]]:
     """Run every spec's launcher with ``common.launch`` recording instead of launching."""
     import torch
 
