@@ -178,7 +178,8 @@ def probe(name: str) -> str | None:
         return None
     # cpu: the interpreter needs upstream triton (triton-ascend's interpreter lacks Ascend ops)
     if importlib.util.find_spec("triton") is None:
-        return "triton is not installed (pip install 'ascendopt[triton]'); the cpu backend runs kernels in its interpreter"
+        return ("triton is not installed (pip install 'ascendopt[triton]'); "
+                "the cpu backend runs kernels in its interpreter")
     return None
 
 
@@ -303,7 +304,8 @@ def _device_info(name: str) -> DeviceInfo:
         if cube is None:
             cube, vec = facts.get("cube_cores"), facts.get("vector_cores")
             if cube is None:
-                raise EnvironmentProblem(f"cannot read the core counts of {device_name!r} and it is not in configs/chips.yaml")
+                raise EnvironmentProblem(
+                    f"cannot read the core counts of {device_name!r} and it is not in configs/chips.yaml")
         if override:
             ub, ub_source = override, "ASCENDOPT_UB_BYTES"
         elif facts.get("ub_bytes"):
@@ -314,7 +316,8 @@ def _device_info(name: str) -> DeviceInfo:
                           facts.get("hbm_gbs"), _versions())
     model = chip_facts(model_chip)
     ub = override or int(model["ub_bytes"])
-    ub_source = "ASCENDOPT_UB_BYTES" if override else f"modelled for {model_chip} (predictions only; not enforced on {name})"
+    ub_source = ("ASCENDOPT_UB_BYTES" if override
+                 else f"modelled for {model_chip} (predictions only; not enforced on {name})")
     if name == "cuda":
         props = torch.cuda.get_device_properties(0)
         try:

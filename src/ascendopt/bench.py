@@ -312,8 +312,8 @@ def compare(
     implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
     if implausible and _recheck:
         again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
-                        pairs=pairs, max_pairs=max_pairs, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms, rule=rule,
-                        _recheck=False)
+                        pairs=pairs, max_pairs=max_pairs, warmup=warmup, warmup_ms=warmup_ms,
+                        min_sample_ms=min_sample_ms, rule=rule, _recheck=False)
         if again.verdict != result.verdict:
             return Comparison("same", again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
                               again.baseline, again.candidate, True,

@@ -73,7 +73,8 @@ def relative_rms(result, reference) -> float:
     return _rms(diff) / scale if scale > 0 else _rms(diff)
 
 
-def compare_tensor(name: str, kind: str, result, reference, torch_lowp, tolerance: Tolerance, case: str) -> TensorReport:
+def compare_tensor(name: str, kind: str, result, reference, torch_lowp, tolerance: Tolerance,
+                   case: str) -> TensorReport:
     """Compare one kernel result with the fp32 ``reference`` (and ``torch_lowp``, torch in the result dtype)."""
     import torch
 

@@ -129,7 +129,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
             ("frozen config", ", ".join(f"{k}={v}" for k, v in (w.get("config") or {}).items()) or _DASH),
             ("expected kernels", ", ".join(contract.get("expected_kernels") or []) or _DASH),
             ("metric groups", ", ".join(contract.get("metric_groups") or []) or _DASH),
-            ("frozen at", f"{contract.get('created_at')} (commit {(contract.get('git') or {}).get('commit') or 'none'})")]
+            ("frozen at",
+             f"{contract.get('created_at')} (commit {(contract.get('git') or {}).get('commit') or 'none'})")]
     lines += _table(("field", "value"), [(k, _one_line(str(v), 200)) for k, v in task]) + [""]
     lines += ["## Environment", ""]
     env = records[-1].environment if records else None
@@ -165,7 +166,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         lines.append(f"Device: {best.environment}")
     lines += ["", "## No-go bar", ""]
     lines += _table(("item", "status", "evidence"),
-                    [(item, "yes" if ok else "NO", _one_line(ev, 160)) for item, ok, ev in no_go_bar(contract, records)])
+                    [(item, "yes" if ok else "NO", _one_line(ev, 160))
+                     for item, ok, ev in no_go_bar(contract, records)])
     lines += ["", "## Commands", "", "```"]
     for name, argv in (contract.get("commands") or {}).items():
         lines.append(f"# {name}")

@@ -64,7 +64,8 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     cache = tune.TuneCache(ws.root / "tune-cache.json", key)
     step(f"auto: {len(space)} distinct feasible configurations of {len(feasible)} ({len(pruned)} pruned by the UB "
          f"model), budget {budget}, "
-         f"bound {bound or 'unknown'} -> {'larger' if tune_space.preferred_direction(bound) > 0 else 'smaller'} tiles first")
+         f"bound {bound or 'unknown'} -> "
+         f"{'larger' if tune_space.preferred_direction(bound) > 0 else 'smaller'} tiles first")
     recorded: list[int] = []
     start_ms = None
     if best_rec and best_rec.timing:

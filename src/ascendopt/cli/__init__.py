@@ -67,7 +67,8 @@ def _version_callback(value: bool) -> None:
 def root(
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).", envvar="ASCENDOPT_BACKEND"),
+        typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
+                     envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
     version: Annotated[

@@ -37,25 +37,40 @@ def _command_line(args: list[tuple[str, object]]) -> str:
 
 
 def collect(
-    exec_file: Annotated[str | None, typer.Option("--exec-file", help="Workload file: module code runs once, workload() each step.")] = None,
+    exec_file: Annotated[str | None, typer.Option(
+        "--exec-file", help="Workload file: module code runs once, workload() each step.")] = None,
     kernel: Annotated[str | None, typer.Option("--kernel", help="A bundled kernel (see `ascendopt kernels`).")] = None,
-    shape: Annotated[str | None, typer.Option("--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. Default: tiny on cpu, realistic elsewhere.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="--kernel: fp32, bf16, ... (default: the kernel's first).")] = None,
+    shape: Annotated[str | None, typer.Option(
+        "--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. "
+                        "Default: tiny on cpu, realistic elsewhere.")] = None,
+    mode: Annotated[str | None, typer.Option(
+        "--mode", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        "--dtype", help="--kernel: fp32, bf16, ... (default: the kernel's first).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="--kernel: tunable NAME=VALUE (repeatable).")] = None,
     aic_metrics: Annotated[str, typer.Option("--aic-metrics", help=_GROUPS_HELP)] = "PipeUtilization",
-    level: Annotated[str, typer.Option("--level", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",
-    name: Annotated[str | None, typer.Option("--name", help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,
+    level: Annotated[str, typer.Option(
+        "--level", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,
     out_dir: Annotated[str, typer.Option("--out-dir", help="Parent folder of the profile folders.")] = "npu_prof",
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per profiler run: a workload process running N metric groups gets N x this; each ncu replay on cuda gets this.")] = 600.0,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds per profiler run: a workload process running N metric groups gets N x this; "
+                          "each ncu replay on cuda gets this.")] = 600.0,
     wait: Annotated[int, typer.Option("--wait", help="Schedule: steps skipped per cycle.")] = 0,
-    warmup: Annotated[int, typer.Option("--warmup", help="Schedule: warm-up steps per cycle (the first, compiling call lands here).")] = 1,
+    warmup: Annotated[int, typer.Option(
+        "--warmup", help="Schedule: warm-up steps per cycle (the first, compiling call lands here).")] = 1,
     active: Annotated[int, typer.Option("--active", help="Schedule: recorded steps per cycle.")] = 1,
     repeat: Annotated[int, typer.Option("--repeat", help="Schedule: cycles.")] = 1,
     skip_first: Annotated[int, typer.Option("--skip-first", help="Schedule: steps skipped once at the start.")] = 0,
-    steps: Annotated[int | None, typer.Option("--steps", help="Workload calls (default: one full schedule, skip_first + (wait+warmup+active) x repeat).")] = None,
-    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", help="Substring of the kernel name ('regex:EXPR' for a regex): ncu profiles only these (cuda); passed on to --analyze.")] = None,
-    analyze: Annotated[bool, typer.Option("--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
+    steps: Annotated[int | None, typer.Option(
+        "--steps", help="Workload calls (default: one full schedule, skip_first + (wait+warmup+active) x repeat)."
+    )] = None,
+    kernel_filter: Annotated[str | None, typer.Option(
+        "--kernel-filter", help="Substring of the kernel name ('regex:EXPR' for a regex): ncu profiles only these "
+                                "(cuda); passed on to --analyze.")] = None,
+    analyze: Annotated[bool, typer.Option(
+        "--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Profile a workload with the backend's profiler and print the profile folder(s).

@@ -116,8 +116,8 @@ def demo(
         bar.advance()
 
         bar.update(f"demo 2/7 collect: {', '.join(contract.metric_groups)}")
-        profiles = [str(p) for p in collect_kernel(kernel, shape=round_profiles.dims_text(w.shapes[0].dims), dtype=w.dtype,
-                                                   mode=w.mode, config=dict(w.config),
+        profiles = [str(p) for p in collect_kernel(kernel, shape=round_profiles.dims_text(w.shapes[0].dims),
+                                                   dtype=w.dtype, mode=w.mode, config=dict(w.config),
                                                    metric_groups=list(contract.metric_groups),
                                                    out_dir=ws.profiles_dir, name="baseline")]
         out["profiles"] = profiles

@@ -110,7 +110,8 @@ def freeze(
     rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
               f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),
-             ("git commit", (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
+             ("git commit",
+              (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
     console.table(["field", "value"], rows, title="ascendopt freeze")
     console.info("next: `ascendopt collect` (profile), then `ascendopt analyze`; `ascendopt gate` checks the contract")
 

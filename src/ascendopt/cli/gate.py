@@ -53,7 +53,9 @@ def gate(
     pairs: Annotated[int, typer.Option(
         "--pairs", min=12, help="Interleaved sample pairs per timed case (>= 12: with fewer, the signed-rank "
                                 "test cannot reach p < 0.002 and no regression could ever be called).")] = 30,
-    junit: Annotated[str | None, typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")] = None,
+    junit: Annotated[
+        str | None, typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")
+    ] = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:

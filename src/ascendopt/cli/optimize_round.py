@@ -15,7 +15,9 @@ def optimize_round(
         list[str] | None,
         typer.Option("--set", help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
     ] = None,
-    auto: Annotated[bool, typer.Option("--auto", help="Search the bundled kernel's tunables; each candidate is a round.")] = False,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Search the bundled kernel's tunables; each candidate is a round.")
+    ] = False,
     budget: Annotated[
         int | None, typer.Option("--budget", help="--auto: fresh evaluations at most (default 25% of the space).")
     ] = None,
@@ -71,8 +73,9 @@ def optimize_round(
                         "pass" if r.gate.get("passed") else "fail",
                         "-" if r.candidate_ms is None else f"{r.candidate_ms:.4f}",
                         round_run.speedup_text(r.ratio_vs_best), r.verdict) for r in rows],
-                      title=f"auto search: {len(rows)} round(s); {result['space']} distinct of {result['feasible']} feasible "
-                            f"configurations, {result['pruned']} pruned by the UB model; budget {result['budget']}")
+                      title=f"auto search: {len(rows)} round(s); {result['space']} distinct of "
+                            f"{result['feasible']} feasible configurations, {result['pruned']} pruned by the UB model; "
+                            f"budget {result['budget']}")
         console.out(f"best configuration: {round_run.format_config(result['best'])}")
         console.out(f"cache: {result['cache']}")
         console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")

@@ -38,7 +38,8 @@ def ub(
         float, typer.Option("--mult", help="Memory multiplier: live tile-sized buffers (accumulators, copies, masks).")
     ] = ...,
     chip: Annotated[
-        str | None, typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2); default Ascend910B2.")
+        str | None,
+        typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2); default Ascend910B2."),
     ] = None,
     ub_bytes: Annotated[
         int | None, typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")

@@ -94,7 +94,8 @@ def load_exec_file(path: Path) -> Callable[[], Any]:
         line = _workload_line(source)
         where = f"{path}:{line}" if line else str(path)
         found = "is not callable" if "workload" in namespace else "is not defined"
-        raise WorkloadFailure(f"{where}: workload() {found}", hint="define `def workload(): ...`; it runs once per step")
+        raise WorkloadFailure(f"{where}: workload() {found}",
+                              hint="define `def workload(): ...`; it runs once per step")
     return guard(workload, path)
 
 

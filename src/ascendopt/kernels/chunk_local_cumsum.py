@@ -92,7 +92,8 @@ def _chunk_local_cumsum_kernel(g, o, cu_seqlens, chunk_offsets, scale, T, C, n_s
         # int64 element offsets of this task's sequence; block-pointer offsets below stay int32.
         rows = batch * T + bos
         if T_CONTIG:
-            p_g = tl.make_block_ptr(g + batch * C * T + bos, (t_seq, C), (1, T), (i_t * BT, i_cb * BC), (BT, BC), (0, 1))
+            p_g = tl.make_block_ptr(g + batch * C * T + bos, (t_seq, C), (1, T),
+                                    (i_t * BT, i_cb * BC), (BT, BC), (0, 1))
         else:
             p_g = tl.make_block_ptr(g + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))
         p_o = tl.make_block_ptr(o + rows * C, (t_seq, C), (C, 1), (i_t * BT, i_cb * BC), (BT, BC), (1, 0))

@@ -118,8 +118,9 @@ def per_device(cache: dict, key: tuple, build):
 
     Launchers run on every call and small ops are host-bound (H200 run 3: the D=8192 forwards took
     86-99 us per call for ~32 us of memory traffic; ~60 us of launcher Python per call on the CI CPU,
-    most of it the UB solve's exact fractions, ~10 us with this memo). An entry is valid only for the device facts it was built from (the ``info``
-    object, which ``backends.reset`` renews) and the CUDA programs-per-SM setting.
+    most of it the UB solve's exact fractions, ~10 us with this memo). An entry is valid only for the
+    device facts it was built from (the ``info`` object, which ``backends.reset`` renews) and the CUDA
+    programs-per-SM setting.
     """
     from ascendopt import backends
     from ascendopt.kernels.common import cuda_programs_per_sm

@@ -115,9 +115,11 @@ class KernelSpec:
 
     def check_supported(self, dims: Dims, dtype: str, mode: str) -> None:
         if mode not in self.modes:
-            raise UsageError(f"kernel {self.name} does not support mode {mode!r}", hint=f"modes: {', '.join(self.modes)}")
+            raise UsageError(f"kernel {self.name} does not support mode {mode!r}",
+                             hint=f"modes: {', '.join(self.modes)}")
         if dtype not in self.dtypes:
-            raise UsageError(f"kernel {self.name} does not support dtype {dtype!r}", hint=f"dtypes: {', '.join(self.dtypes)}")
+            raise UsageError(f"kernel {self.name} does not support dtype {dtype!r}",
+                             hint=f"dtypes: {', '.join(self.dtypes)}")
         reason = self.supports(dims, dtype, mode)
         if reason:
             raise UsageError(f"kernel {self.name}: unsupported case {dict(dims)}: {reason}")

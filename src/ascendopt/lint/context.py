@@ -42,7 +42,8 @@ class Kernel:
         self.fn = fn
         all_args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         self.params = [a.arg for a in all_args]
-        self.constexpr_params = {a.arg for a in all_args if a.annotation is not None and _is_constexpr_ann(a.annotation)}
+        self.constexpr_params = {a.arg for a in all_args
+                                 if a.annotation is not None and _is_constexpr_ann(a.annotation)}
         self.by_type: dict[type, list[ast.AST]] = defaultdict(list)  # filled by FileContext's walk
         self._names: dict[int, frozenset[str]] = {}
         self._tl_calls: dict[int, frozenset[str]] = {}

@@ -60,7 +60,8 @@ def check_constexpr_or(ctx: FileContext):
                      and names_in(v) & kernel.constexpr_params]
             runtime = [v for v in sub.values if not kernel.is_constexpr(v, strict=False)]
             if flags and runtime:
-                yield sub, (f"`{snippet(sub)}` ORs tl.constexpr `{snippet(flags[0])}` with runtime `{snippet(runtime[0])}`: "
+                yield sub, (f"`{snippet(sub)}` ORs tl.constexpr `{snippet(flags[0])}` "
+                            f"with runtime `{snippet(runtime[0])}`: "
                             "both branches compile (a None pointer too); nest `if not FLAG: ... elif ...`")
 
 

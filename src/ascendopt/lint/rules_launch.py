@@ -95,7 +95,8 @@ _SAFE_CALLS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "pri
 
 
 def _is_cube_count(node: ast.AST) -> bool:
-    """``grid_size("cube", n)``, ``num_cores("cube")``, ``props["num_aicore"]``, ``.num_aicore``, ``use_aicore=True``."""
+    """``grid_size("cube", n)``, ``num_cores("cube")``, ``props["num_aicore"]``, ``.num_aicore``,
+    ``use_aicore=True``."""
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             name = (dotted(sub.func) or "").split(".")[-1]
@@ -105,7 +106,8 @@ def _is_cube_count(node: ast.AST) -> bool:
             if any(k.arg == "use_aicore" and isinstance(k.value, ast.Constant) and k.value.value is True
                    for k in sub.keywords):
                 return True
-        elif isinstance(sub, ast.Constant) and sub.value == "num_aicore" or isinstance(sub, ast.Attribute) and sub.attr == "num_aicore":
+        elif ((isinstance(sub, ast.Constant) and sub.value == "num_aicore")
+              or (isinstance(sub, ast.Attribute) and sub.attr == "num_aicore")):
             return True
     return False
 

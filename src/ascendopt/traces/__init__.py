@@ -78,7 +78,8 @@ def load_profile(path: str | Path) -> Profile:
         notes.append(f"{path}: holds {len(runs)} runs; reading the newest, {chosen.path.name} "
                      "(`ascendopt analyze --list` shows all; pass a run folder to pick another)")
         set_id = _profile_yaml(chosen.path).get("set_id") if chosen.path.is_dir() else None
-        siblings = [r for r in runs[:-1] if set_id and r.path.is_dir() and _profile_yaml(r.path).get("set_id") == set_id]
+        siblings = [r for r in runs[:-1]
+                    if set_id and r.path.is_dir() and _profile_yaml(r.path).get("set_id") == set_id]
         if siblings:
             notes.append(f"merging {len(siblings) + 1} runs of collect set {set_id}")
             merged = load_profiles([chosen.path] + [r.path for r in siblings])

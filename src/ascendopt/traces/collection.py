@@ -76,7 +76,8 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def collection_of(chosen: Run, first: Any, others: list[Run], load: Callable[[Run], Any]) -> tuple[list[Any], list[str]]:
+def collection_of(chosen: Run, first: Any, others: list[Run],
+                  load: Callable[[Run], Any]) -> tuple[list[Any], list[str]]:
     """``first`` (the loaded ``chosen`` run) plus the runs of ``others`` of its collection on other
     devices, newest first; returns (profiles, notes). Candidates are picked by ``device_hint`` and
     loaded only when their device is not taken yet; a candidate that fails to load is skipped with

@@ -281,17 +281,29 @@ def metric_groups_of(columns) -> list[str]:
 # first present wins; several names cover ncu versions and the sections collected), how to
 # combine when several are wanted ("first" or "max"), and the scale to the canonical unit.
 #
-# | canonical      | ncu raw metric(s)                                         | means on an H200          | Ascend analogue            |
-# |----------------|-----------------------------------------------------------|---------------------------|----------------------------|
-# | duration_us    | gpu__time_duration.sum                                    | kernel time               | Duration(us)               |
-# | mac_ratio      | sm__pipe_tensor_cycles_active (all MMA kinds), else hmma  | tensor-core pipe busy     | aic_mac_ratio (cube)       |
-# | vec_ratio      | max(sm__pipe_fma_cycles_active, sm__pipe_alu_cycles_active) | FP32 FMA / integer ALU busy | aiv_vec_ratio (vector) |
-# | dram_ratio     | gpu__dram_throughput (dram__throughput on older ncu)      | HBM throughput of peak    | mte2/mte3: memory movement |
-# | l2_ratio       | lts__throughput                                           | L2 throughput of peak     | memory movement            |
-# | l1_ratio       | l1tex__throughput                                         | L1/shared throughput      | UB bandwidth               |
-# | sm_throughput_ratio | sm__throughput                                       | SM speed-of-light         | (overall compute)          |
-# | memory_throughput_ratio | gpu__compute_memory_throughput                   | memory speed-of-light     | (overall memory)           |
-# | block_dim      | launch__grid_size                                         | blocks launched           | Block Dim                  |
+# | canonical               | ncu raw metric(s)                                           |
+# |-------------------------|-------------------------------------------------------------|
+# | duration_us             | gpu__time_duration.sum                                      |
+# | mac_ratio               | sm__pipe_tensor_cycles_active (all MMA kinds), else hmma    |
+# | vec_ratio               | max(sm__pipe_fma_cycles_active, sm__pipe_alu_cycles_active) |
+# | dram_ratio              | gpu__dram_throughput (dram__throughput on older ncu)        |
+# | l2_ratio                | lts__throughput                                             |
+# | l1_ratio                | l1tex__throughput                                           |
+# | sm_throughput_ratio     | sm__throughput                                              |
+# | memory_throughput_ratio | gpu__compute_memory_throughput                              |
+# | block_dim               | launch__grid_size                                           |
+#
+# | canonical               | means on an H200            | Ascend analogue            |
+# |-------------------------|-----------------------------|----------------------------|
+# | duration_us             | kernel time                 | Duration(us)               |
+# | mac_ratio               | tensor-core pipe busy       | aic_mac_ratio (cube)       |
+# | vec_ratio               | FP32 FMA / integer ALU busy | aiv_vec_ratio (vector)     |
+# | dram_ratio              | HBM throughput of peak      | mte2/mte3: memory movement |
+# | l2_ratio                | L2 throughput of peak       | memory movement            |
+# | l1_ratio                | L1/shared throughput        | UB bandwidth               |
+# | sm_throughput_ratio     | SM speed-of-light           | (overall compute)          |
+# | memory_throughput_ratio | memory speed-of-light       | (overall memory)           |
+# | block_dim               | blocks launched             | Block Dim                  |
 #
 # Percentages of peak are divided by 100 so they compare with Ascend ratios (0..1).
 NCU_METRICS: dict[str, tuple[tuple[str, ...], str, float]] = {

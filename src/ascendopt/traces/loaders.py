@@ -77,7 +77,8 @@ def load_npu(run: Path) -> Profile:
         if not summaries:
             done = (out / "analyse.done").exists()
             raise ProfileError(
-                f"{out}: no kernel_details.csv" + ("" if done else " (no analyse.done: the export may not have finished)"),
+                f"{out}: no kernel_details.csv"
+                + ("" if done else " (no analyse.done: the export may not have finished)"),
                 hint="profile at Level0 or above with NPU activity, or run torch_npu.profiler.profiler.analyse()",
             )
         return load_msprof(run_dir, summaries)
@@ -139,7 +140,8 @@ def load_ascendopt(folder: Path) -> Profile:
     device_meta = meta.get("device")
     if isinstance(device_meta, dict):
         offer_chip(facts, device_meta.get("chip") or device_meta.get("name"), PROFILE_SOURCE)
-        facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"), vector_cores=device_meta.get("vector_cores"))
+        facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"),
+                    vector_cores=device_meta.get("vector_cores"))
     groups = [g for g, cols in NCU_GROUPS.items() if any(c in frame.columns and frame[c].notna().any() for c in cols)]
     if backend == "cpu":
         notes.append("cpu backend: the Triton interpreter has no hardware counters; durations are host time")

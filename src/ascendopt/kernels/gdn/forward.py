@@ -190,7 +190,8 @@ def _ub_model(dims, config, dtype):
     cfg = SPEC.config(config)
     d = dims_of(dims)
     cumsum_dims = {"seqlens": dims["seqlens"], "H": d.HV} if dims.get("seqlens") else {"B": d.B, "T": d.T, "H": d.HV}
-    stages = [replace(s, stage=f"cumsum.{s.stage}") for s in CUMSUM_SPEC.ub_model(cumsum_dims, CUMSUM_SPEC.config(), dtype)]
+    stages = [replace(s, stage=f"cumsum.{s.stage}")
+              for s in CUMSUM_SPEC.ub_model(cumsum_dims, CUMSUM_SPEC.config(), dtype)]
     head = (kkt_solve.SPEC, wy.SPEC) if cfg["fuse_kkt_solve"] else (kkt.SPEC, solve.SPEC, wy.SPEC)
     if _fused_wy(cfg):
         stages += kkt_solve_wy.SPEC.ub_model(dims, _fused_wy_config(cfg), dtype)

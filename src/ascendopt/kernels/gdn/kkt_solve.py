@@ -246,9 +246,10 @@ def solve_products(form: int, dtype) -> dict:
     FORM 1: fp32 operands; "ieee" (exact fp32) except on CUDA for bf16/fp16 inputs, where tf32
     (10-bit mantissa) is used: Ai is stored in the input dtype (bf16: 8 bits), so tf32 products add
     less than that final rounding, and fp32 FMA dots of 64x64x64 would cost 16x the block form's work.
-    FORM 3: as FORM 1 over 8-row diagonal blocks. FORM 2: operands in the input dtype (bf16 tensor/cube core rate): each product rounds M, M^2 and
-    P to bf16 first, about the size of Ai's own bf16 rounding again (the gate's bf16 limit is relative
-    RMS 2e-2; the bf16 dot-operand test checks it). fp32 inputs keep exact fp32 products in both.
+    FORM 3: as FORM 1 over 8-row diagonal blocks. FORM 2: operands in the input dtype (bf16 tensor/cube
+    core rate): each product rounds M, M^2 and P to bf16 first, about the size of Ai's own bf16 rounding
+    again (the gate's bf16 limit is relative RMS 2e-2; the bf16 dot-operand test checks it). fp32 inputs
+    keep exact fp32 products in both.
     """
     import triton.language as tl
 
