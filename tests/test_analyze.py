@@ -34,12 +34,15 @@ def test_shares_match_raw_durations_and_op_statistic():
     assert top["total_us"] == pytest.approx(sum(float(r["Duration(us)"]) for r in foreach))
     assert top["share"] == pytest.approx(top["total_us"] / total)
     # op_statistic.csv: ForeachAddList, AI_VECTOR_CORE, Ratio(%) 22.077
-    stats = {r["OP Type"]: r for r in raw_records(ASCEND / "level1_cnn" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv")}
+    op_statistic = ASCEND / "level1_cnn" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"
+    stats = {r["OP Type"]: r for r in raw_records(op_statistic)}
     assert 100 * top["share"] == pytest.approx(float(stats["ForeachAddList"]["Ratio(%)"]), abs=0.01)
     assert sum(k["share"] for k in report["kernels"]) == pytest.approx(1.0)
-    assert [k["total_us"] for k in report["kernels"]] == sorted((k["total_us"] for k in report["kernels"]), reverse=True)
+    kernel_totals = [k["total_us"] for k in report["kernels"]]
+    assert kernel_totals == sorted(kernel_totals, reverse=True)
     assert report["communication"]["count"] == 4
-    assert report["op_types"][0]["source"] == "op_statistic.csv" and report["op_types"][0]["op_type"] == "ForeachAddList"
+    assert report["op_types"][0]["source"] == "op_statistic.csv"
+    assert report["op_types"][0]["op_type"] == "ForeachAddList"
 
 
 def test_metrics_are_duration_weighted_means_of_raw_rows():

@@ -62,7 +62,8 @@ def test_exec_file_triton_workload_two_metric_groups(cli, tmp_path):
     report = json.loads(out)  # --analyze --json: the analyze report of the merged set
     assert report["schema"] == 1 and "_scale_add_kernel" in [k["name"] for k in report["kernels"]]
     for p in paths:
-        assert p.parent == out_dir.resolve() and p.name.startswith("evil_name_rm_") and p.name.endswith("_ascendopt_cpu")
+        assert p.parent == out_dir.resolve()
+        assert p.name.startswith("evil_name_rm_") and p.name.endswith("_ascendopt_cpu")
         assert {f.name for f in p.iterdir()} == {"ascendopt_profile.yaml", "trace.json", "kernels.csv"}
     metas = [yaml.safe_load((p / "ascendopt_profile.yaml").read_text()) for p in paths]
     assert [m["metric_group"] for m in metas] == ["PipeUtilization", "MemoryUB"]
@@ -96,7 +97,8 @@ BAD_WORKLOADS = {
     "workload_raises": ("def workload():\n    return 1 / 0\n",
                         "wl.py:2: workload() raised ZeroDivisionError: division by zero"),
     "module_exits": ("import sys\nsys.exit(4)\n", "wl.py: module code called exit(4)"),
-    "crash": ("import os\n\ndef workload():\n    os._exit(3)\n", "the workload process exited with code 3 and no result"),
+    "crash": ("import os\n\ndef workload():\n    os._exit(3)\n",
+              "the workload process exited with code 3 and no result"),
 }
 
 

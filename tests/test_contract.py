@@ -57,7 +57,8 @@ def test_round_trip_keeps_every_field_and_varlen_tuple(tmp_path):
         (("expected_kernels",), [], "contract.yaml: expected_kernels: empty"),
         (("backend",), "tpu", "contract.yaml: backend: 'tpu' is not one of npu, cuda, cpu"),
         (("max_rounds",), 0, "contract.yaml: max_rounds: expected a positive integer"),
-        (("workload", "shapes", 0, "dims", "T"), -1, "contract.yaml: workload.shapes[0].dims.T: expected an integer >= 0"),
+        (("workload", "shapes", 0, "dims", "T"), -1,
+         "contract.yaml: workload.shapes[0].dims.T: expected an integer >= 0"),
         (("workload", "shapes", 1, "dims", "seqlens"), [0, 0], "contract.yaml: workload.shapes[1].dims.seqlens: "),
     ],
 )

@@ -473,7 +473,8 @@ def tree(tmp_path):
 def test_cli_text_format_and_exit_1(cli, tree):
     code, out, err = cli("lint", str(tree))
     assert code == 1
-    assert out == f"{tree / 'dirty.py'}:5:16: AO101 `num_warps=` passed to `k[grid]`: unsupported on Ascend, delete it\n"
+    assert out == (f"{tree / 'dirty.py'}:5:16: AO101 `num_warps=` passed to `k[grid]`: "
+                   "unsupported on Ascend, delete it\n")
     assert "2 file(s) checked, 1 finding(s) in 1 file(s)" in err
 
 

@@ -32,7 +32,8 @@ def _timing(base, cand, best=None, samples=None):
 def _rec(n, v, timing, **kw):
     passed = v != "drop"
     return RoundRecord(number=n, hypothesis=f"vector-bound: larger rows {n}", direction="BLOCK_N",
-                       change={"kind": "tunables", "set": {"BLOCK_N": 2 ** (n + 1)}, "config": {"BLOCK_N": 2 ** (n + 1)}},
+                       change={"kind": "tunables", "set": {"BLOCK_N": 2 ** (n + 1)},
+                               "config": {"BLOCK_N": 2 ** (n + 1)}},
                        gate={"passed": passed, "exit_code": 0 if passed else 1,
                              "failed_stage": None if passed else "correctness"},
                        verdict=v, stop=StopDecision(False, None, "continue"), environment="Device: cpu | torch 2.13",

@@ -79,7 +79,8 @@ def test_scalar_bound_compiler_kernel_with_tail_wave():
     result = classify(kernel_of("msprof_op_summary", "main_kernel"), kind="msprof", device=A2, rules=load_rules())
     assert result.bound == "scalar_bound" and result.evidence["vector_scalar_ratio"] == pytest.approx(0.999)
     tail = next(f for f in result.findings if f.cls == "tail_wave").evidence[0]
-    assert tail["waves"] == math.ceil(256 / 24) and tail["last_wave_fill"] == pytest.approx((256 - 10 * 24) / 24, abs=1e-4)
+    assert tail["waves"] == math.ceil(256 / 24)
+    assert tail["last_wave_fill"] == pytest.approx((256 - 10 * 24) / 24, abs=1e-4)
 
 
 def test_vector_kernel_on_cube_core_count():

@@ -92,7 +92,8 @@ def test_ncu_file_alone_and_kernels_csv_folder(tmp_path):
         for e in events:
             w.writerow([e["name"], "cuda", e["ts"], e["dur"], "", "cuda:0", 1])
     shutil.copy(PIPE, tmp_path / "ncu_raw.csv")
-    (tmp_path / "ascendopt_profile.yaml").write_text("schema: 1\nbackend: cuda\nset_id: s1\nmetric_group: PipeUtilization\n")
+    (tmp_path / "ascendopt_profile.yaml").write_text(
+        "schema: 1\nbackend: cuda\nset_id: s1\nmetric_group: PipeUtilization\n")
     profile = load_profile(tmp_path)
     assert profile.kind == "cuda" and profile.set_id == "s1"
     assert profile.kernels["mac_ratio"].notna().all()
@@ -104,7 +105,8 @@ def test_collect_set_runs_in_a_parent_are_merged(tmp_path):
         folder.mkdir()
         shutil.copy(TRACE, folder / "trace.json")
         shutil.copy(ncu, folder / "ncu_raw.csv")
-        (folder / "ascendopt_profile.yaml").write_text(f"schema: 1\nbackend: cuda\nset_id: set7\nmetric_group: {group}\n")
+        (folder / "ascendopt_profile.yaml").write_text(
+            f"schema: 1\nbackend: cuda\nset_id: set7\nmetric_group: {group}\n")
     profile = load_profile(tmp_path)
     assert len(profile.runs) == 2 and any("collect set set7" in n for n in profile.notes)
 

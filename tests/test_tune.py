@@ -17,7 +17,8 @@ def _spec(multiplier=3.0):
 
     return KernelSpec(
         name="synthetic", description="", bound="vector", modes=("fwd",), dtypes=("fp32",),
-        shapes={"tiny": ShapePreset("tiny", {"T": 64, "D": 64}), "realistic": ShapePreset("realistic", {"T": 8192, "D": 4096})},
+        shapes={"tiny": ShapePreset("tiny", {"T": 64, "D": 64}),
+                "realistic": ShapePreset("realistic", {"T": 8192, "D": 4096})},
         tunables={"BT": Tunable("BT", 16, (1, 2, 4, 8, 16, 32, 64, 128, 256), "rows per tile"),
                   "BD": Tunable("BD", 128, (32, 64, 128, 256, 512, 1024, 2048), "columns per tile"),
                   "SPLIT": Tunable("SPLIT", 1, (1, 2), "not a tile")},
@@ -108,7 +109,8 @@ def test_budget_failures_and_evaluator_verdict():
 
 def test_cache_is_keyed_and_saves_evaluations(tmp_path):
     spec = _spec()
-    key = tune.cache_key("synthetic", {"T": 64, "seqlens": (3, 5)}, "fp32", "fwd", "NVIDIA H200", tune.source_hash(spec))
+    key = tune.cache_key("synthetic", {"T": 64, "seqlens": (3, 5)}, "fp32", "fwd", "NVIDIA H200",
+                         tune.source_hash(spec))
     assert "T=64,seqlens=3:5" in key and key.startswith("synthetic|") and "NVIDIA H200" in key
     feas, _ = tune_space.enumerate_space(spec, {}, "fp32", UB, enforce_ub=True)
     space = [c.config for c in feas]
@@ -143,7 +145,8 @@ def test_forward_workloads_ignore_backward_stages():
     spec = _spec()
 
     def ub_model(dims, cfg, dtype):
-        return [UBStage("fwd", {"BT": cfg["BT"]}, "fp32", 1.0), UBStage("bwd", {"BT": cfg["BT"], "BD": 4096}, "fp32", 8)]
+        return [UBStage("fwd", {"BT": cfg["BT"]}, "fp32", 1.0),
+                UBStage("bwd", {"BT": cfg["BT"], "BD": 4096}, "fp32", 8)]
 
     spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model})
     cfg = {"BT": 64, "BD": 128, "SPLIT": 1}

@@ -21,7 +21,8 @@ def test_peak_bytes_hand_computed():
 
 def test_check_on_910b_192kib():
     c = ub.check({"BT": 64, "BD": 256}, "bf16", 6, KIB192, 0.85)
-    assert (c.peak_bytes, c.budget_bytes, c.ub_bytes, c.safe) == (196608, 167116, KIB192, False)  # 0.85 x 196608 = 167116.8
+    # budget: 0.85 x 196608 = 167116.8
+    assert (c.peak_bytes, c.budget_bytes, c.ub_bytes, c.safe) == (196608, 167116, KIB192, False)
     assert c.share == 1.0
     half = ub.check({"BT": 32, "BD": 256}, "bf16", 6, KIB192, 0.85)
     assert (half.peak_bytes, half.safe, half.share) == (98304, True, 0.5)
@@ -100,7 +101,8 @@ def test_cli_issue_example_overflows_with_exit_1(cli):
 
 
 def test_cli_json_safe_on_256kib(cli):
-    code, out, _ = cli("ub", "--chip", "Ascend950", "--tile", "BT=64,BD=256", "--dtype", "bf16", "--mult", "6", "--json")
+    code, out, _ = cli("ub", "--chip", "Ascend950", "--tile", "BT=64,BD=256", "--dtype", "bf16", "--mult", "6",
+                       "--json")
     data = json.loads(out)
     assert code == 0
     assert {k: data[k] for k in ("chip", "ub_bytes", "peak_bytes", "budget_bytes", "share_of_ub", "safe", "elements")} \
