@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--aa", type=int, default=30)
     ap.add_argument("--planted", type=int, default=30)
     ap.add_argument("--n", type=int, default=2**27,
-                    help="elements (fp32) of the baseline; large so +3 % elements is +3 % time, "
+                    help="elements (fp32) of the baseline; large so +3 %% elements is +3 %% time, "
                          "not a partial extra wave")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
