@@ -36,39 +36,33 @@ def _conv(p3, p2, p1, c, w0, w1, w2, w3, W: tl.constexpr):
 
 
 @triton.jit
-def _raw(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
-    """Channels d0..d0+BD-1 of packed row ``row`` (int64) in the tensor's dtype: a 1-D block-pointer load."""
+def _load_row(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr, F32: tl.constexpr):
+    """Channels d0..d0+BD-1 of packed row ``row`` (int64): a 1-D block-pointer load, fp32 when ``F32``
+    else in the tensor's dtype."""
     p = tl.make_block_ptr(base + row * D, (D,), (1,), (d0,), (BD,), (0,))
     if EVEN:
         v = tl.load(p)
     else:
         v = tl.load(p, boundary_check=(0,))
+    if F32:
+        v = v.to(tl.float32)
     return v
 
 
 @triton.jit
 def _row(base, row, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
-    """``_raw`` as fp32."""
-    return _raw(base, row, d0, D, BD, EVEN).to(tl.float32)
+    """``_load_row`` as fp32."""
+    return _load_row(base, row, d0, D, BD, EVEN, True)
 
 
 @triton.jit
-def _block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
-    """Rows r..r+3 as four fp32 [BD] vectors, loads issued together."""
-    a = _row(base, r, d0, D, BD, EVEN)
-    b = _row(base, r + 1, d0, D, BD, EVEN)
-    c = _row(base, r + 2, d0, D, BD, EVEN)
-    d = _row(base, r + 3, d0, D, BD, EVEN)
-    return a, b, c, d
-
-
-@triton.jit
-def _raw_block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr):
-    """``_block`` in the tensor's dtype (converted where used, so the loads may stay in flight)."""
-    a = _raw(base, r, d0, D, BD, EVEN)
-    b = _raw(base, r + 1, d0, D, BD, EVEN)
-    c = _raw(base, r + 2, d0, D, BD, EVEN)
-    d = _raw(base, r + 3, d0, D, BD, EVEN)
+def _block(base, r, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr, F32: tl.constexpr):
+    """Rows r..r+3 as four [BD] vectors, loads issued together: fp32 when ``F32``, else in the tensor's
+    dtype (converted where used, so the loads may stay in flight)."""
+    a = _load_row(base, r, d0, D, BD, EVEN, F32)
+    b = _load_row(base, r + 1, d0, D, BD, EVEN, F32)
+    c = _load_row(base, r + 2, d0, D, BD, EVEN, F32)
+    d = _load_row(base, r + 3, d0, D, BD, EVEN, F32)
     return a, b, c, d
 
 
@@ -97,6 +91,25 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
 
 
 @triton.jit
+def _tile_start(x, wt, bias, row0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BD: tl.constexpr,
+                HAS_BIAS: tl.constexpr, EVEN: tl.constexpr):
+    """What a bulk tile at packed row ``row0`` starts from: the W tap rows, the bias row (fp32 [BD]
+    each) and x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1)."""
+    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
+    bias_v = tl.zeros([BD], dtype=tl.float32)
+    if HAS_BIAS:
+        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
+    p2 = p1
+    p3 = p1
+    if W > 2:
+        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
+    if W > 3:
+        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
+    return w0, w1, w2, w3, bias_v, p3, p2, p1
+
+
+@triton.jit
 def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
              HAS_RES: tl.constexpr, AHEAD: tl.constexpr):
@@ -109,35 +122,25 @@ def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: 
     """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
-    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
-    bias_v = tl.zeros([BD], dtype=tl.float32)
-    if HAS_BIAS:
-        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
-    p2 = p1
-    p3 = p1
-    if W > 2:
-        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
-    if W > 3:
-        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
+    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, wt, bias, row0, d0, o_d, m_d, D, W, BD, HAS_BIAS, EVEN)
     if AHEAD == 1:
-        a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
+        a, b, c, d = _block(x, row0, d0, D, BD, EVEN, True)
         for r0 in tl.range(0, BT, ROWS):
             r = row0 + r0
             # prefetch the next block while this one computes (the last prefetch re-reads this block,
             # so every load stays inside the tile)
-            na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN)
+            na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN, True)
             _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0,
                        D, W, BD, ACT, HAS_RES, EVEN)
             p3, p2, p1 = b, c, d
             a, b, c, d = na, nb, nc, nd
     else:
         last = row0 + BT - ROWS  # clamp: loads past the tile re-read its last block
-        a, b, c, d = _raw_block(x, row0, d0, D, BD, EVEN)
-        na, nb, nc, nd = _raw_block(x, tl.minimum(row0 + ROWS, last), d0, D, BD, EVEN)
+        a, b, c, d = _block(x, row0, d0, D, BD, EVEN, False)
+        na, nb, nc, nd = _block(x, tl.minimum(row0 + ROWS, last), d0, D, BD, EVEN, False)
         for r0 in tl.range(0, BT, ROWS):
             r = row0 + r0
-            ma, mb, mc, md = _raw_block(x, tl.minimum(r + 2 * ROWS, last), d0, D, BD, EVEN)
+            ma, mb, mc, md = _block(x, tl.minimum(r + 2 * ROWS, last), d0, D, BD, EVEN, False)
             fa, fb, fc, fd = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32), d.to(tl.float32)
             _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, r, y, d0,
                        D, W, BD, ACT, HAS_RES, EVEN)
@@ -221,6 +224,17 @@ def _bwd_block(dx, r, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0
 
 
 @triton.jit
+def _bwd_past_row(x, dy, dx, row, d0, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, D: tl.constexpr,
+                  BD: tl.constexpr, W: tl.constexpr, ACT: tl.constexpr, EVEN: tl.constexpr):
+    """Row ``row`` past a tile: its dz finishes dx of row ``row+1-W`` (written); returns its x row and dz."""
+    c = _row(x, row, d0, D, BD, EVEN)
+    yc = _row(dy, row, d0, D, BD, EVEN)
+    g, v = _bwd_step(c, yc, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
+    _put(dx, row + 1 - W, d0, v, D, BD, EVEN)
+    return c, g
+
+
+@triton.jit
 def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr,
              BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr):
     """dx of the bulk tile at packed row ``row0``; returns its dweight/dbias partials ``(q0..q3, qb)``.
@@ -230,41 +244,31 @@ def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.co
     """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
-    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
-    bias_v = tl.zeros([BD], dtype=tl.float32)
-    if HAS_BIAS:
-        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, wt, bias, row0, d0, o_d, m_d, D, W, BD, HAS_BIAS, EVEN)
     q0 = tl.zeros([BD], dtype=tl.float32)
     q1 = tl.zeros([BD], dtype=tl.float32)
     q2 = tl.zeros([BD], dtype=tl.float32)
     q3 = tl.zeros([BD], dtype=tl.float32)
     qb = tl.zeros([BD], dtype=tl.float32)
-    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
-    p2 = p1
-    p3 = p1
-    if W > 2:
-        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
-    if W > 3:
-        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
     # dz of rows before the tile only enter dx rows before the tile, which are not written
     g1 = tl.zeros([BD], dtype=tl.float32)
     g2 = g1
     g3 = g1
     # the first block is peeled: its first W-1 rows have no dx row of this tile to finish. Each block
     # prefetches the next one (clamped to the tile's last block, so no load leaves the tile).
-    a, b, c, d = _block(x, row0, d0, D, BD, EVEN)
-    ya, yb, yc, yd = _block(dy, row0, d0, D, BD, EVEN)
+    a, b, c, d = _block(x, row0, d0, D, BD, EVEN, True)
+    ya, yb, yc, yd = _block(dy, row0, d0, D, BD, EVEN, True)
     rn = tl.minimum(row0 + ROWS, row0 + BT - ROWS)
-    na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN)
-    nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN)
+    na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN, True)
+    nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN, True)
     p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
         dx, row0, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
         w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN, True)
     a, b, c, d, ya, yb, yc, yd = na, nb, nc, nd, nya, nyb, nyc, nyd
     for r0 in tl.range(ROWS, BT, ROWS):
         rn = tl.minimum(row0 + r0 + ROWS, row0 + BT - ROWS)
-        na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN)
-        nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN)
+        na, nb, nc, nd = _block(x, rn, d0, D, BD, EVEN, True)
+        nya, nyb, nyc, nyd = _block(dy, rn, d0, D, BD, EVEN, True)
         p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb = _bwd_block(
             dx, row0 + r0, d0, a, b, c, d, ya, yb, yc, yd, p3, p2, p1, g3, g2, g1, q0, q1, q2, q3, qb,
             w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN, False)
@@ -272,18 +276,10 @@ def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.co
     # W-1 rows past the tile (inside the sequence by the bulk predicate): their dz finish dx of the
     # tile's last W-1 rows; they add nothing to this tile's dweight
     r = row0 + BT
-    a = _row(x, r, d0, D, BD, EVEN)
-    ya = _row(dy, r, d0, D, BD, EVEN)
-    ga, va = _bwd_step(a, ya, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, W, ACT)
-    _put(dx, r + 1 - W, d0, va, D, BD, EVEN)
+    a, ga = _bwd_past_row(x, dy, dx, r, d0, p3, p2, p1, g1, g2, g3, w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN)
     if W > 2:
-        b = _row(x, r + 1, d0, D, BD, EVEN)
-        yb = _row(dy, r + 1, d0, D, BD, EVEN)
-        gb, vb = _bwd_step(b, yb, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v, W, ACT)
-        _put(dx, r + 2 - W, d0, vb, D, BD, EVEN)
+        b, gb = _bwd_past_row(x, dy, dx, r + 1, d0, p2, p1, a, ga, g1, g2, w0, w1, w2, w3, bias_v,
+                              D, BD, W, ACT, EVEN)
         if W > 3:
-            c = _row(x, r + 2, d0, D, BD, EVEN)
-            yc = _row(dy, r + 2, d0, D, BD, EVEN)
-            _gc, vc = _bwd_step(c, yc, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, W, ACT)
-            _put(dx, r + 3 - W, d0, vc, D, BD, EVEN)
+            _bwd_past_row(x, dy, dx, r + 2, d0, p1, a, b, gb, ga, g1, w0, w1, w2, w3, bias_v, D, BD, W, ACT, EVEN)
     return q0, q1, q2, q3, qb
