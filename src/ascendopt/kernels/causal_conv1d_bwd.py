@@ -28,7 +28,14 @@ import triton.language as tl
 from ascendopt.kernels import common, resident
 from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import bwd_rows
-from ascendopt.kernels.causal_conv1d_tiles import bwd_tile_gather, bwd_tile_loads, state_ptrs, x_rows
+from ascendopt.kernels.causal_conv1d_tiles import (
+    bwd_tile_gather,
+    bwd_tile_loads,
+    seq_bounds,
+    state_ptrs,
+    tile_of_task,
+    x_rows,
+)
 from ascendopt.kernels.rowwise import dense, per_device
 
 # Finalize tile: BS slots x BDF channels per step. Fixed, tiny (32 x 64 fp32 = 8 KiB live) and not
@@ -71,25 +78,9 @@ def _causal_conv1d_bwd_kernel(
     for task in tl.range(pid, n_tasks, n_prog):
         i_d = task % ND
         i_r = task // ND
-        if TAIL_MODE == 2:
-            i_n = i_r
-            i_t = 0
-        elif IS_VARLEN:
-            i_n = tl.load(tiles + 2 * i_r)
-            i_t = tl.load(tiles + 2 * i_r + 1)
-        else:
-            i_n = i_r // n_per_seq
-            j = i_r % n_per_seq
-            if TAIL_MODE == 0:
-                i_t = t_first + j
-            else:
-                i_t = tl.where(j < n_head, j, tail_start + j - n_head)
-        if IS_VARLEN:
-            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-            T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
-        else:
-            bos = tl.cast(i_n, tl.int64) * T
-            T_n = T
+        # every pointer below is rebound from the base arguments per task
+        i_n, i_t = tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN, TAIL_MODE)
+        bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
         if TAIL_MODE == 2:
             t0 = 1 - W
         else:

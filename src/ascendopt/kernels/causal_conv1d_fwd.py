@@ -21,7 +21,7 @@ import triton.language as tl
 from ascendopt.kernels import common, resident
 from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
-from ascendopt.kernels.causal_conv1d_tiles import load_rows, state_ptrs, window_rows
+from ascendopt.kernels.causal_conv1d_tiles import load_rows, seq_bounds, state_ptrs, tile_of_task, window_rows
 from ascendopt.kernels.rowwise import dense, per_device
 
 
@@ -40,20 +40,8 @@ def _causal_conv1d_fwd_kernel(
         i_d = task % ND
         i_r = task // ND
         # Decode the time tile; every pointer below is rebound from the base arguments per task.
-        if IS_VARLEN:
-            i_n = tl.load(tiles + 2 * i_r)
-            i_t = tl.load(tiles + 2 * i_r + 1)
-            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-            T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
-        else:
-            i_n = i_r // n_per_seq
-            j = i_r % n_per_seq
-            if TAIL_MODE == 0:
-                i_t = t_first + j
-            else:  # a sequence's tail tiles: its first n_head tiles, then every tile from tail_start on
-                i_t = tl.where(j < n_head, j, tail_start + j - n_head)
-            bos = tl.cast(i_n, tl.int64) * T  # int64 before the row index meets the D stride
-            T_n = T
+        i_n, i_t = tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN, TAIL_MODE)
+        bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
@@ -138,12 +126,7 @@ def _causal_conv1d_state_kernel(
     for task in tl.range(pid, n_tasks, n_prog):
         i_d = task % ND
         i_n = task // ND
-        if IS_VARLEN:
-            bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-            T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
-        else:
-            bos = tl.cast(i_n, tl.int64) * T
-            T_n = T
+        bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
         o_j = tl.arange(0, BS)

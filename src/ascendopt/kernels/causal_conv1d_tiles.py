@@ -14,6 +14,39 @@ import triton.language as tl
 
 
 @triton.jit
+def tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN: tl.constexpr,
+                 TAIL_MODE: tl.constexpr):
+    """Sequence ``i_n`` and time tile ``i_t`` of tile ``i_r`` of a launch (``causal_conv1d_plan``
+    tile sets; ``TAIL_MODE=2``: the state tile of sequence ``i_r``)."""
+    if TAIL_MODE == 2:
+        i_n = i_r
+        i_t = 0
+    elif IS_VARLEN:
+        i_n = tl.load(tiles + 2 * i_r)
+        i_t = tl.load(tiles + 2 * i_r + 1)
+    else:
+        i_n = i_r // n_per_seq
+        j = i_r % n_per_seq
+        if TAIL_MODE == 0:
+            i_t = t_first + j
+        else:  # a sequence's tail tiles: its first n_head tiles, then every tile from tail_start on
+            i_t = tl.where(j < n_head, j, tail_start + j - n_head)
+    return i_n, i_t
+
+
+@triton.jit
+def seq_bounds(i_n, cu_seqlens, T, IS_VARLEN: tl.constexpr):
+    """First packed row ``bos`` (int64) and length ``T_n`` of sequence ``i_n``."""
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T_n = (tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos).to(tl.int32)
+    else:
+        bos = tl.cast(i_n, tl.int64) * T  # int64 before the row index meets the D stride
+        T_n = T
+    return bos, T_n
+
+
+@triton.jit
 def state_ptrs(base, i_n, o_d, slot, D: tl.constexpr, W: tl.constexpr):
     """Pointers ``[len(slot), BD]`` into a state ``[N, D, W-1]`` (int64 sequence offset)."""
     return base + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d[None, :] * (W - 1) + slot[:, None]
