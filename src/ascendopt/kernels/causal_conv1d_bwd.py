@@ -33,6 +33,7 @@ from ascendopt.kernels.causal_conv1d_tiles import (
     bwd_tile_loads,
     seq_bounds,
     state_ptrs,
+    store_block,
     tile_of_task,
     x_rows,
 )
@@ -123,10 +124,7 @@ def _causal_conv1d_bwd_kernel(
                             p3 = tl.sum(dz0 * b_x, axis=0)
             if TAIL_MODE == 0:
                 p_dx = tl.make_block_ptr(dx + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD), (1, 0))
-                if D % BD == 0:
-                    tl.store(p_dx, acc.to(dx.dtype.element_ty))
-                else:
-                    tl.store(p_dx, acc.to(dx.dtype.element_ty), boundary_check=(1,))
+                store_block(p_dx, acc.to(dx.dtype.element_ty), D, BD)
             elif TAIL_MODE == 1:
                 m_y = (o_t < T_n)[:, None] & m_d[None, :]
                 p_dx = dx + (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]

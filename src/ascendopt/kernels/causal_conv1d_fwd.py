@@ -21,7 +21,15 @@ import triton.language as tl
 from ascendopt.kernels import common, resident
 from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
-from ascendopt.kernels.causal_conv1d_tiles import load_rows, seq_bounds, state_ptrs, tile_of_task, window_rows
+from ascendopt.kernels.causal_conv1d_tiles import (
+    load_block,
+    load_rows,
+    seq_bounds,
+    state_ptrs,
+    store_block,
+    tile_of_task,
+    window_rows,
+)
 from ascendopt.kernels.rowwise import dense, per_device
 
 
@@ -97,14 +105,8 @@ def _causal_conv1d_fwd_kernel(
                 if HAS_RES:
                     p_r = tl.make_block_ptr(residual + row0 * D, (BT, D), (D, 1), (0, i_d * BD), (BT, BD),
                                             (1, 0))
-                    if D % BD == 0:
-                        acc += tl.load(p_r).to(tl.float32)
-                    else:
-                        acc += tl.load(p_r, boundary_check=(1,)).to(tl.float32)
-                if D % BD == 0:
-                    tl.store(p_y, acc.to(y.dtype.element_ty))
-                else:
-                    tl.store(p_y, acc.to(y.dtype.element_ty), boundary_check=(1,))
+                    acc += load_block(p_r, D, BD).to(tl.float32)
+                store_block(p_y, acc.to(y.dtype.element_ty), D, BD)
             else:
                 m_y = (o_t < T_n)[:, None] & m_d[None, :]
                 off_y = (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]

@@ -53,14 +53,30 @@ def state_ptrs(base, i_n, o_d, slot, D: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
-def load_rows(base, i_d, NR: tl.constexpr, D: tl.constexpr, BD: tl.constexpr):
-    """Rows ``0..NR-1`` of ``base`` (rows of D elements), channels ``i_d*BD..``: a block-pointer load."""
-    p = tl.make_block_ptr(base, (NR, D), (D, 1), (0, i_d * BD), (NR, BD), (1, 0))
+def load_block(p, D: tl.constexpr, BD: tl.constexpr):
+    """Load a ``[rows, BD]`` block pointer over channels: the channel tail is checked only when BD does
+    not divide D (a compile-time split, no runtime branch around the DMA)."""
     if D % BD == 0:
         b = tl.load(p)
     else:
         b = tl.load(p, boundary_check=(1,))
     return b
+
+
+@triton.jit
+def store_block(p, v, D: tl.constexpr, BD: tl.constexpr):
+    """Store ``v`` through a ``[rows, BD]`` block pointer over channels (tail checked as in ``load_block``)."""
+    if D % BD == 0:
+        tl.store(p, v)
+    else:
+        tl.store(p, v, boundary_check=(1,))
+
+
+@triton.jit
+def load_rows(base, i_d, NR: tl.constexpr, D: tl.constexpr, BD: tl.constexpr):
+    """Rows ``0..NR-1`` of ``base`` (rows of D elements), channels ``i_d*BD..``: a block-pointer load."""
+    p = tl.make_block_ptr(base, (NR, D), (D, 1), (0, i_d * BD), (NR, BD), (1, 0))
+    return load_block(p, D, BD)
 
 
 @triton.jit
@@ -88,10 +104,7 @@ def x_rows(x, h0, x_win, bos, T_n, i_n, o_t, o_d, m_d, i_d, K: tl.constexpr,
         # x_win starts W-1 rows before the tile; K runs from -(W-1) (oldest tap) to W-1 (the bwd's
         # look-ahead), so the window spans BT + 2(W-1) rows, all inside the sequence for bulk tiles
         p = tl.make_block_ptr(x_win, (BT + 2 * (W - 1), D), (D, 1), (K + W - 1, i_d * BD), (BT, BD), (1, 0))
-        if D % BD == 0:
-            b = tl.load(p).to(tl.float32)
-        else:
-            b = tl.load(p, boundary_check=(1,)).to(tl.float32)
+        b = load_block(p, D, BD).to(tl.float32)
     else:
         src = o_t + K
         m = (src >= 0) & (src < T_n)
@@ -174,10 +187,7 @@ def bwd_tile_loads(x, h0, dy, dht, wt, bias, x_win, row0, bos, T_n, i_n, i_d, o_
     for s in tl.static_range(W):
         if TAIL_MODE == 0:
             p_dy = tl.make_block_ptr(dy + row0 * D, (BT + W - 1, D), (D, 1), (s, i_d * BD), (BT, BD), (1, 0))
-            if D % BD == 0:
-                dz = tl.load(p_dy).to(tl.float32)
-            else:
-                dz = tl.load(p_dy, boundary_check=(1,)).to(tl.float32)
+            dz = load_block(p_dy, D, BD).to(tl.float32)
         else:
             r = o_t + s
             m_r = (r >= 0) & (r < T_n)
