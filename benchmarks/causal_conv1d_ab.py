@@ -50,22 +50,41 @@ CHECKS = [{"AHEAD": 2, "FWD_GRID": 2, "SILU": 2, "BWD_GRID": 2},
           {"AHEAD": 2, "BD": 1024, "BWD_GRID": 2, "BD_BWD": 256}]
 
 
-def _err(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most 200 characters (a row's ``error`` field)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+
+
+def timing_backend():
+    """The current backend, or None (after saying why on stderr) on Ascend, which these scripts do not time."""
+    from ascendopt import backends
+
+    backend = backends.current()
+    if backend.name == "npu":
+        print("this script times the CUDA path; on Ascend use ascendopt collect/optimize-round", file=sys.stderr)
+        return None
+    return backend
+
+
+def host_us_per_call(fn, synchronize, calls: int = 20) -> float:
+    """Host microseconds per call of ``fn`` issued back to back (launch cost: no sync between calls);
+    one warm-up call first, and the device drained before and after."""
+    fn()
+    synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - t0) / calls * 1e6
+    synchronize()
+    return host_us
 
 
 def _host_and_device(fn, backend, calls: int = 20) -> tuple[float, dict]:
     """Host microseconds per call (no sync) and the device microseconds of each kernel of one call."""
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
-    backend.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - t0) / calls * 1e6
-    backend.synchronize()
+    host_us = host_us_per_call(fn, backend.synchronize, calls)
     with profile(activities=[ProfilerActivity.CUDA if backend.name == "cuda" else ProfilerActivity.CPU]) as prof:
         fn()
         backend.synchronize()
@@ -79,7 +98,7 @@ def _host_and_device(fn, backend, calls: int = 20) -> tuple[float, dict]:
     return host_us, kernels
 
 
-def _copy_gbs(backend, nbytes: int) -> float:
+def copy_gbs(backend, nbytes: int) -> float:
     """Device-to-device copy bandwidth (read + write bytes per second) of an ``nbytes`` buffer, GB/s."""
     import torch
 
@@ -99,20 +118,19 @@ def main() -> int:
     ap.add_argument("--preset", default="realistic", help="shape preset (tiny: a CPU smoke run of this script)")
     args = ap.parse_args()
 
-    from ascendopt import backends, bench
+    from ascendopt import bench
     from ascendopt.correctness import check_kernel
     from ascendopt.kernels import get
 
     started = time.perf_counter()
-    backend = backends.current()
-    if backend.name == "npu":
-        print("this script times the CUDA path; on Ascend use ascendopt collect/optimize-round", file=sys.stderr)
+    backend = timing_backend()
+    if backend is None:
         return 5
     spec = get("causal_conv1d")
     dims = spec.shape(args.preset).dims
     result: dict = {"schema": 1, "device": backend.info().name, "command": " ".join(sys.argv), "dims": dims,
                     "checks": [], "rows": [], "skipped": []}
-    result["copy_gbs"] = _copy_gbs(backend, 1 << (30 if backend.name == "cuda" else 22))
+    result["copy_gbs"] = copy_gbs(backend, 1 << (30 if backend.name == "cuda" else 22))
 
     def left() -> bool:
         return time.perf_counter() - started < args.budget_s
@@ -129,7 +147,7 @@ def main() -> int:
                                default=None)
         except Exception as exc:  # noqa: BLE001 - reported, the timings go on
             traceback.print_exc()
-            row["error"] = _err(exc)
+            row["error"] = error_line(exc)
         result["checks"].append(row)
         print(f"check {config}: {row.get('passed', row.get('error'))}", file=sys.stderr, flush=True)
 
@@ -154,7 +172,7 @@ def main() -> int:
             row["device_us"] = sum(row["kernels_us"].values())
         except Exception as exc:  # noqa: BLE001 - an illegal choice is recorded, the list goes on
             traceback.print_exc()
-            row["error"] = _err(exc)
+            row["error"] = error_line(exc)
         result["rows"].append(row)
         print(f"{mode} {config}: {row.get('us', row.get('error'))}", file=sys.stderr, flush=True)
 

@@ -30,6 +30,9 @@ from pathlib import Path
 
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 
+# the A/B script beside this one (the script's folder is on sys.path when run as a file)
+from causal_conv1d_ab import copy_gbs, error_line, host_us_per_call, timing_backend  # noqa: E402
+
 # (BT, BD, TAPS): 1 shifted tile loads, 2 tl.gather register shifts, 3 row streaming. Ordered by
 # interest: each new configuration compiles new kernels, and the time budget may stop the list early.
 FWD_CONFIGS = [(64, 512, 3), (32, 512, 3), (64, 1024, 3), (128, 512, 3), (32, 128, 1), (64, 128, 1),
@@ -37,11 +40,6 @@ FWD_CONFIGS = [(64, 512, 3), (32, 512, 3), (64, 1024, 3), (128, 512, 3), (32, 12
 BWD_CONFIGS = [(32, 512, 3), (64, 512, 3), (16, 512, 3), (32, 1024, 3), (32, 128, 1), (32, 128, 2)]
 # native correctness: every non-tiny preset on the auto path, and the tile paths on the realistic one
 CHECKS = [("realistic", 0), ("varlen", 0), ("states", 0), ("realistic", 1), ("realistic", 2)]
-
-
-def _err(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 def main() -> int:
@@ -54,16 +52,15 @@ def main() -> int:
     args = ap.parse_args()
 
 
-    from ascendopt import backends, bench
+    from ascendopt import bench
     from ascendopt.correctness import check_kernel
     from ascendopt.kernels import get
     from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
     from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
 
     started = time.perf_counter()
-    backend = backends.current()
-    if backend.name == "npu":
-        print("this script times the CUDA path; on Ascend use ascendopt collect/optimize-round", file=sys.stderr)
+    backend = timing_backend()
+    if backend is None:
         return 5
     device = backend.torch_device()
     spec = get("causal_conv1d")
@@ -73,7 +70,7 @@ def main() -> int:
     def left() -> bool:
         return time.perf_counter() - started < args.budget_s
 
-    copy_gbs = result["copy_gbs"] = _copy_gbs(backend, 1 << (30 if backend.name == "cuda" else 22))
+    copy_gbs_measured = result["copy_gbs"] = copy_gbs(backend, 1 << (30 if backend.name == "cuda" else 22))
 
     # 1. correctness of the compiled kernels
     checks = [(p, 0) for p in args.check.split(",") if p] or CHECKS
@@ -89,7 +86,7 @@ def main() -> int:
                               for r in reports}
         except Exception as exc:  # noqa: BLE001 - reported, the sweep goes on
             traceback.print_exc()
-            row["error"] = _err(exc)
+            row["error"] = error_line(exc)
         result["correctness"].append(row)
         print(f"correctness {preset} TAPS={taps}: {row.get('passed', row.get('error'))}", file=sys.stderr)
 
@@ -98,34 +95,26 @@ def main() -> int:
     inp = spec.make_inputs(dict(dims), "bf16", device, 0)
     x, w, b, dy, act = inp["x"], inp["weight"], inp.get("bias"), inp["dy"], inp["activation"]
     tensor_bytes = x.numel() * x.element_size()
-    for BT, BD, g in FWD_CONFIGS:
-        if not left():
-            result["skipped"].append(f"fwd BT={BT} BD={BD} TAPS={g}")
-            continue
-        row = {"BT": BT, "BD": BD, "TAPS": g}
-        try:
-            t = bench.measure(lambda BT=BT, BD=BD, g=g: causal_conv1d_fwd(x, w, b, activation=act, BT=BT, BD=BD,
-                                                                         taps=g - 1),
-                              backend=backend, repeats=args.repeats)
-            row.update(us=t.median_ms * 1e3, gbs=2 * tensor_bytes / (t.median_ms * 1e-3) / 1e9)
-            row["copy_fraction"] = row["gbs"] / copy_gbs
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = _err(exc)
-        result["fwd"].append(row)
-    for BT, BD, g in BWD_CONFIGS:
-        if not left():
-            result["skipped"].append(f"bwd BT={BT} BD={BD} TAPS={g}")
-            continue
-        row = {"BT_BWD": BT, "BD_BWD": BD, "TAPS": g}
-        try:
-            t = bench.measure(lambda BT=BT, BD=BD, g=g: causal_conv1d_bwd(x, dy, w, b, activation=act, BT=BT, BD=BD,
-                                                                         taps=g - 1),
-                              backend=backend, repeats=args.repeats)
-            row.update(us=t.median_ms * 1e3, gbs=3 * tensor_bytes / (t.median_ms * 1e-3) / 1e9)
-            row["copy_fraction"] = row["gbs"] / copy_gbs
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = _err(exc)
-        result["bwd"].append(row)
+    def sweep(key: str, configs, names: tuple[str, str], op, op_args: tuple, n_tensors: int) -> None:
+        """Time ``op(*op_args, activation=act, BT=, BD=, taps=)`` over ``configs`` into ``result[key]``;
+        GB/s from ``n_tensors`` tensors of x's size moved per call."""
+        for BT, BD, g in configs:
+            if not left():
+                result["skipped"].append(f"{key} BT={BT} BD={BD} TAPS={g}")
+                continue
+            row = {names[0]: BT, names[1]: BD, "TAPS": g}
+            try:
+                t = bench.measure(lambda BT=BT, BD=BD, g=g: op(*op_args, activation=act, BT=BT, BD=BD, taps=g - 1),
+                                  backend=backend, repeats=args.repeats)
+                row.update(us=t.median_ms * 1e3, gbs=n_tensors * tensor_bytes / (t.median_ms * 1e-3) / 1e9)
+                row["copy_fraction"] = row["gbs"] / copy_gbs_measured
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = error_line(exc)
+            result[key].append(row)
+
+    # fwd: x in + y out; bwd: x, dy in + dx out
+    sweep("fwd", FWD_CONFIGS, ("BT", "BD"), causal_conv1d_fwd, (x, w, b), 2)
+    sweep("bwd", BWD_CONFIGS, ("BT_BWD", "BD_BWD"), causal_conv1d_bwd, (x, dy, w, b), 3)
 
     # 3. best tiles vs fla on the same inputs
     best_f = min((r for r in result["fwd"] if "us" in r), key=lambda r: r["us"], default=None)
@@ -150,10 +139,10 @@ def main() -> int:
                 ours = bench.measure(lambda mode=mode: spec.run(inp, spec.config(cfg), mode), backend=backend,
                                      repeats=args.repeats)
                 row["ours_us"] = ours.median_ms * 1e3
-                row["ours_copy_fraction"] = cost.bytes / (ours.median_ms * 1e-3) / 1e9 / copy_gbs
+                row["ours_copy_fraction"] = cost.bytes / (ours.median_ms * 1e-3) / 1e9 / copy_gbs_measured
                 theirs = bench.measure(lambda mode=mode: peer(inp, mode), backend=backend, repeats=args.repeats)
                 row["fla_us"] = theirs.median_ms * 1e3
-                row["fla_copy_fraction"] = cost.bytes / (theirs.median_ms * 1e-3) / 1e9 / copy_gbs
+                row["fla_copy_fraction"] = cost.bytes / (theirs.median_ms * 1e-3) / 1e9 / copy_gbs_measured
                 row["speedup"] = row["fla_us"] / row["ours_us"]
                 # launch-bound or device-bound? host time per call vs device kernel time of one call
                 for who, fn in (("ours", lambda mode=mode: spec.run(inp, spec.config(cfg), mode)),
@@ -161,7 +150,7 @@ def main() -> int:
                     row[f"{who}_host_us"], row[f"{who}_kernels_us"] = _host_and_device(fn)
             except Exception as exc:  # noqa: BLE001 - fla missing or failing is reported
                 traceback.print_exc()
-                row["error"] = _err(exc)
+                row["error"] = error_line(exc)
             result["peer"][mode] = row
     result["seconds"] = time.perf_counter() - started
     Path(args.out).write_text(json.dumps(result, indent=2, default=str))
@@ -174,13 +163,7 @@ def _host_and_device(fn, calls: int = 20) -> tuple[float, dict]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host_us = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
+    host_us = host_us_per_call(fn, torch.cuda.synchronize, calls)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
@@ -190,18 +173,6 @@ def _host_and_device(fn, calls: int = 20) -> tuple[float, dict]:
         if t:
             kernels[evt.key] = round(float(t), 1)
     return host_us, kernels
-
-
-def _copy_gbs(backend, nbytes: int) -> float:
-    """Device-to-device copy bandwidth (read + write bytes per second) of an ``nbytes`` buffer, GB/s."""
-    import torch
-
-    from ascendopt import bench
-
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=backend.torch_device()).normal_()
-    dst = torch.empty_like(src)
-    ms = bench.measure(lambda: dst.copy_(src), backend=backend, repeats=20).median_ms
-    return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
 def _pct(v) -> str:
