@@ -1,5 +1,6 @@
 """The tunable search: UB pruning, class-guided order, budget, cache, and quality vs exhaustive search."""
 
+import itertools
 import math
 
 import pytest
@@ -190,3 +191,42 @@ def test_backward_tiles_collapse_in_a_forward_workload():
     assert len(tune_space.dedupe(feas, spec, {}, "fp32", "fwdbwd")[0]) == 12
     fwd, _ = tune_space.dedupe(feas, spec, {}, "fp32", "fwd", keep={"BT": 8, "BD": 64, "FLAG": 1})
     assert len(fwd) == 4 and {c.config["BD"] for c in fwd} == {64}  # BD only shapes the backward stage
+
+
+def _layout_space():
+    """gdn_kkt_solve-like: an auto tile, a 3-way FORM and a layout flag; the H200 optimum flipped both."""
+    return [{"BK": bk, "FORM": f, "G_T_CONTIG": g} for bk in (16, 32, 64, 0) for f in (1, 2, 3) for g in (0, 1)]
+
+
+def _layout_ms(c):  # FORM=2 and the gathered layout each save ~20 %; tile sizes matter a few %
+    return 1.0 + 0.03 * (c["BK"] in (16, 32)) + 0.25 * (c["FORM"] != 2) + 0.2 * c["G_T_CONTIG"]
+
+
+@pytest.mark.parametrize("probe", [(), ("FORM", "G_T_CONTIG")])
+def test_layout_probe_reaches_the_flipped_flags_in_a_small_budget(probe):
+    space = _layout_space()
+    choices = {"BK": [16, 32, 64, 0], "FORM": [1, 2, 3], "G_T_CONTIG": [0, 1]}
+    res = tune.search(space, {"BK": 0, "FORM": 1, "G_T_CONTIG": 1}, lambda c, inc: tune.Trial(c, _layout_ms(c)),
+                      order=["BK", "FORM", "G_T_CONTIG"], direction=1, budget=len(space) // 8, choices=choices,
+                      probe=probe)
+    best = min(_layout_ms(c) for c in space)
+    assert res.evaluations == 3
+    if probe:  # start, FORM 1 -> 2 (wins), then G_T_CONTIG 1 -> 0 from there
+        assert res.best.config == {"BK": 0, "FORM": 2, "G_T_CONTIG": 0} and res.best.ms == best
+    else:  # the tile walk spends a move on BK first and the budget ends before the layout flag
+        assert res.best.ms > best * 1.03 and [t.config["G_T_CONTIG"] for t in res.trials] == [1, 1, 1]
+
+
+def test_probe_is_skipped_when_it_would_take_most_of_the_budget():
+    flags = {f"F{i}": [0, 1, 2] for i in range(4)}  # from the middle value: 8 probe moves
+    space = [{"BT": bt, **dict(zip(flags, vals, strict=True))} for bt in (8, 16, 32)
+             for vals in itertools.product(*flags.values())]
+    start = {"BT": 16, "F0": 1, "F1": 1, "F2": 1, "F3": 1}
+    seen = []
+    tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
+                direction=1, budget=6, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
+    assert seen[1] == {**start, "BT": 32}  # remaining budget 5 leaves room for 2 probe moves, not 8
+    seen.clear()
+    tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
+                direction=1, budget=20, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
+    assert seen[1] == {**start, "F0": 2} and seen[2] == {**start, "F0": 0}  # 8 <= 19 // 2: flags first

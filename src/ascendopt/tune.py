@@ -2,14 +2,18 @@
 
 The space comes from ``ascendopt.tune_space`` (UB-pruned, equivalent launches collapsed).
 
-Strategy: greedy coordinate descent from the incumbent, one tunable changed per step (the loop's
-"one change per round"), walking each tunable in the direction the bottleneck class suggests first
-(vector/memory/UB/scalar/latency-bound -> larger tiles first; core under-use -> smaller tiles, more
-tasks) and continuing while it improves. When no single move helps, "trade" moves change two tile
-sizes in opposite directions (a UB budget often fixes their product). The search stops at the
-evaluation budget or when no neighbour improves. Compare kernel_tuner's greedy_mls and Triton's
-exhaustive autotune (docs/reference/peers.md §2.4-2.5); the H200 study in
-benchmarks/tune_quality.py measures the distance to the exhaustive best.
+Strategy: first, when it fits in half the remaining budget, a probe of each layout/flag tunable
+(``probe``: tunables that change no tile, such as G_T_CONTIG or FORM), one step each way from the
+best so far: flags are cheap to try, interact little with tile sizes, and in small spaces the tile
+walk would otherwise spend the whole budget before reaching them. Then greedy coordinate descent
+from the incumbent, one tunable changed per step (the loop's "one change per round"), walking each
+tunable in the direction the bottleneck class suggests first (vector/memory/UB/scalar/latency-bound
+-> larger tiles first; core under-use -> smaller tiles, more tasks) and continuing while it
+improves. When no single move helps, "trade" moves change two tile sizes in opposite directions (a
+UB budget often fixes their product). The search stops at the evaluation budget or when no
+neighbour improves. Compare kernel_tuner's greedy_mls and Triton's exhaustive autotune
+(docs/reference/peers.md §2.4-2.5); the H200 study in benchmarks/tune_quality.py measures the
+distance to the exhaustive best (``--replay`` re-runs it offline over a recorded landscape).
 
 Measured configurations are cached (JSON) keyed by kernel, shape, dtype, mode, device and the
 kernel source hash, so an edit of the kernel invalidates its entries.
@@ -84,12 +88,15 @@ def search(
     choices: Mapping[str, Sequence[int]] | None = None,
     on_trial: Callable[[Trial, Trial], None] | None = None,
     start_trial: Trial | None = None,
+    probe: Sequence[str] = (),
 ) -> SearchResult:
     """Greedy coordinate descent over ``space`` (the feasible configurations) from ``start``.
 
     ``evaluate(candidate, incumbent)`` measures one configuration; ``budget`` caps fresh
     evaluations (the start counts unless ``start_trial`` is given, e.g. the measured baseline).
     ``on_trial(trial, best_after)`` is called after each trial. Cache hits do not use budget.
+    ``probe`` names tunables (flags, layouts) tried one step each way before the descent, when
+    those moves take at most half the remaining budget (two moves are always allowed).
     """
     allowed = {config_key(c) for c in space}
     if config_key(start) not in allowed:
@@ -170,7 +177,20 @@ def search(
 
     names = [n for n in order if len(choices.get(n, ())) > 1]
     out_of_budget = False
-    improved = True
+    probed = [n for n in probe if len(choices.get(n, ())) > 1]
+    moves = sum(step(first.config, n, d) is not None for n in probed for d in (+1, -1))
+    # at most half the remaining budget (but two moves always: a flag plus a layout in tiny spaces)
+    if probed and moves <= max(2, (budget - result.evaluations) // 2):
+        for name in probed:
+            for d in (+1, -1):
+                won = consider(step(result.best.config, name, d))
+                if won is None:
+                    out_of_budget = True
+                if won or out_of_budget:
+                    break
+            if out_of_budget:
+                break
+    improved = not out_of_budget
     while improved and not out_of_budget:
         improved = False
         for name in names:
