@@ -80,7 +80,7 @@ def plan_case(spec, preset, dtype, info, enforce_ub: bool):
     row.update(space=len(distinct), feasible=len(feasible), pruned=len(pruned),
                search={"start": start, "order": order, "direction": tune_space.preferred_direction(bound),
                        "choices": tune_space.axes(spec),
-                       "probe": [n for n in tune_space.untiled_tunables(spec, dims, dtype) if n not in fixed]},
+                       "probe": [n for n in tune_space.probe_tunables(spec, dims, dtype) if n not in fixed]},
                landscape=[{"config": c.config, "ub_pruned": True, "ub_share": c.ub_share} for c in pruned])
     return row, distinct
 
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cut-margin", type=float, default=0.10,
                     help="stop sampling a configuration once its p20 > (1 + this) x the best p80 so far")
     ap.add_argument("--pairs", type=int, default=16, help="interleaved pairs of the re-check")
-    ap.add_argument("--max-per-case", type=int, default=48, help="larger spaces are randomly sampled to this")
+    ap.add_argument("--max-per-case", type=int, default=32, help="larger spaces are randomly sampled to this")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     ap.add_argument("--time-budget", type=float, default=220.0, help="seconds for the whole study")
     ap.add_argument("--no-enforce-ub", dest="enforce_ub", action="store_false",

@@ -230,3 +230,18 @@ def test_probe_is_skipped_when_it_would_take_most_of_the_budget():
     tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
                 direction=1, budget=20, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
     assert seen[1] == {**start, "F0": 2} and seen[2] == {**start, "F0": 0}  # 8 <= 19 // 2: flags first
+
+
+def test_probe_tunables_are_flags_layouts_and_algorithm_choices():
+    spec = _spec()
+
+    def ub_model(dims, cfg, dtype):  # FORM changes the tile (like gdn_kkt_solve), G_T_CONTIG does not
+        return [UBStage("fwd", {"BT": cfg["BT"], "BD": cfg["BD"] * (2 if cfg["FORM"] == 3 else 1)}, "fp32", 1.0)]
+
+    tunables = {"BT": Tunable("BT", 0, (0, 8, 16, 32), "rows; 0 = largest"),
+                "BD": Tunable("BD", 64, (64, 128, 256), "cols"),
+                "FORM": Tunable("FORM", 1, (1, 2, 3), "solve form"),
+                "G_T_CONTIG": Tunable("G_T_CONTIG", 1, (0, 1), "1: transposed")}
+    spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model, "tunables": tunables})
+    assert tune_space.untiled_tunables(spec, {}, "fp32") == ["G_T_CONTIG"]
+    assert tune_space.probe_tunables(spec, {}, "fp32") == ["FORM", "G_T_CONTIG"]

@@ -136,6 +136,18 @@ def dedupe(candidates: Sequence[Candidate], spec, dims, dtype: str, mode: str | 
     return unique, alias
 
 
+def probe_tunables(spec, dims, dtype: str) -> list[str]:
+    """Tunables worth flipping early (``tune.search``'s ``probe``): flags and layouts that change no
+    tile (``untiled_tunables``) and algorithm choices such as ``FORM`` (1, 2, 3), i.e. every
+    tunable whose values are not a size axis (fewer than three powers of two among them)."""
+    untiled = set(untiled_tunables(spec, dims, dtype))
+
+    def is_size_axis(values) -> bool:
+        return sum(v > 0 and v & (v - 1) == 0 for v in values) >= 3
+
+    return [n for n, t in spec.tunables.items() if n in untiled or not is_size_axis(t.choices)]
+
+
 def tile_names(spec, dims, dtype: str) -> list[str]:
     """Tunables that appear in the UB model's tiles (the tile sizes), in the spec's order."""
     defaults = {n: t.default for n, t in spec.tunables.items()}
