@@ -269,7 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep candidates the UB model of the model chip rejects")
     args = ap.parse_args(argv)
     if args.replay:
-        return replay_file(args.replay)
+        from ascendopt.errors import UsageError
+
+        try:
+            return replay_file(args.replay)
+        except UsageError as exc:  # a one-line message, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     started = time.monotonic()
     deadline = started + args.time_budget
     backend = _prepare()
