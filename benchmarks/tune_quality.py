@@ -81,7 +81,8 @@ def plan_case(spec, preset, dtype, info, enforce_ub: bool):
                search={"start": start, "order": order, "direction": tune_space.preferred_direction(bound),
                        "choices": tune_space.axes(spec),
                        "probe": [n for n in tune_space.probe_tunables(spec, dims, dtype) if n not in fixed]},
-               landscape=[{"config": c.config, "ub_pruned": True, "ub_share": c.ub_share} for c in pruned])
+               landscape=[{"config": c.config, "ub_pruned": True, "ub_safe": False, "ub_share": c.ub_share}
+                          for c in pruned])
     return row, distinct
 
 
@@ -125,7 +126,8 @@ def measure_case(row, distinct, spec, backend, args, stop_at: float) -> None:
             break
         cut = best_p80 * (1 + args.cut_margin) if best_p80 is not None else None
         m = measure_config(spec, cand.config, backend, inputs, args.repeats, cut)
-        row["landscape"].append({"config": cand.config, "ub_pruned": False, "ub_share": cand.ub_share, **m})
+        row["landscape"].append({"config": cand.config, "ub_pruned": False, "ub_safe": cand.ub_safe,
+                                 "ub_share": cand.ub_share, **m})
         if m["median_ms"] is not None and m["samples"] == args.repeats:
             best_p80 = min(best_p80 if best_p80 is not None else math.inf, m["p80_ms"])
     row["exhaustive_s"] = round(time.monotonic() - t0, 1)
