@@ -92,7 +92,8 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
 
     result = tune.search(space, start, evaluate, order=tune_space.order_tunables(spec, case.dims, w.dtype, bound),
                          direction=tune_space.preferred_direction(bound), budget=budget, cache=cache,
-                         choices=tune_space.axes(spec), start_trial=tune.Trial(start, start_ms, note="start"))
+                         choices=tune_space.axes(spec), start_trial=tune.Trial(start, start_ms, note="start"),
+                         probe=tune_space.probe_tunables(spec, case.dims, w.dtype))
     if result.best.cached and result.best.config != start:
         # A cache hit is a number from an earlier session; separate runs do not compose, so the
         # winner is measured again, interleaved with the best so far, before anything is claimed.
