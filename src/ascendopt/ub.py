@@ -113,10 +113,15 @@ def solve(tile: Mapping[str, int], free: str, dtype: str | int, multiplier: floa
     for size in fixed.values():
         per_unit *= size
     largest = int(Fraction(one.budget_bytes) / per_unit)  # floor: largest integer that fits
-    best = 1 << (largest.bit_length() - 1)
+    best = pow2_floor(largest)
     if upper is not None:
         best = min(best, next_pow2(upper))
     return best
+
+
+def pow2_floor(n: int) -> int:
+    """Largest power of two <= ``n`` (1 for ``n`` < 1)."""
+    return 1 << (n.bit_length() - 1) if n >= 1 else 1
 
 
 def next_pow2(n: int) -> int:

@@ -160,7 +160,7 @@ def _finalize_tiles(n_partials: int, d: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=256)  # the exact-fraction UB solve is host time on every backward call
 def _finalize_tiles_for(n_partials: int, d: int, cores: int, ub_bytes: int, backend: str) -> tuple[int, int]:
-    bdw = max(16, min(256, rowwise.row_block(d), 1 << max(0, (d // max(cores, 1)).bit_length() - 1)))
+    bdw = max(16, min(256, rowwise.row_block(d), ub.pow2_floor(d // max(cores, 1))))
     bp = ub.solve({"BP": 1, "BDW": bdw}, "BP", "fp32", FINALIZE_MEM_MULT, ub_bytes, UB_MARGIN, upper=n_partials)
     bp = min(bp, MAX_PARTIAL_ROWS)
     if backend == "cuda":

@@ -74,7 +74,7 @@ def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested:
 def cuda_cap(multiplier: float, fixed_elements: int) -> int:
     """Largest power of two ``n`` with ``multiplier * n * fixed_elements <= CUDA_LIVE_FP32_VALUES`` (>= 1)."""
     largest = int(CUDA_LIVE_FP32_VALUES // (multiplier * fixed_elements))
-    return 1 << (largest.bit_length() - 1) if largest >= 1 else 1
+    return ub.pow2_floor(largest)
 
 
 @dataclass(frozen=True)
