@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ascendopt.config import chip_facts, chips, default_model_chip
+from ascendopt.config import chip_facts, chip_key, chips, default_model_chip
 from ascendopt.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("npu", "cuda", "cpu")
@@ -296,8 +296,8 @@ def _device_info(name: str) -> DeviceInfo:
         dev = torch.npu.current_device()
         device_name = str(torch.npu.get_device_name(dev))
         try:
-            facts = chip_facts(device_name)
-            chip = next(k for k, v in chips().items() if v is facts)
+            chip = chip_key(device_name)
+            facts = chips()[chip]
         except UsageError:
             facts, chip = {}, None
         cube, vec, source = _npu_cores(torch)

@@ -39,17 +39,31 @@ def chips() -> dict[str, dict[str, Any]]:
     return load_config("chips")["chips"]
 
 
-def chip_facts(name: str) -> dict[str, Any]:
-    """Facts for one chip. Unknown names raise with the list of known chips."""
+def chip_key(name: str) -> str:
+    """The configs/chips.yaml key for a chip name or alias.
+
+    Accepts the exact key (``Ascend910B2``), any letter case, the name without its ``Ascend`` prefix
+    (``910B2``) and device names with a suffix (``Ascend910B2C``: the longest key it starts with).
+    Unknown names raise with the list of known chips.
+    """
     table = chips()
-    if name in table:
-        return table[name]
-    # Device names sometimes carry suffixes ("Ascend910B2C"); accept an unambiguous prefix match.
-    matches = [k for k in table if name.startswith(k)]
-    if len(matches) == 1:
-        return table[matches[0]]
+    wanted = str(name).strip().lower()
     known = ", ".join(sorted(table))
-    raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {known}; or pass --ub-bytes")
+    if not wanted:
+        raise UsageError("chip name is empty", hint=f"known chips: {known}")
+    candidates = [wanted, "ascend" + wanted]
+    match = next((key for c in candidates for key in table if key.lower() == c), None)
+    if match is None:
+        prefixed = {key for c in candidates for key in table if c.startswith(key.lower())}
+        match = max(prefixed, key=len) if prefixed else None
+    if match is None:
+        raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {known}; or pass --ub-bytes")
+    return match
+
+
+def chip_facts(name: str) -> dict[str, Any]:
+    """Facts for one chip (name or alias, see ``chip_key``)."""
+    return chips()[chip_key(name)]
 
 
 def default_model_chip() -> str:

@@ -129,26 +129,14 @@ def next_pow2(n: int) -> int:
 
 
 def resolve_chip(name: str) -> tuple[str, int]:
-    """``(chip name in configs/chips.yaml, UB bytes)`` for a name or alias.
+    """``(chip name in configs/chips.yaml, UB bytes)`` for a name or alias (``config.chip_key``).
 
-    Accepts the exact key (``Ascend910B2``), any letter case, the name without its ``Ascend`` prefix
-    (``910B2``) and device names with a suffix (``Ascend910B2C``). Raises ``UsageError`` for an unknown
-    chip or one without a UB figure (GPUs, the interpreter).
+    Raises ``UsageError`` for an unknown chip or one without a UB figure (GPUs, the interpreter).
     """
-    from ascendopt.config import chips
+    from ascendopt.config import chip_key, chips
 
-    table = chips()
-    wanted = str(name).strip().lower()
-    if not wanted:
-        raise UsageError("chip name is empty", hint=f"known chips: {', '.join(sorted(table))}")
-    candidates = [wanted, "ascend" + wanted]
-    match = next((key for c in candidates for key in table if key.lower() == c), None)
-    if match is None:  # device names sometimes carry suffixes ("Ascend910B2C"): unambiguous prefix only
-        prefixed = {key for c in candidates for key in table if c.startswith(key.lower())}
-        match = max(prefixed, key=len) if prefixed else None
-    if match is None:
-        raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {', '.join(sorted(table))}; or pass --ub-bytes")
-    ub = table[match].get("ub_bytes")
+    match = chip_key(name)
+    ub = chips()[match].get("ub_bytes")
     if not isinstance(ub, int) or ub <= 0:
         raise UsageError(f"chip {match} has no Unified Buffer size in chips.yaml", hint="pass --ub-bytes N")
     return match, ub
