@@ -78,3 +78,13 @@ def test_cpu_timer_measures_elapsed_ms():
     time.sleep(0.01)
     ms = t.stop()
     assert 9.0 <= ms < 200.0
+
+
+def test_bad_model_chip_names_the_variable(monkeypatch):
+    monkeypatch.setenv("ASCENDOPT_CHIP", "bogus")
+    with pytest.raises(UsageError, match=r"ASCENDOPT_CHIP='bogus': unknown chip"):
+        backends.detect("cpu").info()
+    backends.reset()
+    monkeypatch.setenv("ASCENDOPT_CHIP", "NVIDIA H200")
+    with pytest.raises(UsageError, match=r"ASCENDOPT_CHIP='NVIDIA H200': no UB size"):
+        backends.detect("cpu").info()

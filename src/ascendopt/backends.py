@@ -314,7 +314,13 @@ def _device_info(name: str) -> DeviceInfo:
             raise EnvironmentProblem(f"UB size of {device_name!r} unknown", hint="set ASCENDOPT_UB_BYTES")
         return DeviceInfo("npu", f"npu:{dev}", device_name, chip, cube, vec, source, ub, ub_source, True,
                           facts.get("hbm_gbs"), _versions())
-    model = chip_facts(model_chip)
+    try:
+        model = chip_facts(model_chip)
+    except UsageError as exc:  # only ASCENDOPT_CHIP can name a bad model chip: say so
+        raise UsageError(f"ASCENDOPT_CHIP={model_chip!r}: {exc.message}", hint=exc.hint) from None
+    if not model.get("ub_bytes"):
+        raise UsageError(f"ASCENDOPT_CHIP={model_chip!r}: no UB size in configs/chips.yaml",
+                         hint="name an Ascend chip, e.g. Ascend910B2")
     ub = override or int(model["ub_bytes"])
     ub_source = ("ASCENDOPT_UB_BYTES" if override
                  else f"modelled for {model_chip} (predictions only; not enforced on {name})")
