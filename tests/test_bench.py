@@ -154,3 +154,85 @@ def test_interleaved_samples_rotate_the_order_and_share_one_batch_size():
     taker.take(1)
     a, b = taker.take(2)
     assert "".join(name for name, _ in order) == "ab" + "ab" + "ba" + "ab" and len(a) == len(b) == 3
+
+
+class QueueBackend:
+    """A device with a launch queue, on virtual clocks (ms): the host spends ``host_ms`` per call
+    enqueuing ``device_ms`` of work; the device runs queued work in order and never before it was
+    enqueued. Events read the device clock when the device reaches them."""
+
+    name = "cuda"
+
+    def __init__(self, host_ms: float, device_ms: float, can_hold: bool = True):
+        self.host, self.device = 0.0, 0.0
+        self.host_ms, self.device_ms, self.can_hold = host_ms, device_ms, can_hold
+        self.holds: list[float] = []
+
+    def perf_counter(self) -> float:  # stands in for time.perf_counter (seconds)
+        return self.host / 1e3
+
+    def launch(self, ms: float) -> None:
+        self.host += self.host_ms
+        self.device = max(self.device, self.host) + ms
+
+    def event(self) -> float:
+        self.device = max(self.device, self.host)
+        return self.device
+
+    def synchronize(self):
+        self.host = max(self.host, self.device)
+
+    def hold_device(self, ms: float) -> bool:
+        if self.can_hold:
+            self.holds.append(ms)
+            self.device = max(self.device, self.host) + ms
+        return self.can_hold
+
+    def timer(self):
+        backend = self
+
+        class _Timer:
+            def start(self):
+                self.t0 = backend.event()
+
+            def stop(self):
+                t1 = backend.event()
+                backend.synchronize()
+                return t1 - self.t0
+
+        return _Timer()
+
+
+# Not held, a 2-call batch lasts 2 launches + the last call's run: (2 * 3 + 1) / 2 = 3.5 ms per call.
+@pytest.mark.parametrize("can_hold, expected_ms", [(True, 1.0), (False, 3.5)])
+def test_holding_the_device_measures_device_time_when_the_host_is_slower(monkeypatch, can_hold, expected_ms):
+    """Launching costs the host 3 ms, running 1 ms: held, samples are the device's 1 ms; not held,
+    they are mostly the host's launch time (what this test would see if the hold did nothing)."""
+    backend = QueueBackend(host_ms=3.0, device_ms=1.0, can_hold=can_hold)
+    monkeypatch.setattr(bench.time, "perf_counter", backend.perf_counter)
+    t = bench.measure(lambda: backend.launch(backend.device_ms), backend=backend, warmup=3, warmup_ms=0,
+                      repeats=8, min_sample_ms=4.0)
+    assert t.calls_per_sample == 2
+    assert t.median_ms == pytest.approx(expected_ms)
+    assert t.host_ms == pytest.approx(3.0)
+    if can_hold:
+        # margin x the host's enqueue time of the batch + the extra, and it was always enough
+        assert backend.holds[-1] == pytest.approx(bench.Sampler.HOLD_MARGIN * 3.0 * 2 + bench.Sampler.HOLD_EXTRA_MS)
+        assert len(backend.holds) == 8
+
+
+def test_a_hold_shorter_than_the_enqueue_is_counted_as_exposed(monkeypatch):
+    backend = QueueBackend(host_ms=3.0, device_ms=1.0)
+    monkeypatch.setattr(bench.time, "perf_counter", backend.perf_counter)
+    run = bench.Sampler(lambda: backend.launch(1.0), backend=backend)
+    run.warmup(2, 0)
+    run.host_ms = 0.1  # as if the warmup had seen a fast host: the first hold is too short
+    first = run.sample(4)
+    second = run.sample(4)
+    assert run.exposed == 1 and first > 1.0 and second == pytest.approx(1.0)
+
+
+def test_hold_device_is_a_no_op_off_cuda_and_when_disabled(monkeypatch):
+    assert Backend("cpu", "test").hold_device(1.0) is False
+    monkeypatch.setenv("ASCENDOPT_HOLD_DEVICE", "0")
+    assert Backend("cuda", "test").hold_device(1.0) is False  # returns before touching torch.cuda

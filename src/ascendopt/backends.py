@@ -71,6 +71,23 @@ class Backend:
     def timer(self) -> Timer:
         return Timer(self)
 
+    def hold_device(self, ms: float) -> bool:
+        """Queue about ``ms`` of idle work on the device ahead of what the host enqueues next.
+
+        Why: a timed batch of calls is meant to measure device time, but when the host needs longer
+        to launch a call than the device needs to run it, events on an idle device measure the
+        host's launch time instead, and its jitter becomes timing noise. With the device held
+        busy while the host enqueues the batch, the batch runs back to back on the device.
+        Only cuda can do this (``torch.cuda._sleep``, a spin kernel of a given clock-cycle count);
+        elsewhere, or with ``ASCENDOPT_HOLD_DEVICE=0``, returns False and does nothing.
+        """
+        if self.name != "cuda" or ms <= 0 or os.environ.get("ASCENDOPT_HOLD_DEVICE", "1") == "0":
+            return False
+        import torch
+
+        torch.cuda._sleep(int(ms * _sleep_cycles_per_ms()))
+        return True
+
     def info(self) -> DeviceInfo:
         # Reading device facts imports triton (versions); on cpu arrange the interpreter first so a
         # kernel module imported afterwards is decorated for it.
@@ -124,6 +141,26 @@ class Timer:
             self._events[1].synchronize()
             return float(self._events[0].elapsed_time(self._events[1]))
         return (time.perf_counter() - self._t0) * 1e3
+
+
+@cache
+def _sleep_cycles_per_ms() -> float:
+    """Clock cycles of ``torch.cuda._sleep`` per ms on this device. Taken from the fastest of three
+    timed spins (the highest clock seen), so a hold lasts at least the time asked unless the clock
+    later rises above that."""
+    import torch
+
+    cycles = 2_000_000
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize()
+        start.record()
+        torch.cuda._sleep(cycles)
+        stop.record()
+        stop.synchronize()
+        best = min(best, float(start.elapsed_time(stop)))
+    return cycles / max(best, 1e-3)
 
 
 # -- detection ---------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Every number here is milliseconds of device time per call. A *sample* is the mean time of one
 batch of calls, timed with device events (npu/cuda) or synchronize + ``perf_counter`` (cpu);
-batching keeps event overhead and timer resolution out of short kernels.
+batching keeps event overhead and timer resolution out of short kernels. On cuda the device is
+held busy while the host enqueues a batch (``Sampler``), so host launch time stays out of it.
 
 The A/B rule (``decide``) works on paired, interleaved samples ``a_i, b_i`` (order alternates
 ABBA so neither side always runs second):
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,6 +42,7 @@ class Timing:
     cv: float
     n: int
     calls_per_sample: int = 1
+    host_ms: float | None = None  # host enqueue time per call (median over samples), where measured
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,13 +87,26 @@ class Side(Protocol):
 
 class Sampler:
     """Timed batches of ``fn(*inputs[i % len(inputs)])``; input sets rotate from call to call so a
-    cache-sized working set is not measured hot."""
+    cache-sized working set is not measured hot.
+
+    Before each timed batch the device is held busy (``Backend.hold_device``, cuda only) for longer
+    than the host needs to enqueue the batch, so the batch runs back to back on the device and the
+    sample is device time even when launching a call costs the host more than running it.
+    ``host_ms`` is the host's enqueue time per call of the last batch; ``exposed`` counts batches
+    whose enqueue outlasted the hold (their samples include host gaps).
+    """
+
+    HOLD_MARGIN = 1.5  # hold = margin x the last batch's enqueue time + HOLD_EXTRA_MS
+    HOLD_EXTRA_MS = 0.05
+    HOLD_MAX_MS = 200.0
 
     def __init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None = None, backend=None):
         self.fn = fn
         self.inputs = list(inputs) if inputs else [()]
         self.backend = _backend(backend)
         self.i = 0
+        self.host_ms: float | None = None
+        self.exposed = 0
 
     def __call__(self) -> None:
         args = self.inputs[self.i % len(self.inputs)]
@@ -107,17 +122,34 @@ class Sampler:
             n += 1
             if n > 100_000:
                 break
+        # Enqueue time per call, an upper bound on the host's share (the queue may have been full).
+        self.host_ms = (time.perf_counter() - t0) * 1e3 / max(n, 1)
         self.backend.synchronize()
         return (time.perf_counter() - t0) * 1e3 / max(n, 1)
+
+    def _hold(self, calls: int) -> float:
+        """Hold the device ahead of a batch of ``calls``; returns the ms held (0 if not possible)."""
+        hold_device = getattr(self.backend, "hold_device", None)
+        if hold_device is None or self.host_ms is None:
+            return 0.0
+        ms = min(self.HOLD_MAX_MS, self.HOLD_MARGIN * self.host_ms * calls + self.HOLD_EXTRA_MS)
+        return ms if hold_device(ms) else 0.0
 
     def sample(self, calls: int) -> float:
         """Device time of ``calls`` back-to-back calls, in ms per call."""
         timer = self.backend.timer()
         self.backend.synchronize()
+        held = self._hold(calls)
+        t0 = time.perf_counter()
         timer.start()
         for _ in range(calls):
             self()
-        return timer.stop() / calls
+        enqueue_ms = (time.perf_counter() - t0) * 1e3
+        ms = timer.stop() / calls
+        self.host_ms = enqueue_ms / calls
+        if held and enqueue_ms > held:
+            self.exposed += 1
+        return ms
 
 
 def calls_per_sample(per_call_ms: float, min_sample_ms: float, max_calls: int = 200) -> int:
@@ -196,12 +228,13 @@ def measure(
     run = Sampler(fn, inputs, backend)
     per_call = run.warmup(warmup, warmup_ms)
     calls = calls_per_sample(per_call, min_sample_ms)
-    samples = []
+    samples, host = [], []
     for _ in range(repeats):
         samples.append(run.sample(calls))
+        host.append(run.host_ms)
         if on_sample:
             on_sample()
-    return summarize(samples, calls)
+    return replace(summarize(samples, calls), host_ms=float(np.median(host)))
 
 
 @dataclass(frozen=True)
@@ -309,6 +342,9 @@ def compare(
         noisy = result.verdict == "same" and result.noise_rel > rule.min_rel
         if not noisy or len(a) + pairs > limit:
             break
+    # The host's enqueue time per call, last batch of each side (device time hides it; show it).
+    result = replace(result, baseline=replace(result.baseline, host_ms=getattr(sides[0], "host_ms", None)),
+                     candidate=replace(result.candidate, host_ms=getattr(sides[1], "host_ms", None)))
     implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
     if implausible and _recheck:
         again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
