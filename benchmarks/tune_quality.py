@@ -68,9 +68,11 @@ def plan_case(spec, preset, dtype, info, enforce_ub: bool):
     except Exception as exc:  # noqa: BLE001
         return {**row, "skipped": f"unsupported: {exc}"}, []
     fixed = {n: t.default for n, t in spec.tunables.items() if "bwd" in n.lower()}
-    feasible, pruned = tune_space.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub,
-                                                  fixed=fixed, mode="fwd")
     start = spec.config({n: t.default for n, t in spec.tunables.items()})
+    if tune_space.raw_size(spec, fixed) > tune_space.MAX_ENUMERATED:
+        row["neighbourhood"] = "space cut to configurations within two changed tunables of the default"
+    feasible, pruned = tune_space.enumerate_space(spec, dims, dtype, info.ub_bytes, enforce_ub=enforce_ub,
+                                                  fixed=fixed, mode="fwd", around=start)
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
         return {**row, "skipped": "default configuration pruned by the UB model"}, []
     # configurations with the same resolved tiles launch the same kernel: measured once

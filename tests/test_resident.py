@@ -55,3 +55,12 @@ def test_row_plan_is_memoized_per_device_facts():
     backends.reset()  # new device facts: the plan is rebuilt, equal in content
     again = rowwise.row_plan(1000, 96, 3.0, 0.85)
     assert again is not first and again == first
+
+
+def test_resident_cap_is_off_by_default_for_forward_grids_and_switchable(monkeypatch):
+    monkeypatch.delenv("ASCENDOPT_CUDA_RESIDENT_GRID", raising=False)
+    assert resident.enabled(default=False) is False and resident.enabled(default=True) is True
+    monkeypatch.setenv("ASCENDOPT_CUDA_RESIDENT_GRID", "1")
+    assert resident.enabled(default=False) is True
+    monkeypatch.setenv("ASCENDOPT_CUDA_RESIDENT_GRID", "0")
+    assert resident.enabled(default=True) is False

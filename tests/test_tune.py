@@ -42,6 +42,43 @@ def test_ub_pruning_on_npu_and_prediction_elsewhere():
     assert not pruned2 and len(feas2) == 126 and sum(not c.ub_safe for c in feas2) == len(pruned)
 
 
+def test_a_space_over_the_limit_is_cut_to_the_start_neighbourhood():
+    """126 raw configurations over a limit of 70: only those within two changed tunables of the start
+    (all but the 8 x 6 x 1 changing all three; the 62 pairs fit the limit); without a start, a usage
+    error."""
+    from ascendopt.errors import UsageError
+
+    spec = _spec()
+    start = {"BT": 16, "BD": 128, "SPLIT": 1}
+    feas, pruned = tune_space.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False,
+                                              around=start, limit=70)
+    configs = [c.config for c in feas + pruned]
+    changed = [sum(c[n] != start[n] for n in start) for c in configs]
+    assert start in configs and max(changed) == 2
+    assert len(configs) == len({tuple(sorted(c.items())) for c in configs}) == 126 - 8 * 6 * 1
+    assert tune_space.raw_size(spec) == 126 and tune_space.raw_size(spec, {"SPLIT": 1}) == 63
+    # when even the 62 pairs exceed the limit, one changed tunable: 1 + 8 + 6 + 1
+    feas1, _ = tune_space.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False,
+                                          around=start, limit=20)
+    assert len(feas1) == 16
+    with pytest.raises(UsageError, match="126 raw configurations"):
+        tune_space.enumerate_space(spec, {"T": 8192, "D": 4096}, "fp32", UB, enforce_ub=False, limit=50)
+
+
+def test_the_end_to_end_gated_delta_rule_space_enumerates_in_seconds():
+    import time
+
+    from ascendopt import kernels
+
+    spec = kernels.get("chunk_gated_delta_rule_fwd")
+    assert tune_space.raw_size(spec) > 1e9
+    start = spec.config({})
+    t0 = time.perf_counter()
+    feas, pruned = tune_space.enumerate_space(spec, spec.shape("tiny").dims, "fp32", UB, enforce_ub=True,
+                                              around=start)
+    assert time.perf_counter() - t0 < 30 and start in [c.config for c in feas]
+
+
 def test_order_and_direction_follow_the_bottleneck_class():
     spec = _spec()
     assert tune_space.order_tunables(spec, {}, "fp32", "vector-bound") == ["BT", "BD", "SPLIT"]

@@ -37,17 +37,18 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     info = backend.info()
     w = contract.workload
     case = w.shapes[0]
-    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
-                                            mode=w.mode)
-    # a candidate must fit every shape case of the contract, not only the first
-    for other in w.shapes[1:]:
-        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
-                                                                      enforce_ub=info.ub_enforced, mode=w.mode)[0]}
-        pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
-        feasible = [c for c in feasible if tune.config_key(c.config) in ok]
     baseline = spec.config(w.config)
     best_rec = rounds.best_round(records)
     start = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
+    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
+                                                  mode=w.mode, around=start)
+    # a candidate must fit every shape case of the contract, not only the first
+    for other in w.shapes[1:]:
+        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
+                                                                            enforce_ub=info.ub_enforced, mode=w.mode,
+                                                                            around=start)[0]}
+        pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
+        feasible = [c for c in feasible if tune.config_key(c.config) in ok]
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
         raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space")
     distinct, _ = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)

@@ -12,7 +12,8 @@ direction from the bottleneck class (``preferred_direction``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,20 +67,57 @@ def ub_prediction(spec, dims, config: Mapping[str, int], dtype: str, ub_bytes: i
     return Candidate(dict(config), not bad, round(worst.share, 4), detail)
 
 
+MAX_ENUMERATED = 20_000  # raw configurations checked one by one; larger spaces are cut to a neighbourhood
+
+
+def raw_size(spec, fixed: Mapping[str, int] | None = None) -> int:
+    """Configurations in the product of the choices, ``fixed`` tunables held."""
+    fixed = dict(fixed or {})
+    return math.prod(1 if n in fixed else len(t.choices) for n, t in spec.tunables.items())
+
+
+def _raw_configs(spec, fixed: Mapping[str, int], around: Mapping[str, int] | None, limit: int
+                 ) -> Iterator[dict[str, int]]:
+    """The product of the choices; above ``limit`` configurations, those that differ from ``around``
+    in at most two tunables (at most one if that is still above ``limit``)."""
+    names = list(spec.tunables)
+    axes = [(fixed[n],) if n in fixed else spec.tunables[n].choices for n in names]
+    if math.prod(len(a) for a in axes) <= limit:
+        for values in itertools.product(*axes):
+            yield dict(zip(names, values, strict=True))
+        return
+    if around is None:
+        from ascendopt.errors import UsageError
+
+        raise UsageError(f"{spec.name}: {raw_size(spec, fixed)} raw configurations (> {limit}); "
+                         "a search needs a start configuration to explore around")
+    free = [i for i, n in enumerate(names) if n not in fixed]
+    pairs = sum((len(axes[i]) - 1) * (len(axes[j]) - 1) for i, j in itertools.combinations(free, 2))
+    radius = 2 if pairs <= limit else 1
+    yield {n: around[n] for n in names}
+    for k in range(1, radius + 1):
+        for idx in itertools.combinations(free, k):
+            others = [[v for v in axes[i] if v != around[names[i]]] for i in idx]
+            for values in itertools.product(*others):
+                yield {**{n: around[n] for n in names}, **{names[i]: v for i, v in zip(idx, values, strict=True)}}
+
+
 def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
-                    fixed: Mapping[str, int] | None = None, mode: str | None = None
+                    fixed: Mapping[str, int] | None = None, mode: str | None = None,
+                    around: Mapping[str, int] | None = None, limit: int = MAX_ENUMERATED
                     ) -> tuple[list[Candidate], list[Candidate]]:
     """All configurations (``fixed`` tunables held) -> (feasible, pruned by the UB model).
 
     With ``enforce_ub`` False (cuda/cpu) nothing is pruned; each candidate still carries its UB
-    prediction for the model chip.
+    prediction for the model chip. A space of more than ``limit`` raw configurations (the end-to-end
+    gated delta rule's product of every stage's tunables has ~4e9) is cut to the configurations
+    within two changed tunables of ``around`` (the search's start; coordinate descent moves one
+    tunable at a time, and trades two), so enumerating it stays seconds; without ``around`` such a
+    space is a usage error.
     """
-    names = list(spec.tunables)
-    fixed = dict(fixed or {})
-    axes = [(fixed[n],) if n in fixed else spec.tunables[n].choices for n in names]
     feasible, pruned = [], []
-    for values in itertools.product(*axes):
-        cand = ub_prediction(spec, dims, dict(zip(names, values, strict=True)), dtype, ub_bytes, mode)
+    for config in _raw_configs(spec, dict(fixed or {}), around, limit):
+        cand = ub_prediction(spec, dims, config, dtype, ub_bytes, mode)
         (feasible if (cand.ub_safe or not enforce_ub) else pruned).append(cand)
     return feasible, pruned
 

@@ -27,7 +27,7 @@ def choose_change(spec, dims, dtype: str, mode: str, ub_bytes: int, bound: str |
     """
     from ascendopt import tune, tune_space
 
-    feasible, _ = tune_space.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode)
+    feasible, _ = tune_space.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode, around=current)
     # only configurations that launch different tiles: block_rows=2 where auto resolves to 2 is no change
     distinct, alias = tune_space.dedupe(feasible, spec, dims, dtype, mode, keep=current)
     same = alias.get(tune.config_key(current))

@@ -13,8 +13,15 @@ task rounds are unavoidable, and ``ceil(tasks / rounds)`` programs do them with 
 last round is full too (l2norm D=8192: 4096 rows on 792 slots is 6 rounds; 683 programs run 6 rows
 each instead of 792 programs leaving a last round of 136 rows). Off CUDA (npu: one program per vector
 core; the cpu interpreter) nothing is learned and the grid is ``grid_size``'s. Only for kernels whose
-results do not depend on the grid (no per-program partial sums). ``ASCENDOPT_CUDA_RESIDENT_GRID=0``
-turns the policy off (A/B timing against the plain core grid).
+results do not depend on the grid (no per-program partial sums).
+
+Default: off for these grids. Timed as device time (the device held busy while the host enqueues,
+``bench.Sampler``), the capped grid made the forward passes of rms_norm, l2norm and chunk_local_cumsum
+5-9 % slower than the plain core grid on the H200 and left causal_conv1d's unchanged
+(``benchmarks/grid_study.py``, benchmarks/RESULTS.md): programs beyond the resident ones start as
+soon as a slot frees, which hides each program's load-compute-store bubbles better than equal
+shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere (causal_conv1d's
+backward caps its grid by default; see ``causal_conv1d_bwd._resident_per_sm``).
 """
 
 from __future__ import annotations
@@ -57,6 +64,12 @@ def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
     return grid
 
 
+def enabled(default: bool) -> bool:
+    """``ASCENDOPT_CUDA_RESIDENT_GRID`` (``0`` off, anything else on); ``default`` when it is unset."""
+    value = os.environ.get("ASCENDOPT_CUDA_RESIDENT_GRID")
+    return default if value is None else value != "0"
+
+
 def learn(kernel, variant: tuple, compiled) -> None:
     """Record the residency of ``variant`` from the object a launch returned (a CompiledKernel on CUDA)."""
     key = (id(kernel), variant)
@@ -64,7 +77,7 @@ def learn(kernel, variant: tuple, compiled) -> None:
         return
     from ascendopt import backends
 
-    on = backends.current().name == "cuda" and os.environ.get("ASCENDOPT_CUDA_RESIDENT_GRID", "1") != "0"
+    on = backends.current().name == "cuda" and enabled(default=False)
     _per_sm[key] = resident_per_sm(compiled) if on else 0
 
 
