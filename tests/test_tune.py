@@ -254,19 +254,17 @@ def test_layout_probe_reaches_the_flipped_flags_in_a_small_budget(probe):
         assert res.best.ms > best * 1.03 and [t.config["G_T_CONTIG"] for t in res.trials] == [1, 1, 1]
 
 
-def test_probe_is_skipped_when_it_would_take_most_of_the_budget():
+def test_probe_goes_first_and_stops_at_the_budget():
     flags = {f"F{i}": [0, 1, 2] for i in range(4)}  # from the middle value: 8 probe moves
     space = [{"BT": bt, **dict(zip(flags, vals, strict=True))} for bt in (8, 16, 32)
              for vals in itertools.product(*flags.values())]
     start = {"BT": 16, "F0": 1, "F1": 1, "F2": 1, "F3": 1}
     seen = []
-    tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
-                direction=1, budget=6, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
-    assert seen[1] == {**start, "BT": 32}  # remaining budget 5 leaves room for 2 probe moves, not 8
-    seen.clear()
-    tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
-                direction=1, budget=20, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
-    assert seen[1] == {**start, "F0": 2} and seen[2] == {**start, "F0": 0}  # 8 <= 19 // 2: flags first
+    res = tune.search(space, start, lambda c, inc: seen.append(c) or tune.Trial(c, 1.0), order=["BT", *flags],
+                      direction=1, budget=4, choices={"BT": [8, 16, 32], **flags}, probe=list(flags))
+    # start, then the first flag both ways, then the second flag up: the budget ends inside the probe
+    assert seen == [start, {**start, "F0": 2}, {**start, "F0": 0}, {**start, "F1": 2}]
+    assert res.evaluations == 4 and res.stopped == "budget"
 
 
 def test_probe_tunables_are_flags_layouts_and_algorithm_choices():

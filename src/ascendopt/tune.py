@@ -2,10 +2,12 @@
 
 The space comes from ``ascendopt.tune_space`` (UB-pruned, equivalent launches collapsed).
 
-Strategy: first, when it fits in half the remaining budget, a probe of each layout/flag tunable
-(``probe``: tunables that change no tile, such as G_T_CONTIG or FORM), one step each way from the
-best so far: flags are cheap to try, interact little with tile sizes, and in small spaces the tile
-walk would otherwise spend the whole budget before reaching them. Then greedy coordinate descent
+Strategy: first a probe of each layout/flag tunable (``probe``: tunables that change no tile, such
+as G_T_CONTIG or FORM), one step each way from the best so far, even when the probe takes the whole
+budget: on the H200 landscapes (benchmarks/RESULTS.md) these choices moved the gated delta rule's
+stages by 20-45 % while the tiles' auto values were already best or within 3 %, and in small spaces
+the tile walk would otherwise spend the budget before reaching them (an earlier rule that probed only
+when the moves fit half the remaining budget missed FORM=2 on both gdn_kkt_solve shapes). Then greedy coordinate descent
 from the incumbent, one tunable changed per step (the loop's "one change per round"), walking each
 tunable in the direction the bottleneck class suggests first (vector/memory/UB/scalar/latency-bound
 -> larger tiles first; core under-use -> smaller tiles, more tasks) and continuing while it
@@ -95,8 +97,8 @@ def search(
     ``evaluate(candidate, incumbent)`` measures one configuration; ``budget`` caps fresh
     evaluations (the start counts unless ``start_trial`` is given, e.g. the measured baseline).
     ``on_trial(trial, best_after)`` is called after each trial. Cache hits do not use budget.
-    ``probe`` names tunables (flags, layouts) tried one step each way before the descent, when
-    those moves take at most half the remaining budget (two moves are always allowed).
+    ``probe`` names tunables (flags, layouts) tried one step each way before the descent, in order,
+    as far as the budget goes.
     """
     allowed = {config_key(c) for c in space}
     if config_key(start) not in allowed:
@@ -178,9 +180,10 @@ def search(
     names = [n for n in order if len(choices.get(n, ())) > 1]
     out_of_budget = False
     probed = [n for n in probe if len(choices.get(n, ())) > 1]
-    moves = sum(step(first.config, n, d) is not None for n in probed for d in (+1, -1))
-    # at most half the remaining budget (but two moves always: a flag plus a layout in tiny spaces)
-    if probed and moves <= max(2, (budget - result.evaluations) // 2):
+    # cheapest first: a tunable with one move from the start (a flag, a value at the end of its range)
+    # before one with two (stable sort keeps the given order among equals)
+    probed.sort(key=lambda n: sum(step(first.config, n, d) is not None for d in (+1, -1)))
+    if probed:
         for name in probed:
             for d in (+1, -1):
                 won = consider(step(result.best.config, name, d))
