@@ -329,16 +329,24 @@ def main(argv: list[str] | None = None) -> int:
         row.update(judge(row))
         if "skipped" not in row and row["found"] != row["exhaustive_best"] and time.monotonic() < case_end:
             recheck(row, spec, backend, args)
+        if args.out:  # after every case: a crash that kills the device context later keeps these
+            write_results(args.out, backend, args, rows, time.monotonic() - started)
     rows.sort(key=lambda r: listed.index((r["kernel"], r["shape"])))
     summary = summarize(rows, time.monotonic() - started)
     print(markdown(rows))
     print()
     print(summary_line(summary, f"on {backends.describe(backend)['name']} ({backend.name})"))
     if args.out:
-        args.out.write_text(json.dumps({"backend": backends.describe(backend), "args": {k: str(v) for k, v in
-                                                                                      vars(args).items()},
-                                        "summary": summary, "rows": rows}, indent=1, default=str))
+        write_results(args.out, backend, args, rows, time.monotonic() - started)
     return 0
+
+
+def write_results(path: Path, backend, args, rows, seconds: float) -> None:
+    from ascendopt import backends
+
+    path.write_text(json.dumps({"backend": backends.describe(backend), "args": {k: str(v) for k, v in
+                                                                                vars(args).items()},
+                                "summary": summarize(rows, seconds), "rows": rows}, indent=1, default=str))
 
 
 if __name__ == "__main__":
