@@ -64,3 +64,19 @@ def test_resident_cap_is_off_by_default_for_forward_grids_and_switchable(monkeyp
     assert resident.enabled(default=False) is True
     monkeypatch.setenv("ASCENDOPT_CUDA_RESIDENT_GRID", "0")
     assert resident.enabled(default=True) is False
+
+
+def test_streaming_row_kernels_get_more_programs_per_sm_on_cuda(monkeypatch):
+    from types import SimpleNamespace
+
+    from ascendopt import backends
+    from ascendopt.kernels import common
+
+    monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda"))
+    monkeypatch.setattr(common, "num_cores", lambda bound: 132)
+    monkeypatch.delenv("ASCENDOPT_CUDA_PROGRAMS_PER_SM", raising=False)
+    assert common.grid_size("vector", 10**6) == 132 * 16
+    assert common.grid_size("vector", 10**6, streaming=True) == 132 * 32
+    assert common.grid_size("vector", 100, streaming=True) == 100  # never more programs than tasks
+    monkeypatch.setenv("ASCENDOPT_CUDA_PROGRAMS_PER_SM", "8")  # a sweep's override applies to both
+    assert common.grid_size("vector", 10**6) == common.grid_size("vector", 10**6, streaming=True) == 132 * 8

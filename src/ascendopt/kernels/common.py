@@ -63,29 +63,35 @@ def launch(kernel, grid, *args, **kwargs):
     return kernel[grid](*args, **kwargs)
 
 
-def grid_size(bound: str, tasks: int) -> int:
+def grid_size(bound: str, tasks: int, streaming: bool = False) -> int:
     """Programs of a 1D core grid: one per core (never more than there are tasks).
 
     On CUDA an SM runs several programs at once and num_warps may not be set (Ascend rule), so
-    the grid is SMs x ``CUDA_PROGRAMS_PER_SM`` to keep the memory system busy; on npu it is the
-    exact core count (num_aicore for cube-bound, num_vectorcore for vector-bound kernels).
+    the grid is SMs x ``cuda_programs_per_sm(streaming)`` to keep the memory system busy; on npu it
+    is the exact core count (num_aicore for cube-bound, num_vectorcore for vector-bound kernels).
+    ``streaming``: a kernel whose programs keep no per-program partial results (see below).
     """
     from ascendopt import backends
 
     cores = num_cores(bound)
     if backends.current().name == "cuda":
-        cores *= cuda_programs_per_sm()
+        cores *= cuda_programs_per_sm(streaming)
     return max(1, min(cores, tasks))
 
 
 CUDA_PROGRAMS_PER_SM = 16  # best of 8/16/32 for the vector kernels on the H200 (benchmarks/RESULTS.md)
+# Row kernels that only stream rows (rms_norm's forward, l2norm's forward and backward) ran 1-3 %
+# faster in device time at 32 per SM (H200 run 4, benchmarks/RESULTS.md); kernels that write one
+# partial row per program (rms_norm's backward) ran up to 1.5x slower there, so they keep 16.
+CUDA_STREAMING_PROGRAMS_PER_SM = 32
 
 
-def cuda_programs_per_sm() -> int:
-    """Programs per SM of a 1D core grid on CUDA; ``ASCENDOPT_CUDA_PROGRAMS_PER_SM`` overrides (sweeps)."""
+def cuda_programs_per_sm(streaming: bool = False) -> int:
+    """Programs per SM of a 1D core grid on CUDA; ``ASCENDOPT_CUDA_PROGRAMS_PER_SM`` overrides both
+    defaults (sweeps)."""
     value = os.environ.get("ASCENDOPT_CUDA_PROGRAMS_PER_SM")
     if value is None:
-        return CUDA_PROGRAMS_PER_SM
+        return CUDA_STREAMING_PROGRAMS_PER_SM if streaming else CUDA_PROGRAMS_PER_SM
     if not value.isdigit() or int(value) < 1:
         from ascendopt.errors import UsageError
 

@@ -75,7 +75,8 @@ def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     n_rows = x.numel() // d
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
-    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"],
+                            streaming=True)
     for part in plan.launches:
         variant = (x.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
         grid = resident.programs(_l2norm_fwd_kernel, variant, part.n_tasks, part.programs)
@@ -93,7 +94,8 @@ def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
     n_rows = y.numel() // d
     rowwise.check_like(dy, y, rstd, n_rows)
     dx = alloc(dy.shape, dy.dtype, dy.device)
-    plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
+    plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"],
+                            streaming=True)
     for part in plan.launches:
         variant = (y.dtype, dy.dtype, d, plan.block_rows, part.tail)
         grid = resident.programs(_l2norm_bwd_kernel, variant, part.n_tasks, part.programs)

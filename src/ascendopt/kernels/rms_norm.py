@@ -141,7 +141,8 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     n_rows = x.numel() // d
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
-    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"])
+    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"],
+                            streaming=True)
     w_resident = _weight_resident(cfg["weight_mode"])
     for part in plan.launches:
         variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for

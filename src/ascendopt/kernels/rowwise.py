@@ -88,12 +88,13 @@ class Launch:
     first_program: int  # index of this launch's first program among all launches (partials rows)
 
 
-def plan_rows(n_rows: int, rows_per_tile: int) -> list[Launch]:
-    """Bulk launch over the full tiles, then one tail launch for the remaining rows (if any)."""
+def plan_rows(n_rows: int, rows_per_tile: int, streaming: bool = False) -> list[Launch]:
+    """Bulk launch over the full tiles, then one tail launch for the remaining rows (if any).
+    ``streaming``: the kernel keeps no per-program partials (``common.grid_size``)."""
     full, rest = divmod(n_rows, rows_per_tile)
     launches = []
     if full:
-        launches.append(Launch(0, full, grid_size("vector", full), False, 0))
+        launches.append(Launch(0, full, grid_size("vector", full, streaming), False, 0))
     if rest:
         first = launches[0].programs if launches else 0
         launches.append(Launch(full * rows_per_tile, 1, 1, True, first))
@@ -138,14 +139,15 @@ def per_device(cache: dict, key: tuple, build):
     return value
 
 
-def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0) -> RowPlan:
+def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0,
+             streaming: bool = False) -> RowPlan:
     """``block_rows`` + ``row_block`` + ``plan_rows`` for one call, memoized (see ``per_device``)."""
 
     def build() -> RowPlan:
         br = block_rows(n_rows, d, multiplier, margin, requested)
-        return RowPlan(br, row_block(d), tuple(plan_rows(n_rows, br)))
+        return RowPlan(br, row_block(d), tuple(plan_rows(n_rows, br, streaming)))
 
-    return per_device(_plans, (n_rows, d, multiplier, margin, requested), build)
+    return per_device(_plans, (n_rows, d, multiplier, margin, requested, streaming), build)
 
 
 def norm_stages(n_rows: int, d: int, config: dict, fwd_mult: float, bwd_mult: float,
