@@ -96,6 +96,10 @@ def plan_case(spec, preset, dtype, info, enforce_ub: bool):
     return row, distinct
 
 
+class DeviceBroken(RuntimeError):
+    """A configuration broke the device context; the study stops with what it has."""
+
+
 def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | None) -> dict:
     """Samples of one configuration: ``repeats`` at most, stopping after 3 once p20 > ``cut_ms``."""
     import numpy as np
@@ -111,6 +115,10 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
             if cut_ms is not None and len(samples) >= 3 and np.percentile(samples, 20) > cut_ms:
                 break  # clearly slower than the best so far: more samples would not change the verdict
     except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point, not a crash
+        from ascendopt import backends
+
+        if backends.sticky_device_fault(exc):  # the context is gone: every later number would be an error
+            raise DeviceBroken(f"{config}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}") from exc
         first = str(exc).splitlines()[0][:120] if str(exc) else ""
         print(f"    {config}: failed ({type(exc).__name__}: {first})", file=sys.stderr)
         return {"median_ms": None, "note": f"{type(exc).__name__}: {first}"}
@@ -318,14 +326,25 @@ def main(argv: list[str] | None = None) -> int:
     # cheapest first: a slow case late in the list cannot starve the quick ones
     cases.sort(key=lambda c: min(len(c[2]), args.max_per_case))
     rows = []
+    broken = None
     for i, (spec, row, distinct) in enumerate(cases):
         rows.append(row)
+        if broken:
+            row["skipped"] = f"not run: the device broke earlier ({broken})"
+            continue
         if "skipped" in row:
             continue
         case_end = time.monotonic() + (deadline - time.monotonic()) / (len(cases) - i)
         print(f"{spec.name} [{row['shape']}] {row['dtype']}: {min(len(distinct), args.max_per_case)} of "
               f"{len(distinct)} configurations ...", file=sys.stderr, flush=True)
-        measure_case(row, distinct, spec, backend, args, stop_at=case_end - 0.15 * (case_end - time.monotonic()))
+        try:
+            measure_case(row, distinct, spec, backend, args,
+                         stop_at=case_end - 0.15 * (case_end - time.monotonic()))
+        except DeviceBroken as exc:
+            broken = str(exc)
+            print(f"    device fault at {broken}: stopping the study", file=sys.stderr, flush=True)
+            row["skipped"] = f"device fault at {broken}"
+            continue
         row.update(judge(row))
         if "skipped" not in row and row["found"] != row["exhaustive_best"] and time.monotonic() < case_end:
             recheck(row, spec, backend, args)

@@ -123,6 +123,13 @@ def variant(kind: str) -> KernelSpec:
             if mode == "fwdbwd":
                 out["dx"] = inputs["dy"] * 2.0
             return out
+    elif kind in ("raises", "faults"):
+        # a configuration that cannot run (a compile-time resource limit) / one that breaks the device
+        message = ("out of resource: shared memory, Required: 263688, Hardware limit: 232448" if kind == "raises"
+                   else "CUDA error: an illegal memory access was encountered")
+
+        def run(inputs, config, mode):
+            raise RuntimeError(message)
     else:
         raise ValueError(kind)
     return dataclasses.replace(SPEC, run=run)

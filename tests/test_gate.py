@@ -114,6 +114,22 @@ def test_unwritten_region_fails_through_nan_poisoning(ws, monkeypatch):
     assert [s.status for s in result.stages] == ["pass", "fail", "not-run", "not-run"]
 
 
+def test_a_kernel_that_raises_is_a_red_correctness_stage(ws, cli, monkeypatch):
+    """A configuration that cannot run (e.g. a tile over the shared-memory limit) is exit 1, named."""
+    gk.install(monkeypatch, gk.variant("raises"))
+    code, out, err = cli("gate", "-w", str(ws))
+    assert code == 1 and "gate: FAIL at correctness (exit 1)" in out
+    assert "the kernel raised RuntimeError: out of resource: shared memory" in out
+
+
+def test_a_device_fault_stops_with_exit_5_naming_the_configuration(ws, cli, monkeypatch):
+    """An illegal memory access poisons the context: nothing after it can be trusted, so no verdict."""
+    gk.install(monkeypatch, gk.variant("faults"))
+    code, out, err = cli("gate", "-w", str(ws))
+    assert code == 5 and "Traceback" not in err
+    assert "t_scale at {" in err and "broke the device" in err and "illegal memory access" in err
+
+
 def test_torch_fallback_is_exit_1_at_kernel_hit(ws, monkeypatch):
     gk.install(monkeypatch, gk.variant("fallback"))
     result = run_gate(Workspace(ws))

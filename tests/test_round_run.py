@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 import _gate_kernels as gk
-from ascendopt import round_auto, round_run, rounds
+from ascendopt import round_auto, round_run, rounds, tune
 from ascendopt.errors import UsageError
 from ascendopt.freeze import freeze_kernel
 from ascendopt.workspace import Workspace
@@ -89,6 +89,34 @@ def test_auto_search_records_each_candidate(ws):
     assert all(r.command.endswith("--auto --budget 4") for r in recs)
     assert all(len(r.change["set"]) == 1 for r in recs)  # one change per candidate round
     assert (ws.root / "tune-cache.json").exists()
+
+
+def test_auto_search_stops_at_a_device_fault_and_remembers_the_configuration(ws, monkeypatch):
+    """BLOCK=64,EXTRA=5 (the probe's first move from the frozen EXTRA=50) breaks the device: the search
+    stops (DeviceFault, exit 5) and the tune cache records the configuration as failed, so the next --auto
+    run (a fresh process, same start) skips it and goes on."""
+    import json
+
+    from ascendopt.errors import DeviceFault
+
+    launched = []
+
+    def run(inputs, config, mode):
+        launched.append(dict(config))
+        if config == {"BLOCK": 64, "EXTRA": 5}:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return gk._run(inputs, config, mode)
+
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, run=run))
+    with pytest.raises(DeviceFault, match="broke the device") as info:
+        round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+    assert info.value.exit_code == 5 and info.value.config == {"BLOCK": 64, "EXTRA": 5}
+    (cached,) = json.loads((ws.root / "tune-cache.json").read_text())["entries"].values()
+    assert cached["BLOCK=64,EXTRA=5"]["ms"] is None and "device fault" in cached["BLOCK=64,EXTRA=5"]["note"]
+    launched.clear()
+    result = round_auto.run_auto(ws, hypothesis="auto again", budget=4, pairs=12, timer=gk.virtual_clock)
+    assert launched and {"BLOCK": 64, "EXTRA": 5} not in launched
+    assert "BLOCK=64,EXTRA=5" in [tune.config_key(t["config"]) for t in result["search"]["trials"]]
 
 
 def test_parse_sets():

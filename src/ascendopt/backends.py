@@ -143,6 +143,18 @@ class Timer:
         return (time.perf_counter() - self._t0) * 1e3
 
 
+# Device faults after which the CUDA context (or the NPU stream) is unusable for the rest of the
+# process: every later call fails with the same error, so a search or a gate must stop, not go on.
+_STICKY_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure",
+                  "device-side assert", "illegal instruction", "hardware exception")
+
+
+def sticky_device_fault(exc: BaseException) -> bool:
+    """True when ``exc`` reports a device fault that poisons the context (see ``_STICKY_FAULTS``)."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _STICKY_FAULTS)
+
+
 @cache
 def _sleep_cycles_per_ms() -> float:
     """Clock cycles of ``torch.cuda._sleep`` per ms on this device. Taken from the fastest of three

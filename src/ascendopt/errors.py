@@ -71,3 +71,11 @@ class EnvironmentProblem(AscendoptError):
     """A backend, device, profiler or tool that is not available here."""
 
     exit_code = ExitCode.ENVIRONMENT
+
+
+class DeviceFault(EnvironmentProblem):
+    """A kernel broke the device (an illegal memory access, ...): nothing more can run in this process."""
+
+    def __init__(self, message: str, *, config: dict | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.config = dict(config or {})

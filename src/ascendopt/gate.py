@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console
+from ascendopt import backends, console
 from ascendopt.bench import IMPLAUSIBLE_RATIO
 from ascendopt.contract import Contract, load_raw, verify_digest
-from ascendopt.errors import EnvironmentProblem, IntegrityError, UsageError
+from ascendopt.errors import AscendoptError, DeviceFault, EnvironmentProblem, IntegrityError, UsageError
 from ascendopt.frozen import check_frozen_files, project_root, resolve_command
 from ascendopt.gate_result import STAGES, Check, GateResult, StageResult
 from ascendopt.kernel_hit import missing_kernels, observed_kernels
@@ -98,8 +98,20 @@ def _correctness_kernel(contract: Contract, config: dict[str, int]) -> StageResu
     reports = []
     for case in w.shapes:
         console.status(f"gate: correctness {spec.name} {case.name} {w.dtype} {w.mode}")
-        reports += check_kernel(spec, case.dims, w.dtype, w.mode, config, tolerances=contract.tolerances,
-                                case=f"{case.name}/{w.mode}")
+        try:
+            reports += check_kernel(spec, case.dims, w.dtype, w.mode, config, tolerances=contract.tolerances,
+                                    case=f"{case.name}/{w.mode}")
+        except AscendoptError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot run at this configuration is a red gate
+            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if backends.sticky_device_fault(exc):
+                raise DeviceFault(
+                    f"{spec.name} at {config} broke the device ({what}); nothing more can run in this process",
+                    config=config, hint="this configuration is unsafe: leave it out and run again") from exc
+            summary = f"{case.name}/{w.mode}: the kernel raised {what}"
+            return StageResult("correctness", "fail", summary, [Check(f"{case.name}/{w.mode}", False, what)],
+                               {"tensors": [r.to_dict() for r in reports], "raised": what})
     checks = [Check(f"{r.case}:{r.name}", r.passed, r.line().strip()) for r in reports]
     failed = [r for r in reports if not r.passed]
     summary = (f"{len(failed)} of {len(reports)} tensors out of tolerance: "

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ascendopt import rounds, tune, tune_space
-from ascendopt.errors import UsageError
+from ascendopt.errors import DeviceFault, UsageError
 from ascendopt.round_run import Plan, RoundOutcome, Step, _command, check_stop, run_round
 from ascendopt.workspace import Workspace
 
@@ -80,9 +80,15 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
         changed = {k: v for k, v in cfg.items() if incumbent.get(k) != v}
         plan = Plan(baseline, incumbent, cfg, changed)
         text = f"{hypothesis} [auto: " + ", ".join(f"{k} {incumbent[k]}->{v}" for k, v in changed.items()) + "]"
-        outcome = run_round(ws, hypothesis=text, sets=changed, force=True, pairs=pairs, reprofile=False,
-                            step=step, timer=timer, _plan=plan,
-                            _command_text=_command(hypothesis, {}, ["--auto", "--budget", str(budget)]))
+        try:
+            outcome = run_round(ws, hypothesis=text, sets=changed, force=True, pairs=pairs, reprofile=False,
+                                step=step, timer=timer, _plan=plan,
+                                _command_text=_command(hypothesis, {}, ["--auto", "--budget", str(budget)]))
+        except DeviceFault as exc:
+            # The search cannot go on in this process; remember the configuration as failed so the
+            # next --auto run (a fresh process) skips it instead of breaking the device again.
+            cache.put(tune.Trial(cfg, None, note=f"device fault: {exc.message}"))
+            raise
         recorded.append(outcome.record.number)
         if on_round:
             on_round(outcome)
