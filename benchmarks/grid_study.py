@@ -72,8 +72,7 @@ def main() -> int:
         for pps, res, tile in itertools.product(PROGRAMS_PER_SM, RESIDENT, tiles):
             os.environ["ASCENDOPT_CUDA_PROGRAMS_PER_SM"] = pps
             os.environ["ASCENDOPT_CUDA_RESIDENT_GRID"] = res
-            resident._per_sm.clear()  # re-learn residency under the new policy
-            resident._grids.clear()
+            resident.forget()  # re-learn residency under the new policy
             cfg = spec.config({} if tile is None else {"block_rows": tile})
             try:
                 t = bench.measure(lambda inp, cfg=cfg, spec=spec: spec.run(inp, cfg, "fwd"), inputs=sets,

@@ -96,10 +96,6 @@ def plan_case(spec, preset, dtype, info, enforce_ub: bool):
     return row, distinct
 
 
-class DeviceBroken(RuntimeError):
-    """A configuration broke the device context; the study stops with what it has."""
-
-
 def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | None) -> dict:
     """Samples of one configuration: ``repeats`` at most, stopping after 3 once p20 > ``cut_ms``."""
     import numpy as np
@@ -116,9 +112,11 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
                 break  # clearly slower than the best so far: more samples would not change the verdict
     except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point, not a crash
         from ascendopt import backends
+        from ascendopt.errors import DeviceFault
 
         if backends.sticky_device_fault(exc):  # the context is gone: every later number would be an error
-            raise DeviceBroken(f"{config}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}") from exc
+            raise DeviceFault(f"{config}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}",
+                              config=config) from exc
         first = str(exc).splitlines()[0][:120] if str(exc) else ""
         print(f"    {config}: failed ({type(exc).__name__}: {first})", file=sys.stderr)
         return {"median_ms": None, "note": f"{type(exc).__name__}: {first}"}
@@ -311,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = started + args.time_budget
     backend = _prepare()
     from ascendopt import backends, kernels
+    from ascendopt.errors import DeviceFault
 
     info = backend.info()
     wanted = [k for k in args.kernels.split(",") if k]
@@ -340,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             measure_case(row, distinct, spec, backend, args,
                          stop_at=case_end - 0.15 * (case_end - time.monotonic()))
-        except DeviceBroken as exc:
-            broken = str(exc)
+        except DeviceFault as exc:
+            broken = exc.message
             print(f"    device fault at {broken}: stopping the study", file=sys.stderr, flush=True)
             row["skipped"] = f"device fault at {broken}"
             continue

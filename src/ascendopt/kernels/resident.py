@@ -17,7 +17,7 @@ results do not depend on the grid (no per-program partial sums).
 
 Default: off for these grids. Timed as device time (the device held busy while the host enqueues,
 ``bench.Sampler``), the capped grid made the forward passes of rms_norm, l2norm and chunk_local_cumsum
-5-9 % slower than the plain core grid on the H200 and left causal_conv1d's unchanged
+1-14 % slower than the plain core grid on the H200 and left causal_conv1d's unchanged
 (``benchmarks/grid_study.py``, benchmarks/RESULTS.md): programs beyond the resident ones start as
 soon as a slot frees, which hides each program's load-compute-store bubbles better than equal
 shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere (causal_conv1d's
@@ -62,6 +62,12 @@ def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
         rounds = -(-n_tasks // (per_sm * num_cores("vector")))
         grid = _grids[grid_key] = grid_size("vector", -(-n_tasks // rounds))
     return grid
+
+
+def forget() -> None:
+    """Drop every learned residency and capped grid (a policy switch mid-process, as in a grid study)."""
+    _per_sm.clear()
+    _grids.clear()
 
 
 def enabled(default: bool) -> bool:
