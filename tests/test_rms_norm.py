@@ -5,8 +5,8 @@ import torch
 
 from _numerics import TOL, rel_rms
 from ascendopt.errors import UsageError
-from ascendopt.kernels import get
-from ascendopt.kernels.common import nan_poisoning
+from ascendopt.kernels import get, rowwise
+from ascendopt.kernels.common import nan_poisoning, num_cores
 from ascendopt.kernels.rms_norm import rms_norm, rms_norm_bwd, rms_norm_fwd, rms_norm_reference
 
 
@@ -83,3 +83,56 @@ def test_weight_shape_mismatch_is_a_usage_error():
     x, w, _ = _inputs((2, 4, 32), torch.float32)
     with pytest.raises(UsageError, match="weight"):
         rms_norm(x, w[:16])
+
+
+def test_backward_grid_capped_at_residency_before_its_first_launch(monkeypatch):
+    """On CUDA the backward's bulk grid is cut to the resident programs (learned by compiling, not
+    launching), so the dw partials have one count, and one summation order, from the first call on.
+    Here a plan of one program per task (as CUDA's 16 per SM gives wide rows) meets a residency of one
+    program per core: fewer programs, more rows each, the tail's partial row right after them."""
+    from ascendopt.kernels import rms_norm as mod
+
+    x, w, dy = _inputs((1, 601, 64), torch.float32, seed=5)
+    _, rstd = rms_norm_fwd(x, w)
+    wide = rowwise.RowPlan(2, 64, (rowwise.Launch(0, 300, 300, False, 0), rowwise.Launch(600, 1, 1, True, 300)))
+    monkeypatch.setattr(mod.rowwise, "row_plan", lambda *args, **kwargs: wide)
+    residency = {"per_sm": 0}
+    monkeypatch.setattr(mod.resident, "residency_before_launch",
+                        lambda kernel, variant, compile_variant, default_on: residency["per_sm"])
+    assert mod._bwd_launches(wide, x, w, rstd, dy, x, 64) == wide.launches  # unknown residency: as planned
+    planned_dx, planned_dw = rms_norm_bwd(x, w, rstd, dy)
+    residency["per_sm"] = 1
+    bulk, tail = mod._bwd_launches(wide, x, w, rstd, dy, x, 64)
+    cores = num_cores("vector")
+    assert bulk.programs == -(-300 // -(-300 // cores)) < 300 and bulk.n_tasks == 300
+    assert tail.first_program == bulk.programs and tail.tail and tail.programs == 1
+    capped_dx, capped_dw = rms_norm_bwd(x, w, rstd, dy)
+    ref = rms_norm_reference({"x": x, "weight": w, "dy": dy}, "fwdbwd")
+    assert torch.equal(capped_dx, planned_dx)  # dx does not depend on the grid
+    for dw in (planned_dw, capped_dw):  # the two sum the rows in different orders: each exact to fp32 rounding
+        torch.testing.assert_close(dw, ref["dweight"], rtol=1e-5, atol=1e-5)
+
+
+def test_backward_residency_is_compiled_not_launched_and_asked_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from ascendopt import backends
+    from ascendopt.kernels import resident
+
+    monkeypatch.setattr(resident, "_per_sm", {})
+    monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda"))
+    monkeypatch.setattr(resident, "_device_limits", lambda: (65536, 2048, 233472))  # sm_90
+    monkeypatch.delenv("ASCENDOPT_CUDA_RESIDENT_GRID", raising=False)
+    compiled = []
+
+    def compile_variant():
+        compiled.append(1)
+        return SimpleNamespace(n_regs=255, metadata=SimpleNamespace(num_warps=4, shared=0))
+
+    kernel = object()
+    assert resident.residency_before_launch(kernel, ("v",), compile_variant, default_on=True) == 2
+    assert resident.residency_before_launch(kernel, ("v",), compile_variant, default_on=True) == 2
+    assert compiled == [1]
+    monkeypatch.setenv("ASCENDOPT_CUDA_RESIDENT_GRID", "0")
+    assert resident.residency_before_launch(kernel, ("w",), compile_variant, default_on=True) == 0
+    assert compiled == [1]

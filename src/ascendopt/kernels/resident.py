@@ -20,8 +20,10 @@ Default: off for these grids. Timed as device time (the device held busy while t
 1-14 % slower than the plain core grid on the H200 and left causal_conv1d's unchanged
 (``benchmarks/grid_study.py``, benchmarks/RESULTS.md): programs beyond the resident ones start as
 soon as a slot frees, which hides each program's load-compute-store bubbles better than equal
-shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere (causal_conv1d's
-backward caps its grid by default; see ``causal_conv1d_bwd._resident_per_sm``).
+shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere. Kernels that write one
+partial row per program cap their grid by default (causal_conv1d's backward, ``causal_conv1d_bwd._resident_per_sm``;
+rms_norm's backward, ``residency_before_launch``): there every program past the resident ones adds a
+partial row to write and to sum again, and buys no concurrency.
 """
 
 from __future__ import annotations
@@ -59,9 +61,34 @@ def programs(kernel, variant: tuple, n_tasks: int, default: int) -> int:
     if grid is None:
         if len(_grids) >= GRID_CACHE_SIZE:  # task counts vary with T (varlen batches): stay bounded
             _grids.clear()
-        rounds = -(-n_tasks // (per_sm * num_cores("vector")))
-        grid = _grids[grid_key] = grid_size("vector", -(-n_tasks // rounds))
+        grid = _grids[grid_key] = capped_grid(per_sm, n_tasks, grid_size("vector", n_tasks))
     return grid
+
+
+def capped_grid(per_sm: int, n_tasks: int, default: int) -> int:
+    """``default`` programs cut to the task rounds ``per_sm`` resident programs per SM need, with equal
+    shares (see the module docstring); ``default`` itself when ``per_sm`` is 0 (unknown / off)."""
+    if not per_sm:
+        return default
+    rounds = -(-n_tasks // (per_sm * num_cores("vector")))
+    return min(default, grid_size("vector", -(-n_tasks // rounds)))
+
+
+def residency_before_launch(kernel, variant: tuple, compile_variant, default_on: bool) -> int:
+    """Programs per SM of ``variant`` of ``kernel``, from ``compile_variant()`` (a compile without a
+    launch, e.g. ``kernel.warmup(..., grid=(1,))``) the first time it is asked; 0 off CUDA or when
+    ``ASCENDOPT_CUDA_RESIDENT_GRID`` (default ``default_on``) switches the cap off.
+
+    For kernels whose result depends on the grid (one partial row per program): the grid is known
+    before the first launch, so every call, the first included, sums its partials in the same order."""
+    key = (id(kernel), variant)
+    per_sm = _per_sm.get(key)
+    if per_sm is None:
+        from ascendopt import backends
+
+        on = backends.current().name == "cuda" and enabled(default=default_on)
+        per_sm = _per_sm[key] = resident_per_sm(compile_variant()) if on else 0
+    return per_sm
 
 
 def forget() -> None:

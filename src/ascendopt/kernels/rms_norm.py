@@ -169,6 +169,38 @@ def _finalize_tiles_for(n_partials: int, d: int, cores: int, ub_bytes: int, back
     return bp, bdw
 
 
+def _bwd_launches(plan, x, w, rstd, dy, dx, d: int) -> tuple:
+    """The plan's launches, the bulk one capped on CUDA at the programs the SMs hold at once.
+
+    Every program writes one [D] fp32 partial row that the finalize reads back; programs past the
+    resident ones run in later waves, so they add partial traffic and no concurrency (H200 run 3:
+    B1_T4096_D8192 launched 2112 programs for 4096 rows, 69 MB of partials next to 201 MB of rows).
+    The residency comes from compiling the bulk variant before its first launch, so the number of
+    partials, and the order they are summed in, is the same on every call (``ASCENDOPT_CUDA_RESIDENT_GRID=0``
+    keeps the planned grid)."""
+    from dataclasses import replace
+
+    bulk = plan.launches[0]
+    if bulk.tail:
+        return plan.launches
+    variant = (x.dtype, dy.dtype, d, plan.block_rows)
+
+    def compile_bulk():
+        import torch
+
+        partial = torch.empty(1, dtype=torch.float32, device=x.device)  # only its pointer type matters
+        return _rms_norm_bwd_kernel.warmup(x, w, rstd, dy, dx, partial, 0, 0, 1, 0, D=d, BR=plan.block_rows,
+                                           BD=plan.block_cols, TAIL=False, grid=(1,))
+
+    per_sm = resident.residency_before_launch(_rms_norm_bwd_kernel, variant, compile_bulk, default_on=True)
+    programs = resident.capped_grid(per_sm, bulk.n_tasks, bulk.programs)
+    if programs == bulk.programs:
+        return plan.launches
+    capped = [replace(bulk, programs=programs)]
+    capped += [replace(part, first_program=programs) for part in plan.launches[1:]]
+    return tuple(capped)
+
+
 def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
     """Backward: returns (``dx`` like ``x``, ``dweight`` like ``weight``) from the forward's ``rstd``."""
     import torch
@@ -181,10 +213,10 @@ def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
     rowwise.check_like(dy, x, rstd, n_rows)
     dx = alloc(x.shape, dy.dtype, x.device)
     plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    # Grid as planned (not resident.programs): the dw partial rows, and so the summation order, follow it.
-    n_partials = rowwise.total_programs(plan.launches)
+    launches = _bwd_launches(plan, x, w, rstd, dy, dx, d)
+    n_partials = rowwise.total_programs(launches)
     dw_partial = alloc((n_partials, d), torch.float32, x.device)
-    for part in plan.launches:
+    for part in launches:
         launch(_rms_norm_bwd_kernel, (part.programs,), x, w, rstd, dy, dx, dw_partial,
                n_rows, part.row_start, part.n_tasks, part.first_program,
                D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)

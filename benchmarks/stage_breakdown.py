@@ -1,0 +1,139 @@
+"""Per-kernel device time of one bundled kernel (several configurations) and of its fla peer, same run.
+
+Where ``benchmarks/kernels.py`` times whole calls, this answers "which launch inside the call costs
+what": each variant runs ``--calls`` times under ``torch.profiler`` (CUDA activity only, after a
+warm-up call that compiles), and every GPU kernel's device time is summed and divided by the number
+of calls. Launch gaps are not counted, so a variant's total is its device busy time per call.
+
+Variants are tunable overrides of the spec's defaults, separated by ``;`` (``default`` is the spec's
+own configuration); ``--peer`` adds fla's equivalent (``spec.extras["peer"]``).
+
+Run on the CUDA host from the repository root::
+
+    python3 benchmarks/stage_breakdown.py --kernel chunk_gated_delta_rule_fwd --preset realistic \
+        --dtype bf16 --variants "default;kkt_solve_FORM=2;fuse_wy=0" --peer --out breakdown.json
+
+Prints one markdown table per variant (kernel, launches per call, us per call, share) and a summary;
+raw numbers go to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
+
+
+def parse_variant(text: str) -> dict:
+    """``"a=1,b=2"`` -> ``{"a": 1, "b": 2}``; ``"default"`` -> ``{}``."""
+    text = text.strip()
+    if text in ("", "default"):
+        return {}
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if not value:
+            raise SystemExit(f"--variants: {item!r} is not NAME=VALUE")
+        out[name.strip()] = int(value)
+    return out
+
+
+def kernel_times(fn, calls: int) -> dict[str, dict]:
+    """{kernel name: {"launches": per call, "us": device us per call}} of ``calls`` runs of ``fn``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()  # compile / warm up outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for evt in prof.key_averages():
+        device_us = getattr(evt, "self_device_time_total", None)
+        if device_us is None:
+            device_us = evt.self_cuda_time_total
+        if device_us <= 0:
+            continue
+        out[evt.key] = {"launches": evt.count / calls, "us": device_us / calls}
+    return out
+
+
+def table(name: str, kernels: dict[str, dict]) -> str:
+    total = sum(k["us"] for k in kernels.values())
+    lines = [f"\n{name}: {total:.1f} us device time per call\n", "| kernel | launches/call | us/call | share |",
+             "|---|---|---|---|"]
+    for kname, k in sorted(kernels.items(), key=lambda kv: -kv[1]["us"]):
+        short = kname if len(kname) <= 70 else kname[:67] + "..."
+        lines.append(f"| {short} | {k['launches']:.0f} | {k['us']:.1f} | {100 * k['us'] / total:.0f} % |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--preset", default="realistic")
+    ap.add_argument("--dtype", default="")
+    ap.add_argument("--mode", default="")
+    ap.add_argument("--variants", default="default", help="';'-separated tunable overrides, e.g. 'default;BV=16'")
+    ap.add_argument("--peer", action="store_true", help="also break down the spec's fla peer")
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    import torch
+
+    from ascendopt import backends
+    from ascendopt.kernels import get
+
+    started = time.perf_counter()
+    if backends.current().name != "cuda":
+        print("this benchmark needs the cuda backend", file=sys.stderr)
+        return 5
+    spec = get(args.kernel)
+    dtype = args.dtype or spec.dtypes[0]
+    mode = args.mode or spec.modes[0]
+    dims = spec.shape(args.preset).dims
+    inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
+    results = []
+    for text in args.variants.split(";"):
+        overrides = parse_variant(text)
+        cfg = spec.config(overrides)
+        name = text.strip() or "default"
+        print(f"{spec.name} {args.preset} {name} ...", file=sys.stderr, flush=True)
+        try:
+            kernels = kernel_times(lambda cfg=cfg: spec.run(inputs, cfg, mode), args.calls)
+        except Exception as exc:  # noqa: BLE001 - one failing variant must not lose the others
+            results.append({"variant": name, "config": cfg, "error": f"{type(exc).__name__}: {exc}"})
+            print(f"\n{name}: error {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        results.append({"variant": name, "config": cfg, "kernels": kernels})
+        print(table(name, kernels), flush=True)
+    peer = spec.extras.get("peer")
+    if args.peer and peer is not None:
+        print(f"{spec.name} {args.preset} peer ...", file=sys.stderr, flush=True)
+        kernels = kernel_times(lambda: peer(inputs, mode), args.calls)
+        results.append({"variant": "peer", "peer": spec.extras.get("peer_name"), "kernels": kernels})
+        print(table(f"peer ({spec.extras.get('peer_name')})", kernels), flush=True)
+    print("\n| variant | device us per call |\n|---|---|")
+    for r in results:
+        total = sum(k["us"] for k in r.get("kernels", {}).values())
+        print(f"| {r['variant']} | {total:.1f} |" if "kernels" in r else f"| {r['variant']} | {r['error'][:80]} |")
+    props = torch.cuda.get_device_properties(0)
+    Path(args.out).write_text(json.dumps({
+        "schema": 1, "device": props.name, "torch": torch.__version__, "triton": __import__("triton").__version__,
+        "kernel": spec.name, "preset": args.preset, "dims": {k: list(v) if isinstance(v, tuple) else v
+                                                             for k, v in dims.items()},
+        "dtype": dtype, "mode": mode, "calls": args.calls, "results": results,
+        "seconds": time.perf_counter() - started, "command": " ".join(sys.argv)}, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
