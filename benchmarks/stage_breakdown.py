@@ -6,7 +6,9 @@ warm-up call that compiles), and every GPU kernel's device time is summed and di
 of calls. Launch gaps are not counted, so a variant's total is its device busy time per call.
 
 Variants are tunable overrides of the spec's defaults, separated by ``;`` (``default`` is the spec's
-own configuration); ``--peer`` adds fla's equivalent (``spec.extras["peer"]``).
+own configuration, ``peer`` fla's equivalent, ``spec.extras["peer"]``; ``--peer`` adds it at the end).
+A variant that faults the device is recorded and ends the run (the CUDA context is lost), so list a
+suspect one last; results are written after every variant.
 
 Run on the CUDA host from the repository root::
 
@@ -101,37 +103,48 @@ def main() -> int:
     mode = args.mode or spec.modes[0]
     dims = spec.shape(args.preset).dims
     inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
+    props = torch.cuda.get_device_properties(0)
     results = []
-    for text in args.variants.split(";"):
-        overrides = parse_variant(text)
-        cfg = spec.config(overrides)
-        name = text.strip() or "default"
+
+    def save() -> None:  # after every variant: a later device fault must not lose the earlier ones
+        Path(args.out).write_text(json.dumps({
+            "schema": 1, "device": props.name, "torch": torch.__version__, "triton": __import__("triton").__version__,
+            "kernel": spec.name, "preset": args.preset, "dims": {k: list(v) if isinstance(v, tuple) else v
+                                                                 for k, v in dims.items()},
+            "dtype": dtype, "mode": mode, "calls": args.calls, "results": results,
+            "seconds": time.perf_counter() - started, "command": " ".join(sys.argv)}, indent=2, default=str))
+
+    peer = spec.extras.get("peer")
+    texts = [t.strip() for t in args.variants.split(";")]
+    if args.peer and "peer" not in texts:
+        texts.append("peer")
+    if "peer" in texts and peer is None:
+        print(f"{spec.name} has no peer", file=sys.stderr)
+        return 2
+    jobs = [(t or "default", None if t == "peer" else spec.config(parse_variant(t))) for t in texts]
+    for name, cfg in jobs:
         print(f"{spec.name} {args.preset} {name} ...", file=sys.stderr, flush=True)
+        if cfg is None:
+            fn, title = (lambda: peer(inputs, mode)), f"peer ({spec.extras.get('peer_name')})"
+        else:
+            fn, title = (lambda cfg=cfg: spec.run(inputs, cfg, mode)), name
         try:
-            kernels = kernel_times(lambda cfg=cfg: spec.run(inputs, cfg, mode), args.calls)
+            kernels = kernel_times(fn, args.calls)
         except Exception as exc:  # noqa: BLE001 - one failing variant must not lose the others
             results.append({"variant": name, "config": cfg, "error": f"{type(exc).__name__}: {exc}"})
-            print(f"\n{name}: error {type(exc).__name__}: {str(exc)[:300]}")
+            print(f"\n{name}: error {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            save()
+            if backends.sticky_device_fault(exc):
+                print("device fault: the CUDA context is lost, later variants cannot run", flush=True)
+                break
             continue
         results.append({"variant": name, "config": cfg, "kernels": kernels})
-        print(table(name, kernels), flush=True)
-    peer = spec.extras.get("peer")
-    if args.peer and peer is not None:
-        print(f"{spec.name} {args.preset} peer ...", file=sys.stderr, flush=True)
-        kernels = kernel_times(lambda: peer(inputs, mode), args.calls)
-        results.append({"variant": "peer", "peer": spec.extras.get("peer_name"), "kernels": kernels})
-        print(table(f"peer ({spec.extras.get('peer_name')})", kernels), flush=True)
+        print(table(title, kernels), flush=True)
+        save()
     print("\n| variant | device us per call |\n|---|---|")
     for r in results:
         total = sum(k["us"] for k in r.get("kernels", {}).values())
         print(f"| {r['variant']} | {total:.1f} |" if "kernels" in r else f"| {r['variant']} | {r['error'][:80]} |")
-    props = torch.cuda.get_device_properties(0)
-    Path(args.out).write_text(json.dumps({
-        "schema": 1, "device": props.name, "torch": torch.__version__, "triton": __import__("triton").__version__,
-        "kernel": spec.name, "preset": args.preset, "dims": {k: list(v) if isinstance(v, tuple) else v
-                                                             for k, v in dims.items()},
-        "dtype": dtype, "mode": mode, "calls": args.calls, "results": results,
-        "seconds": time.perf_counter() - started, "command": " ".join(sys.argv)}, indent=2, default=str))
     return 0
 
 

@@ -80,3 +80,17 @@ def test_streaming_row_kernels_get_more_programs_per_sm_on_cuda(monkeypatch):
     assert common.grid_size("vector", 100, streaming=True) == 100  # never more programs than tasks
     monkeypatch.setenv("ASCENDOPT_CUDA_PROGRAMS_PER_SM", "8")  # a sweep's override applies to both
     assert common.grid_size("vector", 10**6) == common.grid_size("vector", 10**6, streaming=True) == 132 * 8
+
+
+def test_residency_of_a_kernel_compiled_but_not_launched_loads_its_binary_first():
+    """``warmup`` returns a CompiledKernel whose binary is not loaded yet (module None, no register
+    count): the residency rule loads it, as the first launch would, instead of answering 0."""
+
+    class NotLoaded:
+        module = None
+        metadata = SimpleNamespace(num_warps=4, shared=1024)
+
+        def _init_handles(self):
+            self.module, self.n_regs = "loaded", 128
+
+    assert resident.resident_per_sm(NotLoaded(), SM90) == 4

@@ -119,6 +119,11 @@ def resident_per_sm(compiled, limits: tuple[int, int, int] | None = None) -> int
 
     ``limits``: (registers, threads, shared bytes) per SM; None reads them from the current CUDA device.
     """
+    if not getattr(compiled, "n_regs", None) and getattr(compiled, "module", "") is None \
+            and hasattr(compiled, "_init_handles"):
+        # a kernel compiled by ``warmup`` and not launched yet: Triton reads its register count when it
+        # loads the binary (CompiledKernel._init_handles, triton 3.x), which a launch would do anyway
+        compiled._init_handles()
     n_regs = getattr(compiled, "n_regs", 0) or 0
     meta = getattr(compiled, "metadata", None)
     warps = getattr(meta, "num_warps", 0) or 0
