@@ -1,0 +1,67 @@
+"""A bundled kernel (one or more configurations) and its fla peer, warmed up, then one profiled call each.
+
+For Nsight Compute runs that compare launches side by side: compiling and fla's autotuning happen
+before ``torch.cuda.profiler.start()``, so ``ncu --profile-from-start off`` sees only the measured
+calls (one per variant), not the hundreds of autotune launches::
+
+    ncu --profile-from-start off --section LaunchStats --section Occupancy --section SpeedOfLight \
+        python3 benchmarks/ncu_workload.py --kernel chunk_gated_delta_rule_fwd --preset realistic \
+        --dtype bf16 --variants "default;fuse_state_output=0;peer"
+
+Variants as in ``benchmarks/stage_breakdown.py`` (``default``, ``NAME=VALUE,...``, ``peer``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from stage_breakdown import parse_variant  # noqa: E402 - after the path insert
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--preset", default="realistic")
+    ap.add_argument("--dtype", default="")
+    ap.add_argument("--mode", default="")
+    ap.add_argument("--variants", default="default")
+    args = ap.parse_args()
+
+    import torch
+
+    from ascendopt import backends
+    from ascendopt.kernels import get
+
+    spec = get(args.kernel)
+    dtype = args.dtype or spec.dtypes[0]
+    mode = args.mode or spec.modes[0]
+    inputs = spec.make_inputs(dict(spec.shape(args.preset).dims), dtype, backends.current().torch_device(), 0)
+    calls = []
+    for text in (t.strip() for t in args.variants.split(";")):
+        if text == "peer":
+            peer = spec.extras["peer"]
+            calls.append(("peer", lambda peer=peer: peer(inputs, mode)))
+        else:
+            cfg = spec.config(parse_variant(text))
+            calls.append((text or "default", lambda cfg=cfg: spec.run(inputs, cfg, mode)))
+    for _, fn in calls:  # compile, autotune
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for name, fn in calls:
+        with torch.cuda.nvtx.range(name):
+            fn()
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print("profiled:", ", ".join(name for name, _ in calls))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
