@@ -91,7 +91,9 @@ def test_forward_matches_the_recurrence(dims, with_state):
 
 
 @pytest.mark.parametrize("config", [{"G_T_CONTIG": 0}, {"fuse_state_output": 0, "fuse_kkt_solve": 0},
-                                    {"fused_PIPELINE": 2}], ids=["gather-gate", "unfused", "while-chunk-loop"])
+                                    {"fused_PIPELINE": 2},
+                                    {"fuse_state_output": 0, "fuse_kkt_solve": 0, "state_PIPELINE": 2}],
+                         ids=["gather-gate", "unfused", "while-chunk-loop", "unfused-while-state-loop"])
 def test_gate_layout_and_fusion_do_not_change_results(config):
     x = _inputs(B=1, T=70, H=1, HV=2, K=16, V=16)
     args = (x["q"], x["k"], x["v"], x["g"], x["beta"])

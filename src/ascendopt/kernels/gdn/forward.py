@@ -46,7 +46,8 @@ _STAGE_TUNABLES = {
     "kkt_BK": (kkt.SPEC, "BK"), "kkt_solve_BK": (kkt_solve.SPEC, "BK"), "kkt_solve_FORM": (kkt_solve.SPEC, "FORM"),
     "wy_BK": (wy.SPEC, "BK"),
     "wy_BV": (wy.SPEC, "BV"),
-    "state_BV": (state.SPEC, "BV"), "out_BK": (output.SPEC, "BK"), "out_BV": (output.SPEC, "BV"),
+    "state_BV": (state.SPEC, "BV"), "state_PIPELINE": (state.SPEC, "PIPELINE"),
+    "out_BK": (output.SPEC, "BK"), "out_BV": (output.SPEC, "BV"),
     "fused_BV": (state_output.SPEC, "BV"), "fused_PIPELINE": (state_output.SPEC, "PIPELINE"),
 }
 
@@ -244,6 +245,7 @@ SPEC = stage_spec(
         "kkt_BK": tile_tunable("kkt_BK", "key slab of the kkt stage"),
         "wy_BK": tile_tunable("wy_BK", "key slab of w"), "wy_BV": tile_tunable("wy_BV", "value slab of u"),
         "state_BV": tile_tunable("state_BV", "value columns of the state per task"),
+        "state_PIPELINE": replace(state.PIPELINE, name="state_PIPELINE"),
         "out_BK": tile_tunable("out_BK", "key slab of the output stage"),
         "out_BV": tile_tunable("out_BV", "value slab of the output stage"),
     },

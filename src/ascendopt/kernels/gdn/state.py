@@ -36,16 +36,40 @@ from ascendopt.kernels.gdn.workload import (
     token_scalar_arg,
     value_heads,
 )
-from ascendopt.kernels.spec import Cost
+from ascendopt.kernels.spec import Cost, Tunable
+
+
+@triton.jit
+def _state_step(b_h, k_seq, w_seq, u_seq, vn_seq, h, gc, chunk, i_hv, bos, t0, T_seq, T_total, i_v,
+                H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                BV: tl.constexpr, G_T_CONTIG: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """One chunk: store h_c (global chunk ``chunk``, int64) and v' of chunk ``t0``; return h_{c+1}."""
+    o_t = tl.arange(0, BT)
+    store_state(h, chunk, b_h, i_v, K, V, BV)
+    p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
+    b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+    p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+    b_v = tl.load(p_u, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
+    b_v -= tl.dot(b_w, b_h.to(DOT_DTYPE), input_precision="ieee")
+    p_vn = tl.make_block_ptr(vn_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
+    tl.store(p_vn, b_v.to(p_vn.dtype.element_ty), boundary_check=(0, 1))
+    last = tl.minimum(t0 + BT, T_seq) - 1
+    g_last = load_last_token_scalar(gc, i_hv, bos, last, T_total, HV, G_T_CONTIG)
+    b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
+    # mask before exp: rows past the sequence read gc = 0 and must not contribute
+    decay = tl.where(t0 + o_t < T_seq, tl.exp(tl.where(t0 + o_t < T_seq, g_last - b_g, 0.0)), 0.0)
+    b_v = b_v * decay[:, None]
+    p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
+    b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
+    return b_h * tl.exp(g_last) + tl.dot(b_kt, b_v.to(DOT_DTYPE), input_precision="ieee")
 
 
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
 def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T_total, num_tasks,
                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                       BV: tl.constexpr, G_T_CONTIG: tl.constexpr, USE_INITIAL_STATE: tl.constexpr,
-                      STORE_FINAL_STATE: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                      STORE_FINAL_STATE: tl.constexpr, DOT_DTYPE: tl.constexpr, PIPELINE: tl.constexpr):
     NV: tl.constexpr = V // BV
-    o_t = tl.arange(0, BT)
     for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
         i_n, i_hv, i_h, i_v, bos, T_seq = sequence_task(task, cu_seqlens, H, HV, NV)
         first_chunk = tl.load(chunk_offsets + i_n)
@@ -56,28 +80,28 @@ def _gdn_state_kernel(k, w, u, gc, h, v_new, h0, ht, cu_seqlens, chunk_offsets, 
         w_seq = w + (bos * HV + i_hv) * K
         u_seq = u + (bos * HV + i_hv) * V
         vn_seq = v_new + (bos * HV + i_hv) * V
-        for i_t in range(tl.cdiv(T_seq, BT)):
-            t0 = i_t * BT
-            chunk = tl.cast(first_chunk + i_t, tl.int64) * HV + i_hv
-            store_state(h, chunk, b_h, i_v, K, V, BV)
-            p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, 0), (BT, K), (1, 0))
-            b_w = tl.load(p_w, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-            p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
-            b_v = tl.load(p_u, boundary_check=(0, 1), padding_option="zero").to(tl.float32)
-            b_v -= tl.dot(b_w, b_h.to(DOT_DTYPE), input_precision="ieee")
-            p_vn = tl.make_block_ptr(vn_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BV), (BT, BV), (1, 0))
-            tl.store(p_vn, b_v.to(p_vn.dtype.element_ty), boundary_check=(0, 1))
-            last = tl.minimum(t0 + BT, T_seq) - 1
-            g_last = load_last_token_scalar(gc, i_hv, bos, last, T_total, HV, G_T_CONTIG)
-            b_g = load_token_scalars(gc, i_hv, bos, t0, T_seq, T_total, HV, BT, G_T_CONTIG)
-            # mask before exp: rows past the sequence read gc = 0 and must not contribute
-            decay = tl.where(t0 + o_t < T_seq, tl.exp(tl.where(t0 + o_t < T_seq, g_last - b_g, 0.0)), 0.0)
-            b_v = b_v * decay[:, None]
-            p_kt = tl.make_block_ptr(k_seq, (K, T_seq), (1, H * K), (0, t0), (K, BT), (0, 1))
-            b_kt = tl.load(p_kt, boundary_check=(0, 1), padding_option="zero").to(DOT_DTYPE)
-            b_h = b_h * tl.exp(g_last) + tl.dot(b_kt, b_v.to(DOT_DTYPE), input_precision="ieee")
+        if PIPELINE:
+            # a counted loop: on CUDA the compiler software-pipelines its k, w, u loads (see PIPELINE)
+            for i_t in range(tl.cdiv(T_seq, BT)):
+                chunk = tl.cast(first_chunk + i_t, tl.int64) * HV + i_hv
+                b_h = _state_step(b_h, k_seq, w_seq, u_seq, vn_seq, h, gc, chunk, i_hv, bos, i_t * BT, T_seq,
+                                  T_total, i_v, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+        else:
+            # a while loop is not software-pipelined: no prefetch buffers in shared memory
+            i_t = 0
+            while i_t * BT < T_seq:
+                chunk = tl.cast(first_chunk + i_t, tl.int64) * HV + i_hv
+                b_h = _state_step(b_h, k_seq, w_seq, u_seq, vn_seq, h, gc, chunk, i_hv, bos, i_t * BT, T_seq,
+                                  T_total, i_v, H, HV, K, V, BT, BV, G_T_CONTIG, DOT_DTYPE)
+                i_t += 1
         if STORE_FINAL_STATE:
             store_state(ht, state_index, b_h, i_v, K, V, BV)
+
+
+# The chunk loop's form, as in gdn_state_output. Counted by default (auto): on sm_90 at K = V = 128,
+# BV = 64 the pipelined loop is one program per SM (140 KB of shared memory, 255 registers).
+PIPELINE = Tunable("PIPELINE", 0, (0, 1, 2), "chunk loop: 0 auto (counted); 1 a counted loop the compiler may "
+                   "software-pipeline; 2 a while loop (no prefetch buffers, more programs per core)")
 
 
 def _ub_stages(K: int, BV: int) -> list[UBStage]:
@@ -121,7 +145,7 @@ def gdn_state(k, w, u, gc, *, initial_state=None, output_final_state=False, cu_s
     launch(_gdn_state_kernel, (grid_size("cube", tasks),), k, w, u, gc_arg, h, v_new, initial_state, final,
            packing.cu_seqlens, packing.chunk_offsets, packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK,
            BV=BV, G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None,
-           STORE_FINAL_STATE=output_final_state, DOT_DTYPE=dot_dtype(k.dtype))
+           STORE_FINAL_STATE=output_final_state, DOT_DTYPE=dot_dtype(k.dtype), PIPELINE=cfg["PIPELINE"] != 2)
     return h, v_new, final
 
 
@@ -165,5 +189,6 @@ SPEC = stage_spec(
     name="gdn_state", description="gated delta rule fwd, stage state: chunk-state recurrence h, v_new, final state",
     make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_state_kernel",),
-    tunables={"BV": tile_tunable("BV", "value columns of the state per task"), "G_T_CONTIG": G_T_CONTIG},
+    tunables={"BV": tile_tunable("BV", "value columns of the state per task"), "G_T_CONTIG": G_T_CONTIG,
+              "PIPELINE": PIPELINE},
 )
