@@ -86,12 +86,16 @@ def main() -> int:
     ap.add_argument("--variants", default="default", help="';'-separated tunable overrides, e.g. 'default;BV=16'")
     ap.add_argument("--peer", action="store_true", help="also break down the spec's fla peer")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--check", action="store_true",
+                    help="also run the gate's correctness check (NaN-poisoned outputs vs the spec's reference) "
+                         "on every variant of ours")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
     import torch
 
     from ascendopt import backends
+    from ascendopt.correctness import check_kernel
     from ascendopt.kernels import get
 
     started = time.perf_counter()
@@ -138,13 +142,23 @@ def main() -> int:
                 print("device fault: the CUDA context is lost, later variants cannot run", flush=True)
                 break
             continue
-        results.append({"variant": name, "config": cfg, "kernels": kernels})
+        row = {"variant": name, "config": cfg, "kernels": kernels}
+        results.append(row)
         print(table(title, kernels), flush=True)
+        if args.check and cfg is not None:
+            reports = check_kernel(spec, dims, dtype, mode, cfg)
+            row["correct"] = all(r.passed for r in reports)
+            row["checks"] = [r.line() for r in reports]
+            print("correctness: " + ("pass" if row["correct"] else "FAIL") + "; " + "; ".join(row["checks"]),
+                  flush=True)
         save()
-    print("\n| variant | device us per call |\n|---|---|")
+    print("\n| variant | device us per call | correctness |\n|---|---|---|")
     for r in results:
-        total = sum(k["us"] for k in r.get("kernels", {}).values())
-        print(f"| {r['variant']} | {total:.1f} |" if "kernels" in r else f"| {r['variant']} | {r['error'][:80]} |")
+        if "kernels" not in r:
+            print(f"| {r['variant']} | {r['error'][:80]} | |")
+            continue
+        total = sum(k["us"] for k in r["kernels"].values())
+        print(f"| {r['variant']} | {total:.1f} | {({True: 'pass', False: 'FAIL'}).get(r.get('correct'), '-')} |")
     return 0
 
 
