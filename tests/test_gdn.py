@@ -262,3 +262,29 @@ def test_strided_inputs_are_accepted():
     o, _ = chunk_gated_delta_rule_fwd(qk[..., :16], qk[..., 16:], x["v"], x["g"], x["beta"])
     o_ref, _ = ref.chunk_gated_delta_rule_reference(x["q"], x["k"], x["v"], x["g"], x["beta"])
     assert _ratio(o, o_ref) < 2e-6
+
+
+def test_cuda_serial_kernels_take_wide_pipelined_slabs_that_still_fill_the_device(monkeypatch):
+    """On CUDA the chunk-recurrent kernels take BV = 64 with the counted (software-pipelined) chunk loop
+    at K <= 128 (H200: 143 us against 277 us for the fused kernel), narrower slabs only when a small
+    batch would leave more than half the SMs idle, and K = 256 keeps the while loop; npu/cpu never see
+    any of it."""
+    from types import SimpleNamespace
+
+    from ascendopt import backends
+    from ascendopt.kernels.gdn import state, state_output
+    from ascendopt.kernels.gdn.workload import cuda_serial_tile
+
+    assert cuda_serial_tile(128, 128, 64) is None  # the cpu backend of the tests
+    assert state_output.counted_chunk_loop(0, 256) is True
+    h200 = SimpleNamespace(name="cuda", info=lambda: SimpleNamespace(cores_for=lambda bound: 132))
+    monkeypatch.setattr(backends, "current", lambda: h200)
+    assert cuda_serial_tile(128, 128, None) == 64
+    assert cuda_serial_tile(128, 128, 64) == 64  # B4 x H16: 128 tasks on 132 SMs, one round
+    assert cuda_serial_tile(128, 128, 16) == 16  # 16 rows: 128 tasks at BV = 16, not 32 at BV = 64
+    assert cuda_serial_tile(64, 32, 4) == 16 and cuda_serial_tile(256, 256, 64) is None
+    assert state._tiles(128, 128, {"BV": 0}, 64) == 64 and state._tiles(128, 128, {"BV": 32}, 64) == 32
+    assert state_output.fused_tile(128, 128, "bf16", 0, 64) == 64
+    assert state_output.fused_tile(256, 256, "bf16", 0, 64) == 16  # registers: CUDA_TILE_ELEMENTS // K
+    assert [state_output.counted_chunk_loop(choice, 128) for choice in (0, 1, 2)] == [True, True, False]
+    assert [state_output.counted_chunk_loop(choice, 256) for choice in (0, 1, 2)] == [False, True, False]

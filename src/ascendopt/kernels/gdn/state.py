@@ -27,6 +27,7 @@ from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     UBStage,
+    cuda_serial_tile,
     dims_of,
     element_bytes,
     make_base_inputs,
@@ -111,7 +112,13 @@ def _ub_stages(K: int, BV: int) -> list[UBStage]:
     return [UBStage("state", {"K": K, "BV": BV}, "fp32", 8.0, 0.80)]
 
 
-def _tiles(K: int, V: int, config: dict) -> int:
+def _tiles(K: int, V: int, config: dict, rows: int | None = None) -> int:
+    """BV: as requested, else on CUDA the serial-kernel slab (``cuda_serial_tile``), else the UB model's.
+    ``rows``: sequences x value heads."""
+    if not config["BV"]:
+        serial = cuda_serial_tile(K, V, rows)
+        if serial:
+            return serial
     return pick_tile(config["BV"], _ub_stages(K, 1)[0], "BV", V)
 
 
@@ -136,7 +143,7 @@ def gdn_state(k, w, u, gc, *, initial_state=None, output_final_state=False, cu_s
     if initial_state is not None and tuple(initial_state.shape) != (packing.N, HV, K, V):
         raise UsageError(f"initial_state {tuple(initial_state.shape)}: expected [N={packing.N}, HV={HV}, "
                          f"K={K}, V={V}]")
-    BV = _tiles(K, V, cfg)
+    BV = _tiles(K, V, cfg, packing.N * HV)
     gc_arg, contig = token_scalar_arg(gc, bool(cfg["G_T_CONTIG"]))
     h = alloc((packing.NC, HV, K, V), k.dtype, k.device)
     v_new = alloc(u.shape, u.dtype, u.device)
@@ -174,8 +181,8 @@ def _reference(inputs, mode):
 
 
 def _ub_model(dims, config, dtype):
-    K = int(dims["K"])
-    return _ub_stages(K, _tiles(K, int(dims["V"]), SPEC.config(config)))
+    d = dims_of(dims)
+    return _ub_stages(d.K, _tiles(d.K, d.V, SPEC.config(config), d.N * d.HV))
 
 
 def _cost(dims, dtype, mode):

@@ -33,9 +33,11 @@ from ascendopt.kernels.gdn.indexing import (
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.state import _make_inputs as _state_inputs
 from ascendopt.kernels.gdn.workload import (
+    CUDA_SERIAL_MAX_K,
     CUDA_TILE_ELEMENTS,
     G_T_CONTIG,
     UBStage,
+    cuda_serial_tile,
     dims_of,
     dtype_name,
     element_bytes,
@@ -131,20 +133,22 @@ def _gdn_state_output_kernel(q, k, w, u, gc, o, h0, ht, scores, cu_seqlens, scal
             store_state(ht, state_index, b_h, i_v, K, V, BV)
 
 
-# The chunk loop's form. AOT-compiled for sm_90 at K = V = 128, BV = 32 (bf16): the counted loop is
-# software-pipelined into 210 KB of shared memory (one program per SM: 256 tasks take two rounds
-# on 132 SMs); the while loop needs 32 KB (two programs per SM, the registers' limit: one round;
-# 255 registers and 56 B of spill per thread, from 88 B before q and k' were reloaded).
-# Off CUDA the counted loop stays (Ascend's compiler plans its own buffering; no reason to change
-# the loop form there), hence the default "auto".
-PIPELINE = Tunable("PIPELINE", 0, (0, 1, 2), "chunk loop: 0 auto (CUDA: the while loop, else counted); 1 a "
-                   "counted loop the compiler may software-pipeline; 2 a while loop (no prefetch buffers, more "
+# The chunk loop's form. On CUDA at K <= 128 the counted loop (software-pipelined: q, k, w, u and score
+# tiles prefetched into shared memory, one program per SM) at BV = 64 (``workload.cuda_serial_tile``):
+# H200, B4_T4096_H16_K128_V128 bf16, 143 us, against 277 us for the while loop at BV = 32 (two programs per
+# SM, 255 registers, no prefetch) and 278 us for the while loop at BV = 64. At K = 256 the prefetched tiles
+# outgrow shared memory, so there CUDA keeps the while loop. Off CUDA the counted loop (Ascend's compiler
+# plans its own buffering). Hence the default "auto".
+PIPELINE = Tunable("PIPELINE", 0, (0, 1, 2), "chunk loop: 0 auto (a counted loop, except on CUDA at K > 128); 1 "
+                   "a counted loop the compiler may software-pipeline; 2 a while loop (no prefetch buffers, more "
                    "programs per core)")
 
 
-def counted_chunk_loop(choice: int) -> bool:
+def counted_chunk_loop(choice: int, K: int) -> bool:
     """The kernel's PIPELINE constexpr for a tunable choice (0 auto, 1 counted, 2 while)."""
-    return choice == 1 or (choice == 0 and not _on_cuda())
+    if choice:
+        return choice == 1
+    return not _on_cuda() or K <= CUDA_SERIAL_MAX_K
 
 # Live set, in bytes: 8 [K, BV] fp32 copies as the state stage (fla's fwd_h 8.0: state, its cast,
 # decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
@@ -159,17 +163,17 @@ def ub_stage(K: int, BV: int, dtype: str) -> UBStage:
     return UBStage("state_output", {"K": K, "BV": BV}, "fp32", round(multiplier, 3), MARGIN)
 
 
-def fused_tile(K: int, V: int, dtype: str, requested: int = 0) -> int | None:
+def fused_tile(K: int, V: int, dtype: str, requested: int = 0, rows: int | None = None) -> int | None:
     """Value slab of the fused kernel: ``requested``, or the widest power of two (16 <= BV <= V) whose
     live set fits the UB; None when even BV = 16 does not (the forward then runs the two stages).
 
-    On CUDA the state tile is held to ``CUDA_TILE_ELEMENTS`` instead (registers, not a UB, bound it):
-    K = 128 gives BV = 32, half the tasks of BV = 16, which at 255 registers per thread (2 programs
-    per SM) is one wave of programs instead of two on B4_T4096_H16."""
+    On CUDA registers and shared memory, not a UB, bound it: at K <= 128 the serial-kernel slab
+    (``workload.cuda_serial_tile``, ``rows`` = sequences x value heads), beyond that the state tile is
+    held to ``CUDA_TILE_ELEMENTS``."""
     if requested:
         return min(requested, V)
     if _on_cuda():
-        return min(V, max(16, CUDA_TILE_ELEMENTS // K))
+        return cuda_serial_tile(K, V, rows) or min(V, max(16, CUDA_TILE_ELEMENTS // K))
     BV = min(V, 128)
     while BV >= 16:
         stage = ub_stage(K, BV, dtype)
@@ -202,7 +206,7 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     HV, V = u.shape[2], u.shape[3]
     packing = packing or pack(B, T, cu_seqlens, k.device)
     dtype = dtype_name(q.dtype)
-    BV = fused_tile(K, V, dtype, cfg["BV"])
+    BV = fused_tile(K, V, dtype, cfg["BV"], packing.N * HV)
     if BV is None:
         raise UsageError(f"gdn_state_output: K={K} {dtype} does not fit the UB model even at BV=16",
                          hint="run gdn_state then gdn_output")
@@ -213,7 +217,7 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     launch(_gdn_state_output_kernel, (grid_size("cube", tasks),), q, k, w, u, gc_arg, o, initial_state, final,
            scores, packing.cu_seqlens, float(scale), packing.T_total, tasks, H=H, HV=HV, K=K, V=V, BT=CHUNK, BV=BV,
            G_T_CONTIG=contig, USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
-           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=counted_chunk_loop(int(cfg["PIPELINE"])),
+           DOT_DTYPE=dot_dtype(q.dtype), PIPELINE=counted_chunk_loop(int(cfg["PIPELINE"]), K),
            HAS_SCORES=scores is not None)
     return o, final
 
@@ -243,9 +247,9 @@ def _reference(inputs, mode):
 
 
 def _ub_model(dims, config, dtype):
-    K, V = int(dims["K"]), int(dims["V"])
-    BV = fused_tile(K, V, dtype, SPEC.config(config)["BV"])
-    return [ub_stage(K, BV or 16, dtype)]
+    d = dims_of(dims)
+    BV = fused_tile(d.K, d.V, dtype, SPEC.config(config)["BV"], d.N * d.HV)
+    return [ub_stage(d.K, BV or 16, dtype)]
 
 
 def _supports(dims, dtype, mode):
@@ -272,6 +276,9 @@ SPEC = stage_spec(
     kernel_names=("_gdn_state_output_kernel",),
     tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG,
               "PIPELINE": PIPELINE,
+              # SCORES=0 with the while loop at BV=32 hits "out-of-range shared or local address" at the
+              # score tile's dot on sm_90 (compute-sanitizer, triton 3.6; correct under the interpreter and
+              # with the counted loop at BV=64): a code generation fault the gate reports as exit 5
               "SCORES": Tunable("SCORES", 1, (0, 1), "1: the intra-chunk scores come in (made by gdn_kkt_solve_wy, "
                                 "as the forward does by default); 0: computed here for every value slab")},
     supports=_supports, dtypes=("bf16",),  # fp32 operand tiles at K = 128 alone exceed the UB budget

@@ -145,6 +145,33 @@ def ub_bytes() -> int:
 CUDA_TILE_ELEMENTS = 64 * 64
 
 
+# The serial chunk-recurrent kernels (gdn_state, gdn_state_output) on CUDA: one task per (sequence,
+# value head, value slab) walks all its chunks, and their counted chunk loop is software-pipelined into
+# shared memory (one program per SM at K = 128). H200, B4_T4096_H16_K128_V128 bf16 (RESULTS.md, session
+# 3): the state kernel took 171 us at BV = 32 (256 tasks, two rounds on 132 SMs) and 122 us at BV = 64
+# (128 tasks, one round); the fused state + output kernel 277 us at BV = 32 with its while loop and 143 us
+# at BV = 64 counted. So the slab is the widest <= CUDA_SERIAL_BV that still gives at least half as many
+# tasks as SMs (narrower slabs only where the batch is too small to fill the device).
+CUDA_SERIAL_BV = 64
+CUDA_SERIAL_MAX_K = 128  # measured there; at K = 256 the pipelined tiles outgrow shared memory
+
+
+def cuda_serial_tile(K: int, V: int, rows: int | None) -> int | None:
+    """Value slab of a serial chunk-recurrent kernel on CUDA, None off CUDA or past ``CUDA_SERIAL_MAX_K``.
+
+    ``rows``: sequences x value heads (tasks per value slab), None when not known (then the widest)."""
+    from ascendopt import backends
+
+    if backends.current().name != "cuda" or K > CUDA_SERIAL_MAX_K:
+        return None
+    BV = min(V, CUDA_SERIAL_BV)
+    if rows:
+        sms = backends.current().info().cores_for("cube")
+        while BV > 16 and rows * (V // BV) * 2 < sms:
+            BV //= 2
+    return BV
+
+
 def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
     """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``
     (on CUDA also at most ``CUDA_TILE_ELEMENTS`` for the whole tile)."""
