@@ -50,9 +50,11 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # AHEAD (row path, fwd): 4-row blocks loaded ahead; FWD_GRID: 1 = one program per task (up to
 # grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1); BWD_GRID:
 # 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid).
+# SILU on cuda: the exp2 form, H200 B4_T4096_D4096_W4 forward 73.4 us against 76.2 us for z * sigmoid(z)
+# (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1, "SILU": 1},
+             "BWD_GRID": 1, "SILU": 2},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1},
 }
@@ -403,7 +405,7 @@ SPEC = KernelSpec(
                             "an SM holds at once (CUDA; else as 1). dweight partials follow the grid: results "
                             "change within the tolerances, deterministic for a device"),
         "SILU": Tunable("SILU", 0, (0, 1, 2),
-                        "row path (TAPS=3) forward silu: 0 = auto (1), 1 = z * sigmoid(z), 2 = z / (1 + "
+                        "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
     },
     make_inputs=_make_inputs,
