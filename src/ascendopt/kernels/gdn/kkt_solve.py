@@ -247,9 +247,10 @@ def solve_products(form: int, dtype) -> dict:
     (10-bit mantissa) is used: Ai is stored in the input dtype (bf16: 8 bits), so tf32 products add
     less than that final rounding, and fp32 FMA dots of 64x64x64 would cost 16x the block form's work.
     FORM 3: as FORM 1 over 8-row diagonal blocks. FORM 2: operands in the input dtype (bf16 tensor/cube
-    core rate): each product rounds M, M^2 and P to bf16 first, about the size of Ai's own bf16 rounding
-    again (the gate's bf16 limit is relative RMS 2e-2; the bf16 dot-operand test checks it). fp32 inputs
-    keep exact fp32 products in both.
+    core rate): each product rounds M, M^2 and P to bf16 first. That passes the gate at the CPU tests'
+    tiny shapes but not at B4_T4096_H16_K128_V128 on the H200 (forward o relative RMS 0.0176 against the
+    gate's 2 x torch-bf16 = 0.0076, benchmarks/RESULTS.md session 3), so it is never the default; the
+    loop's gate rejects it where it is too coarse. fp32 inputs keep exact fp32 products in both.
     """
     import triton.language as tl
 
