@@ -94,14 +94,3 @@ def test_residency_of_a_kernel_compiled_but_not_launched_loads_its_binary_first(
             self.module, self.n_regs = "loaded", 128
 
     assert resident.resident_per_sm(NotLoaded(), SM90) == 4
-
-
-def test_stream_hints_only_on_cuda_and_switchable(monkeypatch):
-    from ascendopt.kernels.common import cuda_stream_hints
-
-    monkeypatch.delenv("ASCENDOPT_CUDA_STREAM_HINTS", raising=False)
-    assert cuda_stream_hints() is False  # cpu backend: the hinted branch is never compiled
-    monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda"))
-    assert cuda_stream_hints() is True
-    monkeypatch.setenv("ASCENDOPT_CUDA_STREAM_HINTS", "0")
-    assert cuda_stream_hints() is False

@@ -99,10 +99,10 @@ def test_backward_grid_capped_at_residency_before_its_first_launch(monkeypatch):
     residency = {"per_sm": 0}
     monkeypatch.setattr(mod.resident, "residency_before_launch",
                         lambda kernel, variant, compile_variant, default_on: residency["per_sm"])
-    assert mod._bwd_launches(wide, x, w, rstd, dy, x, 64, False) == wide.launches  # unknown residency: as planned
+    assert mod._bwd_launches(wide, x, w, rstd, dy, x, 64) == wide.launches  # unknown residency: as planned
     planned_dx, planned_dw = rms_norm_bwd(x, w, rstd, dy)
     residency["per_sm"] = 1
-    bulk, tail = mod._bwd_launches(wide, x, w, rstd, dy, x, 64, False)
+    bulk, tail = mod._bwd_launches(wide, x, w, rstd, dy, x, 64)
     cores = num_cores("vector")
     assert bulk.programs == -(-300 // -(-300 // cores)) < 300 and bulk.n_tasks == 300
     assert tail.first_program == bulk.programs and tail.tail and tail.programs == 1

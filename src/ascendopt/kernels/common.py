@@ -97,15 +97,3 @@ def cuda_programs_per_sm(streaming: bool = False) -> int:
 
         raise UsageError(f"ASCENDOPT_CUDA_PROGRAMS_PER_SM={value!r}: must be a positive integer")
     return int(value)
-
-
-def cuda_stream_hints() -> bool:
-    """Cache hints for kernels that touch each byte once (the norms' row tiles): loads marked evict-first
-    and stores streaming (``.cs``) on CUDA, so L2 keeps other data. ``ASCENDOPT_CUDA_STREAM_HINTS=0`` turns
-    them off; never on npu or cpu (the kernels' ``STREAM`` constexpr is False there, so the hinted branch
-    is not compiled: Ascend plans its own UB traffic)."""
-    from ascendopt import backends
-
-    if backends.current().name != "cuda":
-        return False
-    return os.environ.get("ASCENDOPT_CUDA_STREAM_HINTS", "1") != "0"

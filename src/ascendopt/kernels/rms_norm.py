@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.kernels import resident, rowwise
-from ascendopt.kernels.common import alloc, cuda_stream_hints, grid_size, launch, num_cores
+from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
@@ -39,7 +39,7 @@ DEFAULT_EPS = 1e-6
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
 def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
                          D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
-                         W_RESIDENT: tl.constexpr, STREAM: tl.constexpr):
+                         W_RESIDENT: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
@@ -50,20 +50,19 @@ def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
         p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
         p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
         p_r = rowwise.row_values(rstd, r0, rows_left, BR)
-        b_x = load_tile(p_x, TAIL, STREAM).to(tl.float32)
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)
         if not W_RESIDENT:
             # Reloaded per tile (a cache hit), after the row sums: its registers are not live across them.
             b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
         b_y = b_x * b_rstd[:, None] * b_w[None, :]
-        store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL, STREAM)
+        store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL)
         store_rows(p_r, b_rstd, TAIL)
 
 
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks", "first_program"])
 def _rms_norm_bwd_kernel(x, w, rstd, dy, dx, dw_partial, n_rows, row_start, n_tasks, first_program,
-                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
-                       STREAM: tl.constexpr):
+                         D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
@@ -75,15 +74,15 @@ def _rms_norm_bwd_kernel(x, w, rstd, dy, dx, dw_partial, n_rows, row_start, n_ta
         p_dy = rowwise.row_tile(dy, r0, rows_left, D, BR, BD)
         p_dx = rowwise.row_tile(dx, r0, rows_left, D, BR, BD)
         p_r = rowwise.row_values(rstd, r0, rows_left, BR)
-        b_x = load_tile(p_x, TAIL, STREAM).to(tl.float32)
-        b_dy = load_tile(p_dy, TAIL, STREAM).to(tl.float32)
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_dy = load_tile(p_dy, TAIL).to(tl.float32)
         b_rstd = load_rows(p_r, TAIL)  # tail rows past n_rows load 0, so they add nothing to dw
         b_xr = b_x * b_rstd[:, None]  # the normalized row x_hat
         b_dw += tl.sum(b_dy * b_xr, axis=0)
         b_wdy = b_dy * b_w[None, :]
         b_c = tl.sum(b_wdy * b_xr, axis=1) / D
         b_dx = (b_wdy - b_xr * b_c[:, None]) * b_rstd[:, None]
-        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL, STREAM)
+        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
     # One fp32 partial row per program (never atomics): the finalize kernel sums them in order.
     partial_row = tl.cast(first_program + pid, tl.int64) * D
     p_dw = tl.make_block_ptr(dw_partial + partial_row, (D,), (1,), (0,), (BD,), (0,))
@@ -142,16 +141,14 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     n_rows = x.numel() // d
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
-    stream = cuda_stream_hints()
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"],
                             streaming=True)
     w_resident = _weight_resident(cfg["weight_mode"])
     for part in plan.launches:
-        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident, stream)  # what it compiles for
+        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for
         grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
         compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident,
-                          STREAM=stream)
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident)
         resident.learn(_rms_norm_fwd_kernel, variant, compiled)
     return y, rstd
 
@@ -172,7 +169,7 @@ def _finalize_tiles_for(n_partials: int, d: int, cores: int, ub_bytes: int, back
     return bp, bdw
 
 
-def _bwd_launches(plan, x, w, rstd, dy, dx, d: int, stream: bool) -> tuple:
+def _bwd_launches(plan, x, w, rstd, dy, dx, d: int) -> tuple:
     """The plan's launches, the bulk one capped on CUDA at the programs the SMs hold at once.
 
     Every program writes one [D] fp32 partial row that the finalize reads back; programs past the
@@ -186,14 +183,14 @@ def _bwd_launches(plan, x, w, rstd, dy, dx, d: int, stream: bool) -> tuple:
     bulk = plan.launches[0]
     if bulk.tail:
         return plan.launches
-    variant = (x.dtype, dy.dtype, d, plan.block_rows, stream)
+    variant = (x.dtype, dy.dtype, d, plan.block_rows)
 
     def compile_bulk():
         import torch
 
         partial = torch.empty(1, dtype=torch.float32, device=x.device)  # only its pointer type matters
         return _rms_norm_bwd_kernel.warmup(x, w, rstd, dy, dx, partial, 0, 0, 1, 0, D=d, BR=plan.block_rows,
-                                           BD=plan.block_cols, TAIL=False, STREAM=stream, grid=(1,))
+                                           BD=plan.block_cols, TAIL=False, grid=(1,))
 
     per_sm = resident.residency_before_launch(_rms_norm_bwd_kernel, variant, compile_bulk, default_on=True)
     programs = resident.capped_grid(per_sm, bulk.n_tasks, bulk.programs)
@@ -216,14 +213,13 @@ def rms_norm_bwd(x, weight, rstd, dy, *, config: dict | None = None):
     rowwise.check_like(dy, x, rstd, n_rows)
     dx = alloc(x.shape, dy.dtype, x.device)
     plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"])
-    stream = cuda_stream_hints()
-    launches = _bwd_launches(plan, x, w, rstd, dy, dx, d, stream)
+    launches = _bwd_launches(plan, x, w, rstd, dy, dx, d)
     n_partials = rowwise.total_programs(launches)
     dw_partial = alloc((n_partials, d), torch.float32, x.device)
     for part in launches:
         launch(_rms_norm_bwd_kernel, (part.programs,), x, w, rstd, dy, dx, dw_partial,
                n_rows, part.row_start, part.n_tasks, part.first_program,
-               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, STREAM=stream)
+               D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
     dweight = alloc((d,), weight.dtype, x.device)
     bp, bdw = _finalize_tiles(n_partials, d)
     tasks = triton.cdiv(d, bdw)

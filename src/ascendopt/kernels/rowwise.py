@@ -231,35 +231,21 @@ def row_values(base, r0, rows_left, BR: tl.constexpr):
 
 
 @triton.jit
-def load_tile(p, TAIL: tl.constexpr, STREAM: tl.constexpr):
-    """Load a ``[BR, BD]`` block: bulk tiles check only the padded columns, tail tiles rows too.
-    ``STREAM``: the data is read once, so ask L2 to evict it first (``common.cuda_stream_hints``)."""
-    if STREAM:
-        if TAIL:
-            tile = tl.load(p, boundary_check=(0, 1), padding_option="zero", eviction_policy="evict_first")
-        else:
-            tile = tl.load(p, boundary_check=(1,), padding_option="zero", eviction_policy="evict_first")
+def load_tile(p, TAIL: tl.constexpr):
+    """Load a ``[BR, BD]`` block: bulk tiles check only the padded columns, tail tiles rows too."""
+    if TAIL:
+        tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
     else:
-        if TAIL:
-            tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
-        else:
-            tile = tl.load(p, boundary_check=(1,), padding_option="zero")
+        tile = tl.load(p, boundary_check=(1,), padding_option="zero")
     return tile
 
 
 @triton.jit
-def store_tile(p, value, TAIL: tl.constexpr, STREAM: tl.constexpr):
-    """Store a ``[BR, BD]`` block; ``STREAM``: a streaming store (``.cs``), not kept in cache."""
-    if STREAM:
-        if TAIL:
-            tl.store(p, value, boundary_check=(0, 1), cache_modifier=".cs")
-        else:
-            tl.store(p, value, boundary_check=(1,), cache_modifier=".cs")
+def store_tile(p, value, TAIL: tl.constexpr):
+    if TAIL:
+        tl.store(p, value, boundary_check=(0, 1))
     else:
-        if TAIL:
-            tl.store(p, value, boundary_check=(0, 1))
-        else:
-            tl.store(p, value, boundary_check=(1,))
+        tl.store(p, value, boundary_check=(1,))
 
 
 @triton.jit
