@@ -20,16 +20,12 @@ import sys
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from stage_breakdown import parse_variant  # noqa: E402 - after the path insert
+from stage_breakdown import add_case_arguments, parse_variant  # noqa: E402 - after the path insert
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernel", required=True)
-    ap.add_argument("--preset", default="realistic")
-    ap.add_argument("--dtype", default="")
-    ap.add_argument("--mode", default="")
-    ap.add_argument("--variants", default="default")
+    add_case_arguments(ap)
     args = ap.parse_args()
 
     import torch

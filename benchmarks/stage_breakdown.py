@@ -77,13 +77,19 @@ def table(name: str, kernels: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_case_arguments(ap: argparse.ArgumentParser) -> None:
+    """The kernel case and its variants (shared with ``benchmarks/ncu_workload.py``)."""
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--preset", default="realistic")
     ap.add_argument("--dtype", default="")
     ap.add_argument("--mode", default="")
-    ap.add_argument("--variants", default="default", help="';'-separated tunable overrides, e.g. 'default;BV=16'")
+    ap.add_argument("--variants", default="default",
+                    help="';'-separated variants: 'default', 'peer' or tunable overrides, e.g. 'default;BV=16'")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_case_arguments(ap)
     ap.add_argument("--peer", action="store_true", help="also break down the spec's fla peer")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--check", action="store_true",

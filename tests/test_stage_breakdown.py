@@ -1,0 +1,33 @@
+"""benchmarks/stage_breakdown.py's pure parts: variant parsing and the per-kernel table (the profiling
+itself needs a CUDA device; its results are in benchmarks/RESULTS.md)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "stage_breakdown.py"
+
+
+@pytest.fixture(scope="module")
+def breakdown():
+    spec = importlib.util.spec_from_file_location("stage_breakdown", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["stage_breakdown"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_variants_parse_to_tunable_overrides(breakdown):
+    assert breakdown.parse_variant("default") == {} and breakdown.parse_variant(" ") == {}
+    assert breakdown.parse_variant("fused_BV=64, fused_PIPELINE=1") == {"fused_BV": 64, "fused_PIPELINE": 1}
+    with pytest.raises(SystemExit, match="not NAME=VALUE"):
+        breakdown.parse_variant("BV")
+
+
+def test_table_sorts_kernels_by_time_and_totals_them(breakdown):
+    text = breakdown.table("default", {"_small": {"launches": 2.0, "us": 10.0}, "_big": {"launches": 1.0, "us": 30.0}})
+    lines = text.strip().splitlines()
+    assert lines[0] == "default: 40.0 us device time per call"
+    assert lines[4] == "| _big | 1 | 30.0 | 75 % |" and lines[5] == "| _small | 2 | 10.0 | 25 % |"
