@@ -224,11 +224,7 @@ _per_sm: dict = {}  # bulk kernel variant -> programs an SM holds at once (0: no
 def _resident_per_sm(compiled) -> int:
     """``kernels.resident``'s occupancy rule on CUDA (same switch, on by default here: the backward's
     capped grid was not re-timed as device time), else 0 (keep the planned grid)."""
-    from ascendopt import backends
-
-    if backends.current().name != "cuda" or not resident.enabled(default=True):
-        return 0
-    return resident.resident_per_sm(compiled)
+    return resident.resident_per_sm(compiled) if resident.capping(default=True) else 0
 
 
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,

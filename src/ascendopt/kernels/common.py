@@ -14,6 +14,13 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def on_cuda() -> bool:
+    """True when the current backend is cuda (the place for CUDA-only tile and grid choices)."""
+    from ascendopt import backends
+
+    return backends.current().name == "cuda"
+
+
 def num_cores(bound: str) -> int:
     """Cores for a 1D core grid: cube cores for cube-bound kernels, vector cores otherwise.
 
@@ -71,10 +78,8 @@ def grid_size(bound: str, tasks: int, streaming: bool = False) -> int:
     is the exact core count (num_aicore for cube-bound, num_vectorcore for vector-bound kernels).
     ``streaming``: a kernel whose programs keep no per-program partial results (see below).
     """
-    from ascendopt import backends
-
     cores = num_cores(bound)
-    if backends.current().name == "cuda":
+    if on_cuda():
         cores *= cuda_programs_per_sm(streaming)
     return max(1, min(cores, tasks))
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from ascendopt.kernels.common import grid_size, num_cores
+from ascendopt.kernels.common import grid_size, num_cores, on_cuda
 
 _per_sm: dict = {}  # (id(kernel), variant) -> resident programs per SM; 0 = not CUDA / unknown
 _grids: dict = {}  # ((id(kernel), variant), n_tasks, default grid) -> capped grid
@@ -84,10 +84,7 @@ def residency_before_launch(kernel, variant: tuple, compile_variant, default_on:
     key = (id(kernel), variant)
     per_sm = _per_sm.get(key)
     if per_sm is None:
-        from ascendopt import backends
-
-        on = backends.current().name == "cuda" and enabled(default=default_on)
-        per_sm = _per_sm[key] = resident_per_sm(compile_variant()) if on else 0
+        per_sm = _per_sm[key] = resident_per_sm(compile_variant()) if capping(default_on) else 0
     return per_sm
 
 
@@ -95,6 +92,11 @@ def forget() -> None:
     """Drop every learned residency and capped grid (a policy switch mid-process, as in a grid study)."""
     _per_sm.clear()
     _grids.clear()
+
+
+def capping(default: bool) -> bool:
+    """Cap grids here: on CUDA, and ``enabled(default)``."""
+    return on_cuda() and enabled(default)
 
 
 def enabled(default: bool) -> bool:
@@ -108,10 +110,7 @@ def learn(kernel, variant: tuple, compiled) -> None:
     key = (id(kernel), variant)
     if key in _per_sm:
         return
-    from ascendopt import backends
-
-    on = backends.current().name == "cuda" and enabled(default=False)
-    _per_sm[key] = resident_per_sm(compiled) if on else 0
+    _per_sm[key] = resident_per_sm(compiled) if capping(default=False) else 0
 
 
 def resident_per_sm(compiled, limits: tuple[int, int, int] | None = None) -> int:

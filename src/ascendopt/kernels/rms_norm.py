@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.kernels import resident, rowwise
-from ascendopt.kernels.common import alloc, grid_size, launch, num_cores
+from ascendopt.kernels.common import alloc, grid_size, launch, num_cores, on_cuda
 from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 from ascendopt.ub import dtype_bytes
@@ -122,9 +122,7 @@ def _weight_resident(mode: int) -> bool:
     resident fp32 row takes D/128 of them per thread (sm_90: 168 -> 96 registers at D=8192, 127 -> 96
     at D=4096 with 2 rows, i.e. 3 -> 5 and 4 -> 5 programs per SM); a UB keeps it for free on npu."""
     if mode == 0:
-        from ascendopt import backends
-
-        return backends.current().name != "cuda"
+        return not on_cuda()
     return mode == 1
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ascendopt.kernels.common import on_cuda
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars, load_token_scalars_at
 from ascendopt.kernels.gdn.kkt import _make_inputs
@@ -205,15 +206,9 @@ DENSE_CUDA_BK = {1: 128, 2: 64, 3: 128}
 
 def _tiles(K: int, config: dict) -> int:
     form = int(config.get("FORM", 0))
-    if form and not config["BK"] and _on_cuda():
+    if form and not config["BK"] and on_cuda():
         return min(K, DENSE_CUDA_BK[form])
     return pick_tile(config["BK"], _ub_stages(1, form)[0], "BK", K)
-
-
-def _on_cuda() -> bool:
-    from ascendopt import backends
-
-    return backends.current().name == "cuda"
 
 
 def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
@@ -259,7 +254,7 @@ def solve_products(form: int, dtype) -> dict:
     low = dot_dtype(dtype) != tl.float32
     if form == 2:
         return {"SOLVE_DTYPE": dot_dtype(dtype), "SOLVE_PRECISION": "ieee", "BC": BC}
-    cuda = not interpreting() and _on_cuda()
+    cuda = not interpreting() and on_cuda()
     # FORM 3: FORM 1's products over 8-row diagonal blocks (shorter serial substitution, two more dots)
     return {"SOLVE_DTYPE": tl.float32, "SOLVE_PRECISION": "tf32" if (low and cuda) else "ieee",
             "BC": BC // 2 if form == 3 else BC}

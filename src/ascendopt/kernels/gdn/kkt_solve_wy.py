@@ -40,6 +40,19 @@ from ascendopt.kernels.gdn.wy import SPEC as WY_SPEC
 from ascendopt.kernels.spec import Cost, Tunable
 
 
+@triton.jit
+def _apply_inverse(b_Ai, src, src_stride, dst, dst_stride, row_scale, t0, T_seq, COLS: tl.constexpr,
+                   BT: tl.constexpr, BW: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """dst[t0:t0+BT, :COLS] = Ai (row_scale * src[t0:t0+BT, :COLS]), BW columns per dot; the rows of both
+    are ``*_stride`` elements apart. Each dot takes its own copy of Ai (never a left operand itself)."""
+    for i_c in range(COLS // BW):
+        p_src = tl.make_block_ptr(src, (T_seq, COLS), (src_stride, 1), (t0, i_c * BW), (BT, BW), (1, 0))
+        b_src = tl.load(p_src, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * row_scale[:, None]
+        b_dst = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_src.to(DOT_DTYPE), input_precision="ieee")
+        p_dst = tl.make_block_ptr(dst, (T_seq, COLS), (dst_stride, 1), (t0, i_c * BW), (BT, BW), (1, 0))
+        tl.store(p_dst, b_dst.to(p_dst.dtype.element_ty), boundary_check=(0, 1))
+
+
 @triton.jit(do_not_specialize=["T_total", "num_tasks"])
 def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, q, scores, cu_seqlens, chunk_indices, T_total, num_tasks,
                              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
@@ -57,19 +70,9 @@ def _gdn_kkt_solve_wy_kernel(k, v, beta, gc, w, u, q, scores, cu_seqlens, chunk_
         w_seq = w + (bos * HV + i_hv) * K
         b_Ai = dense_inverse(k_seq, b_beta, b_g, t0, T_seq, H, K, BT, BC, BK, DOT_DTYPE, SOLVE_DTYPE,
                              SOLVE_PRECISION)
-        for i_v in range(V // BW):
-            p_v = tl.make_block_ptr(v_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BW), (BT, BW), (1, 0))
-            b_vb = tl.load(p_v, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_beta[:, None]
-            b_u = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_vb.to(DOT_DTYPE), input_precision="ieee")
-            p_u = tl.make_block_ptr(u_seq, (T_seq, V), (HV * V, 1), (t0, i_v * BW), (BT, BW), (1, 0))
-            tl.store(p_u, b_u.to(p_u.dtype.element_ty), boundary_check=(0, 1))
-        b_ks = b_beta * tl.exp(b_g)
-        for i_k in range(K // BW):
-            p_k = tl.make_block_ptr(k_seq, (T_seq, K), (H * K, 1), (t0, i_k * BW), (BT, BW), (1, 0))
-            b_kb = tl.load(p_k, boundary_check=(0, 1), padding_option="zero").to(tl.float32) * b_ks[:, None]
-            b_w = tl.dot(_fresh(b_Ai, DOT_DTYPE), b_kb.to(DOT_DTYPE), input_precision="ieee")
-            p_w = tl.make_block_ptr(w_seq, (T_seq, K), (HV * K, 1), (t0, i_k * BW), (BT, BW), (1, 0))
-            tl.store(p_w, b_w.to(p_w.dtype.element_ty), boundary_check=(0, 1))
+        # u = Ai (beta v), w = Ai (beta exp(gc) k)
+        _apply_inverse(b_Ai, v_seq, HV * V, u_seq, HV * V, b_beta, t0, T_seq, V, BT, BW, DOT_DTYPE)
+        _apply_inverse(b_Ai, k_seq, H * K, w_seq, HV * K, b_beta * tl.exp(b_g), t0, T_seq, K, BT, BW, DOT_DTYPE)
         if MAKE_SCORES:
             # the output's intra-chunk scores, causal(q k' exp(gc_i - gc_j)), made here once per
             # (chunk, value head) instead of once per value slab inside the serial state kernel

@@ -22,6 +22,7 @@ import triton.language as tl
 
 from ascendopt import ub
 from ascendopt.errors import UsageError
+from ascendopt.kernels.common import on_cuda
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import (
     load_last_token_scalar,
@@ -148,7 +149,7 @@ def counted_chunk_loop(choice: int, K: int) -> bool:
     """The kernel's PIPELINE constexpr for a tunable choice (0 auto, 1 counted, 2 while)."""
     if choice:
         return choice == 1
-    return not _on_cuda() or K <= CUDA_SERIAL_MAX_K
+    return not on_cuda() or K <= CUDA_SERIAL_MAX_K
 
 # Live set, in bytes: 8 [K, BV] fp32 copies as the state stage (fla's fwd_h 8.0: state, its cast,
 # decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
@@ -172,7 +173,7 @@ def fused_tile(K: int, V: int, dtype: str, requested: int = 0, rows: int | None 
     held to ``CUDA_TILE_ELEMENTS``."""
     if requested:
         return min(requested, V)
-    if _on_cuda():
+    if on_cuda():
         return cuda_serial_tile(K, V, rows) or min(V, max(16, CUDA_TILE_ELEMENTS // K))
     BV = min(V, 128)
     while BV >= 16:
@@ -181,12 +182,6 @@ def fused_tile(K: int, V: int, dtype: str, requested: int = 0, rows: int | None 
             return BV
         BV //= 2
     return None
-
-
-def _on_cuda() -> bool:
-    from ascendopt import backends
-
-    return backends.current().name == "cuda"
 
 
 def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_state=False, cu_seqlens=None,

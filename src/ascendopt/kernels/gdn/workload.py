@@ -160,13 +160,13 @@ def cuda_serial_tile(K: int, V: int, rows: int | None) -> int | None:
     """Value slab of a serial chunk-recurrent kernel on CUDA, None off CUDA or past ``CUDA_SERIAL_MAX_K``.
 
     ``rows``: sequences x value heads (tasks per value slab), None when not known (then the widest)."""
-    from ascendopt import backends
+    from ascendopt.kernels.common import num_cores, on_cuda
 
-    if backends.current().name != "cuda" or K > CUDA_SERIAL_MAX_K:
+    if not on_cuda() or K > CUDA_SERIAL_MAX_K:
         return None
     BV = min(V, CUDA_SERIAL_BV)
     if rows:
-        sms = backends.current().info().cores_for("cube")
+        sms = num_cores("cube")
         while BV > 16 and rows * (V // BV) * 2 < sms:
             BV //= 2
     return BV
@@ -175,11 +175,12 @@ def cuda_serial_tile(K: int, V: int, rows: int | None) -> int | None:
 def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
     """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``
     (on CUDA also at most ``CUDA_TILE_ELEMENTS`` for the whole tile)."""
-    from ascendopt import backends, ub
+    from ascendopt import ub
+    from ascendopt.kernels.common import on_cuda
 
     if requested > 0:
         return min(requested, upper)
-    if backends.current().name == "cuda":
+    if on_cuda():
         fixed = 1
         for name, size in stage.tile.items():
             fixed *= size if name != free else 1
