@@ -20,7 +20,7 @@ import sys
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from stage_breakdown import add_case_arguments, parse_variant  # noqa: E402 - after the path insert
+from stage_breakdown import add_case_arguments, resolve_case  # noqa: E402 - after the path insert
 
 
 def main() -> int:
@@ -28,23 +28,27 @@ def main() -> int:
     add_case_arguments(ap)
     args = ap.parse_args()
 
+    from ascendopt import backends
+    from ascendopt.errors import AscendoptError
+
+    try:
+        spec, dims, dtype, mode, variants = resolve_case(args)
+    except AscendoptError as exc:  # bad case (2), no usable backend (5): one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if backends.current().name != "cuda":
+        print("this workload needs the cuda backend", file=sys.stderr)
+        return 5
+
     import torch
 
-    from ascendopt import backends
-    from ascendopt.kernels import get
-
-    spec = get(args.kernel)
-    dtype = args.dtype or spec.dtypes[0]
-    mode = args.mode or spec.modes[0]
-    inputs = spec.make_inputs(dict(spec.shape(args.preset).dims), dtype, backends.current().torch_device(), 0)
+    inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
     calls = []
-    for text in (t.strip() for t in args.variants.split(";")):
-        if text == "peer":
-            peer = spec.extras["peer"]
-            calls.append(("peer", lambda peer=peer: peer(inputs, mode)))
+    for name, cfg in variants:
+        if cfg is None:
+            calls.append((name, lambda peer=spec.extras["peer"]: peer(inputs, mode)))
         else:
-            cfg = spec.config(parse_variant(text))
-            calls.append((text or "default", lambda cfg=cfg: spec.run(inputs, cfg, mode)))
+            calls.append((name, lambda cfg=cfg: spec.run(inputs, cfg, mode)))
     for _, fn in calls:  # compile, autotune
         fn()
         fn()

@@ -32,17 +32,40 @@ os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 
 
 def parse_variant(text: str) -> dict:
-    """``"a=1,b=2"`` -> ``{"a": 1, "b": 2}``; ``"default"`` -> ``{}``."""
+    """``"a=1,b=2"`` -> ``{"a": 1, "b": 2}``; ``"default"`` -> ``{}``. A malformed item is a UsageError."""
+    from ascendopt.errors import UsageError
+
     text = text.strip()
     if text in ("", "default"):
         return {}
     out = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        if not value:
-            raise SystemExit(f"--variants: {item!r} is not NAME=VALUE")
+        if not value.strip().lstrip("-").isdigit():
+            raise UsageError(f"--variants: {item.strip()!r} is not NAME=INTEGER")
         out[name.strip()] = int(value)
     return out
+
+
+def resolve_case(args) -> tuple:
+    """(spec, dims, dtype, mode, variants) from the case arguments, every one checked before anything
+    runs: an unknown kernel, preset, tunable or value, an unsupported dtype/mode, or ``peer`` for a kernel
+    without one is a UsageError naming it. ``variants``: ``[(name, config or None for the peer)]``."""
+    from ascendopt.errors import UsageError
+    from ascendopt.kernels import get
+
+    spec = get(args.kernel)
+    dtype = args.dtype or spec.dtypes[0]
+    mode = args.mode or spec.modes[0]
+    dims = spec.shape(args.preset).dims
+    spec.check_supported(dims, dtype, mode)
+    texts = [t.strip() or "default" for t in args.variants.split(";")]
+    if getattr(args, "peer", False) and "peer" not in texts:
+        texts.append("peer")
+    if "peer" in texts and spec.extras.get("peer") is None:
+        raise UsageError(f"--variants: {spec.name} has no peer")
+    variants = [(t, None if t == "peer" else spec.config(parse_variant(t))) for t in texts]
+    return spec, dims, dtype, mode, variants
 
 
 def kernel_times(fn, calls: int) -> dict[str, dict]:
@@ -98,20 +121,22 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    import torch
-
     from ascendopt import backends
     from ascendopt.correctness import check_kernel
-    from ascendopt.kernels import get
+    from ascendopt.errors import AscendoptError
 
     started = time.perf_counter()
+    try:
+        spec, dims, dtype, mode, jobs = resolve_case(args)
+    except AscendoptError as exc:  # bad case (2), no usable backend (5): one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     if backends.current().name != "cuda":
         print("this benchmark needs the cuda backend", file=sys.stderr)
         return 5
-    spec = get(args.kernel)
-    dtype = args.dtype or spec.dtypes[0]
-    mode = args.mode or spec.modes[0]
-    dims = spec.shape(args.preset).dims
+
+    import torch
+
     inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
     props = torch.cuda.get_device_properties(0)
     results = []
@@ -125,13 +150,6 @@ def main() -> int:
             "seconds": time.perf_counter() - started, "command": " ".join(sys.argv)}, indent=2, default=str))
 
     peer = spec.extras.get("peer")
-    texts = [t.strip() for t in args.variants.split(";")]
-    if args.peer and "peer" not in texts:
-        texts.append("peer")
-    if "peer" in texts and peer is None:
-        print(f"{spec.name} has no peer", file=sys.stderr)
-        return 2
-    jobs = [(t or "default", None if t == "peer" else spec.config(parse_variant(t))) for t in texts]
     for name, cfg in jobs:
         print(f"{spec.name} {args.preset} {name} ...", file=sys.stderr, flush=True)
         if cfg is None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ascendopt.errors import UsageError
+
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "stage_breakdown.py"
 
 
@@ -22,8 +24,24 @@ def breakdown():
 def test_variants_parse_to_tunable_overrides(breakdown):
     assert breakdown.parse_variant("default") == {} and breakdown.parse_variant(" ") == {}
     assert breakdown.parse_variant("fused_BV=64, fused_PIPELINE=1") == {"fused_BV": 64, "fused_PIPELINE": 1}
-    with pytest.raises(SystemExit, match="not NAME=VALUE"):
+    with pytest.raises(UsageError, match="not NAME=INTEGER"):
         breakdown.parse_variant("BV")
+    with pytest.raises(UsageError, match="'BV=wide' is not NAME=INTEGER"):
+        breakdown.parse_variant("BV=wide")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kernel", "nope"], "unknown kernel 'nope'"),
+    (["--kernel", "rms_norm", "--preset", "huge"], "no shape preset 'huge'"),
+    (["--kernel", "rms_norm", "--variants", "default;BVX=1"], "no tunable 'BVX'"),
+    (["--kernel", "rms_norm", "--variants", "block_rows=3"], "block_rows=3: out of range"),
+    (["--kernel", "gdn_kkt", "--variants", "peer"], "gdn_kkt has no peer"),
+])
+def test_bad_case_is_one_line_and_exit_2_before_any_device_work(breakdown, capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(sys, "argv", ["stage_breakdown.py", *argv, "--out", "/nonexistent/never-written.json"])
+    assert breakdown.main() == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
 
 
 def test_table_sorts_kernels_by_time_and_totals_them(breakdown):
