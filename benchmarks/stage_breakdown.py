@@ -68,9 +68,31 @@ def resolve_case(args) -> tuple:
     return spec, dims, dtype, mode, variants
 
 
-def kernel_times(fn, calls: int) -> dict[str, dict]:
-    """{kernel name: {"launches": per call, "us": device us per call}} of ``calls`` runs of ``fn``."""
+def by_launch(launches: list[tuple[float, str, float]], calls: int) -> dict[str, dict]:
+    """``{"<i>:<kernel>": {"launches": 1, "us": mean device us}}`` for the i-th device launch of a call.
+
+    ``launches``: (start, kernel name, device us) of every launch of ``calls`` identical calls, any order.
+    Two launches of one kernel in a call (a bulk and a tail launch) are told apart by their position.
+    A count that is not a multiple of ``calls`` means the calls differ: ValueError."""
+    ordered = sorted(launches)
+    if calls < 1 or len(ordered) % calls:
+        raise ValueError(f"{len(ordered)} launches do not split into {calls} equal calls")
+    per_call = len(ordered) // calls
+    out: dict[str, dict] = {}
+    for i in range(per_call):
+        names = {ordered[c * per_call + i][1] for c in range(calls)}
+        if len(names) != 1:
+            raise ValueError(f"launch {i} of a call is not the same kernel in every call: {sorted(names)}")
+        total = sum(ordered[c * per_call + i][2] for c in range(calls))
+        out[f"{i}:{names.pop()}"] = {"launches": 1.0, "us": total / calls}
+    return out
+
+
+def kernel_times(fn, calls: int, per_launch: bool = False) -> dict[str, dict]:
+    """{kernel name: {"launches": per call, "us": device us per call}} of ``calls`` runs of ``fn``;
+    ``per_launch``: keyed by each launch's position in the call instead (``by_launch``)."""
     import torch
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     fn()  # compile / warm up outside the profile
@@ -79,6 +101,9 @@ def kernel_times(fn, calls: int) -> dict[str, dict]:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    if per_launch:
+        return by_launch([(e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
+                          if e.device_type == DeviceType.CUDA and e.time_range.elapsed_us() > 0], calls)
     out = {}
     for evt in prof.key_averages():
         device_us = getattr(evt, "self_device_time_total", None)
@@ -115,6 +140,8 @@ def main() -> int:
     add_case_arguments(ap)
     ap.add_argument("--peer", action="store_true", help="also break down the spec's fla peer")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--per-launch", action="store_true",
+                    help="time each launch of a call separately (e.g. a kernel's bulk and tail launches)")
     ap.add_argument("--check", action="store_true",
                     help="also run the gate's correctness check (NaN-poisoned outputs vs the spec's reference) "
                          "on every variant of ours")
@@ -157,7 +184,7 @@ def main() -> int:
         else:
             fn, title = (lambda cfg=cfg: spec.run(inputs, cfg, mode)), name
         try:
-            kernels = kernel_times(fn, args.calls)
+            kernels = kernel_times(fn, args.calls, args.per_launch)
         except Exception as exc:  # noqa: BLE001 - one failing variant must not lose the others
             results.append({"variant": name, "config": cfg, "error": f"{type(exc).__name__}: {exc}"})
             print(f"\n{name}: error {type(exc).__name__}: {str(exc)[:300]}", flush=True)

@@ -49,3 +49,15 @@ def test_table_sorts_kernels_by_time_and_totals_them(breakdown):
     lines = text.strip().splitlines()
     assert lines[0] == "default: 40.0 us device time per call"
     assert lines[4] == "| _big | 1 | 30.0 | 75 % |" and lines[5] == "| _small | 2 | 10.0 | 25 % |"
+
+
+def test_per_launch_times_tell_a_bulk_and_a_tail_launch_of_one_kernel_apart(breakdown):
+    # two calls of (bulk 70 us, tail 4 us), given out of order, plus a third call with other numbers
+    launches = [(10.0, "_conv", 72.0), (0.0, "_conv", 70.0), (1.0, "_conv", 4.0), (11.0, "_conv", 6.0),
+                (20.0, "_conv", 71.0), (21.0, "_conv", 5.0)]
+    out = breakdown.by_launch(launches, 3)
+    assert out == {"0:_conv": {"launches": 1.0, "us": 71.0}, "1:_conv": {"launches": 1.0, "us": 5.0}}
+    with pytest.raises(ValueError, match="5 launches do not split into 3"):
+        breakdown.by_launch(launches[:5], 3)
+    with pytest.raises(ValueError, match="launch 1 of a call is not the same kernel"):
+        breakdown.by_launch([(0.0, "a", 1.0), (1.0, "b", 1.0), (2.0, "a", 1.0), (3.0, "c", 1.0)], 2)
