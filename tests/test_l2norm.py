@@ -102,7 +102,7 @@ def test_prefetch_form_equals_plain_form_when_programs_loop_over_many_tasks(monk
     y, rstd, dx = outs[2]
     assert not torch.isnan(y).any() and not torch.isnan(dx).any()
     assert rel_rms(y, ref["y"]) < TOL[dtype] and rel_rms(dx, ref["dx"]) < TOL[dtype]
-    for a, b in zip(outs[1], outs[2]):
+    for a, b in zip(outs[1], outs[2], strict=True):
         assert torch.equal(a, b)
 
 
