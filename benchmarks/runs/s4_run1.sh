@@ -30,7 +30,8 @@ for P in realistic varlen; do
   $SB --kernel causal_conv1d --preset $P --mode fwd --per-launch --out $OUT/conv_${P}_launches.json \
     --variants "peer;default;BT=128;BT=32" 2>/dev/null
 done
-/usr/local/cuda/bin/ncu --profile-from-start off --section LaunchStats --section Occupancy --section SpeedOfLight \
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+$NCU --profile-from-start off --section LaunchStats --section Occupancy --section SpeedOfLight \
   --section WarpStateStats --section MemoryWorkloadAnalysis --csv --page details \
   python3 benchmarks/ncu_workload.py --kernel l2norm --preset realistic --dtype bf16 --mode fwd \
   --variants "default;prefetch=2;peer" > $OUT/ncu_l2norm.csv 2>$OUT/ncu_l2norm.err
