@@ -233,3 +233,35 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
     w.mul_(2.0)  # an in-place update bumps the version: a stale copy would give wrong outputs
     renewed = transposed(w)
     assert renewed is not wt and torch.equal(renewed, w.t())
+
+
+@pytest.mark.parametrize("edges", [2, 3])
+@pytest.mark.parametrize("dims", [
+    # fixed length, T=45: a partial last tile; with state: head rows from the initial state
+    {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
+    {"B": 1, "T": 30, "D": 32, "W": 2, "act": 0, "bias": 0},
+    # varlen: empty, shorter-than-halo, single-tile and multi-tile sequences in one batch
+    {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 3, "act": 1, "bias": 1, "residual": 1, "state": 1},
+])
+def test_rows_forward_edge_tiles_as_masked_rows_match_oracle_and_the_tile_path(dims, edges):
+    config = {**ROWS, "BT": 8, "EDGES": edges}
+    _, rows = _check(dims, "fp32", config, mode="fwd")
+    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1}, mode="fwd")
+    assert torch.allclose(rows["y"], tiles["y"], rtol=1e-6, atol=1e-6)
+    _check(dims, "bf16", config, mode="fwdbwd", seed=1)
+
+
+def test_one_launch_plan_lists_every_tile_once():
+    from ascendopt.kernels.causal_conv1d_fwd import EDGES_ONE_LAUNCH, EDGES_ROWS, _plan
+    from ascendopt.kernels.causal_conv1d_plan import plan_all
+
+    fixed = plan_all((3, 45), None, 8)  # 6 tiles a sequence, decoded as head tiles i_t = j
+    assert (fixed.n_tiles, fixed.n_per_seq, fixed.n_head) == (18, 6, 6)
+    cu = torch.tensor([0, 5, 5, 40, 41], dtype=torch.int32)
+    assert sorted(map(tuple, plan_all((1, 41), cu, 8).table.tolist())) == \
+        [(0, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4), (3, 0)]
+    one = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ONE_LAUNCH)
+    assert [(mode, bd, n) for mode, bd, n, _, _ in one] == [(3, 16, 18 * 3)]
+    split = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS)
+    assert [(mode, bd) for mode, bd, *_ in split] == [(0, 16), (3, 16)]
+    assert sum(n for _, _, n, _, _ in split) == 18 * 3

@@ -54,9 +54,9 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1, "SILU": 2},
+             "BWD_GRID": 1, "SILU": 2, "EDGES": 1},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
-              "BWD_GRID": 1, "SILU": 1},
+              "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
 UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
@@ -77,7 +77,7 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
 def fwd_options(cfg: dict) -> dict:
     """``causal_conv1d_fwd`` keyword options from resolved tunables."""
     return {"BT": cfg["BT"], "BD": cfg["BD"], "taps": cfg["TAPS"] - 1, "ahead": cfg["AHEAD"],
-            "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"]}
+            "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"], "edges": cfg["EDGES"]}
 
 
 def resolve(config: dict, backend: str | None = None) -> dict:
@@ -242,7 +242,8 @@ def _reference(inputs: dict, mode: str) -> dict:
 
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
-    """Live sets per stage; auto tunables resolve as on the current backend. Tail tiles use the tile path."""
+    """Live sets per stage; auto tunables resolve as on the current backend. Tail tiles use the tile path
+    (the forward's take the row path with ``EDGES`` 2 or 3)."""
     try:
         cfg = resolve(config)
     except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
@@ -261,6 +262,8 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     else:
         # AHEAD = 2 keeps one more 4-row block live (in the input dtype; counted as fp32)
         fwd_rows_mult = FWD_ROWS_MULT + 4 * (cfg["AHEAD"] - 1)
+        if cfg["EDGES"] != 1:  # the forward's edge tiles run on the row path too: no forward tile stage
+            stages = [st for st in stages if st.stage != "fwd_tail"]
         stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", fwd_rows_mult, UB_MARGIN),
                    UBStage("bwd_bulk_rows", {"BD": cfg["BD_BWD"]}, "fp32", BWD_ROWS_MULT, UB_MARGIN)]
     return stages + [UBStage("dw_finalize", {"BS": 32, "BD": 64}, "fp32", FIN_MEM_MULT, UB_MARGIN)]
@@ -407,6 +410,11 @@ SPEC = KernelSpec(
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
+        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3),
+                         "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
+                         "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
+                         "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
+                         "the edge tiles as masked rows; 0 = auto (1)"),
     },
     make_inputs=_make_inputs,
     run=_run,

@@ -7,10 +7,11 @@ Layout: x, y, residual ``[B, T, D]`` (varlen: ``B == 1`` and ``cu_seqlens``), we
 transposed on the host to ``wt [W, D]`` so each tap is one contiguous ``[BD]`` row; states
 ``[N, D, W-1]`` (slot ``W-2`` is the most recent token).
 
-Two launches per call (``causal_conv1d_plan``): bulk tiles with ``TAIL_MODE=0`` (no masks; the taps
-by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
-``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1``
-(masked 2-D tiles, initial state for t < 0). A third, tiny kernel writes the final state.
+Launches per call (``causal_conv1d_plan``), by ``edges``: bulk tiles with ``TAIL_MODE=0`` (no masks;
+the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
+``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
+2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
+(``TAIL_MODE=3``), or every tile in one launch of masked rows. A last, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common, resident
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, transposed
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import (
     load_block,
@@ -54,7 +55,11 @@ def _causal_conv1d_fwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D, W, BT, BD, ACT, HAS_BIAS, HAS_RES, AHEAD)
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, bos, bos + T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+                     HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
+        elif TAIL_MODE == 3:  # any tile, row path, every row masked to its sequence
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, bos, bos + T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+                     HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
             if TAIL_MODE == 0 and TAPS == 1:
@@ -143,11 +148,22 @@ def _causal_conv1d_state_kernel(
         tl.store(p_s, b_s.to(ht.dtype.element_ty), mask=m_j[:, None] & m_d[None, :])
 
 
-def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens) -> tuple:
-    """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)`` of the bulk and tail tile sets."""
-    bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
+# ``edges``: how the tiles whose halo leaves their sequence run (row path only; the tile paths always 1).
+EDGES_TILES = 1  # a second launch on the masked 2-D tile path (TAIL_MODE=1)
+EDGES_ONE_LAUNCH = 2  # one launch for every tile, rows masked to their sequence (TAIL_MODE=3)
+EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_MODE=3)
+
+
+def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES) -> tuple:
+    """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
+    tiles and the edge tiles on the tile path, the edge tiles as masked rows, or all tiles in one launch."""
+    if edges == EDGES_ONE_LAUNCH:
+        sets = ((3, plan_all((B, T), cu_seqlens, BT), BD),)
+    else:
+        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
+        sets = ((0, bulk, BD), (3, tail, BD) if edges == EDGES_ROWS else (1, tail, masked_bd(BT, BD)))
     launches = []
-    for mode, tiles, bd in ((0, bulk, BD), (1, tail, masked_bd(BT, BD))):
+    for mode, tiles, bd in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
         if n_tasks:
             launches.append((mode, bd, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
@@ -159,14 +175,15 @@ _plans: dict = {}
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
                       activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0,
-                      ahead: int = 1, resident_grid: bool = False, silu: int = 1):
+                      ahead: int = 1, resident_grid: bool = False, silu: int = 1, edges: int = EDGES_TILES):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
     tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring);
     ``ahead``: 4-row blocks the row path loads ahead (1 or 2); ``resident_grid``: size the grid by the
     programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task;
-    ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only).
+    ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only); ``edges``: how tiles at
+    sequence edges run (``EDGES_*``; row path only, the tile paths always take ``EDGES_TILES``).
 
     Host time matters (a call is ~70-110 us of device time on the H200): the launch plan is memoized
     per shape and device, the transposed weight per weight tensor and version (``transposed``)."""
@@ -177,10 +194,12 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     y = common.alloc((B, T, D), x.dtype, x.device)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"  # bulk tiles start at t0 >= BT, so the halo stays inside
+    if taps != 2:
+        edges = EDGES_TILES
     if cu_seqlens is None:  # varlen tile sets depend on cu_seqlens' values (plan_varlen caches them)
-        launches = per_device(_plans, (B, T, D, W, BT, BD), lambda: _plan(B, T, D, W, BT, BD, None))
+        launches = per_device(_plans, (B, T, D, W, BT, BD, edges), lambda: _plan(B, T, D, W, BT, BD, None, edges))
     else:
-        launches = _plan(B, T, D, W, BT, BD, cu_seqlens)
+        launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges)
     flags = {"D": D, "W": W, "BT": BT, "HB": HB, "TAPS": taps, "AHEAD": ahead,
              "ACT": 2 if activation == "silu" and silu == 2 else activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,

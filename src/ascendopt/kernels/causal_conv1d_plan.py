@@ -61,28 +61,52 @@ _plan_cache: dict = {}
 
 def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
     """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor)."""
+
+    def build(lens):
+        bulk, tail = [], []
+        for n, length in enumerate(lens):
+            nt, lo, hi = _ranges(length, BT, W, halo_right)
+            bulk += [(n, t) for t in range(lo, hi)]
+            tail += [(n, t) for t in range(nt) if not lo <= t < hi]
+        return _table(bulk, cu_seqlens.device), _table(tail, cu_seqlens.device)
+
+    return _cached_varlen(cu_seqlens, (BT, W, halo_right), build)
+
+
+def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
+    """Every time tile of every sequence as one tile set, decoded like a tail set (``n_head`` = all).
+
+    For kernels that mask every row to its sequence (``TAIL_MODE=3``), so bulk and edge tiles share a launch."""
+    if cu_seqlens is None:
+        B, T = x_shape[0], x_shape[1]
+        nt = triton.cdiv(T, BT)
+        return TileSet(B * nt, None, max(nt, 1), 0, nt, nt)
+
+    def build(lens):
+        return _table([(n, t) for n, length in enumerate(lens) for t in range(triton.cdiv(length, BT))],
+                      cu_seqlens.device)
+
+    return _cached_varlen(cu_seqlens, ("all", BT), build)
+
+
+def _table(pairs, device) -> TileSet:
     import torch
 
-    key = (id(cu_seqlens), cu_seqlens._version, BT, W, halo_right)
-    hit = _plan_cache.get(key)
+    t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(device)
+    return TileSet(len(pairs), t)
+
+
+def _cached_varlen(cu_seqlens, key: tuple, build):
+    """``build(sequence lengths)`` cached per ``cu_seqlens`` tensor and version and ``key``."""
+    full_key = (id(cu_seqlens), cu_seqlens._version, *key)
+    hit = _plan_cache.get(full_key)
     if hit is not None and hit[0]() is cu_seqlens:
         return hit[1]
-    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
-    bulk, tail = [], []
-    for n, length in enumerate(lens):
-        nt, lo, hi = _ranges(length, BT, W, halo_right)
-        bulk += [(n, t) for t in range(lo, hi)]
-        tail += [(n, t) for t in range(nt) if not lo <= t < hi]
-
-    def table(pairs):
-        t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(cu_seqlens.device)
-        return TileSet(len(pairs), t)
-
-    plan = (table(bulk), table(tail))
+    value = build((cu_seqlens[1:] - cu_seqlens[:-1]).tolist())
     if len(_plan_cache) > 64:
         _plan_cache.clear()
-    _plan_cache[key] = (weakref.ref(cu_seqlens), plan)
-    return plan
+    _plan_cache[full_key] = (weakref.ref(cu_seqlens), value)
+    return value
 
 
 def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:

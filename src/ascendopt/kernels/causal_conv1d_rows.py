@@ -6,7 +6,10 @@ registers carried from row to row. The tap shift therefore costs nothing: x and 
 ``act'(z)`` is evaluated once per element (the tile paths evaluate it W times in the backward), and
 no cross-lane shuffles are needed. The 4 rows of a block are loaded together, and the next block is
 prefetched while the current one computes. Rows are 1-D block-pointer loads with int32 channel
-offsets. Tail tiles keep the masked tile path (``TAIL_MODE=1``).
+offsets. Tail tiles keep the masked tile path (``TAIL_MODE=1``), or, in the forward with ``MASKED``
+(``TAIL_MODE=3``, tunable ``EDGES``), take this path too with every row load and store masked to its
+sequence's packed rows ``[lo, hi)`` (rows before ``lo`` come from the initial state): one DMA path,
+always masked, never past the packed ``B*T`` rows.
 
 Rows are addressed as ``base + row * D`` with ``row`` int64; the caller's bulk predicate keeps
 every row (halo included) inside the sequence, so no row is masked (only a channel tail when BD
@@ -76,8 +79,59 @@ def _put(base, row, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr
 
 
 @triton.jit
+def _load_row_in(base, row, lo, hi, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
+                 F32: tl.constexpr, MASKED: tl.constexpr):
+    """``_load_row``; with ``MASKED`` a masked load that reads zeros for a row outside packed rows
+    ``[lo, hi)`` (its own sequence) without touching it."""
+    if MASKED:
+        o = d0 + tl.arange(0, BD)
+        v = tl.load(base + row * D + o, mask=(o < D) & (row >= lo) & (row < hi), other=0.0)
+        if F32:
+            v = v.to(tl.float32)
+    else:
+        v = _load_row(base, row, d0, D, BD, EVEN, F32)
+    return v
+
+
+@triton.jit
+def _block_in(base, r, lo, hi, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr, F32: tl.constexpr,
+              MASKED: tl.constexpr):
+    """``_block`` with ``_load_row_in``'s masking."""
+    a = _load_row_in(base, r, lo, hi, d0, D, BD, EVEN, F32, MASKED)
+    b = _load_row_in(base, r + 1, lo, hi, d0, D, BD, EVEN, F32, MASKED)
+    c = _load_row_in(base, r + 2, lo, hi, d0, D, BD, EVEN, F32, MASKED)
+    d = _load_row_in(base, r + 3, lo, hi, d0, D, BD, EVEN, F32, MASKED)
+    return a, b, c, d
+
+
+@triton.jit
+def _put_in(base, row, lo, hi, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
+            MASKED: tl.constexpr):
+    """``_put``; with ``MASKED`` rows at or past ``hi`` (the sequence's end) are not written."""
+    if MASKED:
+        o = d0 + tl.arange(0, BD)
+        tl.store(base + row * D + o, v.to(base.dtype.element_ty), mask=(o < D) & (row >= lo) & (row < hi))
+    else:
+        _put(base, row, d0, v, D, BD, EVEN)
+
+
+@triton.jit
+def _halo_row(x, h0, i_n, row, lo, hi, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BD: tl.constexpr,
+              EVEN: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
+    """x row ``row`` before a tile (fp32); with ``MASKED`` a row before the sequence start ``lo`` is
+    time ``t = row - lo < 0``: zero, or ``initial_state[i_n, d, t + W - 1]`` with ``USE_H0``."""
+    v = _load_row_in(x, row, lo, hi, d0, D, BD, EVEN, True, MASKED)
+    if MASKED:
+        if USE_H0:
+            slot = row - lo + (W - 1)
+            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d * (W - 1) + slot
+            v += tl.load(p_h, mask=m_d & (row < lo) & (slot >= 0), other=0.0).to(tl.float32)
+    return v
+
+
+@triton.jit
 def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr,
-             HAS_RES: tl.constexpr, EVEN: tl.constexpr):
+             HAS_RES: tl.constexpr, EVEN: tl.constexpr, lo, hi, MASKED: tl.constexpr):
     z = z + bias_v
     if ACT == 2:
         # silu as one division: z / (1 + 2^(-z log2 e)); sm_90: the negation and the multiply by
@@ -86,8 +140,8 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
     elif ACT:
         z = z * tl.sigmoid(z)
     if HAS_RES:
-        z += _row(res, row, d0, D, BD, EVEN)
-    _put(y, row, d0, z, D, BD, EVEN)
+        z += _load_row_in(res, row, lo, hi, d0, D, BD, EVEN, True, MASKED)
+    _put_in(y, row, lo, hi, d0, z, D, BD, EVEN, MASKED)
 
 
 @triton.jit
@@ -110,10 +164,15 @@ def _tile_start(x, wt, bias, row0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexp
 
 
 @triton.jit
-def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
+def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, lo, hi, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-             HAS_RES: tl.constexpr, AHEAD: tl.constexpr):
-    """Forward of the bulk tile whose first output row is packed row ``row0`` (int64).
+             HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
+    """Forward of the tile whose first output row is packed row ``row0`` (int64).
+
+    Without ``MASKED`` a bulk tile: every row it reads (halo included) lies in its sequence, nothing is
+    masked. With ``MASKED`` any tile of sequence ``i_n``, whose packed rows are ``[lo, hi)`` (int64):
+    rows past ``hi`` are neither read nor written, rows before ``lo`` are the initial state (``USE_H0``)
+    or zero.
 
     ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
     blocks in flight are carried unconverted, so their loads are waited for only when they are used,
@@ -122,28 +181,40 @@ def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: 
     """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
-    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, wt, bias, row0, d0, o_d, m_d, D, W, BD, HAS_BIAS, EVEN)
+    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
+    bias_v = tl.zeros([BD], dtype=tl.float32)
+    if HAS_BIAS:
+        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    # x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1)
+    p1 = _halo_row(x, h0, i_n, row0 - 1, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+    p2 = p1
+    p3 = p1
+    if W > 2:
+        p2 = _halo_row(x, h0, i_n, row0 - 2, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+    if W > 3:
+        p3 = _halo_row(x, h0, i_n, row0 - 3, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     if AHEAD == 1:
-        a, b, c, d = _block(x, row0, d0, D, BD, EVEN, True)
+        a, b, c, d = _block_in(x, row0, lo, hi, d0, D, BD, EVEN, True, MASKED)
         for r0 in tl.range(0, BT, ROWS):
             r = row0 + r0
             # prefetch the next block while this one computes (the last prefetch re-reads this block,
             # so every load stays inside the tile)
-            na, nb, nc, nd = _block(x, tl.minimum(r + ROWS, row0 + BT - ROWS), d0, D, BD, EVEN, True)
+            na, nb, nc, nd = _block_in(x, tl.minimum(r + ROWS, row0 + BT - ROWS), lo, hi, d0, D, BD, EVEN, True,
+                                       MASKED)
             _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0,
-                       D, W, BD, ACT, HAS_RES, EVEN)
+                       D, W, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
             p3, p2, p1 = b, c, d
             a, b, c, d = na, nb, nc, nd
     else:
         last = row0 + BT - ROWS  # clamp: loads past the tile re-read its last block
-        a, b, c, d = _block(x, row0, d0, D, BD, EVEN, False)
-        na, nb, nc, nd = _block(x, tl.minimum(row0 + ROWS, last), d0, D, BD, EVEN, False)
+        a, b, c, d = _block_in(x, row0, lo, hi, d0, D, BD, EVEN, False, MASKED)
+        na, nb, nc, nd = _block_in(x, tl.minimum(row0 + ROWS, last), lo, hi, d0, D, BD, EVEN, False, MASKED)
         for r0 in tl.range(0, BT, ROWS):
             r = row0 + r0
-            ma, mb, mc, md = _block(x, tl.minimum(r + 2 * ROWS, last), d0, D, BD, EVEN, False)
+            ma, mb, mc, md = _block_in(x, tl.minimum(r + 2 * ROWS, last), lo, hi, d0, D, BD, EVEN, False, MASKED)
             fa, fb, fc, fd = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32), d.to(tl.float32)
             _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, r, y, d0,
-                       D, W, BD, ACT, HAS_RES, EVEN)
+                       D, W, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
             p3, p2, p1 = fb, fc, fd
             a, b, c, d = na, nb, nc, nd
             na, nb, nc, nd = ma, mb, mc, md
@@ -151,16 +222,17 @@ def fwd_rows(x, wt, bias, residual, y, row0, i_d, o_d, m_d, D: tl.constexpr, W: 
 
 @triton.jit
 def _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0, D: tl.constexpr,
-               W: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, EVEN: tl.constexpr):
+               W: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, EVEN: tl.constexpr,
+               lo, hi, MASKED: tl.constexpr):
     """Outputs of rows r..r+3 from their x rows a..d and the three rows before them (fp32)."""
     za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
     zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
     zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
     zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
-    _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN)
-    _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN)
-    _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN)
-    _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN)
+    _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+    _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+    _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+    _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
 
 
 @triton.jit
