@@ -66,7 +66,7 @@ def test_resident_cap_is_off_by_default_for_forward_grids_and_switchable(monkeyp
     assert resident.enabled(default=True) is False
 
 
-def test_streaming_row_kernels_get_more_programs_per_sm_on_cuda(monkeypatch):
+def test_streaming_row_kernels_get_one_program_per_task_on_cuda(monkeypatch):
     from types import SimpleNamespace
 
     from ascendopt import backends
@@ -76,8 +76,8 @@ def test_streaming_row_kernels_get_more_programs_per_sm_on_cuda(monkeypatch):
     monkeypatch.setattr(common, "num_cores", lambda bound: 132)
     monkeypatch.delenv("ASCENDOPT_CUDA_PROGRAMS_PER_SM", raising=False)
     assert common.grid_size("vector", 10**6) == 132 * 16
-    assert common.grid_size("vector", 10**6, streaming=True) == 132 * 32
-    assert common.grid_size("vector", 100, streaming=True) == 100  # never more programs than tasks
+    assert common.grid_size("vector", 10**6, streaming=True) == 10**6
+    assert common.grid_size("vector", 0, streaming=True) == 1  # an empty launch still has a valid grid
     monkeypatch.setenv("ASCENDOPT_CUDA_PROGRAMS_PER_SM", "8")  # a sweep's override applies to both
     assert common.grid_size("vector", 10**6) == common.grid_size("vector", 10**6, streaming=True) == 132 * 8
 

@@ -54,7 +54,7 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1, "SILU": 2, "EDGES": 1},
+             "BWD_GRID": 1, "SILU": 2, "EDGES": 2},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
@@ -414,7 +414,7 @@ SPEC = KernelSpec(
                          "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
                          "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
-                         "the edge tiles as masked rows; 0 = auto (1)"),
+                         "the edge tiles as masked rows; 0 = auto (2 on cuda, 1 elsewhere)"),
     },
     make_inputs=_make_inputs,
     run=_run,

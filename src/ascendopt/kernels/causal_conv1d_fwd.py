@@ -55,10 +55,10 @@ def _causal_conv1d_fwd_kernel(
         m_d = o_d < D
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, bos, bos + T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
         elif TAIL_MODE == 3:  # any tile, row path, every row masked to its sequence
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, bos, bos + T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)

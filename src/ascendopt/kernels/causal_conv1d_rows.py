@@ -79,13 +79,16 @@ def _put(base, row, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr
 
 
 @triton.jit
-def _load_row_in(base, row, lo, hi, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
+def _load_row_in(base, row, inside, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
                  F32: tl.constexpr, MASKED: tl.constexpr):
-    """``_load_row``; with ``MASKED`` a masked load that reads zeros for a row outside packed rows
-    ``[lo, hi)`` (its own sequence) without touching it."""
+    """``_load_row``; with ``MASKED`` a masked load that reads zeros, without touching memory, when
+    ``inside`` (a scalar: the row lies in its own sequence) is false."""
     if MASKED:
         o = d0 + tl.arange(0, BD)
-        v = tl.load(base + row * D + o, mask=(o < D) & (row >= lo) & (row < hi), other=0.0)
+        if EVEN:
+            v = tl.load(base + row * D + o, mask=inside, other=0.0)
+        else:
+            v = tl.load(base + row * D + o, mask=(o < D) & inside, other=0.0)
         if F32:
             v = v.to(tl.float32)
     else:
@@ -94,44 +97,47 @@ def _load_row_in(base, row, lo, hi, d0, D: tl.constexpr, BD: tl.constexpr, EVEN:
 
 
 @triton.jit
-def _block_in(base, r, lo, hi, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr, F32: tl.constexpr,
+def _block_in(base, r, left, d0, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr, F32: tl.constexpr,
               MASKED: tl.constexpr):
-    """``_block`` with ``_load_row_in``'s masking."""
-    a = _load_row_in(base, r, lo, hi, d0, D, BD, EVEN, F32, MASKED)
-    b = _load_row_in(base, r + 1, lo, hi, d0, D, BD, EVEN, F32, MASKED)
-    c = _load_row_in(base, r + 2, lo, hi, d0, D, BD, EVEN, F32, MASKED)
-    d = _load_row_in(base, r + 3, lo, hi, d0, D, BD, EVEN, F32, MASKED)
+    """``_block``; with ``MASKED`` only the first ``left`` (int32) of rows r..r+3 are in the sequence."""
+    a = _load_row_in(base, r, 0 < left, d0, D, BD, EVEN, F32, MASKED)
+    b = _load_row_in(base, r + 1, 1 < left, d0, D, BD, EVEN, F32, MASKED)
+    c = _load_row_in(base, r + 2, 2 < left, d0, D, BD, EVEN, F32, MASKED)
+    d = _load_row_in(base, r + 3, 3 < left, d0, D, BD, EVEN, F32, MASKED)
     return a, b, c, d
 
 
 @triton.jit
-def _put_in(base, row, lo, hi, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
+def _put_in(base, row, inside, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: tl.constexpr,
             MASKED: tl.constexpr):
-    """``_put``; with ``MASKED`` rows at or past ``hi`` (the sequence's end) are not written."""
+    """``_put``; with ``MASKED`` nothing is written unless ``inside``."""
     if MASKED:
         o = d0 + tl.arange(0, BD)
-        tl.store(base + row * D + o, v.to(base.dtype.element_ty), mask=(o < D) & (row >= lo) & (row < hi))
+        if EVEN:
+            tl.store(base + row * D + o, v.to(base.dtype.element_ty), mask=inside)
+        else:
+            tl.store(base + row * D + o, v.to(base.dtype.element_ty), mask=(o < D) & inside)
     else:
         _put(base, row, d0, v, D, BD, EVEN)
 
 
 @triton.jit
-def _halo_row(x, h0, i_n, row, lo, hi, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BD: tl.constexpr,
-              EVEN: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
-    """x row ``row`` before a tile (fp32); with ``MASKED`` a row before the sequence start ``lo`` is
-    time ``t = row - lo < 0``: zero, or ``initial_state[i_n, d, t + W - 1]`` with ``USE_H0``."""
-    v = _load_row_in(x, row, lo, hi, d0, D, BD, EVEN, True, MASKED)
+def _halo_row(x, h0, i_n, row0, k: tl.constexpr, t0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
+              BD: tl.constexpr, EVEN: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
+    """x row ``row0 - k`` (fp32), time ``t0 - k`` of its sequence; with ``MASKED`` a time before 0 reads
+    zero, or ``initial_state[i_n, d, t + W - 1]`` with ``USE_H0`` (k <= W - 1, so the slot is >= 0)."""
+    t = t0 - k
+    v = _load_row_in(x, row0 - k, t >= 0, d0, D, BD, EVEN, True, MASKED)
     if MASKED:
         if USE_H0:
-            slot = row - lo + (W - 1)
-            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d * (W - 1) + slot
-            v += tl.load(p_h, mask=m_d & (row < lo) & (slot >= 0), other=0.0).to(tl.float32)
+            p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d * (W - 1) + (t + W - 1)
+            v += tl.load(p_h, mask=m_d & (t < 0), other=0.0).to(tl.float32)
     return v
 
 
 @triton.jit
 def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr,
-             HAS_RES: tl.constexpr, EVEN: tl.constexpr, lo, hi, MASKED: tl.constexpr):
+             HAS_RES: tl.constexpr, EVEN: tl.constexpr, inside, MASKED: tl.constexpr):
     z = z + bias_v
     if ACT == 2:
         # silu as one division: z / (1 + 2^(-z log2 e)); sm_90: the negation and the multiply by
@@ -140,8 +146,8 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
     elif ACT:
         z = z * tl.sigmoid(z)
     if HAS_RES:
-        z += _load_row_in(res, row, lo, hi, d0, D, BD, EVEN, True, MASKED)
-    _put_in(y, row, lo, hi, d0, z, D, BD, EVEN, MASKED)
+        z += _load_row_in(res, row, inside, d0, D, BD, EVEN, True, MASKED)
+    _put_in(y, row, inside, d0, z, D, BD, EVEN, MASKED)
 
 
 @triton.jit
@@ -164,15 +170,16 @@ def _tile_start(x, wt, bias, row0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexp
 
 
 @triton.jit
-def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, lo, hi, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
+def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
              HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
-    """Forward of the tile whose first output row is packed row ``row0`` (int64).
+    """Forward of the tile whose first output row is packed row ``row0`` (int64), time ``t0`` (int32) of
+    sequence ``i_n`` (length ``T_n``).
 
     Without ``MASKED`` a bulk tile: every row it reads (halo included) lies in its sequence, nothing is
-    masked. With ``MASKED`` any tile of sequence ``i_n``, whose packed rows are ``[lo, hi)`` (int64):
-    rows past ``hi`` are neither read nor written, rows before ``lo`` are the initial state (``USE_H0``)
-    or zero.
+    masked. With ``MASKED`` any tile: rows at or past ``T_n`` are neither read nor written, rows before
+    time 0 are the initial state (``USE_H0``) or zero. The row predicates are int32 compares of
+    per-tile scalars.
 
     ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
     blocks in flight are carried unconverted, so their loads are waited for only when they are used,
@@ -181,40 +188,40 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, lo, hi, i_d, o_d, m_d, D: 
     """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
+    n_in = T_n - t0  # rows of the sequence from row0 on (MASKED: rows j < n_in are in it)
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
     # x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1)
-    p1 = _halo_row(x, h0, i_n, row0 - 1, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+    p1 = _halo_row(x, h0, i_n, row0, 1, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     p2 = p1
     p3 = p1
     if W > 2:
-        p2 = _halo_row(x, h0, i_n, row0 - 2, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+        p2 = _halo_row(x, h0, i_n, row0, 2, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     if W > 3:
-        p3 = _halo_row(x, h0, i_n, row0 - 3, lo, hi, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+        p3 = _halo_row(x, h0, i_n, row0, 3, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     if AHEAD == 1:
-        a, b, c, d = _block_in(x, row0, lo, hi, d0, D, BD, EVEN, True, MASKED)
+        a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, True, MASKED)
         for r0 in tl.range(0, BT, ROWS):
-            r = row0 + r0
             # prefetch the next block while this one computes (the last prefetch re-reads this block,
             # so every load stays inside the tile)
-            na, nb, nc, nd = _block_in(x, tl.minimum(r + ROWS, row0 + BT - ROWS), lo, hi, d0, D, BD, EVEN, True,
-                                       MASKED)
-            _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0,
-                       D, W, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+            j = tl.minimum(r0 + ROWS, BT - ROWS)
+            na, nb, nc, nd = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, True, MASKED)
+            _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, row0 + r0, y, d0,
+                       D, W, BD, ACT, HAS_RES, EVEN, n_in - r0, MASKED)
             p3, p2, p1 = b, c, d
             a, b, c, d = na, nb, nc, nd
     else:
-        last = row0 + BT - ROWS  # clamp: loads past the tile re-read its last block
-        a, b, c, d = _block_in(x, row0, lo, hi, d0, D, BD, EVEN, False, MASKED)
-        na, nb, nc, nd = _block_in(x, tl.minimum(row0 + ROWS, last), lo, hi, d0, D, BD, EVEN, False, MASKED)
+        a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, False, MASKED)
+        j = tl.minimum(ROWS, BT - ROWS)  # clamp: loads past the tile re-read its last block
+        na, nb, nc, nd = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, False, MASKED)
         for r0 in tl.range(0, BT, ROWS):
-            r = row0 + r0
-            ma, mb, mc, md = _block_in(x, tl.minimum(r + 2 * ROWS, last), lo, hi, d0, D, BD, EVEN, False, MASKED)
+            j = tl.minimum(r0 + 2 * ROWS, BT - ROWS)
+            ma, mb, mc, md = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, False, MASKED)
             fa, fb, fc, fd = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32), d.to(tl.float32)
-            _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, r, y, d0,
-                       D, W, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+            _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, row0 + r0, y, d0,
+                       D, W, BD, ACT, HAS_RES, EVEN, n_in - r0, MASKED)
             p3, p2, p1 = fb, fc, fd
             a, b, c, d = na, nb, nc, nd
             na, nb, nc, nd = ma, mb, mc, md
@@ -223,16 +230,17 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, lo, hi, i_d, o_d, m_d, D: 
 @triton.jit
 def _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, r, y, d0, D: tl.constexpr,
                W: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, EVEN: tl.constexpr,
-               lo, hi, MASKED: tl.constexpr):
-    """Outputs of rows r..r+3 from their x rows a..d and the three rows before them (fp32)."""
+               left, MASKED: tl.constexpr):
+    """Outputs of rows r..r+3 from their x rows a..d and the three rows before them (fp32); with
+    ``MASKED`` only the first ``left`` of the four rows are in the sequence."""
     za = _conv(p3, p2, p1, a, w0, w1, w2, w3, W)
     zb = _conv(p2, p1, a, b, w0, w1, w2, w3, W)
     zc = _conv(p1, a, b, c, w0, w1, w2, w3, W)
     zd = _conv(a, b, c, d, w0, w1, w2, w3, W)
-    _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
-    _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
-    _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
-    _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN, lo, hi, MASKED)
+    _out_row(za, bias_v, residual, r, y, d0, D, BD, ACT, HAS_RES, EVEN, 0 < left, MASKED)
+    _out_row(zb, bias_v, residual, r + 1, y, d0, D, BD, ACT, HAS_RES, EVEN, 1 < left, MASKED)
+    _out_row(zc, bias_v, residual, r + 2, y, d0, D, BD, ACT, HAS_RES, EVEN, 2 < left, MASKED)
+    _out_row(zd, bias_v, residual, r + 3, y, d0, D, BD, ACT, HAS_RES, EVEN, 3 < left, MASKED)
 
 
 @triton.jit

@@ -74,26 +74,30 @@ def grid_size(bound: str, tasks: int, streaming: bool = False) -> int:
     """Programs of a 1D core grid: one per core (never more than there are tasks).
 
     On CUDA an SM runs several programs at once and num_warps may not be set (Ascend rule), so
-    the grid is SMs x ``cuda_programs_per_sm(streaming)`` to keep the memory system busy; on npu it
-    is the exact core count (num_aicore for cube-bound, num_vectorcore for vector-bound kernels).
-    ``streaming``: a kernel whose programs keep no per-program partial results (see below).
+    the grid is SMs x ``cuda_programs_per_sm(streaming)`` to keep the memory system busy (0: one
+    program per task); on npu it is the exact core count (num_aicore for cube-bound, num_vectorcore for
+    vector-bound kernels). ``streaming``: a kernel whose programs keep no per-program partial results.
     """
     cores = num_cores(bound)
     if on_cuda():
-        cores *= cuda_programs_per_sm(streaming)
+        per_sm = cuda_programs_per_sm(streaming)
+        cores = cores * per_sm if per_sm else tasks
     return max(1, min(cores, tasks))
 
 
 CUDA_PROGRAMS_PER_SM = 16  # best of 8/16/32 for the vector kernels on the H200 (benchmarks/RESULTS.md)
-# Row kernels that only stream rows (rms_norm's forward, l2norm's forward and backward) ran 1-3 %
-# faster in device time at 32 per SM (H200 run 4, benchmarks/RESULTS.md); kernels that write one
-# partial row per program (rms_norm's backward) ran up to 1.5x slower there, so they keep 16.
-CUDA_STREAMING_PROGRAMS_PER_SM = 32
+# Row kernels that only stream rows (rms_norm's forward, l2norm's forward and backward) launch one
+# program per task on CUDA (0): the hardware starts a program whenever a slot frees, and no persistent
+# loop waits on its own tile's loads. H200, device time (benchmarks/RESULTS.md, session 4): l2norm
+# B4_T4096_H32_D128 forward 66.7 us against 68.0 us at 32 per SM (16 rows a tile: 65.4 us, fla 65.1).
+# Kernels that write one partial row per program (rms_norm's backward) keep a bounded grid: every
+# program past the resident ones adds a partial row to write and sum.
+CUDA_STREAMING_PROGRAMS_PER_SM = 0
 
 
 def cuda_programs_per_sm(streaming: bool = False) -> int:
-    """Programs per SM of a 1D core grid on CUDA; ``ASCENDOPT_CUDA_PROGRAMS_PER_SM`` overrides both
-    defaults (sweeps)."""
+    """Programs per SM of a 1D core grid on CUDA (0 = one program per task); ``ASCENDOPT_CUDA_PROGRAMS_PER_SM``
+    overrides both defaults (sweeps)."""
     value = os.environ.get("ASCENDOPT_CUDA_PROGRAMS_PER_SM")
     if value is None:
         return CUDA_STREAMING_PROGRAMS_PER_SM if streaming else CUDA_PROGRAMS_PER_SM

@@ -24,104 +24,43 @@ from ascendopt.ub import dtype_bytes
 FWD_MEM_MULT = 2.0
 BWD_MEM_MULT = 4.0
 UB_MARGIN = 0.85  # fla's _UB_SAFETY_MARGIN for the norms (optimization-loop.md §6.2)
-PREFETCH_MODES = (0, 1, 2)
-PREFETCH_DOC = ("bulk tiles: 2 = load the next task's tile while this one computes (one more tile live, in "
-                "the input's dtype), 1 = load each tile when its turn comes, 0 = auto (1)")
 DEFAULT_EPS = 1e-6
-
-
-@triton.jit
-def _fwd_tile(b_x, p_y, p_r, eps, TAIL: tl.constexpr):
-    """Normalize one ``[BR, BD]`` fp32 tile ``b_x``; store its rows and their rstd."""
-    b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
-    store_tile(p_y, (b_x * b_rstd[:, None]).to(p_y.dtype.element_ty), TAIL)
-    store_rows(p_r, b_rstd, TAIL)
-
-
-@triton.jit
-def _next_task(task, n_tasks, n_programs):
-    """The task a program prefetches for after ``task``: its next one, or ``task`` again on its last
-    pass (a re-read of the tile just loaded, a cache hit), so every load stays in bounds without a mask."""
-    nxt = task + n_programs
-    return tl.where(nxt < n_tasks, nxt, task)
 
 
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
 def _l2norm_fwd_kernel(x, y, rstd, eps, n_rows, row_start, n_tasks,
-                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
-                       PREFETCH: tl.constexpr):
+                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
-    if PREFETCH:
-        # The next task's tile is loaded (and kept in x's dtype) while this one is reduced and stored,
-        # so a program always has a tile's loads in flight. The grid is <= n_tasks: pid is a task.
-        r0, rows_left = rowwise.row_task(pid, row_start, n_rows, BR)
-        b_next = load_tile(rowwise.row_tile(x, r0, rows_left, D, BR, BD), TAIL)
-        for task in tl.range(pid, n_tasks, n_programs):
-            b_cur = b_next
-            r1, left1 = rowwise.row_task(_next_task(task, n_tasks, n_programs), row_start, n_rows, BR)
-            b_next = load_tile(rowwise.row_tile(x, r1, left1, D, BR, BD), TAIL)
-            r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
-            _fwd_tile(b_cur.to(tl.float32), rowwise.row_tile(y, r0, rows_left, D, BR, BD),
-                      rowwise.row_values(rstd, r0, rows_left, BR), eps, TAIL)
-    else:
-        for task in tl.range(pid, n_tasks, n_programs):
-            r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
-            p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
-            _fwd_tile(load_tile(p_x, TAIL).to(tl.float32), rowwise.row_tile(y, r0, rows_left, D, BR, BD),
-                      rowwise.row_values(rstd, r0, rows_left, BR), eps, TAIL)
-
-
-@triton.jit
-def _bwd_tile(b_y, b_dy, p_r, p_dx, TAIL: tl.constexpr):
-    """``dx`` of one ``[BR, BD]`` tile from fp32 ``y`` and ``dy`` tiles and the rows' rstd."""
-    b_rstd = load_rows(p_r, TAIL)
-    # dx = rstd * (dy - <dy, y> y): the projection of dy off the unit vector y, scaled back.
-    b_dot = tl.sum(b_dy * b_y, axis=1)
-    b_dx = (b_dy - b_dot[:, None] * b_y) * b_rstd[:, None]
-    store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
+        p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
+        store_tile(p_y, (b_x * b_rstd[:, None]).to(p_y.dtype.element_ty), TAIL)
+        store_rows(p_r, b_rstd, TAIL)
 
 
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
 def _l2norm_bwd_kernel(y, rstd, dy, dx, n_rows, row_start, n_tasks,
-                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
-                       PREFETCH: tl.constexpr):
+                       D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
-    if PREFETCH:  # as in the forward: the next task's y and dy tiles load while this one computes
-        r0, rows_left = rowwise.row_task(pid, row_start, n_rows, BR)
-        b_ny = load_tile(rowwise.row_tile(y, r0, rows_left, D, BR, BD), TAIL)
-        b_ndy = load_tile(rowwise.row_tile(dy, r0, rows_left, D, BR, BD), TAIL)
-        for task in tl.range(pid, n_tasks, n_programs):
-            b_y, b_dy = b_ny, b_ndy
-            r1, left1 = rowwise.row_task(_next_task(task, n_tasks, n_programs), row_start, n_rows, BR)
-            b_ny = load_tile(rowwise.row_tile(y, r1, left1, D, BR, BD), TAIL)
-            b_ndy = load_tile(rowwise.row_tile(dy, r1, left1, D, BR, BD), TAIL)
-            r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
-            _bwd_tile(b_y.to(tl.float32), b_dy.to(tl.float32), rowwise.row_values(rstd, r0, rows_left, BR),
-                      rowwise.row_tile(dx, r0, rows_left, D, BR, BD), TAIL)
-    else:
-        for task in tl.range(pid, n_tasks, n_programs):
-            r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
-            b_y = load_tile(rowwise.row_tile(y, r0, rows_left, D, BR, BD), TAIL).to(tl.float32)
-            b_dy = load_tile(rowwise.row_tile(dy, r0, rows_left, D, BR, BD), TAIL).to(tl.float32)
-            _bwd_tile(b_y, b_dy, rowwise.row_values(rstd, r0, rows_left, BR),
-                      rowwise.row_tile(dx, r0, rows_left, D, BR, BD), TAIL)
-
-
-def prefetching(mode: int) -> bool:
-    """Whether tunable ``prefetch`` (PREFETCH_DOC) loads the next tile ahead."""
-    return mode == 2
-
-
-def fwd_mult(prefetch: bool, itemsize: int) -> float:
-    """Forward live fp32-tile copies: FWD_MEM_MULT, plus the prefetched x tile (``itemsize`` bytes a value)."""
-    return FWD_MEM_MULT + (itemsize / 4 if prefetch else 0.0)
-
-
-def bwd_mult(prefetch: bool, y_itemsize: int, dy_itemsize: int) -> float:
-    """Backward live fp32-tile copies: BWD_MEM_MULT, plus the prefetched y and dy tiles."""
-    return BWD_MEM_MULT + ((y_itemsize + dy_itemsize) / 4 if prefetch else 0.0)
+    for task in tl.range(pid, n_tasks, n_programs):
+        r0, rows_left = rowwise.row_task(task, row_start, n_rows, BR)
+        p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
+        p_dy = rowwise.row_tile(dy, r0, rows_left, D, BR, BD)
+        p_dx = rowwise.row_tile(dx, r0, rows_left, D, BR, BD)
+        p_r = rowwise.row_values(rstd, r0, rows_left, BR)
+        b_y = load_tile(p_y, TAIL).to(tl.float32)
+        b_dy = load_tile(p_dy, TAIL).to(tl.float32)
+        b_rstd = load_rows(p_r, TAIL)
+        # dx = rstd * (dy - <dy, y> y): the projection of dy off the unit vector y, scaled back.
+        b_dot = tl.sum(b_dy * b_y, axis=1)
+        b_dx = (b_dy - b_dot[:, None] * b_y) * b_rstd[:, None]
+        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
 
 
 def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
@@ -136,15 +75,13 @@ def l2norm_fwd(x, eps: float = DEFAULT_EPS, *, config: dict | None = None):
     n_rows = x.numel() // d
     y = alloc(x.shape, x.dtype, x.device)
     rstd = alloc(x.shape[:-1], torch.float32, x.device)
-    prefetch = prefetching(cfg["prefetch"])
-    plan = rowwise.row_plan(n_rows, d, fwd_mult(prefetch, x.element_size()), UB_MARGIN, cfg["block_rows"],
+    plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"],
                             streaming=True)
     for part in plan.launches:
-        ahead = prefetch and not part.tail  # a tail launch is one task: nothing to load ahead
-        variant = (x.dtype, d, plan.block_rows, part.tail, ahead)  # what the compiled kernel depends on
+        variant = (x.dtype, d, plan.block_rows, part.tail)  # what the compiled kernel depends on
         grid = resident.programs(_l2norm_fwd_kernel, variant, part.n_tasks, part.programs)
         compiled = launch(_l2norm_fwd_kernel, (grid,), x, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, PREFETCH=ahead)
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
         resident.learn(_l2norm_fwd_kernel, variant, compiled)
     return y, rstd
 
@@ -157,15 +94,13 @@ def l2norm_bwd(y, rstd, dy, *, config: dict | None = None):
     n_rows = y.numel() // d
     rowwise.check_like(dy, y, rstd, n_rows)
     dx = alloc(dy.shape, dy.dtype, dy.device)
-    prefetch = prefetching(cfg["prefetch"])
-    plan = rowwise.row_plan(n_rows, d, bwd_mult(prefetch, y.element_size(), dy.element_size()), UB_MARGIN,
-                            cfg["block_rows_bwd"], streaming=True)
+    plan = rowwise.row_plan(n_rows, d, BWD_MEM_MULT, UB_MARGIN, cfg["block_rows_bwd"],
+                            streaming=True)
     for part in plan.launches:
-        ahead = prefetch and not part.tail
-        variant = (y.dtype, dy.dtype, d, plan.block_rows, part.tail, ahead)
+        variant = (y.dtype, dy.dtype, d, plan.block_rows, part.tail)
         grid = resident.programs(_l2norm_bwd_kernel, variant, part.n_tasks, part.programs)
         compiled = launch(_l2norm_bwd_kernel, (grid,), y, rstd, dy, dx, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, PREFETCH=ahead)
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail)
         resident.learn(_l2norm_bwd_kernel, variant, compiled)
     return dx
 
@@ -220,10 +155,9 @@ def _n_rows(dims) -> int:
 
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
-    # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT (fla's calibrated l2norm values), plus prefetched tiles.
-    prefetch, size = prefetching(config["prefetch"]), dtype_bytes(dtype)
-    return rowwise.norm_stages(_n_rows(dims), dims["D"], config, fwd_mult(prefetch, size),
-                               bwd_mult(prefetch, size, size), UB_MARGIN)
+    # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT (fla's calibrated l2norm values).
+    return rowwise.norm_stages(_n_rows(dims), dims["D"], config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN,
+                               bwd_streaming=True)
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
@@ -270,7 +204,6 @@ SPEC = KernelSpec(
     tunables={
         "block_rows": Tunable("block_rows", 0, rowwise.ROW_CHOICES, "forward " + rowwise.ROW_DOC),
         "block_rows_bwd": Tunable("block_rows_bwd", 0, rowwise.ROW_CHOICES, "backward " + rowwise.ROW_DOC),
-        "prefetch": Tunable("prefetch", 0, PREFETCH_MODES, PREFETCH_DOC),
     },
     make_inputs=_make_inputs,
     run=_run,

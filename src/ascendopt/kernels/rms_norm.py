@@ -277,7 +277,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     n, d = dims["B"] * dims["T"], dims["D"]
     bp, bdw = _finalize_tiles(64, d)
     # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT / FINALIZE_MEM_MULT above for their origin.
-    return (rowwise.norm_stages(n, d, config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN)
+    return (rowwise.norm_stages(n, d, config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN, bwd_streaming=False)
             + [UBStage("dweight", {"BP": bp, "BDW": bdw}, "fp32", FINALIZE_MEM_MULT, UB_MARGIN)])
 
 

@@ -27,6 +27,10 @@ MAX_BLOCK_ROWS = 128
 # default tiles 72-168 registers per thread and no spills; only rms_norm bwd at D=8192 (already one
 # row) spills 72 bytes. Twice the budget spills (rms_norm bwd at D=4096 with 4 rows: 488 bytes).
 CUDA_LIVE_FP32_VALUES = 24576
+# Streaming row kernels on CUDA run one program per tile (common.CUDA_STREAMING_PROGRAMS_PER_SM); narrow
+# rows then do best with short tiles: l2norm D=128 forward 66.0 / 65.4 / 66.1 / 66.7 us at 8 / 16 / 32 /
+# 64 rows (H200 device time, benchmarks/RESULTS.md, session 4). Wide rows are bounded by cuda_cap first.
+CUDA_STREAM_MAX_ROWS = 16
 ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
 
@@ -50,11 +54,13 @@ def max_row_width(multiplier: float, ub_bytes: int, margin: float) -> int:
     return ub.solve({"BR": 1, "BD": 1}, "BD", "fp32", multiplier, ub_bytes, margin)
 
 
-def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0) -> int:
+def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested: int = 0,
+               streaming: bool = False) -> int:
     """``BR`` for an fp32 ``[BR, row_block(d)]`` tile with ``multiplier`` live copies.
 
     ``requested`` > 0 is taken as given (on npu it must fit the UB budget); 0 solves the UB model,
-    capped by ``MAX_BLOCK_ROWS``, the rows present, and on CUDA by ``cuda_cap``.
+    capped by ``MAX_BLOCK_ROWS``, the rows present, and on CUDA by ``cuda_cap`` (and for ``streaming``
+    kernels, one program per tile, by ``CUDA_STREAM_MAX_ROWS``).
     """
     bd = row_block(d)
     ub_bytes, backend, enforced = ub_context()
@@ -67,7 +73,7 @@ def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested:
     rows = ub.solve({"BR": 1, "BD": bd}, "BR", "fp32", multiplier, ub_bytes, margin, upper=max(n_rows, 1))
     rows = min(rows, MAX_BLOCK_ROWS)
     if backend == "cuda":
-        rows = min(rows, cuda_cap(multiplier, bd))
+        rows = min(rows, cuda_cap(multiplier, bd), CUDA_STREAM_MAX_ROWS if streaming else MAX_BLOCK_ROWS)
     return rows
 
 
@@ -144,19 +150,20 @@ def row_plan(n_rows: int, d: int, multiplier: float, margin: float, requested: i
     """``block_rows`` + ``row_block`` + ``plan_rows`` for one call, memoized (see ``per_device``)."""
 
     def build() -> RowPlan:
-        br = block_rows(n_rows, d, multiplier, margin, requested)
+        br = block_rows(n_rows, d, multiplier, margin, requested, streaming)
         return RowPlan(br, row_block(d), tuple(plan_rows(n_rows, br, streaming)))
 
     return per_device(_plans, (n_rows, d, multiplier, margin, requested, streaming), build)
 
 
 def norm_stages(n_rows: int, d: int, config: dict, fwd_mult: float, bwd_mult: float,
-                margin: float) -> list[UBStage]:
+                margin: float, bwd_streaming: bool) -> list[UBStage]:
     """The forward and backward ``[BR, BD]`` fp32 row-tile UB stages of a norm (tunables
-    ``block_rows`` / ``block_rows_bwd``)."""
+    ``block_rows`` / ``block_rows_bwd``); the forward streams rows, the backward when ``bwd_streaming``
+    (no per-program partials), as its launcher plans them (``row_plan``)."""
     bd = row_block(d)
-    fwd = block_rows(n_rows, d, fwd_mult, margin, config["block_rows"])
-    bwd = block_rows(n_rows, d, bwd_mult, margin, config["block_rows_bwd"])
+    fwd = block_rows(n_rows, d, fwd_mult, margin, config["block_rows"], streaming=True)
+    bwd = block_rows(n_rows, d, bwd_mult, margin, config["block_rows_bwd"], streaming=bwd_streaming)
     return [UBStage("fwd", {"BR": fwd, "BD": bd}, "fp32", fwd_mult, margin),
             UBStage("bwd", {"BR": bwd, "BD": bd}, "fp32", bwd_mult, margin)]
 
