@@ -69,8 +69,9 @@ def _rel_rms(a, b) -> float | None:
 
 
 def run_case(spec, preset: str, mode: str, dtype: str, backend, copy_gbs: float, l2_bytes: int,
-             peer_ok: bool) -> dict:
-    """Time ours (and the peer if there is one) on one preset; returns one result row."""
+             peer_ok: bool, overrides: dict | None = None) -> dict:
+    """Time ours (and the peer if there is one) on one preset; returns one result row. ``overrides``:
+    tunable values replacing the spec's defaults."""
     from ascendopt import bench
 
     dims = spec.shape(preset).dims
@@ -83,7 +84,7 @@ def run_case(spec, preset: str, mode: str, dtype: str, backend, copy_gbs: float,
         return row
     device = backend.torch_device()
     sets = _input_sets(spec, dims, dtype, mode, device, l2_bytes)
-    cfg = spec.config()
+    cfg = spec.config(overrides)
     row["config"] = cfg
     row["input_sets"] = len(sets)
     cost = spec.cost(dims, dtype, mode)
@@ -186,6 +187,8 @@ def main() -> int:
     ap.add_argument("--dtype", default="", help="dtype for all kernels (default: each spec's first dtype)")
     ap.add_argument("--sweep", action="store_true", help="also time every tunable choice on the realistic preset")
     ap.add_argument("--budget-s", type=float, default=210.0, help="stop starting new cases after this many seconds")
+    ap.add_argument("--config", default="",
+                    help="tunable overrides for every kernel run, NAME=VALUE,... (each kernel must have them)")
     args = ap.parse_args()
 
     import torch
@@ -193,7 +196,19 @@ def main() -> int:
     from ascendopt import backends
     from ascendopt.kernels import all_specs, get
 
+    from stage_breakdown import parse_variant
+
+    from ascendopt.errors import AscendoptError
+
     started = time.perf_counter()
+    try:
+        specs = [get(n) for n in args.kernels.split(",") if n] or all_specs()
+        overrides = parse_variant(args.config)
+        for spec in specs:
+            spec.config(overrides)  # an unknown tunable or value: one line, exit 2, before any device work
+    except AscendoptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     backend = backends.current()
     if backend.name != "cuda":
         print(f"this benchmark needs the cuda backend, got {backend.name} ({backend.reason})", file=sys.stderr)
@@ -208,7 +223,6 @@ def main() -> int:
         peer_ok, peer_note = False, f"fla not importable: {type(exc).__name__}: {exc}"
     print(f"device {props.name}, {props.multi_processor_count} SMs, L2 {l2_bytes >> 20} MiB; {peer_note}",
           file=sys.stderr)
-    specs = [get(n) for n in args.kernels.split(",") if n] or all_specs()
     wanted = [p for p in args.presets.split(",") if p]
     copy = copy_bandwidth_gbs(backend)
     rows, sweeps, sweep_jobs = [], [], []
@@ -225,7 +239,8 @@ def main() -> int:
                     continue
                 print(f"{spec.name} {preset} {mode} {dtype} ...", file=sys.stderr, flush=True)
                 try:
-                    rows.append(run_case(spec, preset, mode, dtype, backend, copy["gbs"], l2_bytes, peer_ok))
+                    rows.append(run_case(spec, preset, mode, dtype, backend, copy["gbs"], l2_bytes, peer_ok,
+                                         overrides))
                 except Exception as exc:  # noqa: BLE001 - one failing case must not lose the others
                     traceback.print_exc()
                     rows.append({"kernel": spec.name, "preset": preset, "mode": mode, "dtype": dtype,

@@ -265,3 +265,10 @@ def test_one_launch_plan_lists_every_tile_once():
     split = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS)
     assert [(mode, bd) for mode, bd, *_ in split] == [(0, 16), (3, 16)]
     assert sum(n for _, _, n, _, _ in split) == 18 * 3
+
+
+def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
+    dims = {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
+    _, side = _check(dims, "fp32", {**ROWS, "EDGES": 4}, mode="fwd")
+    _, tiles = _check(dims, "fp32", {**ROWS, "EDGES": 1}, mode="fwd")
+    assert torch.equal(side["y"], tiles["y"]) and torch.equal(side["final_state"], tiles["final_state"])

@@ -54,7 +54,7 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1, "SILU": 2, "EDGES": 2},
+             "BWD_GRID": 1, "SILU": 2, "EDGES": 4},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
@@ -262,7 +262,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     else:
         # AHEAD = 2 keeps one more 4-row block live (in the input dtype; counted as fp32)
         fwd_rows_mult = FWD_ROWS_MULT + 4 * (cfg["AHEAD"] - 1)
-        if cfg["EDGES"] != 1:  # the forward's edge tiles run on the row path too: no forward tile stage
+        if cfg["EDGES"] in (2, 3):  # the forward's edge tiles run on the row path too: no forward tile stage
             stages = [st for st in stages if st.stage != "fwd_tail"]
         stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", fwd_rows_mult, UB_MARGIN),
                    UBStage("bwd_bulk_rows", {"BD": cfg["BD_BWD"]}, "fp32", BWD_ROWS_MULT, UB_MARGIN)]
@@ -410,11 +410,12 @@ SPEC = KernelSpec(
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
-        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3),
+        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4),
                          "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
                          "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
-                         "the edge tiles as masked rows; 0 = auto (2 on cuda, 1 elsewhere)"),
+                         "the edge tiles as masked rows, 4 = as 1 with the edge launch on a side stream "
+                         "beside the bulk launch (cuda; elsewhere as 1); 0 = auto (4 on cuda, 1 elsewhere)"),
     },
     make_inputs=_make_inputs,
     run=_run,

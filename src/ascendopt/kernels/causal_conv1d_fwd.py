@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import common, resident
+from ascendopt.kernels import common, resident, streams
 from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import (
@@ -152,12 +152,13 @@ def _causal_conv1d_state_kernel(
 EDGES_TILES = 1  # a second launch on the masked 2-D tile path (TAIL_MODE=1)
 EDGES_ONE_LAUNCH = 2  # one launch for every tile, rows masked to their sequence (TAIL_MODE=3)
 EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_MODE=3)
+EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside the bulk one (CUDA; else 1)
 
 
 def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES) -> tuple:
     """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
     tiles and the edge tiles on the tile path, the edge tiles as masked rows, or all tiles in one launch."""
-    if edges == EDGES_ONE_LAUNCH:
+    if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
         sets = ((3, plan_all((B, T), cu_seqlens, BT), BD),)
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
@@ -206,7 +207,9 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
              "IS_VARLEN": cu_seqlens is not None}
     res = dense(residual) if residual is not None else None
     h0 = dense(initial_state) if initial_state is not None else None
-    for mode, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) in launches:
+
+    def run(launch) -> None:
+        mode, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) = launch
         variant = None
         if resident_grid:  # what the compiled kernel depends on: its constexprs and dtypes
             variant = (x.dtype, mode, bd, *flags.values())
@@ -216,6 +219,12 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
                                  T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, BD=bd, **flags)
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
+
+    if edges == EDGES_SIDE_STREAM and len(launches) == 2 and common.on_cuda():
+        streams.overlapped(lambda: run(launches[1]), lambda: run(launches[0]), x.device)
+    else:
+        for launch in launches:
+            run(launch)
     final_state = None
     if output_final_state:
         N = B if cu_seqlens is None else cu_seqlens.numel() - 1
