@@ -192,13 +192,11 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-
-    from ascendopt import backends
-    from ascendopt.kernels import all_specs, get
-
     from stage_breakdown import parse_variant
 
+    from ascendopt import backends
     from ascendopt.errors import AscendoptError
+    from ascendopt.kernels import all_specs, get
 
     started = time.perf_counter()
     try:
