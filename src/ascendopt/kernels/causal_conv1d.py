@@ -77,7 +77,8 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
 def fwd_options(cfg: dict) -> dict:
     """``causal_conv1d_fwd`` keyword options from resolved tunables."""
     return {"BT": cfg["BT"], "BD": cfg["BD"], "taps": cfg["TAPS"] - 1, "ahead": cfg["AHEAD"],
-            "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"], "edges": cfg["EDGES"]}
+            "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"], "edges": cfg["EDGES"],
+            "edge_bd": cfg["BD_EDGE"]}
 
 
 def resolve(config: dict, backend: str | None = None) -> dict:
@@ -90,7 +91,10 @@ def resolve(config: dict, backend: str | None = None) -> dict:
     hit = _resolved.get(key)
     if hit is None:  # memoized: this runs on every call (host time, see causal_conv1d_fwd)
         auto = _AUTO["cuda" if backend == "cuda" else "other"]
-        hit = _resolved[key] = {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
+        hit = {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
+        if not hit.get("BD_EDGE", 1):  # auto: follows the forward tile
+            hit["BD_EDGE"] = masked_bd(hit["BT"], hit["BD"])
+        _resolved[key] = hit
     return dict(hit)
 
 
@@ -249,7 +253,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
         cfg = resolve(config, "npu")
     fwd, bwd = {"BT": cfg["BT"], "BD": cfg["BD"]}, {"BT": cfg["BT_BWD"], "BD": cfg["BD_BWD"]}
-    fwd_tail = {"BT": cfg["BT"], "BD": masked_bd(cfg["BT"], cfg["BD"])}
+    fwd_tail = {"BT": cfg["BT"], "BD": cfg["BD_EDGE"]}
     bwd_tail = {"BT": cfg["BT_BWD"], "BD": masked_bd(cfg["BT_BWD"], cfg["BD_BWD"])}
     stages = [UBStage("fwd_tail", fwd_tail, "fp32", FWD_MEM_MULT, UB_MARGIN),
               UBStage("bwd_tail", bwd_tail, "fp32", BWD_MEM_MULT, UB_MARGIN)]
@@ -416,6 +420,9 @@ SPEC = KernelSpec(
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
                          "the edge tiles as masked rows, 4 = as 1 with the edge launch on a side stream "
                          "beside the bulk launch (cuda; elsewhere as 1); 0 = auto (4 on cuda, 1 elsewhere)"),
+        "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
+                           "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
+                           "largest with BT x BD_EDGE <= 4096, at most BD)"),
     },
     make_inputs=_make_inputs,
     run=_run,

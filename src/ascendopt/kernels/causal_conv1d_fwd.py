@@ -155,14 +155,16 @@ EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_
 EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside the bulk one (CUDA; else 1)
 
 
-def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES) -> tuple:
+def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES,
+          edge_bd: int = 0) -> tuple:
     """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
-    tiles and the edge tiles on the tile path, the edge tiles as masked rows, or all tiles in one launch."""
+    tiles and the edge tiles on the tile path (channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
+    as masked rows, or all tiles in one launch."""
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
         sets = ((3, plan_all((B, T), cu_seqlens, BT), BD),)
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
-        sets = ((0, bulk, BD), (3, tail, BD) if edges == EDGES_ROWS else (1, tail, masked_bd(BT, BD)))
+        sets = ((0, bulk, BD), (3, tail, BD) if edges == EDGES_ROWS else (1, tail, edge_bd or masked_bd(BT, BD)))
     launches = []
     for mode, tiles, bd in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
@@ -176,7 +178,8 @@ _plans: dict = {}
 
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
                       activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0,
-                      ahead: int = 1, resident_grid: bool = False, silu: int = 1, edges: int = EDGES_TILES):
+                      ahead: int = 1, resident_grid: bool = False, silu: int = 1, edges: int = EDGES_TILES,
+                      edge_bd: int = 0):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
@@ -184,7 +187,8 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     ``ahead``: 4-row blocks the row path loads ahead (1 or 2); ``resident_grid``: size the grid by the
     programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task;
     ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only); ``edges``: how tiles at
-    sequence edges run (``EDGES_*``; row path only, the tile paths always take ``EDGES_TILES``).
+    sequence edges run (``EDGES_*``; row path only, the tile paths always take ``EDGES_TILES``);
+    ``edge_bd``: channel tile of the edge tiles on the tile path (0: ``masked_bd(BT, BD)``).
 
     Host time matters (a call is ~70-110 us of device time on the H200): the launch plan is memoized
     per shape and device, the transposed weight per weight tensor and version (``transposed``)."""
@@ -198,9 +202,10 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     if taps != 2:
         edges = EDGES_TILES
     if cu_seqlens is None:  # varlen tile sets depend on cu_seqlens' values (plan_varlen caches them)
-        launches = per_device(_plans, (B, T, D, W, BT, BD, edges), lambda: _plan(B, T, D, W, BT, BD, None, edges))
+        launches = per_device(_plans, (B, T, D, W, BT, BD, edges, edge_bd),
+                              lambda: _plan(B, T, D, W, BT, BD, None, edges, edge_bd))
     else:
-        launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges)
+        launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges, edge_bd)
     flags = {"D": D, "W": W, "BT": BT, "HB": HB, "TAPS": taps, "AHEAD": ahead,
              "ACT": 2 if activation == "silu" and silu == 2 else activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
