@@ -13,6 +13,10 @@ for cube-bound kernels, and the relative RMS difference between the two sides' o
 Run on the CUDA host from the repository root (no network needed)::
 
     python3 benchmarks/kernels.py --out results.json [--kernels l2norm,rms_norm] [--sweep]
+    python3 benchmarks/kernels.py --out conv.json --kernels causal_conv1d --config EDGES=1,BT=32
+
+``--config`` replaces default tunables in every case (each named kernel must have them; a bad name or
+value is one line and exit 2 before any device work).
 
 Bounded time: each case is time-limited by a global budget (``--budget-s``, default 210 s); cases
 left when it runs out are listed as skipped. Prints a markdown table; raw results go to ``--out``.
