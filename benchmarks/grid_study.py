@@ -35,13 +35,9 @@ ROW_TILES = (0, 1, 2, 4)
 
 def copy_ms(nbytes: int, backend) -> float:
     """Median device time of copying ``nbytes / 2`` bytes (``nbytes`` read + written), ms."""
-    import torch
+    from kernels import copy_bandwidth_gbs  # benchmarks/kernels.py, next to this script
 
-    from ascendopt import bench
-
-    src = torch.empty(max(1, nbytes // 8), dtype=torch.float32, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    return bench.measure(lambda: dst.copy_(src), backend=backend, repeats=20).median_ms
+    return copy_bandwidth_gbs(backend, max(4, nbytes // 2))["median_ms"]
 
 
 def main() -> int:

@@ -20,7 +20,7 @@ import sys
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from stage_breakdown import add_case_arguments, resolve_case  # noqa: E402 - after the path insert
+from stage_breakdown import add_case_arguments, open_case  # noqa: E402 - after the path insert
 
 
 def main() -> int:
@@ -28,21 +28,13 @@ def main() -> int:
     add_case_arguments(ap)
     args = ap.parse_args()
 
-    from ascendopt import backends
-    from ascendopt.errors import AscendoptError
-
-    try:
-        spec, dims, dtype, mode, variants = resolve_case(args)
-    except AscendoptError as exc:  # bad case (2), no usable backend (5): one line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if backends.current().name != "cuda":
-        print("this workload needs the cuda backend", file=sys.stderr)
-        return 5
+    case = open_case(args, "workload")
+    if isinstance(case, int):
+        return case
+    spec, dims, dtype, mode, variants, inputs = case
 
     import torch
 
-    inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
     calls = []
     for name, cfg in variants:
         if cfg is None:

@@ -88,6 +88,25 @@ def by_launch(launches: list[tuple[float, str, float]], calls: int) -> dict[str,
     return out
 
 
+def open_case(args, what: str) -> tuple | int:
+    """``resolve_case``, then the cuda backend and the case's inputs: ``(spec, dims, dtype, mode, variants,
+    inputs)``, or the exit code after a one-line error (2 a bad case, 5 no cuda; ``what`` names the
+    script in that line)."""
+    from ascendopt import backends
+    from ascendopt.errors import AscendoptError
+
+    try:
+        spec, dims, dtype, mode, variants = resolve_case(args)
+    except AscendoptError as exc:  # bad case (2), no usable backend (5): one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if backends.current().name != "cuda":
+        print(f"this {what} needs the cuda backend", file=sys.stderr)
+        return 5
+    inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
+    return spec, dims, dtype, mode, variants, inputs
+
+
 def kernel_times(fn, calls: int, per_launch: bool = False) -> dict[str, dict]:
     """{kernel name: {"launches": per call, "us": device us per call}} of ``calls`` runs of ``fn``;
     ``per_launch``: keyed by each launch's position in the call instead (``by_launch``)."""
@@ -150,21 +169,15 @@ def main() -> int:
 
     from ascendopt import backends
     from ascendopt.correctness import check_kernel
-    from ascendopt.errors import AscendoptError
 
     started = time.perf_counter()
-    try:
-        spec, dims, dtype, mode, jobs = resolve_case(args)
-    except AscendoptError as exc:  # bad case (2), no usable backend (5): one line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if backends.current().name != "cuda":
-        print("this benchmark needs the cuda backend", file=sys.stderr)
-        return 5
+    case = open_case(args, "benchmark")
+    if isinstance(case, int):
+        return case
+    spec, dims, dtype, mode, jobs, inputs = case
 
     import torch
 
-    inputs = spec.make_inputs(dict(dims), dtype, backends.current().torch_device(), 0)
     props = torch.cuda.get_device_properties(0)
     results = []
 

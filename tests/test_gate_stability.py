@@ -2,18 +2,14 @@
 (the benchmark itself runs on the H200), and the pass running on both sides of the comparison."""
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+import _benchmarks
 from ascendopt import kernels
 
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "gate_stability.py"
-_SPEC = importlib.util.spec_from_file_location("gate_stability", _PATH)
-gs = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(gs)
+gs = _benchmarks.load("gate_stability")
 
 
 def test_amount_for_interpolates_between_bracketing_points():

@@ -1,24 +1,17 @@
 """benchmarks/stage_breakdown.py's pure parts: variant parsing and the per-kernel table (the profiling
 itself needs a CUDA device; its results are in benchmarks/RESULTS.md)."""
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
+import _benchmarks
 from ascendopt.errors import UsageError
-
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "stage_breakdown.py"
 
 
 @pytest.fixture(scope="module")
 def breakdown():
-    spec = importlib.util.spec_from_file_location("stage_breakdown", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["stage_breakdown"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return _benchmarks.load("stage_breakdown")
 
 
 def test_variants_parse_to_tunable_overrides(breakdown):

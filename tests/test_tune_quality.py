@@ -1,23 +1,17 @@
 """benchmarks/tune_quality.py: recorded landscapes, offline replay, adaptive sampling (no device)."""
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import pytest
 
+import _benchmarks
 from ascendopt import backends, tune
-
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "tune_quality.py"
 
 
 @pytest.fixture(scope="module")
 def tq():
-    spec = importlib.util.spec_from_file_location("tune_quality", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _benchmarks.load("tune_quality")
 
 
 def _latency(c):
@@ -107,7 +101,7 @@ def test_search_on_the_recorded_h200_landscapes(tq, capsys):
     """The search replayed over real H200 landscapes (benchmarks/data/h200_run3_tune_quality.json.gz, run 3 of
     benchmarks/RESULTS.md): the cases where the earlier probe rule missed FORM=2 are now found, and the
     only judged miss left is gdn_kkt_solve_wy on a 15-of-32 sample (its FORM=2 neighbour unmeasured)."""
-    data = _PATH.parent / "data" / "h200_run3_tune_quality.json.gz"
+    data = _benchmarks.BENCHMARKS / "data" / "h200_run3_tune_quality.json.gz"
     assert tq.replay_file(data) == 0
     out = capsys.readouterr().out
     rows = {(line.split("|")[1].strip(), line.split("|")[2].strip()): line for line in out.splitlines()

@@ -151,21 +151,23 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
 
 
 @triton.jit
-def _tile_start(x, wt, bias, row0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr, BD: tl.constexpr,
-                HAS_BIAS: tl.constexpr, EVEN: tl.constexpr):
-    """What a bulk tile at packed row ``row0`` starts from: the W tap rows, the bias row (fp32 [BD]
-    each) and x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1)."""
+def _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
+                BD: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN: tl.constexpr, MASKED: tl.constexpr,
+                USE_H0: tl.constexpr):
+    """What a tile at packed row ``row0`` starts from: the W tap rows, the bias row (fp32 [BD] each) and
+    x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1), each by ``_halo_row``
+    (``MASKED``: rows before time 0 from the initial state, or zero)."""
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-    p1 = _row(x, row0 - 1, d0, D, BD, EVEN)
+    p1 = _halo_row(x, h0, i_n, row0, 1, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     p2 = p1
     p3 = p1
     if W > 2:
-        p2 = _row(x, row0 - 2, d0, D, BD, EVEN)
+        p2 = _halo_row(x, h0, i_n, row0, 2, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     if W > 3:
-        p3 = _row(x, row0 - 3, d0, D, BD, EVEN)
+        p3 = _halo_row(x, h0, i_n, row0, 3, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     return w0, w1, w2, w3, bias_v, p3, p2, p1
 
 
@@ -189,18 +191,8 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D:
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
     n_in = T_n - t0  # rows of the sequence from row0 on (MASKED: rows j < n_in are in it)
-    w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
-    bias_v = tl.zeros([BD], dtype=tl.float32)
-    if HAS_BIAS:
-        bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-    # x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1)
-    p1 = _halo_row(x, h0, i_n, row0, 1, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
-    p2 = p1
-    p3 = p1
-    if W > 2:
-        p2 = _halo_row(x, h0, i_n, row0, 2, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
-    if W > 3:
-        p3 = _halo_row(x, h0, i_n, row0, 3, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
+    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D, W, BD,
+                                                     HAS_BIAS, EVEN, MASKED, USE_H0)
     if AHEAD == 1:
         a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, True, MASKED)
         for r0 in tl.range(0, BT, ROWS):
@@ -324,7 +316,9 @@ def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.co
     """
     EVEN: tl.constexpr = D % BD == 0
     d0 = i_d * BD  # int32 block-pointer offset
-    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, wt, bias, row0, d0, o_d, m_d, D, W, BD, HAS_BIAS, EVEN)
+    # a bulk tile: its halo rows lie in the sequence (nothing masked, no initial state; x stands in for h0)
+    w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, x, 0, wt, bias, row0, 0, d0, o_d, m_d, D, W, BD, HAS_BIAS,
+                                                     EVEN, False, False)
     q0 = tl.zeros([BD], dtype=tl.float32)
     q1 = tl.zeros([BD], dtype=tl.float32)
     q2 = tl.zeros([BD], dtype=tl.float32)
