@@ -174,14 +174,15 @@ def _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D: tl.constexpr, W
 @triton.jit
 def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-             HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
+             HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, HALO_MASKED: tl.constexpr,
+             USE_H0: tl.constexpr):
     """Forward of the tile whose first output row is packed row ``row0`` (int64), time ``t0`` (int32) of
     sequence ``i_n`` (length ``T_n``).
 
-    Without ``MASKED`` a bulk tile: every row it reads (halo included) lies in its sequence, nothing is
-    masked. With ``MASKED`` any tile: rows at or past ``T_n`` are neither read nor written, rows before
-    time 0 are the initial state (``USE_H0``) or zero. The row predicates are int32 compares of
-    per-tile scalars.
+    Without ``MASKED`` the tile's rows lie in its sequence and are not masked; so do its W-1 halo rows
+    before it unless ``HALO_MASKED``. With ``MASKED`` (which needs ``HALO_MASKED``) any tile: rows at or
+    past ``T_n`` are neither read nor written. With ``HALO_MASKED`` halo rows before time 0 are the initial
+    state (``USE_H0``) or zero. The row predicates are int32 compares of per-tile scalars.
 
     ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
     blocks in flight are carried unconverted, so their loads are waited for only when they are used,
@@ -192,7 +193,7 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D:
     d0 = i_d * BD  # int32 block-pointer offset
     n_in = T_n - t0  # rows of the sequence from row0 on (MASKED: rows j < n_in are in it)
     w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D, W, BD,
-                                                     HAS_BIAS, EVEN, MASKED, USE_H0)
+                                                     HAS_BIAS, EVEN, HALO_MASKED, USE_H0)
     if AHEAD == 1:
         a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, True, MASKED)
         for r0 in tl.range(0, BT, ROWS):

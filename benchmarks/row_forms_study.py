@@ -1,0 +1,153 @@
+"""Forms of a row-wise forward at one wide row (l2norm, D=4096 by default) against fla's kernel, same run.
+
+Issue 7's last l2norm gap: at B4_T4096_D4096 our forward measured 0.98x fla's one-row kernel although
+both compile to the same per-thread code (``benchmarks/sass_stats.py``). This script times forms of the
+same computation that differ only in program shape, loop and memory hints, each interleaved with fla's
+kernel (``ascendopt.bench.compare``, device events, 20+ pairs), so the form that closes the gap is found
+by measurement before the library changes. No form sets ``num_warps`` or ``num_stages`` (Ascend rule):
+Triton's default 4 warps make every program 128 threads.
+
+Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
+
+- ``loop<R>``: R rows a program inside the library's persistent ``tl.range`` loop (one pass per program).
+- ``one<R>``: R rows a program, no loop (``task = program_id``).
+- ``one<R>h``: as ``one<R>``, loads ``evict_first`` and stores ``.cs`` (streaming; read and written once).
+- ``one<R>p``: as ``one<R>``, plain pointer loads and stores instead of block pointers.
+
+Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
+
+    python3 benchmarks/row_forms_study.py --out forms.json [--rows 16384 --d 4096 --forms lib,one1,one2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+EPS = 1e-6
+
+
+@triton.jit
+def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.constexpr, PLAIN: tl.constexpr):
+    """One ``[BR, D]`` tile (rows ``task*BR ..``) of ``y = x * rsqrt(sum x^2 + eps)``, rstd stored fp32."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    if PLAIN:
+        offs = (r0 + o_r)[:, None] * D + tl.arange(0, D)[None, :]
+        b_x = tl.load(x + offs).to(tl.float32)
+    else:
+        p_x = tl.make_block_ptr(x + r0 * D, (BR, D), (D, 1), (0, 0), (BR, D), (1, 0))
+        p_y = tl.make_block_ptr(y + r0 * D, (BR, D), (D, 1), (0, 0), (BR, D), (1, 0))
+        if HINTS:
+            b_x = tl.load(p_x, eviction_policy="evict_first").to(tl.float32)
+        else:
+            b_x = tl.load(p_x).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
+    b_y = (b_x * b_rstd[:, None]).to(y.dtype.element_ty)
+    if PLAIN:
+        tl.store(y + offs, b_y)
+    elif HINTS:
+        tl.store(p_y, b_y, cache_modifier=".cs")
+    else:
+        tl.store(p_y, b_y)
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
+def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
+                  HINTS: tl.constexpr, PLAIN: tl.constexpr):
+    pid = tl.program_id(0)
+    if LOOP:
+        for task in tl.range(pid, n_tasks, tl.num_programs(0)):
+            _tile(x, y, rstd, eps, task, D, BR, HINTS, PLAIN)
+    else:
+        _tile(x, y, rstd, eps, pid, D, BR, HINTS, PLAIN)
+
+
+def parse_form(name: str) -> dict:
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": True, "PLAIN": False}``; ValueError if malformed."""
+    for prefix, loop in (("loop", True), ("one", False)):
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            flag = rest[-1] if rest and rest[-1] in "hp" else ""
+            digits = rest[:-1] if flag else rest
+            if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
+                return {"BR": int(digits), "LOOP": loop, "HINTS": flag == "h", "PLAIN": flag == "p"}
+    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h or one<R>p (R a power of two)")
+
+
+def form_fn(name: str, n_rows: int, d: int):
+    """A callable ``fn(x) -> y`` for form ``name`` (the library's launcher for ``lib``)."""
+    import torch
+
+    from ascendopt.kernels import l2norm
+
+    if name == "lib":
+        return lambda x: l2norm.l2norm_fwd(x)[0]
+    f = parse_form(name)
+    if n_rows % f["BR"]:
+        raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
+    n_tasks = n_rows // f["BR"]
+
+    def run(x):
+        y = torch.empty_like(x)
+        rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+        _forms_kernel[(n_tasks,)](x, y, rstd, EPS, n_tasks, D=d, **f)
+        return y
+
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=16384, help="rows (B*T); default 16384 = B4_T4096")
+    ap.add_argument("--d", type=int, default=4096, help="row width, a power of two")
+    ap.add_argument("--forms", default="lib,loop2,one1,one2,one4,one2h,one1h,one2p")
+    ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    try:
+        names = [n.strip() for n in args.forms.split(",") if n.strip()]
+        fns = {n: form_fn(n, args.rows, args.d) for n in names}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    import torch
+    from fla.modules.norm.l2norm import l2norm as fla_l2norm
+
+    from ascendopt import backends, bench
+    sys.path.insert(0, os.path.dirname(__file__))
+    from kernels import copy_bandwidth_gbs
+
+    backend = backends.current()
+    copy = copy_bandwidth_gbs(backend)
+    gen = torch.Generator().manual_seed(0)
+    sets = [((torch.randn(args.rows, args.d, generator=gen) + 0.1).to("cuda", torch.bfloat16),) for _ in range(3)]
+    nbytes = 2 * args.rows * args.d * 2 + 4 * args.rows
+    rows = []
+    for name, fn in fns.items():
+        got = fn(sets[0][0]).float()
+        want = fla_l2norm(sets[0][0], eps=EPS).float()
+        diff = float((got - want).abs().max())
+        c = bench.compare(lambda x: fla_l2norm(x, eps=EPS), fn, inputs=sets, backend=backend, pairs=args.pairs)
+        row = {"form": name, "ours_us": c.candidate.median_ms * 1e3, "fla_us": c.baseline.median_ms * 1e3,
+               "speedup": c.speedup, "verdict": c.verdict, "reason": c.reason, "max_abs_diff": diff,
+               "pct_copy": 100 * nbytes / (c.candidate.median_ms * 1e-3) / 1e9 / copy["gbs"]}
+        rows.append(row)
+        print(f"| {name} | {row['ours_us']:.1f} | {row['fla_us']:.1f} | {row['speedup']:.3f} | {c.verdict} | "
+              f"{row['pct_copy']:.0f} % | {diff:.1e} |", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"rows": args.rows, "d": args.d, "copy": copy, "forms": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""benchmarks/row_forms_study.py: every kernel form computes the l2norm forward (interpreter, small rows), and
+a malformed form name is rejected before any device work."""
+
+import pytest
+import torch
+
+import _benchmarks
+
+study = _benchmarks.load("row_forms_study")
+
+
+@pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p"])
+def test_forms_match_the_fp32_l2norm(form):
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)) + 0.1
+    y = study.form_fn(form, 8, 64)(x)
+    want = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + study.EPS)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0"])
+def test_malformed_forms_are_named(bad):
+    with pytest.raises(ValueError, match=repr(bad)):
+        study.parse_form(bad)
+
+
+def test_rows_not_a_multiple_of_the_tile_are_refused():
+    with pytest.raises(ValueError, match="not a multiple of 4"):
+        study.form_fn("one4", 10, 64)
