@@ -299,9 +299,10 @@ def test_whole_sequences_with_shifted_last_tiles_match_oracle_bitwise_across_run
     assert torch.allclose(first["y"], tiles["y"], rtol=1e-6, atol=1e-6)
 
 
-def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
+@pytest.mark.parametrize("edges", [4, 6])
+def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path(edges):
     dims = {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
-    _, side = _check(dims, "fp32", {**ROWS, "EDGES": 4}, mode="fwd")
+    _, side = _check(dims, "fp32", {**ROWS, "EDGES": edges}, mode="fwd")
     _, tiles = _check(dims, "fp32", {**ROWS, "EDGES": 1}, mode="fwd")
     assert torch.equal(side["y"], tiles["y"]) and torch.equal(side["final_state"], tiles["final_state"])
 
