@@ -58,18 +58,15 @@ def stats(compiled) -> dict:
             "warps": compiled.metadata.num_warps}
 
 
-def ours_l2norm_fwd(rows: int, d: int = 4096, stream: bool = True):
-    """Our l2norm forward's bulk kernel at ``rows`` x ``d`` tiles (bf16), compiled for sm_90; ``stream``: with
-    the streaming cache hints it takes on CUDA (``rowwise.stream_hints``)."""
+def ours_l2norm_fwd(rows: int, d: int = 4096):
+    """Our l2norm forward's bulk kernel at ``rows`` x ``d`` tiles (bf16), compiled for sm_90."""
     from ascendopt.kernels import l2norm
 
     return compile_sm90(
         l2norm._l2norm_fwd_kernel,
         {"x": "*bf16", "y": "*bf16", "rstd": "*fp32", "eps": "fp32", "n_rows": "i32", "row_start": "i32",
-         "n_tasks": "i32", "D": "constexpr", "BR": "constexpr", "BD": "constexpr", "TAIL": "constexpr",
-         "STREAM": "constexpr"},
-        {"D": d, "BR": rows, "BD": d, "TAIL": False, "STREAM": stream},
-        divisible=(0, 1, 2))  # its ints: do_not_specialize
+         "n_tasks": "i32", "D": "constexpr", "BR": "constexpr", "BD": "constexpr", "TAIL": "constexpr"},
+        {"D": d, "BR": rows, "BD": d, "TAIL": False}, divisible=(0, 1, 2))  # its ints: do_not_specialize
 
 
 def l2norm_d4096(peer: bool = True) -> list[tuple[str, dict]]:

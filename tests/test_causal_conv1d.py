@@ -235,7 +235,7 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
     assert renewed is not wt and torch.equal(renewed, w.t())
 
 
-@pytest.mark.parametrize("edges", [2, 3, 5])
+@pytest.mark.parametrize("edges", [2, 3])
 @pytest.mark.parametrize("dims", [
     # fixed length, T=45: a partial last tile; with state: head rows from the initial state
     {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
@@ -267,42 +267,9 @@ def test_one_launch_plan_lists_every_tile_once():
     assert sum(n for _, _, n, _, _ in split) == 18 * 3
 
 
-def test_whole_sequence_plan_shifts_no_tile_and_keeps_only_short_sequences_apart():
-    from ascendopt.kernels.causal_conv1d_fwd import EDGES_WHOLE, _plan
-    from ascendopt.kernels.causal_conv1d_plan import plan_whole
-
-    whole, short = plan_whole((3, 45), None, 8)  # 6 tiles a sequence, every one in the whole-sequence launch
-    assert (whole.n_tiles, whole.n_per_seq, whole.n_head, whole.tail_start, short.n_tiles) == (18, 6, 0, 0, 0)
-    whole, short = plan_whole((3, 5), None, 8)  # shorter than a tile: edge tiles decoded i_t = j = 0
-    assert (whole.n_tiles, short.n_tiles, short.n_per_seq, short.n_head) == (0, 3, 1, 1)
-    cu = torch.tensor([0, 5, 5, 40, 48, 49], dtype=torch.int32)  # lengths 5, 0, 35, 8, 1
-    whole, short = plan_whole((1, 49), cu, 8)
-    assert whole.table.tolist() == [[2, 0], [2, 1], [2, 2], [2, 3], [2, 4], [3, 0]]
-    assert short.table.tolist() == [[0, 0], [4, 0]]
-    launches = _plan(1, 49, 40, 4, 8, 16, cu, EDGES_WHOLE)
-    assert [(mode, bd, n) for mode, bd, n, _, _ in launches] == [(4, 16, 6 * 3), (1, 16, 2 * 3)]
-
-
-@pytest.mark.parametrize("dims", [
-    # T=12 with BT=8: the shifted last tile (rows 4..11) overlaps the first tile, whose halo is masked
-    {"B": 2, "T": 12, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
-    # T=8 == BT (one tile, no shift); T=9 (shift by 7 rows)
-    {"B": 1, "T": 8, "D": 16, "W": 3, "act": 1, "bias": 0, "state": 1},
-    {"B": 3, "T": 9, "D": 16, "W": 2, "act": 0, "bias": 1},
-])
-def test_whole_sequences_with_shifted_last_tiles_match_oracle_bitwise_across_runs(dims):
-    config = {**ROWS, "BT": 8, "EDGES": 5}
-    _, first = _check(dims, "fp32", config, mode="fwd")
-    _, again = _check(dims, "fp32", config, mode="fwd")
-    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1}, mode="fwd")
-    assert torch.equal(first["y"], again["y"])  # rows written twice get the same bits either way
-    assert torch.allclose(first["y"], tiles["y"], rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.parametrize("edges", [4, 6])
-def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path(edges):
+def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
     dims = {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}
-    _, side = _check(dims, "fp32", {**ROWS, "EDGES": edges}, mode="fwd")
+    _, side = _check(dims, "fp32", {**ROWS, "EDGES": 4}, mode="fwd")
     _, tiles = _check(dims, "fp32", {**ROWS, "EDGES": 1}, mode="fwd")
     assert torch.equal(side["y"], tiles["y"]) and torch.equal(side["final_state"], tiles["final_state"])
 

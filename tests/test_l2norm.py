@@ -91,32 +91,3 @@ def test_cuda_streaming_row_tile_is_short(monkeypatch):
     assert rowwise.block_rows(1 << 20, 128, 2.0, 0.85, requested=64, streaming=True) == 64  # as asked
     monkeypatch.setattr(rowwise, "ub_context", lambda: (196608, "npu", True))
     assert rowwise.block_rows(1 << 20, 128, 2.0, 0.85, streaming=True) == 128  # Ascend: the UB model's tile
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_streaming_cache_hints_change_no_result(monkeypatch, dtype):
-    # The CUDA launch marks the tiles evict-first / streaming (rowwise.stream_hints); the interpreter runs the
-    # same hinted loads and stores, so both compiled forms are checked here, bulk and tail tiles.
-    from ascendopt.kernels import rowwise
-
-    x, dy = _inputs((2, 37, 80), dtype)
-    plain_y, plain_rstd = l2norm_fwd(x, config={"block_rows": 8})
-    plain_dx = l2norm_bwd(plain_y, plain_rstd, dy, config={"block_rows_bwd": 4})
-    monkeypatch.setattr(rowwise, "stream_hints", lambda: True)
-    with nan_poisoning():
-        y, rstd = l2norm_fwd(x, config={"block_rows": 8})
-        dx = l2norm_bwd(y, rstd, dy, config={"block_rows_bwd": 4})
-    assert torch.equal(y, plain_y) and torch.equal(rstd, plain_rstd) and torch.equal(dx, plain_dx)
-
-
-def test_stream_hints_are_cuda_only_and_the_switch_is_checked(monkeypatch):
-    from ascendopt.kernels import rowwise
-
-    assert rowwise.stream_hints() is False  # the cpu backend (interpreter) takes no hints
-    monkeypatch.setattr("ascendopt.kernels.common.on_cuda", lambda: True)
-    assert rowwise.stream_hints() is True
-    monkeypatch.setenv("ASCENDOPT_CUDA_STREAM_HINTS", "0")
-    assert rowwise.stream_hints() is False
-    monkeypatch.setenv("ASCENDOPT_CUDA_STREAM_HINTS", "yes")
-    with pytest.raises(UsageError, match="ASCENDOPT_CUDA_STREAM_HINTS='yes': must be 0 or 1"):
-        rowwise.stream_hints()

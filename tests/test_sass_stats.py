@@ -19,9 +19,8 @@ def test_our_l2norm_d4096_tiles_compile_to_128_bit_row_loads_and_stores():
     rows = {m[0]: m[1:] for m in re.findall(r"^\| ascendopt _l2norm_fwd_kernel (BR=\d)[^|]*\| (\d+) \| (\d+) \| (\d+) "
                                             r"\| ([^|]*)\|", proc.stdout, re.M)}
     (warps2, regs2, insts2, mem2), (warps1, regs1, insts1, mem1) = rows["BR=2"], rows["BR=1"]
-    # 4 warps: 2 x 4096 bf16 values are 64 a thread, eight 16-byte loads and stores; one row is half that.
-    # EF: the evict-first / streaming hints the CUDA launch gives them (rowwise.stream_hints)
+    # 4 warps: 2 x 4096 bf16 values are 64 a thread, eight 16-byte loads and stores; one row is half that
     assert warps2 == warps1 == "4"
-    assert "LDG.E.EF.128 x8" in mem2 and "STG.E.EF.128 x8" in mem2
-    assert "LDG.E.EF.128 x4" in mem1 and "STG.E.EF.128 x4" in mem1
+    assert "LDG.E.128 x8" in mem2 and "STG.E.128 x8" in mem2
+    assert "LDG.E.128 x4" in mem1 and "STG.E.128 x4" in mem1
     assert 0 < int(regs1) < int(regs2) <= 255 and int(insts1) < int(insts2)

@@ -414,16 +414,12 @@ SPEC = KernelSpec(
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
-        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4, 5, 6),
+        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4),
                          "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
                          "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
                          "the edge tiles as masked rows, 4 = as 1 with the edge launch on a side stream "
-                         "beside the bulk launch (cuda; elsewhere as 1), 5 = no edge tiles in sequences of at "
-                         "least BT rows: the first tile masks only its halo, a partial last tile is shifted "
-                         "back to end at the sequence end (rewriting rows of the tile before); shorter "
-                         "sequences as 4; 6 = as 4, the edge launch issued after the bulk launch so its "
-                         "programs fill the slots of the bulk's last wave; 0 = auto (4 on cuda, 1 elsewhere)"),
+                         "beside the bulk launch (cuda; elsewhere as 1); 0 = auto (4 on cuda, 1 elsewhere)"),
         "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
                            "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
                            "largest with BT x BD_EDGE <= 4096, at most BD)"),

@@ -11,10 +11,7 @@ Launches per call (``causal_conv1d_plan``), by ``edges``: bulk tiles with ``TAIL
 the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
 ``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
 2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
-(``TAIL_MODE=3``), or every tile in one launch of masked rows; or, on the row path, every tile of the
-sequences at least ``BT`` long in one launch (``TAIL_MODE=4``: the last tile shifted back to end at the
-sequence end, only the halo before time 0 masked) and the shorter sequences as masked 2-D tiles. A last,
-tiny kernel writes the final state.
+(``TAIL_MODE=3``), or every tile in one launch of masked rows. A last, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
@@ -23,8 +20,8 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common, resident, streams
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, plan_whole, transposed
-from ascendopt.kernels.causal_conv1d_rows import HALO_CLAMPED, HALO_INSIDE, HALO_MASKED, fwd_rows
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, transposed
+from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import (
     load_block,
     load_rows,
@@ -59,16 +56,10 @@ def _causal_conv1d_fwd_kernel(
         row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
             fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
-                     HAS_BIAS, HAS_RES, AHEAD, False, HALO_INSIDE, USE_H0)
+                     HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
         elif TAIL_MODE == 3:  # any tile, row path, every row masked to its sequence
             fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
-                     HAS_BIAS, HAS_RES, AHEAD, True, HALO_MASKED, USE_H0)
-        elif TAIL_MODE == 4:
-            # a tile of a sequence at least BT long (plan_whole), row path: a partial last tile starts
-            # early so it ends at the sequence end; halo rows before time 0 are zeroed by a select
-            t0 = tl.minimum(i_t * BT, T_n - BT)
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, bos + t0, t0, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
-                     HAS_BIAS, HAS_RES, AHEAD, False, HALO_CLAMPED, USE_H0)
+                     HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
             if TAIL_MODE == 0 and TAPS == 1:
@@ -162,23 +153,15 @@ EDGES_TILES = 1  # a second launch on the masked 2-D tile path (TAIL_MODE=1)
 EDGES_ONE_LAUNCH = 2  # one launch for every tile, rows masked to their sequence (TAIL_MODE=3)
 EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_MODE=3)
 EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside the bulk one (CUDA; else 1)
-# every tile of a sequence at least BT long in one row-path launch (TAIL_MODE=4: the last tile shifted to end
-# at the sequence end, the halo masked before time 0); shorter sequences on the tile path, on a side stream
-EDGES_WHOLE = 5
-EDGES_TAIL_FILL = 6  # as EDGES_SIDE_STREAM, the edge launch issued after the bulk one (fills its last wave)
 
 
 def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES,
           edge_bd: int = 0) -> tuple:
     """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
     tiles and the edge tiles on the tile path (channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
-    as masked rows, all tiles in one launch, or whole sequences and the sequences shorter than ``BT`` on the
-    tile path."""
-    if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM and _TAIL_FILL plan as EDGES_TILES; the launcher overlaps them)
+    as masked rows, or all tiles in one launch."""
+    if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
         sets = ((3, plan_all((B, T), cu_seqlens, BT), BD),)
-    elif edges == EDGES_WHOLE:
-        whole, short = plan_whole((B, T), cu_seqlens, BT)
-        sets = ((4, whole, BD), (1, short, edge_bd or masked_bd(BT, BD)))
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
         sets = ((0, bulk, BD), (3, tail, BD) if edges == EDGES_ROWS else (1, tail, edge_bd or masked_bd(BT, BD)))
@@ -242,9 +225,8 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
 
-    if edges in (EDGES_SIDE_STREAM, EDGES_WHOLE, EDGES_TAIL_FILL) and len(launches) == 2 and common.on_cuda():
-        streams.overlapped(lambda: run(launches[1]), lambda: run(launches[0]), x.device,
-                           side_first=edges != EDGES_TAIL_FILL)
+    if edges == EDGES_SIDE_STREAM and len(launches) == 2 and common.on_cuda():
+        streams.overlapped(lambda: run(launches[1]), lambda: run(launches[0]), x.device)
     else:
         for launch in launches:
             run(launch)

@@ -89,29 +89,6 @@ def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
     return _cached_varlen(cu_seqlens, ("all", BT), build)
 
 
-def plan_whole(x_shape, cu_seqlens, BT: int) -> tuple[TileSet, TileSet]:
-    """Tiles of whole sequences (``TAIL_MODE=4``) and the tiles of sequences shorter than ``BT``.
-
-    A sequence of length ``L >= BT`` runs every one of its ``cdiv(L, BT)`` tiles in the first set; the
-    kernel starts tile ``i_t`` at ``min(i_t * BT, L - BT)``, so a partial last tile becomes a full tile
-    that ends at the sequence end (its rows overlap the tile before, which writes the same values by the
-    same code), and masks only the halo rows before time 0. Shorter sequences keep a masked edge tile
-    (decoded like a tail set). Both sets decode ``i_t = j`` for fixed length (``n_head`` / ``tail_start``)."""
-    if cu_seqlens is None:
-        B, T = x_shape[0], x_shape[1]
-        nt = triton.cdiv(T, BT)
-        if T >= BT:
-            return TileSet(B * nt, None, max(nt, 1), 0, 0, 0), TileSet(0)
-        return TileSet(0), TileSet(B * nt, None, max(nt, 1), 0, nt, nt)
-
-    def build(lens):
-        whole = [(n, t) for n, length in enumerate(lens) if length >= BT for t in range(triton.cdiv(length, BT))]
-        short = [(n, 0) for n, length in enumerate(lens) if 0 < length < BT]
-        return _table(whole, cu_seqlens.device), _table(short, cu_seqlens.device)
-
-    return _cached_varlen(cu_seqlens, ("whole", BT), build)
-
-
 def _table(pairs, device) -> TileSet:
     import torch
 

@@ -121,26 +121,14 @@ def _put_in(base, row, inside, d0, v, D: tl.constexpr, BD: tl.constexpr, EVEN: t
         _put(base, row, d0, v, D, BD, EVEN)
 
 
-# How a tile's W-1 halo rows before it are read (``_halo_row``'s ``HALO``).
-HALO_INSIDE = tl.constexpr(0)  # they lie in the sequence: plain row loads
-HALO_MASKED = tl.constexpr(1)  # masked loads; rows before time 0 read zero (or the initial state)
-HALO_CLAMPED = tl.constexpr(2)  # row loads clamped to the sequence's first row, zeroed by a select before time 0
-
-
 @triton.jit
 def _halo_row(x, h0, i_n, row0, k: tl.constexpr, t0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
-              BD: tl.constexpr, EVEN: tl.constexpr, HALO: tl.constexpr, USE_H0: tl.constexpr):
-    """x row ``row0 - k`` (fp32), time ``t0 - k`` of its sequence. With ``HALO`` masked or clamped a time
-    before 0 reads zero, or ``initial_state[i_n, d, t + W - 1]`` with ``USE_H0`` (k <= W - 1, so the slot is
-    >= 0). The clamped form keeps the row load unmasked (a masked [BD] pointer load costs the sm_90 row
-    kernel 3-8 registers a thread, one program fewer an SM; RESULTS.md session 5, run 1)."""
+              BD: tl.constexpr, EVEN: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
+    """x row ``row0 - k`` (fp32), time ``t0 - k`` of its sequence; with ``MASKED`` a time before 0 reads
+    zero, or ``initial_state[i_n, d, t + W - 1]`` with ``USE_H0`` (k <= W - 1, so the slot is >= 0)."""
     t = t0 - k
-    if HALO == HALO_CLAMPED:
-        v = _row(x, row0 - tl.minimum(t0, k), d0, D, BD, EVEN)  # row0 - t0 is the sequence's first row
-        v = tl.where(t >= 0, v, 0.0)
-    else:
-        v = _load_row_in(x, row0 - k, t >= 0, d0, D, BD, EVEN, True, HALO == HALO_MASKED)
-    if HALO != HALO_INSIDE:
+    v = _load_row_in(x, row0 - k, t >= 0, d0, D, BD, EVEN, True, MASKED)
+    if MASKED:
         if USE_H0:
             p_h = h0 + tl.cast(i_n, tl.int64) * (D * (W - 1)) + o_d * (W - 1) + (t + W - 1)
             v += tl.load(p_h, mask=m_d & (t < 0), other=0.0).to(tl.float32)
@@ -164,38 +152,36 @@ def _out_row(z, bias_v, res, row, y, d0, D: tl.constexpr, BD: tl.constexpr, ACT:
 
 @triton.jit
 def _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
-                BD: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN: tl.constexpr, HALO: tl.constexpr,
+                BD: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN: tl.constexpr, MASKED: tl.constexpr,
                 USE_H0: tl.constexpr):
     """What a tile at packed row ``row0`` starts from: the W tap rows, the bias row (fp32 [BD] each) and
-    x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1), each by ``_halo_row`` as
-    ``HALO`` says (``HALO_*``; masked or clamped: rows before time 0 from the initial state, or zero)."""
+    x rows row0-3, row0-2, row0-1 (slots before the oldest tap repeat row0-1), each by ``_halo_row``
+    (``MASKED``: rows before time 0 from the initial state, or zero)."""
     w0, w1, w2, w3 = tap_weights(wt, o_d, m_d, D, W)
     bias_v = tl.zeros([BD], dtype=tl.float32)
     if HAS_BIAS:
         bias_v = tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
-    p1 = _halo_row(x, h0, i_n, row0, 1, t0, d0, o_d, m_d, D, W, BD, EVEN, HALO, USE_H0)
+    p1 = _halo_row(x, h0, i_n, row0, 1, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     p2 = p1
     p3 = p1
     if W > 2:
-        p2 = _halo_row(x, h0, i_n, row0, 2, t0, d0, o_d, m_d, D, W, BD, EVEN, HALO, USE_H0)
+        p2 = _halo_row(x, h0, i_n, row0, 2, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     if W > 3:
-        p3 = _halo_row(x, h0, i_n, row0, 3, t0, d0, o_d, m_d, D, W, BD, EVEN, HALO, USE_H0)
+        p3 = _halo_row(x, h0, i_n, row0, 3, t0, d0, o_d, m_d, D, W, BD, EVEN, MASKED, USE_H0)
     return w0, w1, w2, w3, bias_v, p3, p2, p1
 
 
 @triton.jit
 def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-             HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, HALO: tl.constexpr,
-             USE_H0: tl.constexpr):
+             HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
     """Forward of the tile whose first output row is packed row ``row0`` (int64), time ``t0`` (int32) of
     sequence ``i_n`` (length ``T_n``).
 
-    Without ``MASKED`` the tile's rows lie in its sequence and are not masked; its W-1 halo rows before it
-    are read as ``HALO`` says (``HALO_INSIDE``: they lie in the sequence too; ``HALO_MASKED`` /
-    ``HALO_CLAMPED``: rows before time 0 are the initial state (``USE_H0``) or zero). With ``MASKED``
-    (which needs ``HALO_MASKED``) any tile: rows at or past ``T_n`` are neither read nor written. The row
-    predicates are int32 compares of per-tile scalars.
+    Without ``MASKED`` a bulk tile: every row it reads (halo included) lies in its sequence, nothing is
+    masked. With ``MASKED`` any tile: rows at or past ``T_n`` are neither read nor written, rows before
+    time 0 are the initial state (``USE_H0``) or zero. The row predicates are int32 compares of
+    per-tile scalars.
 
     ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
     blocks in flight are carried unconverted, so their loads are waited for only when they are used,
@@ -206,7 +192,7 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D:
     d0 = i_d * BD  # int32 block-pointer offset
     n_in = T_n - t0  # rows of the sequence from row0 on (MASKED: rows j < n_in are in it)
     w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D, W, BD,
-                                                     HAS_BIAS, EVEN, HALO, USE_H0)
+                                                     HAS_BIAS, EVEN, MASKED, USE_H0)
     if AHEAD == 1:
         a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, True, MASKED)
         for r0 in tl.range(0, BT, ROWS):
@@ -332,7 +318,7 @@ def bwd_rows(x, dy, dx, wt, bias, row0, i_d, o_d, m_d, D: tl.constexpr, W: tl.co
     d0 = i_d * BD  # int32 block-pointer offset
     # a bulk tile: its halo rows lie in the sequence (nothing masked, no initial state; x stands in for h0)
     w0, w1, w2, w3, bias_v, p3, p2, p1 = _tile_start(x, x, 0, wt, bias, row0, 0, d0, o_d, m_d, D, W, BD, HAS_BIAS,
-                                                     EVEN, HALO_INSIDE, False)
+                                                     EVEN, False, False)
     q0 = tl.zeros([BD], dtype=tl.float32)
     q1 = tl.zeros([BD], dtype=tl.float32)
     q2 = tl.zeros([BD], dtype=tl.float32)

@@ -39,7 +39,7 @@ DEFAULT_EPS = 1e-6
 @triton.jit(do_not_specialize=["n_rows", "row_start", "n_tasks"])
 def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
                          D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr,
-                         W_RESIDENT: tl.constexpr, STREAM: tl.constexpr):
+                         W_RESIDENT: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     p_w = tl.make_block_ptr(w, (D,), (1,), (0,), (BD,), (0,))
@@ -50,13 +50,13 @@ def _rms_norm_fwd_kernel(x, w, y, rstd, eps, n_rows, row_start, n_tasks,
         p_x = rowwise.row_tile(x, r0, rows_left, D, BR, BD)
         p_y = rowwise.row_tile(y, r0, rows_left, D, BR, BD)
         p_r = rowwise.row_values(rstd, r0, rows_left, BR)
-        b_x = load_tile(p_x, TAIL, STREAM).to(tl.float32)
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
         b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)
         if not W_RESIDENT:
             # Reloaded per tile (a cache hit), after the row sums: its registers are not live across them.
             b_w = tl.load(p_w, boundary_check=(0,), padding_option="zero").to(tl.float32)
         b_y = b_x * b_rstd[:, None] * b_w[None, :]
-        store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL, STREAM)
+        store_tile(p_y, b_y.to(p_y.dtype.element_ty), TAIL)
         store_rows(p_r, b_rstd, TAIL)
 
 
@@ -74,15 +74,15 @@ def _rms_norm_bwd_kernel(x, w, rstd, dy, dx, dw_partial, n_rows, row_start, n_ta
         p_dy = rowwise.row_tile(dy, r0, rows_left, D, BR, BD)
         p_dx = rowwise.row_tile(dx, r0, rows_left, D, BR, BD)
         p_r = rowwise.row_values(rstd, r0, rows_left, BR)
-        b_x = load_tile(p_x, TAIL, False).to(tl.float32)
-        b_dy = load_tile(p_dy, TAIL, False).to(tl.float32)
+        b_x = load_tile(p_x, TAIL).to(tl.float32)
+        b_dy = load_tile(p_dy, TAIL).to(tl.float32)
         b_rstd = load_rows(p_r, TAIL)  # tail rows past n_rows load 0, so they add nothing to dw
         b_xr = b_x * b_rstd[:, None]  # the normalized row x_hat
         b_dw += tl.sum(b_dy * b_xr, axis=0)
         b_wdy = b_dy * b_w[None, :]
         b_c = tl.sum(b_wdy * b_xr, axis=1) / D
         b_dx = (b_wdy - b_xr * b_c[:, None]) * b_rstd[:, None]
-        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL, False)
+        store_tile(p_dx, b_dx.to(p_dx.dtype.element_ty), TAIL)
     # One fp32 partial row per program (never atomics): the finalize kernel sums them in order.
     partial_row = tl.cast(first_program + pid, tl.int64) * D
     p_dw = tl.make_block_ptr(dw_partial + partial_row, (D,), (1,), (0,), (BD,), (0,))
@@ -142,13 +142,11 @@ def rms_norm_fwd(x, weight, eps: float = DEFAULT_EPS, *, config: dict | None = N
     plan = rowwise.row_plan(n_rows, d, FWD_MEM_MULT, UB_MARGIN, cfg["block_rows"],
                             streaming=True)
     w_resident = _weight_resident(cfg["weight_mode"])
-    stream = rowwise.stream_hints()  # x read once, y written once (the weight row stays cached)
     for part in plan.launches:
-        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident, stream)  # what it compiles for
+        variant = (x.dtype, w.dtype, d, plan.block_rows, part.tail, w_resident)  # what the kernel compiles for
         grid = resident.programs(_rms_norm_fwd_kernel, variant, part.n_tasks, part.programs)
         compiled = launch(_rms_norm_fwd_kernel, (grid,), x, w, y, rstd, eps, n_rows, part.row_start, part.n_tasks,
-                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident,
-                          STREAM=stream)
+                          D=d, BR=plan.block_rows, BD=plan.block_cols, TAIL=part.tail, W_RESIDENT=w_resident)
         resident.learn(_rms_norm_fwd_kernel, variant, compiled)
     return y, rstd
 

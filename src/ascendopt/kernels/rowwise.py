@@ -32,25 +32,7 @@ CUDA_LIVE_FP32_VALUES = 24576
 # 64 rows (H200 device time, benchmarks/RESULTS.md, session 4). Wide rows are bounded by cuda_cap first.
 CUDA_STREAM_MAX_ROWS = 16
 ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
-# Streaming row kernels read each input row and write each output row once; on CUDA their tile loads
-# are marked evict-first and their stores streaming (.cs), so the rows do not displace what L2 keeps.
-# l2norm forward at B4_T4096_D4096 on the H200: 67.3-67.4 us with the hints against 67.7-67.8 without
-# (fla 66.5; RESULTS.md session 5, run 1). ``ASCENDOPT_CUDA_STREAM_HINTS=0`` turns them off (A/B runs).
-# Ascend takes no hints: its DMA moves whole tiles between HBM and UB.
-STREAM_HINTS_ENV = "ASCENDOPT_CUDA_STREAM_HINTS"
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
-
-
-def stream_hints() -> bool:
-    """Whether streaming row kernels mark their tile loads evict-first and stores streaming (CUDA only)."""
-    import os
-
-    from ascendopt.kernels.common import on_cuda
-
-    value = os.environ.get(STREAM_HINTS_ENV, "1")
-    if value not in ("0", "1"):
-        raise UsageError(f"{STREAM_HINTS_ENV}={value!r}: must be 0 or 1")
-    return value == "1" and on_cuda()
 
 
 def ub_context() -> tuple[int, str, bool]:
@@ -256,35 +238,21 @@ def row_values(base, r0, rows_left, BR: tl.constexpr):
 
 
 @triton.jit
-def load_tile(p, TAIL: tl.constexpr, STREAM: tl.constexpr):
-    """Load a ``[BR, BD]`` block: bulk tiles check only the padded columns, tail tiles rows too.
-    ``STREAM``: the block is read once, evict it first (``stream_hints``)."""
+def load_tile(p, TAIL: tl.constexpr):
+    """Load a ``[BR, BD]`` block: bulk tiles check only the padded columns, tail tiles rows too."""
     if TAIL:
-        if STREAM:
-            tile = tl.load(p, boundary_check=(0, 1), padding_option="zero", eviction_policy="evict_first")
-        else:
-            tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
+        tile = tl.load(p, boundary_check=(0, 1), padding_option="zero")
     else:
-        if STREAM:
-            tile = tl.load(p, boundary_check=(1,), padding_option="zero", eviction_policy="evict_first")
-        else:
-            tile = tl.load(p, boundary_check=(1,), padding_option="zero")
+        tile = tl.load(p, boundary_check=(1,), padding_option="zero")
     return tile
 
 
 @triton.jit
-def store_tile(p, value, TAIL: tl.constexpr, STREAM: tl.constexpr):
-    """Store a ``[BR, BD]`` block (checks as ``load_tile``); ``STREAM``: a streaming store (``.cs``)."""
+def store_tile(p, value, TAIL: tl.constexpr):
     if TAIL:
-        if STREAM:
-            tl.store(p, value, boundary_check=(0, 1), cache_modifier=".cs")
-        else:
-            tl.store(p, value, boundary_check=(0, 1))
+        tl.store(p, value, boundary_check=(0, 1))
     else:
-        if STREAM:
-            tl.store(p, value, boundary_check=(1,), cache_modifier=".cs")
-        else:
-            tl.store(p, value, boundary_check=(1,))
+        tl.store(p, value, boundary_check=(1,))
 
 
 @triton.jit

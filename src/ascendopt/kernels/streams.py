@@ -28,23 +28,17 @@ def side_stream(device):
     return stream
 
 
-def overlapped(side_work, main_work, device, side_first: bool = True) -> None:
+def overlapped(side_work, main_work, device) -> None:
     """``side_work()`` on ``device``'s side stream and ``main_work()`` on the current stream, concurrently;
     both are done, as far as later work on the current stream can tell, when this returns.
 
-    ``side_first``: ``side_work`` is issued first, so its few programs start ahead of the bulk ones;
-    otherwise after ``main_work``, so its programs take the SM slots the bulk launch's last wave leaves
-    (the block scheduler dispatches an earlier launch's programs first). Either way the side stream waits
-    only for the work issued before this call, never for ``main_work``."""
+    ``side_work`` is issued first, so its few programs start ahead of the bulk ones."""
     import torch
 
     main = torch.cuda.current_stream(device)
     side = side_stream(device)
     side.wait_stream(main)
-    if not side_first:
-        main_work()
     with torch.cuda.stream(side):
         side_work()
-    if side_first:
-        main_work()
+    main_work()
     main.wait_stream(side)
