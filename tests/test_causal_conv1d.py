@@ -261,10 +261,10 @@ def test_one_launch_plan_lists_every_tile_once():
     assert sorted(map(tuple, plan_all((1, 41), cu, 8).table.tolist())) == \
         [(0, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4), (3, 0)]
     one = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ONE_LAUNCH)
-    assert [(mode, bd, n) for mode, bd, n, _, _ in one] == [(3, 16, 18 * 3)]
+    assert [(mode, bt, bd, n) for mode, bt, bd, n, _, _ in one] == [(3, 8, 16, 18 * 3)]
     split = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS)
-    assert [(mode, bd) for mode, bd, *_ in split] == [(0, 16), (3, 16)]
-    assert sum(n for _, _, n, _, _ in split) == 18 * 3
+    assert [(mode, bt, bd) for mode, bt, bd, *_ in split] == [(0, 8, 16), (3, 8, 16)]
+    assert sum(n for _, _, _, n, _, _ in split) == 18 * 3
 
 
 def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
@@ -284,3 +284,50 @@ def test_edge_channel_tile_follows_the_forward_tile_unless_set():
     _, wide = _check(dims, "fp32", {**ROWS, "EDGES": 4, "BD_EDGE": 32}, mode="fwd")
     _, auto = _check(dims, "fp32", {**ROWS, "EDGES": 4}, mode="fwd")
     assert torch.equal(wide["y"], auto["y"])
+
+
+def _rows_of(tiles, T, rows_per_tile):
+    """(sequence, row) pairs a fixed-length tail set covers, decoded as the kernel does, clipped to T."""
+    out = set()
+    for i_r in range(tiles.n_tiles):
+        i_n, j = divmod(i_r, tiles.n_per_seq)
+        i_t = j if j < tiles.n_head else tiles.tail_start + j - tiles.n_head
+        out |= {(i_n, t) for t in range(i_t * rows_per_tile, (i_t + 1) * rows_per_tile) if t < T}
+    return out
+
+
+@pytest.mark.parametrize("T", [45, 5, 64, 17])
+def test_split_edge_tiles_cover_the_same_rows_as_whole_ones(T):
+    bulk, whole = plan_fixed(2, T, 16, 4, 0)
+    _, split = plan_fixed(2, T, 16, 4, 0, split=4)
+    assert _rows_of(split, T, 4) == _rows_of(whole, T, 16)
+    assert all(t < T for _, t in _rows_of(split, T, 4))  # no piece lies wholly past T
+    assert split.n_tiles == len({(n, t // 4) for n, t in _rows_of(whole, T, 16)})  # each piece once
+    cu = torch.tensor([0, 5, 5, 40, 41, 75], dtype=torch.int32)
+    _, whole_v = plan_varlen(cu, 16, 4, 0)
+    _, split_v = plan_varlen(cu, 16, 4, 0, split=4)
+    lens = (5, 0, 35, 1, 34)
+    rows_whole = {(n, t) for n, i_t in whole_v.table.tolist() for t in range(16 * i_t, 16 * i_t + 16) if t < lens[n]}
+    rows_split = {(n, t) for n, i_t in split_v.table.tolist() for t in range(4 * i_t, 4 * i_t + 4) if t < lens[n]}
+    assert rows_split == rows_whole
+    assert all(4 * i_t < lens[n] for n, i_t in split_v.table.tolist())
+
+
+@pytest.mark.parametrize("dims", [
+    {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
+    {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 3, "act": 1, "bias": 1, "residual": 1, "state": 1},
+])
+@pytest.mark.parametrize("edges", [1, 4])
+def test_shorter_edge_tiles_give_the_same_outputs(dims, edges):
+    config = {**ROWS, "BT": 16, "EDGES": edges}
+    _, whole = _check(dims, "fp32", config, mode="fwd")
+    _, split = _check(dims, "fp32", {**config, "BT_EDGE": 4}, mode="fwd")
+    assert torch.equal(whole["y"], split["y"]) and torch.equal(whole["final_state"], split["final_state"])
+
+
+def test_edge_tile_that_does_not_divide_the_forward_tile_is_refused():
+    from ascendopt.errors import UsageError
+
+    inputs = SPEC.make_inputs({"B": 1, "T": 20, "D": 16, "W": 4}, "fp32", "cpu", 0)
+    with pytest.raises(UsageError, match="BT_EDGE=32: must divide the forward time tile BT=16"):
+        causal_conv1d(inputs["x"], inputs["weight"], config={**ROWS, "BT": 16, "BT_EDGE": 32})

@@ -16,6 +16,7 @@ flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final
 
 from __future__ import annotations
 
+from ascendopt.errors import UsageError
 from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
 from ascendopt.kernels.causal_conv1d_plan import masked_bd
@@ -78,7 +79,7 @@ def fwd_options(cfg: dict) -> dict:
     """``causal_conv1d_fwd`` keyword options from resolved tunables."""
     return {"BT": cfg["BT"], "BD": cfg["BD"], "taps": cfg["TAPS"] - 1, "ahead": cfg["AHEAD"],
             "resident_grid": cfg["FWD_GRID"] == 2, "silu": cfg["SILU"], "edges": cfg["EDGES"],
-            "edge_bd": cfg["BD_EDGE"]}
+            "edge_bd": cfg["BD_EDGE"], "edge_bt": cfg["BT_EDGE"]}
 
 
 def resolve(config: dict, backend: str | None = None) -> dict:
@@ -92,8 +93,13 @@ def resolve(config: dict, backend: str | None = None) -> dict:
     if hit is None:  # memoized: this runs on every call (host time, see causal_conv1d_fwd)
         auto = _AUTO["cuda" if backend == "cuda" else "other"]
         hit = {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
-        if not hit.get("BD_EDGE", 1):  # auto: follows the forward tile
-            hit["BD_EDGE"] = masked_bd(hit["BT"], hit["BD"])
+        if not hit.get("BT_EDGE", 1):  # auto: the forward tile
+            hit["BT_EDGE"] = hit["BT"]
+        if "BT_EDGE" in hit and hit["BT"] % hit["BT_EDGE"]:
+            raise UsageError(f"tunable BT_EDGE={hit['BT_EDGE']}: must divide the forward time tile BT={hit['BT']}",
+                             hint="use BT_EDGE=0 (auto: BT) or a power of two <= BT")
+        if not hit.get("BD_EDGE", 1):  # auto: follows the edge tile
+            hit["BD_EDGE"] = masked_bd(hit.get("BT_EDGE", hit["BT"]), hit["BD"])
         _resolved[key] = hit
     return dict(hit)
 
@@ -253,7 +259,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
         cfg = resolve(config, "npu")
     fwd, bwd = {"BT": cfg["BT"], "BD": cfg["BD"]}, {"BT": cfg["BT_BWD"], "BD": cfg["BD_BWD"]}
-    fwd_tail = {"BT": cfg["BT"], "BD": cfg["BD_EDGE"]}
+    fwd_tail = {"BT": cfg["BT_EDGE"], "BD": cfg["BD_EDGE"]}
     bwd_tail = {"BT": cfg["BT_BWD"], "BD": masked_bd(cfg["BT_BWD"], cfg["BD_BWD"])}
     stages = [UBStage("fwd_tail", fwd_tail, "fp32", FWD_MEM_MULT, UB_MARGIN),
               UBStage("bwd_tail", bwd_tail, "fp32", BWD_MEM_MULT, UB_MARGIN)]
@@ -422,7 +428,11 @@ SPEC = KernelSpec(
                          "beside the bulk launch (cuda; elsewhere as 1); 0 = auto (4 on cuda, 1 elsewhere)"),
         "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
                            "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
-                           "largest with BT x BD_EDGE <= 4096, at most BD)"),
+                           "largest with BT_EDGE x BD_EDGE <= 4096, at most BD)"),
+        "BT_EDGE": Tunable("BT_EDGE", 0, (0, 4, 8, 16, 32, 64, 128, 256),
+                           "forward time tile of the edge tiles on the masked tile path (EDGES 1 and 4): "
+                           "the forward tiles outside the bulk launch cut into BT / BT_EDGE pieces, more and "
+                           "shorter programs; must divide BT; 0 = auto (BT)"),
     },
     make_inputs=_make_inputs,
     run=_run,

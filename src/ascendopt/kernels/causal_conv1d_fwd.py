@@ -156,20 +156,24 @@ EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside
 
 
 def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES,
-          edge_bd: int = 0) -> tuple:
-    """Launches ``(TAIL_MODE, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
-    tiles and the edge tiles on the tile path (channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
-    as masked rows, or all tiles in one launch."""
+          edge_bd: int = 0, edge_bt: int = 0) -> tuple:
+    """Launches ``(TAIL_MODE, BT, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
+    tiles and the edge tiles on the tile path (tiles of ``edge_bt`` rows, 0 = ``BT``, which it divides; channel
+    tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles as masked rows, or all tiles in one launch."""
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
-        sets = ((3, plan_all((B, T), cu_seqlens, BT), BD),)
-    else:
+        sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD),)
+    elif edges == EDGES_ROWS:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
-        sets = ((0, bulk, BD), (3, tail, BD) if edges == EDGES_ROWS else (1, tail, edge_bd or masked_bd(BT, BD)))
+        sets = ((0, bulk, BT, BD), (3, tail, BT, BD))
+    else:
+        bt_e = edge_bt or BT
+        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
+        sets = ((0, bulk, BT, BD), (1, tail, bt_e, edge_bd or masked_bd(bt_e, BD)))
     launches = []
-    for mode, tiles, bd in sets:
+    for mode, tiles, bt, bd in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
         if n_tasks:
-            launches.append((mode, bd, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
+            launches.append((mode, bt, bd, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
     return tuple(launches)
 
 
@@ -179,7 +183,7 @@ _plans: dict = {}
 def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, output_final_state=False,
                       activation=None, cu_seqlens=None, *, BT: int = 32, BD: int = 128, taps: int = 0,
                       ahead: int = 1, resident_grid: bool = False, silu: int = 1, edges: int = EDGES_TILES,
-                      edge_bd: int = 0):
+                      edge_bd: int = 0, edge_bt: int = 0):
     """Forward. x ``[B,T,D]``, weight ``[D,W]``, bias ``[D]``, residual ``[B,T,D]``, initial_state
     ``[N,D,W-1]`` (N = B, or the number of sequences with ``cu_seqlens``). Returns ``(y, final_state)``,
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
@@ -188,7 +192,8 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task;
     ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only); ``edges``: how tiles at
     sequence edges run (``EDGES_*``; row path only, the tile paths always take ``EDGES_TILES``);
-    ``edge_bd``: channel tile of the edge tiles on the tile path (0: ``masked_bd(BT, BD)``).
+    ``edge_bd``: channel tile of the edge tiles on the tile path (0: ``masked_bd(edge_bt, BD)``); ``edge_bt``:
+    their time tile, a divisor of BT (0: BT).
 
     Host time matters (a call is ~70-110 us of device time on the H200): the launch plan is memoized
     per shape and device, the transposed weight per weight tensor and version (``transposed``)."""
@@ -199,14 +204,15 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     y = common.alloc((B, T, D), x.dtype, x.device)
     HB = halo_rows(W)
     assert BT >= HB, f"BT={BT} < halo {HB}"  # bulk tiles start at t0 >= BT, so the halo stays inside
+    assert not edge_bt or BT % edge_bt == 0, f"edge tile {edge_bt} does not divide BT={BT}"
     if taps != 2:
         edges = EDGES_TILES
     if cu_seqlens is None:  # varlen tile sets depend on cu_seqlens' values (plan_varlen caches them)
-        launches = per_device(_plans, (B, T, D, W, BT, BD, edges, edge_bd),
-                              lambda: _plan(B, T, D, W, BT, BD, None, edges, edge_bd))
+        launches = per_device(_plans, (B, T, D, W, BT, BD, edges, edge_bd, edge_bt),
+                              lambda: _plan(B, T, D, W, BT, BD, None, edges, edge_bd, edge_bt))
     else:
-        launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges, edge_bd)
-    flags = {"D": D, "W": W, "BT": BT, "HB": HB, "TAPS": taps, "AHEAD": ahead,
+        launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges, edge_bd, edge_bt)
+    flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "AHEAD": ahead,
              "ACT": 2 if activation == "silu" and silu == 2 else activation == "silu", "HAS_BIAS": bias is not None,
              "HAS_RES": residual is not None, "USE_H0": initial_state is not None,
              "IS_VARLEN": cu_seqlens is not None}
@@ -214,14 +220,15 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     h0 = dense(initial_state) if initial_state is not None else None
 
     def run(launch) -> None:
-        mode, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) = launch
+        mode, bt, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) = launch
         variant = None
         if resident_grid:  # what the compiled kernel depends on: its constexprs and dtypes
-            variant = (x.dtype, mode, bd, *flags.values())
+            variant = (x.dtype, mode, bt, bd, *flags.values())
             programs = resident.programs(_causal_conv1d_fwd_kernel, variant, n_tasks, programs)
         compiled = common.launch(_causal_conv1d_fwd_kernel, (programs,),
                                  x, wt, bias, res, h0, y, cu_seqlens, table,
-                                 T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, BD=bd, **flags)
+                                 T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, BT=bt, BD=bd,
+                                 **flags)
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
 

@@ -42,13 +42,15 @@ def _ranges(length: int, BT: int, W: int, halo_right: int) -> tuple[int, int, in
     return nt, lo, hi
 
 
-def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
-    """Bulk and tail tile sets for B sequences of length T."""
+def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int, split: int = 1) -> tuple[TileSet, TileSet]:
+    """Bulk and tail tile sets for B sequences of length T; the tail tiles are ``BT // split`` rows (the
+    rows the ``BT`` tiles outside the bulk cover, cut into ``split`` pieces, pieces past T dropped)."""
     nt, lo, hi = _ranges(T, BT, W, halo_right)
     n_bulk = max(0, hi - lo)
-    n_head = min(lo, nt)
-    tail_start = max(hi, lo)
-    n_tail = n_head + max(0, nt - tail_start)
+    nt_tail = triton.cdiv(T, BT // split)
+    n_head = min(lo * split, nt_tail)
+    tail_start = max(hi, lo) * split
+    n_tail = n_head + max(0, nt_tail - tail_start)
     bulk = TileSet(B * n_bulk, None, max(n_bulk, 1), lo, 0, 0)
     tail = TileSet(B * n_tail, None, max(n_tail, 1), 0, n_head, tail_start)
     return bulk, tail
@@ -59,18 +61,20 @@ def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int) -> tuple[TileSe
 _plan_cache: dict = {}
 
 
-def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
-    """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor)."""
+def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1) -> tuple[TileSet, TileSet]:
+    """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor); tail tiles of
+    ``BT // split`` rows as in ``plan_fixed``."""
 
     def build(lens):
         bulk, tail = [], []
         for n, length in enumerate(lens):
-            nt, lo, hi = _ranges(length, BT, W, halo_right)
+            _, lo, hi = _ranges(length, BT, W, halo_right)
             bulk += [(n, t) for t in range(lo, hi)]
-            tail += [(n, t) for t in range(nt) if not lo <= t < hi]
+            tail += [(n, t) for t in range(triton.cdiv(length, BT // split))
+                     if not lo * split <= t < hi * split]
         return _table(bulk, cu_seqlens.device), _table(tail, cu_seqlens.device)
 
-    return _cached_varlen(cu_seqlens, (BT, W, halo_right), build)
+    return _cached_varlen(cu_seqlens, (BT, W, halo_right, split), build)
 
 
 def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
@@ -109,11 +113,11 @@ def _cached_varlen(cu_seqlens, key: tuple, build):
     return value
 
 
-def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int) -> tuple[TileSet, TileSet]:
+def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1) -> tuple[TileSet, TileSet]:
     B, T = x_shape[0], x_shape[1]
     if cu_seqlens is None:
-        return plan_fixed(B, T, BT, W, halo_right)
-    return plan_varlen(cu_seqlens, BT, W, halo_right)
+        return plan_fixed(B, T, BT, W, halo_right, split)
+    return plan_varlen(cu_seqlens, BT, W, halo_right, split)
 
 
 # Keyed like _plan_cache: (id, version, data_ptr) of the weight, checked against a weak reference.
