@@ -261,10 +261,10 @@ def test_one_launch_plan_lists_every_tile_once():
     assert sorted(map(tuple, plan_all((1, 41), cu, 8).table.tolist())) == \
         [(0, 0), (2, 0), (2, 1), (2, 2), (2, 3), (2, 4), (3, 0)]
     one = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ONE_LAUNCH)
-    assert [(mode, bt, bd, n) for mode, bt, bd, n, _, _ in one] == [(3, 8, 16, 18 * 3)]
+    assert [(la.mode, la.bt, la.bd, la.n_tasks) for la in one] == [(3, 8, 16, 18 * 3)]
     split = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS)
-    assert [(mode, bt, bd) for mode, bt, bd, *_ in split] == [(0, 8, 16), (3, 8, 16)]
-    assert sum(n for _, _, _, n, _, _ in split) == 18 * 3
+    assert [(la.mode, la.bt, la.bd) for la in split] == [(0, 8, 16), (3, 8, 16)]
+    assert sum(la.n_tasks for la in split) == 18 * 3
 
 
 def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
@@ -331,3 +331,76 @@ def test_edge_tile_that_does_not_divide_the_forward_tile_is_refused():
     inputs = SPEC.make_inputs({"B": 1, "T": 20, "D": 16, "W": 4}, "fp32", "cpu", 0)
     with pytest.raises(UsageError, match="BT_EDGE=32: must divide the forward time tile BT=16"):
         causal_conv1d(inputs["x"], inputs["weight"], config={**ROWS, "BT": 16, "BT_EDGE": 32})
+
+
+def _covered(bulk_rows, pieces, lens):
+    """How often each (sequence, row) is written by the bulk tiles (``bulk_rows``) and the edge pieces."""
+    from collections import Counter
+
+    count = Counter(bulk_rows)
+    for n, t_s, t_e in pieces:
+        count.update((n, t) for t in range(t_s, t_e))
+    want = {(n, t) for n, length in enumerate(lens) for t in range(length)}
+    return count, want
+
+
+@pytest.mark.parametrize("piece", [8, 2])
+def test_offset_plan_writes_every_row_once(piece):
+    from ascendopt.kernels.causal_conv1d_plan import plan_offset
+
+    # fixed length: W=4 and BT=8 put bulk tiles at rows 3..10, 11..18, ...; T=45 leaves rows 43, 44
+    bulk, pieces = plan_offset((2, 45), None, 8, 4, piece, "cpu")
+    assert (bulk.n_tiles, bulk.n_per_seq) == (2 * 5, 5)
+    rows = [(n, 3 + 8 * j + r) for n in range(2) for j in range(5) for r in range(8)]
+    count, want = _covered(rows, pieces.table.tolist(), (45, 45))
+    assert set(count) == want and set(count.values()) == {1}
+    assert all(0 < t_e - t_s <= piece for _, t_s, t_e in pieces.table.tolist())
+    # varlen: empty, shorter than W-1+BT (left whole), exactly W-1+BT, and long sequences
+    lens = (5, 0, 11, 40, 1, 30)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    bulk, pieces = plan_offset((1, sum(lens)), cu, 8, 4, piece, "cpu")
+    rows = [(n, 3 + 8 * i_t + r) for n, i_t in bulk.table.tolist() for r in range(8)]
+    count, want = _covered(rows, pieces.table.tolist(), lens)
+    assert set(count) == want and set(count.values()) == {1}
+    assert sorted({n for n, _ in bulk.table.tolist()}) == [2, 3, 5]
+
+
+@pytest.mark.parametrize("dims", [
+    {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
+    {"B": 1, "T": 30, "D": 32, "W": 2, "act": 0, "bias": 0},
+    {"seqlens": (19, 0, 2, 25, 8, 33, 11), "D": 24, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
+])
+@pytest.mark.parametrize("edge_bt", [0, 4])
+def test_offset_bulk_tiles_match_oracle_and_the_tile_path(dims, edge_bt):
+    config = {**ROWS, "BT": 8, "EDGES": 5, "BT_EDGE": edge_bt}
+    _, offset = _check(dims, "fp32", config, mode="fwd")
+    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1, "BT_EDGE": 0}, mode="fwd")
+    assert torch.allclose(offset["y"], tiles["y"], rtol=1e-6, atol=1e-6)
+    if dims.get("state"):
+        assert torch.equal(offset["final_state"], tiles["final_state"])
+    _check(dims, "bf16", config, mode="fwdbwd", seed=1)
+
+
+@pytest.mark.parametrize("cu", [None, (0, 5, 5, 16, 56, 57, 87)])
+def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu):
+    # Only the edge-piece launch runs (the bulk launch is skipped) on a NaN-poisoned output: exactly the rows
+    # outside the bulk tiles (rows 3 .. 3 + 8k of each sequence of length >= 11) must be written.
+    from ascendopt.kernels import common
+
+    real_launch = common.launch
+    monkeypatch.setattr(common, "launch", lambda kernel, grid, *a, **k: None if k.get("TAIL_MODE") == 0
+                        else real_launch(kernel, grid, *a, **k))
+    gen = torch.Generator().manual_seed(5)
+    B, T = (2, 45) if cu is None else (1, cu[-1])
+    x, w = torch.randn(B, T, 24, generator=gen), torch.randn(24, 4, generator=gen)
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
+    with nan_poisoning():
+        y, _ = causal_conv1d_fwd(x, w, activation="silu", cu_seqlens=cu_t, BT=8, BD=16, taps=2, edges=5, edge_bt=4)
+    starts = [0] if cu is None else cu[:-1]
+    lengths = [T] if cu is None else [b - a for a, b in zip(cu[:-1], cu[1:], strict=True)]
+    for bos, length in zip(starts, lengths, strict=True):
+        n_bulk = max(0, (length - 3) // 8)
+        bulk = set(range(3, 3 + 8 * n_bulk))
+        for t in range(length):
+            written = torch.isfinite(y[:, bos + t]).all().item()
+            assert written == (t not in bulk), f"row {t} of a sequence of {length}: written={written}"

@@ -420,17 +420,19 @@ SPEC = KernelSpec(
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
-        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4),
+        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4, 5),
                          "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
                          "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
                          "the edge tiles as masked rows, 4 = as 1 with the edge launch on a side stream "
-                         "beside the bulk launch (cuda; elsewhere as 1); 0 = auto (4 on cuda, 1 elsewhere)"),
+                         "beside the bulk launch (cuda; elsewhere as 1), 5 = as 4 with the bulk tiles starting "
+                         "W-1 rows into each sequence, so its head edge is W-1 rows, and the edges as pieces of "
+                         "at most BT_EDGE rows; 0 = auto (4 on cuda, 1 elsewhere)"),
         "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
                            "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
                            "largest with BT_EDGE x BD_EDGE <= 4096, at most BD)"),
         "BT_EDGE": Tunable("BT_EDGE", 0, (0, 4, 8, 16, 32, 64, 128, 256),
-                           "forward time tile of the edge tiles on the masked tile path (EDGES 1 and 4): "
+                           "forward time tile of the edge tiles on the masked tile path (EDGES 1, 4 and 5): "
                            "the forward tiles outside the bulk launch cut into BT / BT_EDGE pieces, more and "
                            "shorter programs; must divide BT; 0 = auto (BT)"),
     },

@@ -11,16 +11,20 @@ Launches per call (``causal_conv1d_plan``), by ``edges``: bulk tiles with ``TAIL
 the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
 ``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
 2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
-(``TAIL_MODE=3``), or every tile in one launch of masked rows. A last, tiny kernel writes the final state.
+(``TAIL_MODE=3``), or every tile in one launch of masked rows; or bulk tiles that start W-1 rows into each
+sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``). A last, tiny
+kernel writes the final state.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import triton
 import triton.language as tl
 
 from ascendopt.kernels import common, resident, streams
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, transposed
+from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, plan_offset, transposed
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import (
     load_block,
@@ -41,6 +45,7 @@ def _causal_conv1d_fwd_kernel(
     D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
     IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr, AHEAD: tl.constexpr,
+    OFF: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -48,17 +53,28 @@ def _causal_conv1d_fwd_kernel(
     for task in tl.range(pid, n_tasks, n_prog):
         i_d = task % ND
         i_r = task // ND
-        # Decode the time tile; every pointer below is rebound from the base arguments per task.
-        i_n, i_t = tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN, TAIL_MODE)
-        bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
+        # Decode the time tile [t_s, t_s + BT) (rows from t_e on are not written); every pointer below is
+        # rebound from the base arguments per task.
+        if TAIL_MODE == 5:  # an edge piece (i_n, t_start, t_end) of plan_offset
+            i_n = tl.load(tiles + 3 * i_r)
+            t_s = tl.load(tiles + 3 * i_r + 1)
+            t_e = tl.load(tiles + 3 * i_r + 2)
+            bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
+            row0 = bos + tl.cast(t_s, tl.int64)  # packed row of the tile's first output
+        else:
+            i_n, i_t = tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN, TAIL_MODE)
+            t_s = i_t * BT + OFF  # OFF: bulk tiles start W-1 rows into the sequence (plan_offset), else 0
+            bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
+            t_e = T_n
+            # (this form, not bos + t_s: sm_90 then keeps the row kernel at 64 registers, 8 programs an SM)
+            row0 = bos + tl.cast(i_t, tl.int64) * BT + OFF
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
-        row0 = bos + tl.cast(i_t, tl.int64) * BT  # packed row of the tile's first output
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
         elif TAIL_MODE == 3:  # any tile, row path, every row masked to its sequence
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, i_t * BT, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
@@ -87,7 +103,7 @@ def _causal_conv1d_fwd_kernel(
                         b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0)
                     acc += b_x.to(tl.float32) * b_w.to(tl.float32)[None, :]
             else:
-                o_t = i_t * BT + tl.arange(0, BT)
+                o_t = t_s + tl.arange(0, BT)
                 for w in tl.static_range(W):
                     src = o_t - (W - 1) + w
                     m_x = (src >= 0) & (src < T_n)
@@ -113,7 +129,7 @@ def _causal_conv1d_fwd_kernel(
                     acc += load_block(p_r, D, BD).to(tl.float32)
                 store_block(p_y, acc.to(y.dtype.element_ty), D, BD)
             else:
-                m_y = (o_t < T_n)[:, None] & m_d[None, :]
+                m_y = (o_t < t_e)[:, None] & m_d[None, :]
                 off_y = (bos + o_t.to(tl.int64))[:, None] * D + o_d[None, :]
                 if HAS_RES:
                     acc += tl.load(residual + off_y, mask=m_y, other=0.0).to(tl.float32)
@@ -153,27 +169,46 @@ EDGES_TILES = 1  # a second launch on the masked 2-D tile path (TAIL_MODE=1)
 EDGES_ONE_LAUNCH = 2  # one launch for every tile, rows masked to their sequence (TAIL_MODE=3)
 EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_MODE=3)
 EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside the bulk one (CUDA; else 1)
+EDGES_OFFSET = 5  # as EDGES_SIDE_STREAM, bulk tiles W-1 rows into each sequence, edges as pieces (plan_offset)
+
+
+class Launch(NamedTuple):
+    """One launch of the forward kernel: its ``TAIL_MODE``, time and channel tiles, bulk offset ``OFF``,
+    tasks, programs and tile-set arguments (``TileSet.args``)."""
+
+    mode: int
+    bt: int
+    bd: int
+    off: int
+    n_tasks: int
+    programs: int
+    tile_args: tuple
 
 
 def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: int = EDGES_TILES,
-          edge_bd: int = 0, edge_bt: int = 0) -> tuple:
-    """Launches ``(TAIL_MODE, BT, BD, n_tasks, programs, tile args)``: by ``edges`` (``EDGES_*``) the bulk
-    tiles and the edge tiles on the tile path (tiles of ``edge_bt`` rows, 0 = ``BT``, which it divides; channel
-    tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles as masked rows, or all tiles in one launch."""
+          edge_bd: int = 0, edge_bt: int = 0, device=None) -> tuple[Launch, ...]:
+    """Launches by ``edges`` (``EDGES_*``): the bulk tiles and the edge tiles on the tile path (tiles of
+    ``edge_bt`` rows, 0 = ``BT``, which it divides; channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
+    as masked rows, all tiles in one launch, or bulk tiles offset by W-1 rows and edge pieces of at most
+    ``edge_bt`` rows (``device``: where a fixed-length piece table goes)."""
+    bt_e = edge_bt or BT
+    bd_e = edge_bd or masked_bd(bt_e, BD)
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
-        sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD),)
+        sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD, 0),)
     elif edges == EDGES_ROWS:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
-        sets = ((0, bulk, BT, BD), (3, tail, BT, BD))
+        sets = ((0, bulk, BT, BD, 0), (3, tail, BT, BD, 0))
+    elif edges == EDGES_OFFSET:
+        bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device)
+        sets = ((0, bulk, BT, BD, W - 1), (5, pieces, bt_e, bd_e, 0))
     else:
-        bt_e = edge_bt or BT
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
-        sets = ((0, bulk, BT, BD), (1, tail, bt_e, edge_bd or masked_bd(bt_e, BD)))
+        sets = ((0, bulk, BT, BD, 0), (1, tail, bt_e, bd_e, 0))
     launches = []
-    for mode, tiles, bt, bd in sets:
+    for mode, tiles, bt, bd, off in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
         if n_tasks:
-            launches.append((mode, bt, bd, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
+            launches.append(Launch(mode, bt, bd, off, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
     return tuple(launches)
 
 
@@ -208,8 +243,8 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     if taps != 2:
         edges = EDGES_TILES
     if cu_seqlens is None:  # varlen tile sets depend on cu_seqlens' values (plan_varlen caches them)
-        launches = per_device(_plans, (B, T, D, W, BT, BD, edges, edge_bd, edge_bt),
-                              lambda: _plan(B, T, D, W, BT, BD, None, edges, edge_bd, edge_bt))
+        launches = per_device(_plans, (B, T, D, W, BT, BD, edges, edge_bd, edge_bt, x.device),
+                              lambda: _plan(B, T, D, W, BT, BD, None, edges, edge_bd, edge_bt, x.device))
     else:
         launches = _plan(B, T, D, W, BT, BD, cu_seqlens, edges, edge_bd, edge_bt)
     flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "AHEAD": ahead,
@@ -219,20 +254,21 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     res = dense(residual) if residual is not None else None
     h0 = dense(initial_state) if initial_state is not None else None
 
-    def run(launch) -> None:
-        mode, bt, bd, n_tasks, programs, (table, n_per_seq, t_first, n_head, tail_start) = launch
+    def run(launch: Launch) -> None:
+        table, n_per_seq, t_first, n_head, tail_start = launch.tile_args
+        programs = launch.programs
         variant = None
         if resident_grid:  # what the compiled kernel depends on: its constexprs and dtypes
-            variant = (x.dtype, mode, bt, bd, *flags.values())
-            programs = resident.programs(_causal_conv1d_fwd_kernel, variant, n_tasks, programs)
+            variant = (x.dtype, launch.mode, launch.bt, launch.bd, launch.off, *flags.values())
+            programs = resident.programs(_causal_conv1d_fwd_kernel, variant, launch.n_tasks, programs)
         compiled = common.launch(_causal_conv1d_fwd_kernel, (programs,),
                                  x, wt, bias, res, h0, y, cu_seqlens, table,
-                                 T, n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=mode, BT=bt, BD=bd,
-                                 **flags)
+                                 T, launch.n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=launch.mode,
+                                 BT=launch.bt, BD=launch.bd, OFF=launch.off, **flags)
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
 
-    if edges == EDGES_SIDE_STREAM and len(launches) == 2 and common.on_cuda():
+    if edges in (EDGES_SIDE_STREAM, EDGES_OFFSET) and len(launches) == 2 and common.on_cuda():
         streams.overlapped(lambda: run(launches[1]), lambda: run(launches[0]), x.device)
     else:
         for launch in launches:

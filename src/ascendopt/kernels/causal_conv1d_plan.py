@@ -19,10 +19,11 @@ import triton
 
 @dataclass(frozen=True)
 class TileSet:
-    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table."""
+    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table; edge
+    pieces (``plan_offset``): an (i_n, t_start, t_end) table."""
 
     n_tiles: int
-    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen only)
+    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen), [n_tiles, 3] (pieces)
     n_per_seq: int = 1
     t_first: int = 0
     n_head: int = 0
@@ -93,11 +94,44 @@ def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
     return _cached_varlen(cu_seqlens, ("all", BT), build)
 
 
-def _table(pairs, device) -> TileSet:
+def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tuple[TileSet, TileSet]:
+    """Bulk tiles that start ``W-1`` rows into each sequence, and the edge pieces around them.
+
+    Bulk tile ``i_t`` of a sequence covers rows ``[W-1 + i_t*BT, W-1 + (i_t+1)*BT)``: its halo starts at row
+    ``i_t*BT >= 0``, so only the sequence's first ``W-1`` rows and its rows past the last whole tile are left
+    (a sequence shorter than ``W-1+BT`` is left whole). Those go to ``(i_n, t_start, t_end)`` pieces of at most
+    ``piece`` rows (``TAIL_MODE=5``: rows at or past ``t_end`` are not written, so no row is written twice).
+    Bulk tiles decode as in ``plan`` (offset by ``W-1`` in the kernel, constexpr ``OFF``)."""
+    off = W - 1
+
+    def split(length: int) -> tuple[int, list]:
+        n_bulk = max(0, (length - off) // BT)
+        spans = [(0, off), (off + n_bulk * BT, length)] if n_bulk else [(0, length)]
+        return n_bulk, [(s, min(s + piece, e)) for lo, e in spans for s in range(lo, e, piece)]
+
+    if cu_seqlens is None:
+        B, T = x_shape[0], x_shape[1]
+        n_bulk, pieces = split(T)
+        return (TileSet(B * n_bulk, None, max(n_bulk, 1), 0, 0, 0),
+                _table([(n, *p) for n in range(B) for p in pieces], device, 3))
+
+    def build(lens):
+        bulk, pieces = [], []
+        for n, length in enumerate(lens):
+            n_bulk, mine = split(length)
+            bulk += [(n, t) for t in range(n_bulk)]
+            pieces += [(n, *p) for p in mine]
+        return _table(bulk, cu_seqlens.device), _table(pieces, cu_seqlens.device, 3)
+
+    return _cached_varlen(cu_seqlens, ("offset", BT, W, piece), build)
+
+
+def _table(rows, device, width: int = 2) -> TileSet:
+    """``rows`` (tuples of ``width`` ints) as an int32 ``[len(rows), width]`` tensor on ``device``."""
     import torch
 
-    t = torch.tensor(pairs, dtype=torch.int32).reshape(-1, 2).to(device)
-    return TileSet(len(pairs), t)
+    t = torch.tensor(rows, dtype=torch.int32).reshape(-1, width).to(device)
+    return TileSet(len(rows), t)
 
 
 def _cached_varlen(cu_seqlens, key: tuple, build):
