@@ -13,6 +13,8 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``one<R>``: R rows a program, no loop (``task = program_id``).
 - ``one<R>h``: as ``one<R>``, loads ``evict_first`` and stores ``.cs`` (streaming; read and written once).
 - ``one<R>p``: as ``one<R>``, plain pointer loads and stores instead of block pointers.
+- ``warp<R>``: R rows a program on a 3-D view that puts each row in one warp (R >= 4 fills the 4 warps;
+  no cross-warp reduction, so no barrier between a program's loads and its stores). D a multiple of 256.
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -61,10 +63,27 @@ def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.co
 
 
 @triton.jit
+def _warp_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
+    """``_tile`` on a ``[D/256, BR, 256]`` view of the rows: a warp's 32 lanes x 8 values span 256 columns, so
+    Triton lays the BR rows across the warps and each row's sum stays inside one warp (no shared-memory
+    reduction, no barrier), the rows' chunks held by each thread."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    offs = ((r0 + o_r)[None, :, None] * D + tl.arange(0, D // 256)[:, None, None] * 256
+            + tl.arange(0, 256)[None, None, :])
+    b_x = tl.load(x + offs).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
+    tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
-                  HINTS: tl.constexpr, PLAIN: tl.constexpr):
+                  HINTS: tl.constexpr, PLAIN: tl.constexpr, WARP_ROWS: tl.constexpr):
     pid = tl.program_id(0)
-    if LOOP:
+    if WARP_ROWS:
+        _warp_rows(x, y, rstd, eps, pid, D, BR)
+    elif LOOP:
         for task in tl.range(pid, n_tasks, tl.num_programs(0)):
             _tile(x, y, rstd, eps, task, D, BR, HINTS, PLAIN)
     else:
@@ -72,15 +91,18 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
 
 
 def parse_form(name: str) -> dict:
-    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": True, "PLAIN": False}``; ValueError if malformed."""
-    for prefix, loop in (("loop", True), ("one", False)):
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": True, "PLAIN": False, "WARP_ROWS": False}``;
+    ValueError if malformed."""
+    for prefix, loop in (("loop", True), ("one", False), ("warp", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
-            flag = rest[-1] if rest and rest[-1] in "hp" else ""
+            flag = rest[-1] if rest and rest[-1] in "hp" and prefix != "warp" else ""
             digits = rest[:-1] if flag else rest
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
-                return {"BR": int(digits), "LOOP": loop, "HINTS": flag == "h", "PLAIN": flag == "p"}
-    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h or one<R>p (R a power of two)")
+                return {"BR": int(digits), "LOOP": loop, "HINTS": flag == "h", "PLAIN": flag == "p",
+                        "WARP_ROWS": prefix == "warp"}
+    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>p or warp<R> "
+                     "(R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):
@@ -94,6 +116,8 @@ def form_fn(name: str, n_rows: int, d: int):
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
+    if f["WARP_ROWS"] and d % 256:
+        raise ValueError(f"--forms {name}: D={d} is not a multiple of 256")
     n_tasks = n_rows // f["BR"]
 
     def run(x):

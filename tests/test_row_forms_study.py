@@ -17,7 +17,17 @@ def test_forms_match_the_fp32_l2norm(form):
     torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0"])
+@pytest.mark.parametrize("form", ["warp4", "warp1"])
+def test_warp_row_forms_match_the_fp32_l2norm(form):
+    x = torch.randn(8, 512, generator=torch.Generator().manual_seed(4)) + 0.1
+    y = study.form_fn(form, 8, 512)(x)
+    want = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + study.EPS)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="D=320 is not a multiple of 256"):
+        study.form_fn(form, 8, 320)
+
+
+@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
