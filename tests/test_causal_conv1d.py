@@ -404,3 +404,32 @@ def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu):
         for t in range(length):
             written = torch.isfinite(y[:, bos + t]).all().item()
             assert written == (t not in bulk), f"row {t} of a sequence of {length}: written={written}"
+
+
+def test_backward_resident_grid_is_known_before_the_first_launch(monkeypatch):
+    """BWD_GRID=2 caps the backward's bulk grid at the resident programs, asked for (compiled, not launched)
+    before any launch: the first call already uses the capped grid, so every call sums its dweight partials
+    in the same order. (CUDA's residency is faked: one program per core.)"""
+    from ascendopt.kernels import causal_conv1d_bwd as bwd
+    from ascendopt.kernels import common
+
+    asked = []
+    monkeypatch.setattr(bwd, "_plans", {})
+    monkeypatch.setattr(common, "grid_size", lambda bound, n_tasks, *args: n_tasks)  # CUDA-like: one per task
+    monkeypatch.setattr(bwd.resident, "residency_before_launch",
+                        lambda kernel, variant, compile_variant, default_on: asked.append(variant) or 1)
+    grids = []
+    real_launch = common.launch
+    monkeypatch.setattr(common, "launch", lambda kernel, grid, *a, **k: (
+        grids.append((k.get("TAIL_MODE"), grid[0])), real_launch(kernel, grid, *a, **k))[1])
+    dims = {"B": 2, "T": 150, "D": 40, "W": 4, "act": 1, "bias": 1}
+    config = {**ROWS, "BT_BWD": 8, "BD_BWD": 16, "BWD_GRID": 2}
+    _, first = _check(dims, "fp32", config)
+    first_grids = [g for mode, g in grids if mode == 0]
+    grids.clear()
+    _, second = _check(dims, "fp32", config)
+    cores = common.num_cores("vector")
+    assert first_grids and first_grids == [g for mode, g in grids if mode == 0]
+    assert first_grids[-1] <= cores < bwd._grid(10 ** 6, 3)[0]  # capped at 1 per core, not the planned 4 per core
+    assert torch.equal(first["dweight"], second["dweight"]) and torch.equal(first["dbias"], second["dbias"])
+    assert len(asked) >= 2 and asked[0] == asked[-1]

@@ -218,13 +218,6 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, 
 
 
 _plans: dict = {}
-_per_sm: dict = {}  # bulk kernel variant -> programs an SM holds at once (0: not CUDA / unknown)
-
-
-def _resident_per_sm(compiled) -> int:
-    """``kernels.resident``'s occupancy rule on CUDA (same switch, on by default here: the backward's
-    capped grid was not re-timed as device time), else 0 (keep the planned grid)."""
-    return resident.resident_per_sm(compiled) if resident.capping(default=True) else 0
 
 
 def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state=None, activation=None,
@@ -233,9 +226,10 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     dfinal_state ``[N,D,W-1]``. Returns ``(dx, dweight, dbias, dinitial_state)``; dbias / dinitial_state
     are None when bias / initial_state are. d residual is ``dy`` itself (y = act(z) + residual).
     ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles).
-    ``resident_grid``: cap the bulk launch at the programs the SMs hold at once (CUDA; learned from the
-    compiled kernel's first launch). The launch plan is memoized per shape and device (host time, see
-    ``causal_conv1d_fwd``)."""
+    ``resident_grid``: cap the bulk launch at the programs the SMs hold at once (CUDA; from the bulk kernel
+    compiled, not launched, before the first call's launches, so every call sums its dweight partials in one
+    order; ``kernels.resident.residency_before_launch``). The launch plan is memoized per shape and device
+    (host time, see ``causal_conv1d_fwd``)."""
     import torch
 
     B, T, D = x.shape
@@ -251,22 +245,32 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     flags = {"D": D, "W": W, "HB": HB, "TAPS": taps, "ACT": activation == "silu",
              "HAS_BIAS": bias is not None, "USE_H0": h0 is not None, "HAS_DHT": dht is not None,
              "IS_VARLEN": cu_seqlens is not None}
-    variant = (x.dtype, dy.dtype, BT, BD, *flags.values()) if resident_grid else None
-    shape = (B, T, D, W, BT, BD, HB, taps, h0 is not None, _per_sm.get(variant, 0))
+    dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
+    per_sm = 0
+    if resident_grid:  # the kernel's constexprs and dtypes: what its registers depend on
+
+        def compile_bulk():
+            bulk, _ = plan((B, T), cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
+            table, n_per_seq, t_first, n_head, tail_start = bulk.args()
+            part_stub = torch.empty(1, dtype=torch.float32, device=x.device)  # its pointer type only
+            return _causal_conv1d_bwd_kernel.warmup(
+                x, wt, bias, h0, dy, dht, dx, dh0, part_stub, cu_seqlens, table, T, 1, n_per_seq, t_first,
+                n_head, tail_start, 0, BT=BT, BD=BD, TAIL_MODE=0, PER_PROGRAM=True, grid=(1,), **flags)
+
+        variant = (x.dtype, dy.dtype, BT, BD, *flags.values())
+        per_sm = resident.residency_before_launch(_causal_conv1d_bwd_kernel, variant, compile_bulk, default_on=True)
+    shape = (B, T, D, W, BT, BD, HB, taps, h0 is not None, per_sm)
     if cu_seqlens is None:
         plans, n_slots = per_device(_plans, shape, lambda: _plan(*shape, None))
     else:
         plans, n_slots = _plan(*shape, cu_seqlens)
     part = common.alloc((n_slots, W + 1, D), torch.float32, x.device)
-    dh0 = common.alloc((N, D, W - 1), h0.dtype, x.device) if h0 is not None else None
     for mode, tiles, bt, bd, n_tasks, grid, per_program, slot0 in plans:
         args = tiles.args() if tiles is not None else (None, 1, 0, 0, 0)
-        compiled = common.launch(_causal_conv1d_bwd_kernel, (grid,),
-                                 x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
-                                 T, n_tasks, *args[1:], slot0,
-                                 BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
-        if mode == 0 and variant is not None and variant not in _per_sm:
-            _per_sm[variant] = _resident_per_sm(compiled)
+        common.launch(_causal_conv1d_bwd_kernel, (grid,),
+                      x, wt, bias, h0, dy, dht, dx, dh0, part, cu_seqlens, args[0],
+                      T, n_tasks, *args[1:], slot0,
+                      BT=bt, BD=bd, TAIL_MODE=mode, PER_PROGRAM=per_program, **flags)
     dweight = common.alloc((D, W), weight.dtype, x.device)
     dbias = common.alloc((D,), bias.dtype, x.device) if bias is not None else None
     n_fin = -(-D // _FIN_BD) * (W + (bias is not None))

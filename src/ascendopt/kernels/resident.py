@@ -21,8 +21,8 @@ Default: off for these grids. Timed as device time (the device held busy while t
 (``benchmarks/grid_study.py``, benchmarks/RESULTS.md): programs beyond the resident ones start as
 soon as a slot frees, which hides each program's load-compute-store bubbles better than equal
 shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere. Kernels that write one
-partial row per program cap their grid by default (causal_conv1d's backward, ``causal_conv1d_bwd._resident_per_sm``;
-rms_norm's backward, ``residency_before_launch``): there every program past the resident ones adds a
+partial row per program cap their grid by default (causal_conv1d's backward with ``BWD_GRID=2``, rms_norm's
+backward; both through ``residency_before_launch``): there every program past the resident ones adds a
 partial row to write and to sum again, and buys no concurrency.
 """
 
