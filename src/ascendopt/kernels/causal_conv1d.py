@@ -50,12 +50,14 @@ FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
 TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # AHEAD (row path, fwd): 4-row blocks loaded ahead; FWD_GRID: 1 = one program per task (up to
 # grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1); BWD_GRID:
-# 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid).
+# 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid); on
+# cuda 2: H200 forward+backward device time 288.5 -> 248.1 us (realistic), 309.4 -> 269.8 (varlen), 3 programs
+# an SM, the first call's dweight equal to later calls' bit for bit (RESULTS.md session 5, run 7).
 # SILU on cuda: the exp2 form, H200 B4_T4096_D4096_W4 forward 73.4 us against 76.2 us for z * sigmoid(z)
 # (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 1, "SILU": 2, "EDGES": 4},
+             "BWD_GRID": 2, "SILU": 2, "EDGES": 4},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
@@ -414,9 +416,10 @@ SPEC = KernelSpec(
                             "forward programs: 0 = auto (1), 1 = one per task up to the 1D core grid's cap, "
                             "2 = as many as the SMs hold at once (kernels.resident; CUDA only, else as 1)"),
         "BWD_GRID": Tunable("BWD_GRID", 0, (0, 1, 2),
-                            "backward bulk programs: 0 = auto (1), 1 = up to 4 per core, 2 = up to the programs "
-                            "an SM holds at once (CUDA; else as 1). dweight partials follow the grid: results "
-                            "change within the tolerances, deterministic for a device"),
+                            "backward bulk programs: 0 = auto (2 on cuda, 1 elsewhere), 1 = up to 4 per core, "
+                            "2 = up to the programs an SM holds at once (CUDA, known before the first launch; "
+                            "else as 1). dweight partials follow the grid: results change within the "
+                            "tolerances, deterministic for a device"),
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
