@@ -6,7 +6,9 @@ inside its own sequence. Bulk tiles go to one launch with ``TAIL_MODE=0`` (unmas
 row loads, never past packed ``B*T``); all other tiles go to a second launch with ``TAIL_MODE=1``
 (masked loads, initial state for t < 0). The host computes both tile sets, for varlen too (from
 ``cu_seqlens``, like fla's ``prepare_chunk_indices``), so no kernel needs the seed's runtime mode 2
-that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile.
+that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile. ``plan_offset`` is the
+forward's alternative split (tunable ``EDGES=5``): bulk tiles start W-1 rows into each sequence, so the rows
+left are its first W-1 rows and a partial last tile, written as masked pieces of at most ``BT_EDGE`` rows.
 """
 
 from __future__ import annotations
