@@ -7,6 +7,7 @@ session 4): the cases below are fixed; ``--case`` picks them.
 
     PYTHONPATH=<fla-core 0.6.0 and einops> python3 benchmarks/sass_stats.py [--case l2norm_d4096]
     python3 benchmarks/sass_stats.py --case l2norm_d4096_ours     # ours only, no fla needed
+    python3 benchmarks/sass_stats.py --case causal_conv1d_fwd_rows  # the conv forward's registers
 
 Not under ``TRITON_INTERPRET=1``: interpreted kernels cannot be compiled.
 """
@@ -90,7 +91,35 @@ def l2norm_d4096_ours() -> list[tuple[str, dict]]:
     return l2norm_d4096(peer=False)
 
 
-CASES = {"l2norm_d4096": l2norm_d4096, "l2norm_d4096_ours": l2norm_d4096_ours}
+def causal_conv1d_fwd_rows() -> list[tuple[str, dict]]:
+    """causal_conv1d's forward bulk kernel on the row path at the cuda defaults (``resolve(..., "cuda")``),
+    B4_T4096_D4096_W4 with silu and bias, fixed length and varlen, bulk tiles at row 0 and offset by W-1
+    (``EDGES=5``). At 64 registers an SM holds 8 of its 4-warp programs; 65-72 registers leave 7 and cost
+    the forward ~10 % (RESULTS.md session 5, runs 1-2)."""
+    from ascendopt.kernels.causal_conv1d import SPEC, resolve
+    from ascendopt.kernels.causal_conv1d_fwd import _causal_conv1d_fwd_kernel
+
+    cfg = resolve(SPEC.config(), "cuda")
+    ints = ("T", "n_tasks", "n_per_seq", "t_first", "n_head", "tail_start")
+    signature = {name: "*bf16" for name in ("x", "wt", "bias", "residual", "h0", "y")}
+    signature.update({"cu_seqlens": "*i32", "tiles": "*i32", **{name: "i32" for name in ints}})
+    constexprs = {"D": 4096, "W": 4, "BT": cfg["BT"], "BD": cfg["BD"], "HB": 4, "ACT": 2 if cfg["SILU"] == 2 else 1,
+                  "HAS_BIAS": True, "HAS_RES": False, "USE_H0": False, "TAIL_MODE": 0, "TAPS": cfg["TAPS"] - 1,
+                  "AHEAD": cfg["AHEAD"]}
+    signature.update({name: "constexpr" for name in (*constexprs, "IS_VARLEN", "OFF")})
+    rows = []
+    for varlen in (False, True):
+        for off in (0, 3):
+            compiled = compile_sm90(_causal_conv1d_fwd_kernel, signature,
+                                    {**constexprs, "IS_VARLEN": varlen, "OFF": off},
+                                    divisible=tuple(range(8)))  # the pointers; the ints are do_not_specialize
+            rows.append((f"ascendopt _causal_conv1d_fwd_kernel bulk rows, {'varlen' if varlen else 'fixed'}, "
+                         f"OFF={off}", stats(compiled)))
+    return rows
+
+
+CASES = {"l2norm_d4096": l2norm_d4096, "l2norm_d4096_ours": l2norm_d4096_ours,
+         "causal_conv1d_fwd_rows": causal_conv1d_fwd_rows}
 
 
 def main() -> int:

@@ -24,3 +24,18 @@ def test_our_l2norm_d4096_tiles_compile_to_128_bit_row_loads_and_stores():
     assert "LDG.E.128 x8" in mem2 and "STG.E.128 x8" in mem2
     assert "LDG.E.128 x4" in mem1 and "STG.E.128 x4" in mem1
     assert 0 < int(regs1) < int(regs2) <= 255 and int(insts1) < int(insts2)
+
+
+def test_causal_conv1d_forward_row_kernel_keeps_eight_programs_an_sm():
+    # 64 registers x 128 threads: 8 programs an SM. A rewrite of the tile decode once cost 72 (7 programs,
+    # ~10 % slower on the H200; RESULTS.md session 5): this compile property guards the cuda default.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "sass_stats.py"), "--case",
+                           "causal_conv1d_fwd_rows"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = re.findall(r"^\| ascendopt _causal_conv1d_fwd_kernel bulk rows, (\w+), OFF=(\d) \| (\d+) \| (\d+) \|",
+                      proc.stdout, re.M)
+    assert {(kind, off) for kind, off, _, _ in rows} == {("fixed", "0"), ("fixed", "3"), ("varlen", "0"),
+                                                         ("varlen", "3")}
+    for kind, off, warps, regs in rows:
+        assert warps == "4" and int(regs) <= 64, f"{kind} OFF={off}: {regs} registers"
