@@ -325,12 +325,21 @@ def test_shorter_edge_tiles_give_the_same_outputs(dims, edges):
     assert torch.equal(whole["y"], split["y"]) and torch.equal(whole["final_state"], split["final_state"])
 
 
-def test_edge_tile_that_does_not_divide_the_forward_tile_is_refused():
-    from ascendopt.errors import UsageError
+def test_edge_tile_longer_than_the_forward_tile_acts_as_it_and_every_config_has_a_ub_model():
+    from ascendopt import tune_space
+    from ascendopt.kernels.causal_conv1d import resolve
 
-    inputs = SPEC.make_inputs({"B": 1, "T": 20, "D": 16, "W": 4}, "fp32", "cpu", 0)
-    with pytest.raises(UsageError, match="BT_EDGE=32: must divide the forward time tile BT=16"):
-        causal_conv1d(inputs["x"], inputs["weight"], config={**ROWS, "BT": 16, "BT_EDGE": 32})
+    assert resolve(SPEC.config({"BT": 16, "BT_EDGE": 64}), "npu")["BT_EDGE"] == 16
+    assert resolve(SPEC.config({"BT": 16, "BT_EDGE": 4}), "npu")["BT_EDGE"] == 4
+    assert resolve(SPEC.config({"BT": 16}), "npu")["BT_EDGE"] == 16
+    dims = {"B": 1, "T": 40, "D": 16, "W": 4, "act": 1, "bias": 1}
+    _, longer = _check(dims, "fp32", {**ROWS, "BT": 16, "BT_EDGE": 64}, mode="fwd")
+    _, same = _check(dims, "fp32", {**ROWS, "BT": 16}, mode="fwd")
+    assert torch.equal(longer["y"], same["y"])
+    # the tuner's space around the defaults holds every BT_EDGE choice next to every BT choice
+    feasible, pruned = tune_space.enumerate_space(SPEC, SPEC.shape("tiny").dims, "fp32", 196608, enforce_ub=True,
+                                                  around=SPEC.config())
+    assert {c.config["BT_EDGE"] for c in feasible + pruned} == set(SPEC.tunables["BT_EDGE"].choices)
 
 
 def _covered(bulk_rows, pieces, lens):

@@ -133,3 +133,15 @@ def test_auto_tiles_follow_the_ub_capacity(on_910b2, monkeypatch):
     narrow = spec.ub_model(dims, spec.config(), "bf16")[0].tile["BR"]
     assert narrow == wide // 4
     assert math.log2(narrow).is_integer()
+
+
+@pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.name)
+def test_every_configuration_the_tuner_may_try_has_a_ub_model(spec):
+    # optimize-round --auto enumerates the space around the defaults and asks each configuration's UB model:
+    # no combination of tunable choices may make that raise (e.g. one tile that must divide another)
+    from ascendopt import tune_space
+
+    preset = next(name for name in spec.shapes if name.startswith("tiny"))
+    feasible, pruned = tune_space.enumerate_space(spec, spec.shape(preset).dims, spec.dtypes[0], MODEL_UB_BYTES,
+                                                  enforce_ub=True, around=spec.config())
+    assert feasible and all(c.config.keys() == spec.tunables.keys() for c in feasible + pruned)

@@ -16,7 +16,6 @@ flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final
 
 from __future__ import annotations
 
-from ascendopt.errors import UsageError
 from ascendopt.kernels.causal_conv1d_bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d_fwd import causal_conv1d_fwd
 from ascendopt.kernels.causal_conv1d_plan import masked_bd
@@ -95,11 +94,8 @@ def resolve(config: dict, backend: str | None = None) -> dict:
     if hit is None:  # memoized: this runs on every call (host time, see causal_conv1d_fwd)
         auto = _AUTO["cuda" if backend == "cuda" else "other"]
         hit = {k: (auto[k] if v == 0 and k in auto else v) for k, v in config.items()}
-        if not hit.get("BT_EDGE", 1):  # auto: the forward tile
-            hit["BT_EDGE"] = hit["BT"]
-        if "BT_EDGE" in hit and hit["BT"] % hit["BT_EDGE"]:
-            raise UsageError(f"tunable BT_EDGE={hit['BT_EDGE']}: must divide the forward time tile BT={hit['BT']}",
-                             hint="use BT_EDGE=0 (auto: BT) or a power of two <= BT")
+        if "BT_EDGE" in hit:  # auto (0) and values above BT: the forward tile (powers of two: it divides BT)
+            hit["BT_EDGE"] = min(hit["BT_EDGE"] or hit["BT"], hit["BT"])
         if not hit.get("BD_EDGE", 1):  # auto: follows the edge tile
             hit["BD_EDGE"] = masked_bd(hit.get("BT_EDGE", hit["BT"]), hit["BD"])
         _resolved[key] = hit
@@ -437,7 +433,7 @@ SPEC = KernelSpec(
         "BT_EDGE": Tunable("BT_EDGE", 0, (0, 4, 8, 16, 32, 64, 128, 256),
                            "forward time tile of the edge tiles on the masked tile path (EDGES 1, 4 and 5): "
                            "the forward tiles outside the bulk launch cut into BT / BT_EDGE pieces, more and "
-                           "shorter programs; must divide BT; 0 = auto (BT)"),
+                           "shorter programs; 0 = auto (BT), values above BT act as BT"),
     },
     make_inputs=_make_inputs,
     run=_run,
