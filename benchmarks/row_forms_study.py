@@ -155,7 +155,9 @@ def main() -> int:
     copy = copy_bandwidth_gbs(backend)
     gen = torch.Generator().manual_seed(0)
     sets = [((torch.randn(args.rows, args.d, generator=gen) + 0.1).to("cuda", torch.bfloat16),) for _ in range(3)]
-    nbytes = 2 * args.rows * args.d * 2 + 4 * args.rows
+    from ascendopt.kernels.l2norm import SPEC
+
+    nbytes = SPEC.cost({"B": 1, "T": args.rows, "D": args.d}, "bf16", "fwd").bytes  # x in, y and rstd out
     rows = []
     for name, fn in fns.items():
         got = fn(sets[0][0]).float()

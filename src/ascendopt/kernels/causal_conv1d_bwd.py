@@ -191,12 +191,16 @@ def _grid(n_tasks: int, nd: int, per_sm: int = 0) -> tuple[int, bool]:
     return programs, False
 
 
+def _halo_right(taps: int, W: int, HB: int) -> int:
+    """Rows a bulk tile reads past its end: the gather path (taps 1) whole HB-row halos, the others W-1."""
+    return HB if taps == 1 else W - 1
+
+
 def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, HB: int, taps: int, has_h0: bool, per_sm: int,
           cu_seqlens) -> tuple[tuple, int]:
     """Launches ``(TAIL_MODE, tiles, BT, BD, n_tasks, programs, per_program, slot0)`` and the slot count."""
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
-    # the gather path reads whole HB-row halos after the tile, the other paths W-1 rows
-    bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
+    bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=_halo_right(taps, W, HB))
     # (TAIL_MODE, tiles, BT, BD): bulk, tail, and one state tile per sequence (rows -(W-1)..-1) for dh0
     launches = [(0, bulk, BT, BD), (1, tail, BT, masked_bd(BT, BD))]
     if has_h0:
@@ -250,7 +254,7 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     if resident_grid:  # the kernel's constexprs and dtypes: what its registers depend on
 
         def compile_bulk():
-            bulk, _ = plan((B, T), cu_seqlens, BT, W, halo_right=HB if taps == 1 else W - 1)
+            bulk, _ = plan((B, T), cu_seqlens, BT, W, halo_right=_halo_right(taps, W, HB))
             table, n_per_seq, t_first, n_head, tail_start = bulk.args()
             part_stub = torch.empty(1, dtype=torch.float32, device=x.device)  # its pointer type only
             return _causal_conv1d_bwd_kernel.warmup(
