@@ -145,13 +145,25 @@ def main() -> int:
         return 2
 
     import torch
-    from fla.modules.norm.l2norm import l2norm as fla_l2norm
 
     from ascendopt import backends, bench
+    from ascendopt.errors import AscendoptError, EnvironmentProblem
     sys.path.insert(0, os.path.dirname(__file__))
     from kernels import copy_bandwidth_gbs
 
-    backend = backends.current()
+    try:  # no usable cuda backend: one line, exit 5, nothing written
+        backend = backends.current()
+        if backend.name != "cuda":
+            raise EnvironmentProblem(f"this study needs the cuda backend, got {backend.name}")
+    except AscendoptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        from fla.modules.norm.l2norm import l2norm as fla_l2norm
+    except ImportError as exc:
+        print(f"error: fla-core 0.6.0 is not importable ({exc}); it is the peer this study times against",
+              file=sys.stderr)
+        return 5
     copy = copy_bandwidth_gbs(backend)
     gen = torch.Generator().manual_seed(0)
     sets = [((torch.randn(args.rows, args.d, generator=gen) + 0.1).to("cuda", torch.bfloat16),) for _ in range(3)]

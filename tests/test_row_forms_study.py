@@ -36,3 +36,18 @@ def test_malformed_forms_are_named(bad):
 def test_rows_not_a_multiple_of_the_tile_are_refused():
     with pytest.raises(ValueError, match="not a multiple of 4"):
         study.form_fn("one4", 10, 64)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])  # cpu: not cuda; cuda: not available on this machine
+def test_no_cuda_is_one_line_exit_5_and_writes_nothing(tmp_path, backend):
+    import subprocess
+    import sys
+
+    out = tmp_path / "never.json"
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "row_forms_study.py"), "--forms", "one2",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env={"ASCENDOPT_BACKEND": backend, "PATH": "/usr/bin:/bin"})
+    err = proc.stderr.strip()
+    assert proc.returncode == 5, proc.stderr
+    assert err.startswith("error: ") and "cuda" in err and "\n" not in err
+    assert not out.exists()
