@@ -193,13 +193,14 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=210.0, help="stop starting new cases after this many seconds")
     ap.add_argument("--config", default="",
                     help="tunable overrides for every kernel run, NAME=VALUE,... (each kernel must have them)")
+    ap.add_argument("--modes", default="", help="comma-separated modes, fwd and/or fwdbwd (default: each spec's)")
     args = ap.parse_args()
 
     import torch
     from stage_breakdown import parse_variant
 
     from ascendopt import backends
-    from ascendopt.errors import AscendoptError
+    from ascendopt.errors import AscendoptError, UsageError
     from ascendopt.kernels import all_specs, get
 
     started = time.perf_counter()
@@ -208,6 +209,10 @@ def main() -> int:
         overrides = parse_variant(args.config)
         for spec in specs:
             spec.config(overrides)  # an unknown tunable or value: one line, exit 2, before any device work
+        modes = [m for m in args.modes.split(",") if m]
+        for mode in modes:
+            if not any(mode in spec.modes for spec in specs):
+                raise UsageError(f"--modes: no kernel asked for has mode {mode!r} (modes: fwd, fwdbwd)")
     except AscendoptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -234,7 +239,7 @@ def main() -> int:
         for preset in presets:
             if preset not in spec.shapes:
                 continue
-            for mode in spec.modes:
+            for mode in [m for m in spec.modes if not modes or m in modes]:
                 if time.perf_counter() - started > args.budget_s:
                     rows.append({"kernel": spec.name, "preset": preset, "mode": mode, "dtype": dtype,
                                  "skipped": f"time budget {args.budget_s:.0f} s used up"})

@@ -12,6 +12,8 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``loop<R>``: R rows a program inside the library's persistent ``tl.range`` loop (one pass per program).
 - ``one<R>``: R rows a program, no loop (``task = program_id``).
 - ``one<R>h``: as ``one<R>``, loads ``evict_first`` and stores ``.cs`` (streaming; read and written once).
+- ``one<R>e``: as ``one<R>``, loads ``evict_first``, plain stores (a backward re-reads y, so y keeps its L2 lines).
+- ``one<R>g``: as ``one<R>``, loads ``.cg`` (cached in L2 only, not in L1), plain stores.
 - ``one<R>p``: as ``one<R>``, plain pointer loads and stores instead of block pointers.
 - ``warp<R>``: R rows a program on a 3-D view that puts each row in one warp (R >= 4 fills the 4 warps;
   no cross-warp reduction, so no barrier between a program's loads and its stores). D a multiple of 256.
@@ -38,7 +40,8 @@ EPS = 1e-6
 
 @triton.jit
 def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.constexpr, PLAIN: tl.constexpr):
-    """One ``[BR, D]`` tile (rows ``task*BR ..``) of ``y = x * rsqrt(sum x^2 + eps)``, rstd stored fp32."""
+    """One ``[BR, D]`` tile (rows ``task*BR ..``) of ``y = x * rsqrt(sum x^2 + eps)``, rstd stored fp32.
+    ``HINTS``: 0 none, 1 evict-first loads and ``.cs`` stores, 2 evict-first loads, 3 ``.cg`` loads."""
     r0 = tl.cast(task, tl.int64) * BR
     o_r = tl.arange(0, BR)
     if PLAIN:
@@ -47,15 +50,17 @@ def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.co
     else:
         p_x = tl.make_block_ptr(x + r0 * D, (BR, D), (D, 1), (0, 0), (BR, D), (1, 0))
         p_y = tl.make_block_ptr(y + r0 * D, (BR, D), (D, 1), (0, 0), (BR, D), (1, 0))
-        if HINTS:
+        if HINTS == 1 or HINTS == 2:
             b_x = tl.load(p_x, eviction_policy="evict_first").to(tl.float32)
+        elif HINTS == 3:
+            b_x = tl.load(p_x, cache_modifier=".cg").to(tl.float32)
         else:
             b_x = tl.load(p_x).to(tl.float32)
     b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)
     b_y = (b_x * b_rstd[:, None]).to(y.dtype.element_ty)
     if PLAIN:
         tl.store(y + offs, b_y)
-    elif HINTS:
+    elif HINTS == 1:
         tl.store(p_y, b_y, cache_modifier=".cs")
     else:
         tl.store(p_y, b_y)
@@ -91,18 +96,18 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
 
 
 def parse_form(name: str) -> dict:
-    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": True, "PLAIN": False, "WARP_ROWS": False}``;
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": False}``;
     ValueError if malformed."""
     for prefix, loop in (("loop", True), ("one", False), ("warp", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
-            flag = rest[-1] if rest and rest[-1] in "hp" and prefix != "warp" else ""
+            flag = rest[-1] if rest and rest[-1] in "hegp" and prefix != "warp" else ""
             digits = rest[:-1] if flag else rest
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
-                return {"BR": int(digits), "LOOP": loop, "HINTS": flag == "h", "PLAIN": flag == "p",
-                        "WARP_ROWS": prefix == "warp"}
-    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>p or warp<R> "
-                     "(R a power of two)")
+                return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3}.get(flag, 0),
+                        "PLAIN": flag == "p", "WARP_ROWS": prefix == "warp"}
+    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p or "
+                     "warp<R> (R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):

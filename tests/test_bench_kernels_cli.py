@@ -16,6 +16,7 @@ _SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "kernels.py"
     (["--kernels", "causal_conv1d", "--config", "EDGES"], "not NAME=INTEGER"),
     (["--kernels", "rms_norm,causal_conv1d", "--config", "EDGES=1"], "no tunable 'EDGES'"),  # rms_norm has none
     (["--kernels", "nope"], "unknown kernel 'nope'"),
+    (["--kernels", "causal_conv1d", "--modes", "fwd,bwd"], "no kernel asked for has mode 'bwd'"),
 ])
 def test_bad_case_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "never.json"

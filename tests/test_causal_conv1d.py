@@ -235,7 +235,7 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
     assert renewed is not wt and torch.equal(renewed, w.t())
 
 
-@pytest.mark.parametrize("edges", [2, 3])
+@pytest.mark.parametrize("edges, edge_bt", [(2, 0), (3, 0), (3, 4), (6, 0), (6, 4), (7, 0), (7, 4)])
 @pytest.mark.parametrize("dims", [
     # fixed length, T=45: a partial last tile; with state: head rows from the initial state
     {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
@@ -243,11 +243,14 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
     # varlen: empty, shorter-than-halo, single-tile and multi-tile sequences in one batch
     {"seqlens": (19, 0, 2, 25, 8, 33), "D": 24, "W": 3, "act": 1, "bias": 1, "residual": 1, "state": 1},
 ])
-def test_rows_forward_edge_tiles_as_masked_rows_match_oracle_and_the_tile_path(dims, edges):
-    config = {**ROWS, "BT": 8, "EDGES": edges}
+def test_rows_forward_edge_tiles_as_masked_rows_match_oracle_and_the_tile_path(dims, edges, edge_bt):
+    # 3 and 6 (side stream; in order off cuda): edge tiles of BT_EDGE rows; 7: offset bulk, pieces as rows
+    config = {**ROWS, "BT": 8, "EDGES": edges, "BT_EDGE": edge_bt}
     _, rows = _check(dims, "fp32", config, mode="fwd")
-    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1}, mode="fwd")
+    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1, "BT_EDGE": 0}, mode="fwd")
     assert torch.allclose(rows["y"], tiles["y"], rtol=1e-6, atol=1e-6)
+    if dims.get("state"):
+        assert torch.equal(rows["final_state"], tiles["final_state"])
     _check(dims, "bf16", config, mode="fwdbwd", seed=1)
 
 
@@ -265,6 +268,19 @@ def test_one_launch_plan_lists_every_tile_once():
     split = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS)
     assert [(la.mode, la.bt, la.bd) for la in split] == [(0, 8, 16), (3, 8, 16)]
     assert sum(la.n_tasks for la in split) == 18 * 3
+
+
+def test_row_path_edge_launches_take_the_edge_time_tile_and_the_bulk_channel_tile():
+    from ascendopt.kernels.causal_conv1d_fwd import EDGES_OFFSET_ROWS, EDGES_ROWS_SIDE, _plan
+
+    # T=45, BT=8, W=4: bulk tiles 1..4 (rows 8..39); edge rows 0..7 and 40..44 in 4-row tiles: 2 + 2 a sequence
+    side = _plan(3, 45, 40, 4, 8, 16, None, EDGES_ROWS_SIDE, edge_bd=8, edge_bt=4)
+    assert [(la.mode, la.bt, la.bd, la.off, la.n_tasks) for la in side] == [(0, 8, 16, 0, 3 * 4 * 3),
+                                                                            (3, 4, 16, 0, 3 * 4 * 3)]
+    # offset bulk: rows 3..42 in 5 tiles; pieces (0, 3), (43, 45) a sequence, on the row path (TAIL_MODE=6)
+    offset = _plan(3, 45, 40, 4, 8, 16, None, EDGES_OFFSET_ROWS, edge_bd=8, edge_bt=4, device="cpu")
+    assert [(la.mode, la.bt, la.bd, la.off, la.n_tasks) for la in offset] == [(0, 8, 16, 3, 3 * 5 * 3),
+                                                                              (6, 4, 16, 0, 3 * 2 * 3)]
 
 
 def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
@@ -390,8 +406,9 @@ def test_offset_bulk_tiles_match_oracle_and_the_tile_path(dims, edge_bt):
     _check(dims, "bf16", config, mode="fwdbwd", seed=1)
 
 
+@pytest.mark.parametrize("edges", [5, 7])
 @pytest.mark.parametrize("cu", [None, (0, 5, 5, 16, 56, 57, 87)])
-def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu):
+def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu, edges):
     # Only the edge-piece launch runs (the bulk launch is skipped) on a NaN-poisoned output: exactly the rows
     # outside the bulk tiles (rows 3 .. 3 + 8k of each sequence of length >= 11) must be written.
     from ascendopt.kernels import common
@@ -404,7 +421,8 @@ def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu):
     x, w = torch.randn(B, T, 24, generator=gen), torch.randn(24, 4, generator=gen)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int32)
     with nan_poisoning():
-        y, _ = causal_conv1d_fwd(x, w, activation="silu", cu_seqlens=cu_t, BT=8, BD=16, taps=2, edges=5, edge_bt=4)
+        y, _ = causal_conv1d_fwd(x, w, activation="silu", cu_seqlens=cu_t, BT=8, BD=16, taps=2, edges=edges,
+                                 edge_bt=4)
     starts = [0] if cu is None else cu[:-1]
     lengths = [T] if cu is None else [b - a for a, b in zip(cu[:-1], cu[1:], strict=True)]
     for bos, length in zip(starts, lengths, strict=True):

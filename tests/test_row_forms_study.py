@@ -9,7 +9,7 @@ import _benchmarks
 study = _benchmarks.load("row_forms_study")
 
 
-@pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p"])
+@pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p", "one2e", "one2g"])
 def test_forms_match_the_fp32_l2norm(form):
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)) + 0.1
     y = study.form_fn(form, 8, 64)(x)
@@ -27,7 +27,7 @@ def test_warp_row_forms_match_the_fp32_l2norm(form):
         study.form_fn(form, 8, 320)
 
 
-@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h"])
+@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)

@@ -12,8 +12,8 @@ the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts
 ``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
 2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
 (``TAIL_MODE=3``), or every tile in one launch of masked rows; or bulk tiles that start W-1 rows into each
-sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``). A last, tiny
-kernel writes the final state.
+sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``, or
+``TAIL_MODE=6`` on the row path). A last, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _causal_conv1d_fwd_kernel(
         i_r = task // ND
         # Decode the time tile [t_s, t_s + BT) (rows from t_e on are not written); every pointer below is
         # rebound from the base arguments per task.
-        if TAIL_MODE == 5:  # an edge piece (i_n, t_start, t_end) of plan_offset
+        if TAIL_MODE == 5 or TAIL_MODE == 6:  # an edge piece (i_n, t_start, t_end) of plan_offset
             i_n = tl.load(tiles + 3 * i_r)
             t_s = tl.load(tiles + 3 * i_r + 1)
             t_e = tl.load(tiles + 3 * i_r + 2)
@@ -73,8 +73,10 @@ def _causal_conv1d_fwd_kernel(
         if TAIL_MODE == 0 and TAPS == 2:
             fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
-        elif TAIL_MODE == 3:  # any tile, row path, every row masked to its sequence
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
+        elif TAIL_MODE == 3 or TAIL_MODE == 6:
+            # any tile (3) or edge piece (6), row path, every row masked to the sequence (3: t_e = T_n) or
+            # to the piece (6: rows from t_e on are neither read nor written; row t's taps are rows <= t)
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, t_e, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
@@ -170,6 +172,9 @@ EDGES_ONE_LAUNCH = 2  # one launch for every tile, rows masked to their sequence
 EDGES_ROWS = 3  # bulk tiles unmasked, then the edge tiles as masked rows (TAIL_MODE=3)
 EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside the bulk one (CUDA; else 1)
 EDGES_OFFSET = 5  # as EDGES_SIDE_STREAM, bulk tiles W-1 rows into each sequence, edges as pieces (plan_offset)
+EDGES_ROWS_SIDE = 6  # as EDGES_ROWS (edge tiles of edge_bt rows), the edge launch on a side stream (CUDA; else 3)
+EDGES_OFFSET_ROWS = 7  # as EDGES_OFFSET, the pieces as masked rows (TAIL_MODE=6)
+SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFFSET_ROWS)
 
 
 class Launch(NamedTuple):
@@ -189,18 +194,20 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
           edge_bd: int = 0, edge_bt: int = 0, device=None) -> tuple[Launch, ...]:
     """Launches by ``edges`` (``EDGES_*``): the bulk tiles and the edge tiles on the tile path (tiles of
     ``edge_bt`` rows, 0 = ``BT``, which it divides; channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
-    as masked rows, all tiles in one launch, or bulk tiles offset by W-1 rows and edge pieces of at most
-    ``edge_bt`` rows (``device``: where a fixed-length piece table goes)."""
+    as masked rows (``edge_bt`` rows, channel tile BD), all tiles in one launch, or bulk tiles offset by W-1
+    rows and edge pieces of at most ``edge_bt`` rows, on the tile or the row path (``device``: where a
+    fixed-length piece table goes)."""
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
         sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD, 0),)
-    elif edges == EDGES_ROWS:
-        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0)
-        sets = ((0, bulk, BT, BD, 0), (3, tail, BT, BD, 0))
-    elif edges == EDGES_OFFSET:
+    elif edges in (EDGES_ROWS, EDGES_ROWS_SIDE):  # masked rows take the bulk channel tile
+        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
+        sets = ((0, bulk, BT, BD, 0), (3, tail, bt_e, BD, 0))
+    elif edges in (EDGES_OFFSET, EDGES_OFFSET_ROWS):
         bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device)
-        sets = ((0, bulk, BT, BD, W - 1), (5, pieces, bt_e, bd_e, 0))
+        piece = (6, pieces, bt_e, BD, 0) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e, 0)
+        sets = ((0, bulk, BT, BD, W - 1), piece)
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
         sets = ((0, bulk, BT, BD, 0), (1, tail, bt_e, bd_e, 0))
@@ -268,7 +275,7 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
 
-    if edges in (EDGES_SIDE_STREAM, EDGES_OFFSET) and len(launches) == 2 and common.on_cuda():
+    if edges in SIDE_STREAM_EDGES and len(launches) == 2 and common.on_cuda():
         streams.overlapped(lambda: run(launches[1]), lambda: run(launches[0]), x.device)
     else:
         for launch in launches:
