@@ -94,8 +94,9 @@ def l2norm_d4096_ours() -> list[tuple[str, dict]]:
 def causal_conv1d_fwd_rows() -> list[tuple[str, dict]]:
     """causal_conv1d's forward bulk kernel on the row path at the cuda defaults (``resolve(..., "cuda")``),
     B4_T4096_D4096_W4 with silu and bias, fixed length and varlen, bulk tiles at row 0 and offset by W-1
-    (``EDGES=5``). At 64 registers an SM holds 8 of its 4-warp programs; 65-72 registers leave 7 and cost
-    the forward ~10 % (RESULTS.md session 5, runs 1-2)."""
+    (``EDGES=5``), and tiles whose starts are read from a table (``EDGES=8``). At 64 registers an SM holds 8
+    of its 4-warp programs; 65-72 registers leave 7 and cost the forward ~10 % (RESULTS.md session 5, runs
+    1-2)."""
     from ascendopt.kernels.causal_conv1d import SPEC, resolve
     from ascendopt.kernels.causal_conv1d_fwd import _causal_conv1d_fwd_kernel
 
@@ -106,15 +107,15 @@ def causal_conv1d_fwd_rows() -> list[tuple[str, dict]]:
     constexprs = {"D": 4096, "W": 4, "BT": cfg["BT"], "BD": cfg["BD"], "HB": 4, "ACT": 2 if cfg["SILU"] == 2 else 1,
                   "HAS_BIAS": True, "HAS_RES": False, "USE_H0": False, "TAIL_MODE": 0, "TAPS": cfg["TAPS"] - 1,
                   "AHEAD": cfg["AHEAD"]}
-    signature.update({name: "constexpr" for name in (*constexprs, "IS_VARLEN", "OFF")})
+    signature.update({name: "constexpr" for name in (*constexprs, "IS_VARLEN", "OFF", "STARTS")})
     rows = []
     for varlen in (False, True):
-        for off in (0, 3):
+        for off, starts in ((0, False), (3, False), (0, True)):
             compiled = compile_sm90(_causal_conv1d_fwd_kernel, signature,
-                                    {**constexprs, "IS_VARLEN": varlen, "OFF": off},
+                                    {**constexprs, "IS_VARLEN": varlen, "OFF": off, "STARTS": starts},
                                     divisible=tuple(range(8)))  # the pointers; the ints are do_not_specialize
             rows.append((f"ascendopt _causal_conv1d_fwd_kernel bulk rows, {'varlen' if varlen else 'fixed'}, "
-                         f"OFF={off}", stats(compiled)))
+                         f"{'STARTS' if starts else f'OFF={off}'}", stats(compiled)))
     return rows
 
 

@@ -33,9 +33,10 @@ def test_causal_conv1d_forward_row_kernel_keeps_eight_programs_an_sm():
     proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "sass_stats.py"), "--case",
                            "causal_conv1d_fwd_rows"], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    rows = re.findall(r"^\| ascendopt _causal_conv1d_fwd_kernel bulk rows, (\w+), OFF=(\d) \| (\d+) \| (\d+) \|",
+    rows = re.findall(r"^\| ascendopt _causal_conv1d_fwd_kernel bulk rows, (\w+), (OFF=\d|STARTS) \| (\d+) \| (\d+) \|",
                       proc.stdout, re.M)
-    assert {(kind, off) for kind, off, _, _ in rows} == {("fixed", "0"), ("fixed", "3"), ("varlen", "0"),
-                                                         ("varlen", "3")}
-    for kind, off, warps, regs in rows:
-        assert warps == "4" and int(regs) <= 64, f"{kind} OFF={off}: {regs} registers"
+    # tiles at row 0, offset by W-1 (EDGES=5, 7), and starting where a table says (EDGES=8)
+    assert {(kind, tiles) for kind, tiles, _, _ in rows} == {(kind, tiles) for kind in ("fixed", "varlen")
+                                                             for tiles in ("OFF=0", "OFF=3", "STARTS")}
+    for kind, tiles, warps, regs in rows:
+        assert warps == "4" and int(regs) <= 64, f"{kind} {tiles}: {regs} registers"

@@ -13,7 +13,9 @@ the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts
 2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
 (``TAIL_MODE=3``), or every tile in one launch of masked rows; or bulk tiles that start W-1 rows into each
 sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``, or
-``TAIL_MODE=6`` on the row path). A last, tiny kernel writes the final state.
+``TAIL_MODE=6`` on the row path); or those bulk tiles with each sequence's last one shifted back to end at the
+sequence's end (tile starts read from a table, constexpr ``STARTS``), so only each sequence's first W-1 rows are
+a piece. A last, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import triton
 import triton.language as tl
 
 from ascendopt.kernels import common, resident, streams
-from ascendopt.kernels.causal_conv1d_plan import halo_rows, masked_bd, plan, plan_all, plan_offset, transposed
+from ascendopt.kernels.causal_conv1d_plan import (
+    halo_rows,
+    masked_bd,
+    plan,
+    plan_all,
+    plan_offset,
+    plan_shifted,
+    transposed,
+)
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
 from ascendopt.kernels.causal_conv1d_tiles import (
     load_block,
@@ -45,7 +55,7 @@ def _causal_conv1d_fwd_kernel(
     D: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, HB: tl.constexpr,
     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, USE_H0: tl.constexpr,
     IS_VARLEN: tl.constexpr, TAIL_MODE: tl.constexpr, TAPS: tl.constexpr, AHEAD: tl.constexpr,
-    OFF: tl.constexpr,
+    OFF: tl.constexpr, STARTS: tl.constexpr,
 ):
     ND: tl.constexpr = (D + BD - 1) // BD
     pid = tl.program_id(0)
@@ -61,6 +71,14 @@ def _causal_conv1d_fwd_kernel(
             t_e = tl.load(tiles + 3 * i_r + 2)
             bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
             row0 = bos + tl.cast(t_s, tl.int64)  # packed row of the tile's first output
+        elif STARTS:
+            # a bulk tile of plan_shifted: its first packed row is all it needs (its rows and halo lie in its
+            # sequence, nothing is masked, no initial state is read), so the sequence is not decoded
+            row0 = tl.cast(tl.load(tiles + i_r), tl.int64)
+            i_n = 0
+            t_s = 0
+            T_n = 0
+            t_e = 0
         else:
             i_n, i_t = tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN, TAIL_MODE)
             t_s = i_t * BT + OFF  # OFF: bulk tiles start W-1 rows into the sequence (plan_offset), else 0
@@ -174,17 +192,20 @@ EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside
 EDGES_OFFSET = 5  # as EDGES_SIDE_STREAM, bulk tiles W-1 rows into each sequence, edges as pieces (plan_offset)
 EDGES_ROWS_SIDE = 6  # as EDGES_ROWS (edge tiles of edge_bt rows), the edge launch on a side stream (CUDA; else 3)
 EDGES_OFFSET_ROWS = 7  # as EDGES_OFFSET, the pieces as masked rows (TAIL_MODE=6)
-SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFFSET_ROWS)
+EDGES_SHIFTED = 8  # as EDGES_OFFSET_ROWS, each sequence's last bulk tile shifted to end at its end (plan_shifted)
+SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFFSET_ROWS, EDGES_SHIFTED)
 
 
 class Launch(NamedTuple):
     """One launch of the forward kernel: its ``TAIL_MODE``, time and channel tiles, bulk offset ``OFF``,
-    tasks, programs and tile-set arguments (``TileSet.args``)."""
+    whether its tiles are ``(i_n, t_start)`` rows (``STARTS``), tasks, programs and tile-set arguments
+    (``TileSet.args``)."""
 
     mode: int
     bt: int
     bd: int
     off: int
+    starts: bool
     n_tasks: int
     programs: int
     tile_args: tuple
@@ -195,8 +216,9 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     """Launches by ``edges`` (``EDGES_*``): the bulk tiles and the edge tiles on the tile path (tiles of
     ``edge_bt`` rows, 0 = ``BT``, which it divides; channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
     as masked rows (``edge_bt`` rows, channel tile BD), all tiles in one launch, or bulk tiles offset by W-1
-    rows and edge pieces of at most ``edge_bt`` rows, on the tile or the row path (``device``: where a
-    fixed-length piece table goes)."""
+    rows and edge pieces of at most ``edge_bt`` rows, on the tile or the row path, or those bulk tiles with the
+    last one of each sequence shifted to its end and its head rows as pieces (``device``: where a fixed-length
+    tile table goes)."""
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
@@ -208,6 +230,9 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
         bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device)
         piece = (6, pieces, bt_e, BD, 0) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e, 0)
         sets = ((0, bulk, BT, BD, W - 1), piece)
+    elif edges == EDGES_SHIFTED:
+        bulk, pieces = plan_shifted((B, T), cu_seqlens, BT, W, bt_e, device)
+        sets = ((0, bulk, BT, BD, -1), (6, pieces, bt_e, BD, 0))  # off -1: the tiles hold their starts
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
         sets = ((0, bulk, BT, BD, 0), (1, tail, bt_e, bd_e, 0))
@@ -215,7 +240,8 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     for mode, tiles, bt, bd, off in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
         if n_tasks:
-            launches.append(Launch(mode, bt, bd, off, n_tasks, common.grid_size("vector", n_tasks), tiles.args()))
+            launches.append(Launch(mode, bt, bd, max(off, 0), off < 0, n_tasks, common.grid_size("vector", n_tasks),
+                                   tiles.args()))
     return tuple(launches)
 
 
@@ -266,12 +292,12 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
         programs = launch.programs
         variant = None
         if resident_grid:  # what the compiled kernel depends on: its constexprs and dtypes
-            variant = (x.dtype, launch.mode, launch.bt, launch.bd, launch.off, *flags.values())
+            variant = (x.dtype, launch.mode, launch.bt, launch.bd, launch.off, launch.starts, *flags.values())
             programs = resident.programs(_causal_conv1d_fwd_kernel, variant, launch.n_tasks, programs)
         compiled = common.launch(_causal_conv1d_fwd_kernel, (programs,),
                                  x, wt, bias, res, h0, y, cu_seqlens, table,
                                  T, launch.n_tasks, n_per_seq, t_first, n_head, tail_start, TAIL_MODE=launch.mode,
-                                 BT=launch.bt, BD=launch.bd, OFF=launch.off, **flags)
+                                 BT=launch.bt, BD=launch.bd, OFF=launch.off, STARTS=launch.starts, **flags)
         if variant is not None:
             resident.learn(_causal_conv1d_fwd_kernel, variant, compiled)
 

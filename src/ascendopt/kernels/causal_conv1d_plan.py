@@ -8,7 +8,9 @@ row loads, never past packed ``B*T``); all other tiles go to a second launch wit
 ``cu_seqlens``, like fla's ``prepare_chunk_indices``), so no kernel needs the seed's runtime mode 2
 that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile. ``plan_offset`` is the
 forward's alternative split (tunable ``EDGES=5``): bulk tiles start W-1 rows into each sequence, so the rows
-left are its first W-1 rows and a partial last tile, written as masked pieces of at most ``BT_EDGE`` rows.
+left are its first W-1 rows and a partial last tile, written as masked pieces of at most ``BT_EDGE`` rows;
+``plan_shifted`` (``EDGES=8``) also shifts a sequence's last bulk tile back to end at its end, so only the head
+rows are left.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class TileSet:
     pieces (``plan_offset``): an (i_n, t_start, t_end) table."""
 
     n_tiles: int
-    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen), [n_tiles, 3] (pieces)
+    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen), [n_tiles, 3] (pieces), [n_tiles, 1] (rows)
     n_per_seq: int = 1
     t_first: int = 0
     n_head: int = 0
@@ -126,6 +128,42 @@ def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tup
         return _table(bulk, cu_seqlens.device), _table(pieces, cu_seqlens.device, 3)
 
     return _cached_varlen(cu_seqlens, ("offset", BT, W, piece), build)
+
+
+def plan_shifted(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tuple[TileSet, TileSet]:
+    """As ``plan_offset``, with a sequence's last bulk tile shifted back to end at the sequence's end.
+
+    A sequence of at least ``W-1+BT`` rows gets bulk tiles starting at ``W-1, W-1+BT, ...`` and a last one at
+    ``length-BT``: every row from ``W-1`` on is in a bulk tile, so its only edge piece is the head, rows
+    ``[0, W-1)``. The last tile overlaps the one before it by up to ``BT-1`` rows; those rows are computed and
+    written twice, with the same values (a row's output depends only on x rows ``t-(W-1)..t``). Shorter
+    sequences are left whole to the pieces. The bulk set is a table of the tiles' first packed rows
+    (``bos + t_start``, int32; fixed length too): a bulk tile needs nothing else (constexpr ``STARTS``)."""
+    off = W - 1
+
+    def split(length: int) -> tuple[list, list]:
+        if length < off + BT:
+            return [], [(s, min(s + piece, length)) for s in range(0, length, piece)]
+        n_bulk = triton.cdiv(length - off, BT)
+        starts = [off + j * BT for j in range(n_bulk - 1)] + [length - BT]
+        return starts, [(s, min(s + piece, off)) for s in range(0, off, piece)]
+
+    if cu_seqlens is None:
+        B, T = x_shape[0], x_shape[1]
+        starts, pieces = split(T)
+        return (_table([(n * T + s,) for n in range(B) for s in starts], device, 1),
+                _table([(n, *p) for n in range(B) for p in pieces], device, 3))
+
+    def build(lens):
+        bulk, pieces, bos = [], [], 0
+        for n, length in enumerate(lens):
+            starts, mine = split(length)
+            bulk += [(bos + s,) for s in starts]
+            pieces += [(n, *p) for p in mine]
+            bos += length
+        return _table(bulk, cu_seqlens.device, 1), _table(pieces, cu_seqlens.device, 3)
+
+    return _cached_varlen(cu_seqlens, ("shifted", BT, W, piece), build)
 
 
 def _table(rows, device, width: int = 2) -> TileSet:
