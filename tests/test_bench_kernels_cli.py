@@ -11,7 +11,7 @@ _SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "kernels.py"
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--kernels", "causal_conv1d", "--config", "EDGES=9"], "tunable EDGES=9: out of range"),
+    (["--kernels", "causal_conv1d", "--config", "EDGES=10"], "tunable EDGES=10: out of range"),
     (["--kernels", "causal_conv1d", "--config", "NOPE=1"], "no tunable 'NOPE'"),
     (["--kernels", "causal_conv1d", "--config", "EDGES"], "not NAME=INTEGER"),
     (["--kernels", "rms_norm,causal_conv1d", "--config", "EDGES=1"], "no tunable 'EDGES'"),  # rms_norm has none
