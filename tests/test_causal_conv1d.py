@@ -235,8 +235,7 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
     assert renewed is not wt and torch.equal(renewed, w.t())
 
 
-@pytest.mark.parametrize("edges, edge_bt", [(2, 0), (3, 0), (3, 4), (6, 0), (6, 4), (7, 0), (7, 4), (8, 0), (8, 4),
-                                              (9, 0), (9, 4)])
+@pytest.mark.parametrize("edges, edge_bt", [(2, 0), (3, 0), (3, 4), (6, 0), (6, 4), (7, 0), (7, 4), (8, 0), (8, 4)])
 @pytest.mark.parametrize("dims", [
     # fixed length, T=45: a partial last tile; with state: head rows from the initial state
     {"B": 2, "T": 45, "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1},
@@ -246,7 +245,7 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
 ])
 def test_rows_forward_edge_tiles_as_masked_rows_match_oracle_and_the_tile_path(dims, edges, edge_bt):
     # 3 and 6 (side stream; in order off cuda): edge tiles of BT_EDGE rows; 7: offset bulk, pieces as rows;
-    # 8: as 7 with the last bulk tile of a sequence shifted to its end (overlap rows written twice); 9: shorter
+    # 8: as 7 with the last bulk tile of a sequence shifted to its end (overlap rows written twice)
     config = {**ROWS, "BT": 8, "EDGES": edges, "BT_EDGE": edge_bt}
     _, rows = _check(dims, "fp32", config, mode="fwd")
     _, tiles = _check(dims, "fp32", {**config, "EDGES": 1, "BT_EDGE": 0}, mode="fwd")
@@ -393,44 +392,36 @@ def test_offset_plan_writes_every_row_once(piece):
 
 
 @pytest.mark.parametrize("piece", [8, 2])
-@pytest.mark.parametrize("short_last", [False, True])
-def test_starts_plan_covers_every_row_and_repeats_only_inside_a_shifted_last_tile(piece, short_last):
+def test_shifted_plan_covers_every_row_and_repeats_only_inside_the_last_bulk_tile(piece):
     from collections import Counter
 
-    from ascendopt.kernels.causal_conv1d_plan import plan_starts
+    from ascendopt.kernels.causal_conv1d_plan import plan_shifted
 
-    # varlen: empty, shorter than W-1+4, shorter than W-1+BT, exactly W-1+BT, a multiple, ragged lengths
-    lens = (5, 0, 11, 40, 1, 35, 19, 9, 6)
+    # varlen: empty, shorter than W-1+BT (left whole), exactly W-1+BT, a multiple, and a ragged length
+    lens = (5, 0, 11, 40, 1, 35, 19)
     bos = [0, *torch.tensor(lens).cumsum(0).tolist()]
     cu = torch.tensor(bos, dtype=torch.int32)
-    bulk, pieces = plan_starts((1, sum(lens)), cu, 8, 4, piece, "cpu", short_last)
-    assert bulk.table.shape[1] == 2 and pieces.table.shape[1] == 3
-    count = Counter(r for row0, rows in bulk.table.tolist() for r in range(row0, row0 + rows))
-    assert all(rows % 4 == 0 and 0 < rows <= 8 for _, rows in bulk.table.tolist())
+    bulk, pieces = plan_shifted((1, sum(lens)), cu, 8, 4, piece, "cpu")
+    assert bulk.table.shape[1] == 1 and pieces.table.shape[1] == 3
+    count = Counter(r for (row0,) in bulk.table.tolist() for r in range(row0, row0 + 8))
     for n, t_s, t_e in pieces.table.tolist():
         assert 0 < t_e - t_s <= piece
         count.update(range(bos[n] + t_s, bos[n] + t_e))
     assert set(count) == set(range(sum(lens)))
     for n, length in enumerate(lens):
-        mine = sorted((r - bos[n], rows) for r, rows in bulk.table.tolist() if bos[n] <= r < bos[n + 1])
-        assert all(t >= 3 and t + rows <= length for t, rows in mine)  # halo and rows inside the sequence
-        twice = {t for t in range(length) if count[bos[n] + t] == 2}
-        if short_last:
-            n_full, rest = divmod(length - 3, 8) if length >= 7 else (0, 0)
-            assert not twice and len(mine) == n_full + (rest >= 4)
-        elif length >= 11:  # the last tile ends at the sequence's end; only its overlap is written twice
-            assert mine[-1] == (length - 8, 8)
-            assert twice == set(range(length - 8, 3 + 8 * (len(mine) - 1)))
+        if length >= 11:  # bulk from row 3 on; the last tile starts at length - 8 (inside the sequence)
+            starts = sorted(r - bos[n] for (r,) in bulk.table.tolist() if bos[n] <= r < bos[n + 1])
+            assert starts[0] == 3 and starts[-1] == length - 8 and all(s >= 3 for s in starts)
+            twice = {t for t in range(length) if count[bos[n] + t] == 2}
+            assert twice == set(range(length - 8, 3 + 8 * (len(starts) - 1)))  # the last tile's overlap only
+            assert all(count[bos[n] + t] <= 2 for t in range(length))
         else:
-            assert not mine and not twice
-    # fixed length: the table holds packed rows n*T + t_start and the tiles' rows
-    bulk, pieces = plan_starts((2, 45), None, 8, 4, piece, "cpu", short_last)
-    tiles = [(3, 8), (11, 8), (19, 8), (27, 8), (35, 8)] + ([] if short_last else [(37, 8)])
-    assert [tuple(t) for t in bulk.table.tolist()] == [(n * 45 + s, r) for n in range(2) for s, r in tiles]
-    ends = [(43, 45)] if short_last else []  # 45 - 3 = 42 = 5 x 8 + 2: two rows left over
-    want = [(n, *p) for n in range(2) for lo, hi in [(0, 3), *ends] for p in
-            [(s, min(s + piece, hi)) for s in range(lo, hi, piece)]]
-    assert [tuple(p) for p in pieces.table.tolist()] == want
+            assert all(count[bos[n] + t] == 1 for t in range(length))
+    # fixed length: the table holds packed rows n*T + t_start
+    bulk, pieces = plan_shifted((2, 45), None, 8, 4, piece, "cpu")
+    assert [r for (r,) in bulk.table.tolist()] == [n * 45 + s for n in range(2) for s in (3, 11, 19, 27, 35, 37)]
+    assert [tuple(p) for p in pieces.table.tolist()] == [(n, s, min(s + piece, 3)) for n in range(2)
+                                                         for s in range(0, 3, piece)]
 
 
 @pytest.mark.parametrize("dims", [
@@ -449,7 +440,7 @@ def test_offset_bulk_tiles_match_oracle_and_the_tile_path(dims, edge_bt):
     _check(dims, "bf16", config, mode="fwdbwd", seed=1)
 
 
-@pytest.mark.parametrize("edges", [5, 7, 8, 9])
+@pytest.mark.parametrize("edges", [5, 7, 8])
 @pytest.mark.parametrize("cu", [None, (0, 5, 5, 16, 56, 57, 87)])
 def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu, edges):
     # Only the edge-piece launch runs (the bulk launch is skipped) on a NaN-poisoned output: exactly the rows
@@ -470,11 +461,7 @@ def test_offset_edge_pieces_write_only_their_rows(monkeypatch, cu, edges):
     lengths = [T] if cu is None else [b - a for a, b in zip(cu[:-1], cu[1:], strict=True)]
     for bos, length in zip(starts, lengths, strict=True):
         n_bulk = max(0, (length - 3) // 8)
-        bulk = set(range(3, 3 + 8 * n_bulk))
-        if edges == 8 and n_bulk:  # the last bulk tile shifted to the sequence's end
-            bulk = set(range(3, length))
-        elif edges == 9 and length >= 7:  # then a shorter tile of the 4-row blocks left
-            bulk = set(range(3, length - (length - 3) % 4))
+        bulk = set(range(3, 3 + 8 * n_bulk) if edges != 8 else range(3, length) if n_bulk else ())
         for t in range(length):
             written = torch.isfinite(y[:, bos + t]).all().item()
             assert written == (t not in bulk), f"row {t} of a sequence of {length}: written={written}"

@@ -251,7 +251,7 @@ def _reference(inputs: dict, mode: str) -> dict:
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     """Live sets per stage; auto tunables resolve as on the current backend. Tail tiles use the tile path
-    (the forward's take the row path with ``EDGES`` 2, 3 and 6-9)."""
+    (the forward's take the row path with ``EDGES`` 2, 3, 6, 7 or 8)."""
     try:
         cfg = resolve(config)
     except Exception:  # noqa: BLE001 - no usable backend: model the Ascend (non-cuda) choices
@@ -270,7 +270,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     else:
         # AHEAD = 2 keeps one more 4-row block live (in the input dtype; counted as fp32)
         fwd_rows_mult = FWD_ROWS_MULT + 4 * (cfg["AHEAD"] - 1)
-        if cfg["EDGES"] in (2, 3, 6, 7, 8, 9):  # the forward's edges run on the row path too: no forward tile stage
+        if cfg["EDGES"] in (2, 3, 6, 7, 8):  # the forward's edges run on the row path too: no forward tile stage
             stages = [st for st in stages if st.stage != "fwd_tail"]
         stages += [UBStage("fwd_bulk_rows", {"BD": cfg["BD"]}, "fp32", fwd_rows_mult, UB_MARGIN),
                    UBStage("bwd_bulk_rows", {"BD": cfg["BD_BWD"]}, "fp32", BWD_ROWS_MULT, UB_MARGIN)]
@@ -419,7 +419,7 @@ SPEC = KernelSpec(
         "SILU": Tunable("SILU", 0, (0, 1, 2),
                         "row path (TAPS=3) forward silu: 0 = auto (2 on cuda), 1 = z * sigmoid(z), 2 = z / (1 + "
                         "exp2(-z log2 e)): fewer instructions per element on sm_90, rounding may differ"),
-        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+        "EDGES": Tunable("EDGES", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8),
                          "row path (TAPS=3) forward, tiles whose halo leaves their sequence (its first tile, a "
                          "partial last tile): 1 = a second launch on the masked 2-D tile path, 2 = one launch "
                          "for all tiles with every row masked to its sequence, 3 = bulk tiles unmasked, then "
@@ -429,15 +429,14 @@ SPEC = KernelSpec(
                          "at most BT_EDGE rows, 6 = as 3 with the edge launch on a side stream (cuda; elsewhere "
                          "as 3), 7 = as 5 with the pieces as masked rows, 8 = as 7 with each sequence's last "
                          "bulk tile shifted back to end at its end (rows it shares with the tile before it are "
-                         "written twice, same values), so only its first W-1 rows are a piece, 9 = as 8 with "
-                         "that last bulk tile shorter instead (its rows rounded down to 4-row blocks; the 0-3 "
-                         "rows left are a piece too); 0 = auto (4 on cuda, 1 elsewhere)"),
+                         "written twice, same values), so only its first W-1 rows are a piece; 0 = auto (4 on "
+                         "cuda, 1 elsewhere)"),
         "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
                            "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
                            "largest with BT_EDGE x BD_EDGE <= 4096, at most BD)"),
         "BT_EDGE": Tunable("BT_EDGE", 0, (0, 4, 8, 16, 32, 64, 128, 256),
-                           "forward time tile of the edge tiles (EDGES 1 and 3-9; on the row path, EDGES 3 "
-                           "and 6-9, a multiple of its 4-row blocks): "
+                           "forward time tile of the edge tiles (EDGES 1 and 3-8; on the row path, EDGES 3, "
+                           "6, 7 and 8, a multiple of its 4-row blocks): "
                            "the forward tiles outside the bulk launch cut into BT / BT_EDGE pieces, more and "
                            "shorter programs; 0 = auto (BT), values above BT act as BT"),
     },

@@ -14,9 +14,8 @@ the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts
 (``TAIL_MODE=3``), or every tile in one launch of masked rows; or bulk tiles that start W-1 rows into each
 sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``, or
 ``TAIL_MODE=6`` on the row path); or those bulk tiles with each sequence's last one shifted back to end at the
-sequence's end, or with the rows past its last whole tile in a shorter one (tile starts and rows read from a
-table, constexpr ``STARTS``), so only each sequence's first W-1 rows (and 0-3 rows at its end) are pieces. A
-last, tiny kernel writes the final state.
+sequence's end (tile starts read from a table, constexpr ``STARTS``), so only each sequence's first W-1 rows are
+a piece. A last, tiny kernel writes the final state.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from ascendopt.kernels.causal_conv1d_plan import (
     plan,
     plan_all,
     plan_offset,
-    plan_starts,
+    plan_shifted,
     transposed,
 )
 from ascendopt.kernels.causal_conv1d_rows import fwd_rows
@@ -73,11 +72,9 @@ def _causal_conv1d_fwd_kernel(
             bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
             row0 = bos + tl.cast(t_s, tl.int64)  # packed row of the tile's first output
         elif STARTS:
-            # a bulk tile of plan_starts: its first packed row and its rows (a multiple of 4, at most BT) are
-            # all it needs (its rows and halo lie in its sequence, nothing is masked, no initial state is
-            # read), so the sequence is not decoded
-            row0 = tl.cast(tl.load(tiles + 2 * i_r), tl.int64)
-            n_rows = tl.load(tiles + 2 * i_r + 1)
+            # a bulk tile of plan_shifted: its first packed row is all it needs (its rows and halo lie in its
+            # sequence, nothing is masked, no initial state is read), so the sequence is not decoded
+            row0 = tl.cast(tl.load(tiles + i_r), tl.int64)
             i_n = 0
             t_s = 0
             T_n = 0
@@ -89,17 +86,15 @@ def _causal_conv1d_fwd_kernel(
             t_e = T_n
             # (this form, not bos + t_s: sm_90 then keeps the row kernel at 64 registers, 8 programs an SM)
             row0 = bos + tl.cast(i_t, tl.int64) * BT + OFF
-        if not STARTS:
-            n_rows = BT
         o_d = i_d * BD + tl.arange(0, BD)
         m_d = o_d < D
         if TAIL_MODE == 0 and TAPS == 2:
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, n_rows, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, T_n, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, False, USE_H0)
         elif TAIL_MODE == 3 or TAIL_MODE == 6:
             # any tile (3) or edge piece (6), row path, every row masked to the sequence (3: t_e = T_n) or
             # to the piece (6: rows from t_e on are neither read nor written; row t's taps are rows <= t)
-            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, t_e, i_d, o_d, m_d, BT, D, W, BT, BD, ACT,
+            fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t_s, t_e, i_d, o_d, m_d, D, W, BT, BD, ACT,
                      HAS_BIAS, HAS_RES, AHEAD, True, USE_H0)
         else:
             acc = tl.zeros([BT, BD], dtype=tl.float32)
@@ -197,10 +192,8 @@ EDGES_SIDE_STREAM = 4  # as EDGES_TILES, the edge launch on a side stream beside
 EDGES_OFFSET = 5  # as EDGES_SIDE_STREAM, bulk tiles W-1 rows into each sequence, edges as pieces (plan_offset)
 EDGES_ROWS_SIDE = 6  # as EDGES_ROWS (edge tiles of edge_bt rows), the edge launch on a side stream (CUDA; else 3)
 EDGES_OFFSET_ROWS = 7  # as EDGES_OFFSET, the pieces as masked rows (TAIL_MODE=6)
-EDGES_SHIFTED = 8  # as EDGES_OFFSET_ROWS, each sequence's last bulk tile shifted to end at its end (plan_starts)
-EDGES_SHORT = 9  # as EDGES_OFFSET_ROWS, the rows past the last whole bulk tile in a shorter one (plan_starts)
-SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFFSET_ROWS, EDGES_SHIFTED,
-                     EDGES_SHORT)
+EDGES_SHIFTED = 8  # as EDGES_OFFSET_ROWS, each sequence's last bulk tile shifted to end at its end (plan_shifted)
+SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFFSET_ROWS, EDGES_SHIFTED)
 
 
 class Launch(NamedTuple):
@@ -224,8 +217,8 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     ``edge_bt`` rows, 0 = ``BT``, which it divides; channel tile ``edge_bd``, 0 = ``masked_bd``), the edge tiles
     as masked rows (``edge_bt`` rows, channel tile BD), all tiles in one launch, or bulk tiles offset by W-1
     rows and edge pieces of at most ``edge_bt`` rows, on the tile or the row path, or those bulk tiles with the
-    rows past the last whole one in one more (shifted or shorter) and the head rows as pieces (``device``:
-    where a fixed-length tile table goes)."""
+    last one of each sequence shifted to its end and its head rows as pieces (``device``: where a fixed-length
+    tile table goes)."""
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
@@ -237,8 +230,8 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
         bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device)
         piece = (6, pieces, bt_e, BD, 0) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e, 0)
         sets = ((0, bulk, BT, BD, W - 1), piece)
-    elif edges in (EDGES_SHIFTED, EDGES_SHORT):
-        bulk, pieces = plan_starts((B, T), cu_seqlens, BT, W, bt_e, device, short_last=edges == EDGES_SHORT)
+    elif edges == EDGES_SHIFTED:
+        bulk, pieces = plan_shifted((B, T), cu_seqlens, BT, W, bt_e, device)
         sets = ((0, bulk, BT, BD, -1), (6, pieces, bt_e, BD, 0))  # off -1: the tiles hold their starts
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)

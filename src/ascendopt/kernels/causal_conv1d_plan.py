@@ -9,8 +9,8 @@ row loads, never past packed ``B*T``); all other tiles go to a second launch wit
 that keeps both DMA paths alive: a single-chunk sequence simply has no bulk tile. ``plan_offset`` is the
 forward's alternative split (tunable ``EDGES=5``): bulk tiles start W-1 rows into each sequence, so the rows
 left are its first W-1 rows and a partial last tile, written as masked pieces of at most ``BT_EDGE`` rows;
-``plan_starts`` (``EDGES`` 8 and 9) also puts the rows past the last whole tile in a bulk tile (shifted back to end
-at the sequence's end, or shorter), so the head rows are left (and, with a shorter tile, at most 3 rows).
+``plan_shifted`` (``EDGES=8``) also shifts a sequence's last bulk tile back to end at its end, so only the head
+rows are left.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class TileSet:
     pieces (``plan_offset``): an (i_n, t_start, t_end) table."""
 
     n_tiles: int
-    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen; plan_starts), [n_tiles, 3] (pieces)
+    table: object | None = None  # int32 tensor [n_tiles, 2] (varlen), [n_tiles, 3] (pieces), [n_tiles, 1] (rows)
     n_per_seq: int = 1
     t_first: int = 0
     n_head: int = 0
@@ -130,58 +130,40 @@ def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tup
     return _cached_varlen(cu_seqlens, ("offset", BT, W, piece), build)
 
 
-ROW_BLOCK = 4  # rows the row path loads together (causal_conv1d_rows.ROWS): a short tile is a multiple of it
+def plan_shifted(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tuple[TileSet, TileSet]:
+    """As ``plan_offset``, with a sequence's last bulk tile shifted back to end at the sequence's end.
 
-
-def plan_starts(x_shape, cu_seqlens, BT: int, W: int, piece: int, device, short_last: bool = False
-                ) -> tuple[TileSet, TileSet]:
-    """As ``plan_offset``, with the rows past a sequence's last whole bulk tile also in a bulk tile.
-
-    A sequence's bulk tiles start at ``W-1, W-1+BT, ...``; the rows left at its end go to one more bulk tile:
-    with ``short_last`` a tile of those rows rounded down to the row path's 4-row blocks (the 0-3 rows left
-    over become a piece), else a whole tile shifted back to end at the sequence's end, whose rows shared with
-    the tile before it are computed and written twice, with the same values (a row's output depends only on x
-    rows ``t-(W-1)..t``). Either way a sequence's head, rows ``[0, W-1)``, is a piece; sequences too short for
-    any bulk tile are left whole to the pieces. Pieces are cut to at most ``piece`` rows.
-
-    The bulk set is a table of ``(first packed row, rows)`` (int32; fixed length too): a bulk tile needs
-    nothing else (constexpr ``STARTS`` in the kernel)."""
+    A sequence of at least ``W-1+BT`` rows gets bulk tiles starting at ``W-1, W-1+BT, ...`` and a last one at
+    ``length-BT``: every row from ``W-1`` on is in a bulk tile, so its only edge piece is the head, rows
+    ``[0, W-1)``. The last tile overlaps the one before it by up to ``BT-1`` rows; those rows are computed and
+    written twice, with the same values (a row's output depends only on x rows ``t-(W-1)..t``). Shorter
+    sequences are left whole to the pieces. The bulk set is a table of the tiles' first packed rows
+    (``bos + t_start``, int32; fixed length too): a bulk tile needs nothing else (constexpr ``STARTS``)."""
     off = W - 1
-    least = ROW_BLOCK if short_last else BT  # rows after the head a sequence needs for a bulk tile
-
-    def cut(lo: int, hi: int) -> list:
-        return [(s, min(s + piece, hi)) for s in range(lo, hi, piece)]
 
     def split(length: int) -> tuple[list, list]:
-        if length < off + least:
-            return [], cut(0, length)
-        n_full, rest = divmod(length - off, BT)
-        tiles = [(off + j * BT, BT) for j in range(n_full)]
-        if short_last:
-            rows = rest - rest % ROW_BLOCK
-            if rows:
-                tiles.append((off + n_full * BT, rows))
-            return tiles, cut(0, off) + cut(length - rest % ROW_BLOCK, length)
-        if rest:
-            tiles.append((length - BT, BT))
-        return tiles, cut(0, off)
+        if length < off + BT:
+            return [], [(s, min(s + piece, length)) for s in range(0, length, piece)]
+        n_bulk = triton.cdiv(length - off, BT)
+        starts = [off + j * BT for j in range(n_bulk - 1)] + [length - BT]
+        return starts, [(s, min(s + piece, off)) for s in range(0, off, piece)]
 
     if cu_seqlens is None:
         B, T = x_shape[0], x_shape[1]
-        tiles, pieces = split(T)
-        return (_table([(n * T + s, r) for n in range(B) for s, r in tiles], device),
+        starts, pieces = split(T)
+        return (_table([(n * T + s,) for n in range(B) for s in starts], device, 1),
                 _table([(n, *p) for n in range(B) for p in pieces], device, 3))
 
     def build(lens):
         bulk, pieces, bos = [], [], 0
         for n, length in enumerate(lens):
-            tiles, mine = split(length)
-            bulk += [(bos + s, r) for s, r in tiles]
+            starts, mine = split(length)
+            bulk += [(bos + s,) for s in starts]
             pieces += [(n, *p) for p in mine]
             bos += length
-        return _table(bulk, cu_seqlens.device), _table(pieces, cu_seqlens.device, 3)
+        return _table(bulk, cu_seqlens.device, 1), _table(pieces, cu_seqlens.device, 3)
 
-    return _cached_varlen(cu_seqlens, ("starts", BT, W, piece, short_last), build)
+    return _cached_varlen(cu_seqlens, ("shifted", BT, W, piece), build)
 
 
 def _table(rows, device, width: int = 2) -> TileSet:

@@ -172,7 +172,7 @@ def _tile_start(x, h0, i_n, wt, bias, row0, t0, d0, o_d, m_d, D: tl.constexpr, W
 
 
 @triton.jit
-def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, n_rows, D: tl.constexpr, W: tl.constexpr,
+def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, D: tl.constexpr, W: tl.constexpr,
              BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
              HAS_RES: tl.constexpr, AHEAD: tl.constexpr, MASKED: tl.constexpr, USE_H0: tl.constexpr):
     """Forward of the tile whose first output row is packed row ``row0`` (int64), time ``t0`` (int32) of
@@ -181,8 +181,7 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, n_
     Without ``MASKED`` a bulk tile: every row it reads (halo included) lies in its sequence, nothing is
     masked. With ``MASKED`` any tile: rows at or past ``T_n`` are neither read nor written, rows before
     time 0 are the initial state (``USE_H0``) or zero. The row predicates are int32 compares of
-    per-tile scalars. ``n_rows``: the tile's rows, BT or (a bulk tile of ``plan_starts``) a multiple of 4
-    below it; the loads of a block ahead stay inside them.
+    per-tile scalars.
 
     ``AHEAD``: how many 4-row blocks are loaded ahead of the one computing (1 or 2). With 2 the
     blocks in flight are carried unconverted, so their loads are waited for only when they are used,
@@ -196,10 +195,10 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, n_
                                                      HAS_BIAS, EVEN, MASKED, USE_H0)
     if AHEAD == 1:
         a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, True, MASKED)
-        for r0 in tl.range(0, n_rows, ROWS):
+        for r0 in tl.range(0, BT, ROWS):
             # prefetch the next block while this one computes (the last prefetch re-reads this block,
             # so every load stays inside the tile)
-            j = tl.minimum(r0 + ROWS, n_rows - ROWS)
+            j = tl.minimum(r0 + ROWS, BT - ROWS)
             na, nb, nc, nd = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, True, MASKED)
             _fwd_block(p3, p2, p1, a, b, c, d, w0, w1, w2, w3, bias_v, residual, row0 + r0, y, d0,
                        D, W, BD, ACT, HAS_RES, EVEN, n_in - r0, MASKED)
@@ -207,10 +206,10 @@ def fwd_rows(x, wt, bias, residual, y, h0, i_n, row0, t0, T_n, i_d, o_d, m_d, n_
             a, b, c, d = na, nb, nc, nd
     else:
         a, b, c, d = _block_in(x, row0, n_in, d0, D, BD, EVEN, False, MASKED)
-        j = tl.minimum(ROWS, n_rows - ROWS)  # clamp: loads past the tile re-read its last block
+        j = tl.minimum(ROWS, BT - ROWS)  # clamp: loads past the tile re-read its last block
         na, nb, nc, nd = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, False, MASKED)
-        for r0 in tl.range(0, n_rows, ROWS):
-            j = tl.minimum(r0 + 2 * ROWS, n_rows - ROWS)
+        for r0 in tl.range(0, BT, ROWS):
+            j = tl.minimum(r0 + 2 * ROWS, BT - ROWS)
             ma, mb, mc, md = _block_in(x, row0 + j, n_in - j, d0, D, BD, EVEN, False, MASKED)
             fa, fb, fc, fd = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32), d.to(tl.float32)
             _fwd_block(p3, p2, p1, fa, fb, fc, fd, w0, w1, w2, w3, bias_v, residual, row0 + r0, y, d0,
