@@ -494,3 +494,22 @@ def test_backward_resident_grid_is_known_before_the_first_launch(monkeypatch):
     assert first_grids[-1] <= cores < bwd._grid(10 ** 6, 3)[0]  # capped at 1 per core, not the planned 4 per core
     assert torch.equal(first["dweight"], second["dweight"]) and torch.equal(first["dbias"], second["dbias"])
     assert len(asked) >= 2 and asked[0] == asked[-1]
+
+
+def test_varlen_bulk_tiles_as_first_packed_rows_match_the_sequence_tile_table():
+    from ascendopt.kernels.causal_conv1d_fwd import EDGES_OFFSET_ROWS, EDGES_SIDE_STREAM, EDGES_TILES, _plan
+    from ascendopt.kernels.causal_conv1d_plan import plan_offset
+
+    lens = (5, 0, 40, 1, 35, 19)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    # plan_varlen: tile i_t of sequence n starts at packed row cu[n] + 8 i_t; plan_offset adds W-1 = 3
+    for planner, off in ((lambda r: plan_varlen(cu, 8, 4, 0, rows=r), 0),
+                         (lambda r: plan_offset((1, 100), cu, 8, 4, 4, "cpu", rows=r), 3)):
+        (tiles, tail), (starts, tail_rows) = planner(False), planner(True)
+        assert starts.table.shape == (tiles.n_tiles, 1) and torch.equal(tail.table, tail_rows.table)
+        assert starts.table[:, 0].tolist() == [int(cu[n]) + off + 8 * t for n, t in tiles.table.tolist()]
+    # the row-path edge modes launch varlen bulk tiles from such a table (STARTS); fixed length and EDGES=1 do not
+    assert [la.starts for la in _plan(1, 100, 16, 4, 8, 16, cu, EDGES_SIDE_STREAM)] == [True, False]
+    assert [la.starts for la in _plan(1, 100, 16, 4, 8, 16, cu, EDGES_OFFSET_ROWS, device="cpu")] == [True, False]
+    assert [la.starts for la in _plan(1, 100, 16, 4, 8, 16, cu, EDGES_TILES)] == [False, False]
+    assert [la.starts for la in _plan(2, 50, 16, 4, 8, 16, None, EDGES_SIDE_STREAM)] == [False, False]

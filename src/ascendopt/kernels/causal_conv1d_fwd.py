@@ -198,7 +198,7 @@ SIDE_STREAM_EDGES = (EDGES_SIDE_STREAM, EDGES_OFFSET, EDGES_ROWS_SIDE, EDGES_OFF
 
 class Launch(NamedTuple):
     """One launch of the forward kernel: its ``TAIL_MODE``, time and channel tiles, bulk offset ``OFF``,
-    whether its tiles are ``(i_n, t_start)`` rows (``STARTS``), tasks, programs and tile-set arguments
+    whether its tiles are first packed rows (``STARTS``), tasks, programs and tile-set arguments
     (``TileSet.args``)."""
 
     mode: int
@@ -221,21 +221,26 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     tile table goes)."""
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
+    # Varlen bulk tiles of the row-path edge modes as their first packed rows (STARTS, OFF -1 below): one load
+    # a tile, not an (i_n, i_t) entry and then its sequence's bounds. H200 (RESULTS.md session 6): the decode
+    # chain costs the varlen bulk launch ~1 % against fixed length.
+    rows = cu_seqlens is not None and edges >= EDGES_ROWS
+    starts = -1 if rows else 0
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
         sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD, 0),)
     elif edges in (EDGES_ROWS, EDGES_ROWS_SIDE):  # masked rows take the bulk channel tile
-        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
-        sets = ((0, bulk, BT, BD, 0), (3, tail, bt_e, BD, 0))
+        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e, rows=rows)
+        sets = ((0, bulk, BT, BD, starts), (3, tail, bt_e, BD, 0))
     elif edges in (EDGES_OFFSET, EDGES_OFFSET_ROWS):
-        bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device)
+        bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device, rows=rows)
         piece = (6, pieces, bt_e, BD, 0) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e, 0)
-        sets = ((0, bulk, BT, BD, W - 1), piece)
+        sets = ((0, bulk, BT, BD, starts if rows else W - 1), piece)
     elif edges == EDGES_SHIFTED:
         bulk, pieces = plan_shifted((B, T), cu_seqlens, BT, W, bt_e, device)
-        sets = ((0, bulk, BT, BD, -1), (6, pieces, bt_e, BD, 0))  # off -1: the tiles hold their starts
+        sets = ((0, bulk, BT, BD, -1), (6, pieces, bt_e, BD, 0))  # off -1: the tiles are first packed rows
     else:
-        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e)
-        sets = ((0, bulk, BT, BD, 0), (1, tail, bt_e, bd_e, 0))
+        bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e, rows=rows)
+        sets = ((0, bulk, BT, BD, starts), (1, tail, bt_e, bd_e, 0))
     launches = []
     for mode, tiles, bt, bd, off in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)

@@ -66,20 +66,23 @@ def plan_fixed(B: int, T: int, BT: int, W: int, halo_right: int, split: int = 1)
 _plan_cache: dict = {}
 
 
-def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1) -> tuple[TileSet, TileSet]:
+def plan_varlen(cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1, rows: bool = False
+                 ) -> tuple[TileSet, TileSet]:
     """Bulk and tail (i_n, i_t) tables from ``cu_seqlens`` (one host read, cached per tensor); tail tiles of
-    ``BT // split`` rows as in ``plan_fixed``."""
+    ``BT // split`` rows as in ``plan_fixed``. ``rows``: the bulk tiles as their first packed rows instead
+    (``[n, 1]``, ``bos + i_t * BT``; see ``plan_offset``)."""
 
     def build(lens):
-        bulk, tail = [], []
+        bulk, tail, bos = [], [], 0
         for n, length in enumerate(lens):
             _, lo, hi = _ranges(length, BT, W, halo_right)
-            bulk += [(n, t) for t in range(lo, hi)]
+            bulk += [(bos + t * BT,) if rows else (n, t) for t in range(lo, hi)]
             tail += [(n, t) for t in range(triton.cdiv(length, BT // split))
                      if not lo * split <= t < hi * split]
-        return _table(bulk, cu_seqlens.device), _table(tail, cu_seqlens.device)
+            bos += length
+        return _table(bulk, cu_seqlens.device, 1 if rows else 2), _table(tail, cu_seqlens.device)
 
-    return _cached_varlen(cu_seqlens, (BT, W, halo_right, split), build)
+    return _cached_varlen(cu_seqlens, (BT, W, halo_right, split, rows), build)
 
 
 def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
@@ -98,14 +101,17 @@ def plan_all(x_shape, cu_seqlens, BT: int) -> TileSet:
     return _cached_varlen(cu_seqlens, ("all", BT), build)
 
 
-def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tuple[TileSet, TileSet]:
+def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device, rows: bool = False
+                ) -> tuple[TileSet, TileSet]:
     """Bulk tiles that start ``W-1`` rows into each sequence, and the edge pieces around them.
 
     Bulk tile ``i_t`` of a sequence covers rows ``[W-1 + i_t*BT, W-1 + (i_t+1)*BT)``: its halo starts at row
     ``i_t*BT >= 0``, so only the sequence's first ``W-1`` rows and its rows past the last whole tile are left
     (a sequence shorter than ``W-1+BT`` is left whole). Those go to ``(i_n, t_start, t_end)`` pieces of at most
     ``piece`` rows (``TAIL_MODE=5``: rows at or past ``t_end`` are not written, so no row is written twice).
-    Bulk tiles decode as in ``plan`` (offset by ``W-1`` in the kernel, constexpr ``OFF``)."""
+    Bulk tiles decode as in ``plan`` (offset by ``W-1`` in the kernel, constexpr ``OFF``); varlen with ``rows``:
+    a table of their first packed rows (``bos + W-1 + i_t * BT``; the kernel's ``STARTS``), one load a tile
+    instead of the (i_n, i_t) entry and the sequence's ``cu_seqlens`` bounds after it."""
     off = W - 1
 
     def split(length: int) -> tuple[int, list]:
@@ -120,14 +126,15 @@ def plan_offset(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tup
                 _table([(n, *p) for n in range(B) for p in pieces], device, 3))
 
     def build(lens):
-        bulk, pieces = [], []
+        bulk, pieces, bos = [], [], 0
         for n, length in enumerate(lens):
             n_bulk, mine = split(length)
-            bulk += [(n, t) for t in range(n_bulk)]
+            bulk += [(bos + off + t * BT,) if rows else (n, t) for t in range(n_bulk)]
             pieces += [(n, *p) for p in mine]
-        return _table(bulk, cu_seqlens.device), _table(pieces, cu_seqlens.device, 3)
+            bos += length
+        return _table(bulk, cu_seqlens.device, 1 if rows else 2), _table(pieces, cu_seqlens.device, 3)
 
-    return _cached_varlen(cu_seqlens, ("offset", BT, W, piece), build)
+    return _cached_varlen(cu_seqlens, ("offset", BT, W, piece, rows), build)
 
 
 def plan_shifted(x_shape, cu_seqlens, BT: int, W: int, piece: int, device) -> tuple[TileSet, TileSet]:
@@ -187,11 +194,13 @@ def _cached_varlen(cu_seqlens, key: tuple, build):
     return value
 
 
-def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1) -> tuple[TileSet, TileSet]:
+def plan(x_shape, cu_seqlens, BT: int, W: int, halo_right: int, split: int = 1, rows: bool = False
+         ) -> tuple[TileSet, TileSet]:
+    """``plan_fixed`` or ``plan_varlen`` (``rows``: varlen bulk tiles as first packed rows)."""
     B, T = x_shape[0], x_shape[1]
     if cu_seqlens is None:
         return plan_fixed(B, T, BT, W, halo_right, split)
-    return plan_varlen(cu_seqlens, BT, W, halo_right, split)
+    return plan_varlen(cu_seqlens, BT, W, halo_right, split, rows)
 
 
 # Keyed like _plan_cache: (id, version, data_ptr) of the weight, checked against a weak reference.
