@@ -294,7 +294,8 @@ def test_side_stream_edges_run_in_order_off_cuda_and_match_the_tile_path():
 def test_edge_channel_tile_follows_the_forward_tile_unless_set():
     from ascendopt.kernels.causal_conv1d import resolve
 
-    assert resolve(SPEC.config(), "cuda")["BD_EDGE"] == 64  # BT=64: 4096 // 64
+    assert resolve(SPEC.config(), "cuda")["BD_EDGE"] == 512  # BT_EDGE=8: min(BD=512, 4096 // 8)
+    assert resolve(SPEC.config({"BT_EDGE": 64}), "cuda")["BD_EDGE"] == 64  # 4096 // 64
     assert resolve(SPEC.config(), "npu")["BD_EDGE"] == 128  # BT=32, BD=128
     assert resolve(SPEC.config({"BD_EDGE": 256}), "cuda")["BD_EDGE"] == 256
     dims = {"seqlens": (19, 0, 2, 25, 8, 33), "D": 40, "W": 4, "act": 1, "bias": 1, "residual": 1, "state": 1}

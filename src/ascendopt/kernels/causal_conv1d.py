@@ -54,9 +54,12 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # an SM, the first call's dweight equal to later calls' bit for bit (RESULTS.md session 5, run 7).
 # SILU on cuda: the exp2 form, H200 B4_T4096_D4096_W4 forward 73.4 us against 76.2 us for z * sigmoid(z)
 # (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
+# EDGES/BT_EDGE on cuda: bulk tiles W-1 rows into each sequence, the rows left as 8-row masked-row pieces on a side
+# stream (7). H200 forward, four runs against EDGES=4 (RESULTS.md session 6, runs 1, 2, 3, 5): varlen 74.4-75.0 us
+# against 74.8-75.8, realistic 73.9-74.2 against 74.1-74.5; the gate's check passes.
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,
-             "BWD_GRID": 2, "SILU": 2, "EDGES": 4},
+             "BWD_GRID": 2, "SILU": 2, "EDGES": 7, "BT_EDGE": 8},
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
@@ -429,7 +432,7 @@ SPEC = KernelSpec(
                          "at most BT_EDGE rows, 6 = as 3 with the edge launch on a side stream (cuda; elsewhere "
                          "as 3), 7 = as 5 with the pieces as masked rows, 8 = as 7 with each sequence's last "
                          "bulk tile shifted back to end at its end (rows it shares with the tile before it are "
-                         "written twice, same values), so only its first W-1 rows are a piece; 0 = auto (4 on "
+                         "written twice, same values), so only its first W-1 rows are a piece; 0 = auto (7 on "
                          "cuda, 1 elsewhere)"),
         "BD_EDGE": Tunable("BD_EDGE", 0, (0, 16, 32, 64, 128, 256),
                            "forward channel tile of the edge tiles on the masked tile path; 0 = auto (the "
@@ -438,7 +441,7 @@ SPEC = KernelSpec(
                            "forward time tile of the edge tiles (EDGES 1 and 3-8; on the row path, EDGES 3, "
                            "6, 7 and 8, a multiple of its 4-row blocks): "
                            "the forward tiles outside the bulk launch cut into BT / BT_EDGE pieces, more and "
-                           "shorter programs; 0 = auto (BT), values above BT act as BT"),
+                           "shorter programs; 0 = auto (8 on cuda, BT elsewhere), values above BT act as BT"),
     },
     make_inputs=_make_inputs,
     run=_run,
