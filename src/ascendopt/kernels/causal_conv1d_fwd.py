@@ -72,8 +72,9 @@ def _causal_conv1d_fwd_kernel(
             bos, T_n = seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
             row0 = bos + tl.cast(t_s, tl.int64)  # packed row of the tile's first output
         elif STARTS:
-            # a bulk tile of plan_shifted: its first packed row is all it needs (its rows and halo lie in its
-            # sequence, nothing is masked, no initial state is read), so the sequence is not decoded
+            # a bulk tile given by its first packed row (plan_shifted; varlen plan/plan_offset with rows=True):
+            # that is all it needs (its rows and halo lie in its sequence, nothing is masked, no initial state
+            # is read), so the sequence is not decoded
             row0 = tl.cast(tl.load(tiles + i_r), tl.int64)
             i_n = 0
             t_s = 0
@@ -221,31 +222,32 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     tile table goes)."""
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
-    # Varlen bulk tiles of the row-path edge modes as their first packed rows (STARTS, OFF -1 below): one load
-    # a tile, not an (i_n, i_t) entry and then its sequence's bounds. H200 (RESULTS.md session 6): the decode
-    # chain costs the varlen bulk launch ~1 % against fixed length.
+    # Varlen bulk tiles of the row-path edge modes as their first packed rows (STARTS): one load a tile, not an
+    # (i_n, i_t) entry and then its sequence's bounds. H200 (RESULTS.md session 6, runs 3 and 5): that decode
+    # chain cost the varlen bulk launch 1.2 % a row against fixed length.
     rows = cu_seqlens is not None and edges >= EDGES_ROWS
-    starts = -1 if rows else 0
+    off = 0 if rows else W - 1  # plan_offset's first packed rows already include the W-1 offset
+    # (mode, tiles, BT, BD, OFF, STARTS) per launch
     if edges == EDGES_ONE_LAUNCH:  # (EDGES_SIDE_STREAM plans as EDGES_TILES; the launcher overlaps them)
-        sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD, 0),)
+        sets = ((3, plan_all((B, T), cu_seqlens, BT), BT, BD, 0, False),)
     elif edges in (EDGES_ROWS, EDGES_ROWS_SIDE):  # masked rows take the bulk channel tile
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e, rows=rows)
-        sets = ((0, bulk, BT, BD, starts), (3, tail, bt_e, BD, 0))
+        sets = ((0, bulk, BT, BD, 0, rows), (3, tail, bt_e, BD, 0, False))
     elif edges in (EDGES_OFFSET, EDGES_OFFSET_ROWS):
         bulk, pieces = plan_offset((B, T), cu_seqlens, BT, W, bt_e, device, rows=rows)
-        piece = (6, pieces, bt_e, BD, 0) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e, 0)
-        sets = ((0, bulk, BT, BD, starts if rows else W - 1), piece)
+        piece = (6, pieces, bt_e, BD) if edges == EDGES_OFFSET_ROWS else (5, pieces, bt_e, bd_e)
+        sets = ((0, bulk, BT, BD, off, rows), (*piece, 0, False))
     elif edges == EDGES_SHIFTED:
         bulk, pieces = plan_shifted((B, T), cu_seqlens, BT, W, bt_e, device)
-        sets = ((0, bulk, BT, BD, -1), (6, pieces, bt_e, BD, 0))  # off -1: the tiles are first packed rows
+        sets = ((0, bulk, BT, BD, 0, True), (6, pieces, bt_e, BD, 0, False))
     else:
         bulk, tail = plan((B, T), cu_seqlens, BT, W, halo_right=0, split=BT // bt_e, rows=rows)
-        sets = ((0, bulk, BT, BD, starts), (1, tail, bt_e, bd_e, 0))
+        sets = ((0, bulk, BT, BD, 0, rows), (1, tail, bt_e, bd_e, 0, False))
     launches = []
-    for mode, tiles, bt, bd, off in sets:
+    for mode, tiles, bt, bd, tile_off, starts in sets:
         n_tasks = tiles.n_tiles * -(-D // bd)
         if n_tasks:
-            launches.append(Launch(mode, bt, bd, max(off, 0), off < 0, n_tasks, common.grid_size("vector", n_tasks),
+            launches.append(Launch(mode, bt, bd, tile_off, starts, n_tasks, common.grid_size("vector", n_tasks),
                                    tiles.args()))
     return tuple(launches)
 

@@ -23,8 +23,9 @@ import triton
 
 @dataclass(frozen=True)
 class TileSet:
-    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table; edge
-    pieces (``plan_offset``): an (i_n, t_start, t_end) table."""
+    """The time tiles of one launch. Fixed length: arithmetic decode; varlen: an (i_n, i_t) table, or the
+    tiles' first packed rows (``rows=True``, ``plan_shifted``); edge pieces (``plan_offset``): an
+    (i_n, t_start, t_end) table."""
 
     n_tiles: int
     table: object | None = None  # int32 tensor [n_tiles, 2] (varlen), [n_tiles, 3] (pieces), [n_tiles, 1] (rows)
