@@ -17,6 +17,8 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``one<R>p``: as ``one<R>``, plain pointer loads and stores instead of block pointers.
 - ``warp<R>``: R rows a program on a 3-D view that puts each row in one warp (R >= 4 fills the 4 warps;
   no cross-warp reduction, so no barrier between a program's loads and its stores). D a multiple of 256.
+- ``two<R>``: each row in one warp as ``warp<R>``, in two passes over 256-column chunks: the sums of squares,
+  then the chunks read again (from L2) and stored, four chunks at a time. D a multiple of 1024.
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -83,10 +85,41 @@ def _warp_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
 
 
 @triton.jit
+def _warp_rows_two_pass(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
+    """Each row in one warp, in ``[BR, 256]`` chunks (a warp's 32 lanes x 8 values span 256 columns, so Triton
+    lays the BR rows across the warps): a first pass sums the squares chunk by chunk, a second reads the chunks
+    again (from L2: the row was just read) and stores ``y``. No value is held across the passes, and each row's
+    sum stays inside its warp (no shared-memory reduction, no barrier between a program's warps)."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    offs = (r0 + o_r)[:, None] * D + tl.arange(0, 256)[None, :]
+    acc = tl.zeros([BR, 256], dtype=tl.float32)
+    for c in tl.static_range(D // 256):
+        b_x = tl.load(x + offs + c * 256).to(tl.float32)
+        acc += b_x * b_x
+    b_rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) + eps)
+    # groups of 4 chunks: a group's loads are issued together (a load after a store to y may not move above it,
+    # y might alias x), so the second pass waits on L2 D/1024 times, not D/256
+    for g in tl.static_range(D // 1024):
+        c0 = g * 1024
+        b0 = tl.load(x + offs + c0).to(tl.float32)
+        b1 = tl.load(x + offs + c0 + 256).to(tl.float32)
+        b2 = tl.load(x + offs + c0 + 512).to(tl.float32)
+        b3 = tl.load(x + offs + c0 + 768).to(tl.float32)
+        tl.store(y + offs + c0, (b0 * b_rstd[:, None]).to(y.dtype.element_ty))
+        tl.store(y + offs + c0 + 256, (b1 * b_rstd[:, None]).to(y.dtype.element_ty))
+        tl.store(y + offs + c0 + 512, (b2 * b_rstd[:, None]).to(y.dtype.element_ty))
+        tl.store(y + offs + c0 + 768, (b3 * b_rstd[:, None]).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
                   HINTS: tl.constexpr, PLAIN: tl.constexpr, WARP_ROWS: tl.constexpr):
     pid = tl.program_id(0)
-    if WARP_ROWS:
+    if WARP_ROWS == 2:
+        _warp_rows_two_pass(x, y, rstd, eps, pid, D, BR)
+    elif WARP_ROWS:
         _warp_rows(x, y, rstd, eps, pid, D, BR)
     elif LOOP:
         for task in tl.range(pid, n_tasks, tl.num_programs(0)):
@@ -96,18 +129,18 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
 
 
 def parse_form(name: str) -> dict:
-    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": False}``;
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (1: warp<R>, 2: two<R>);
     ValueError if malformed."""
-    for prefix, loop in (("loop", True), ("one", False), ("warp", False)):
+    for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
-            flag = rest[-1] if rest and rest[-1] in "hegp" and prefix != "warp" else ""
+            flag = rest[-1] if rest and rest[-1] in "hegp" and prefix in ("loop", "one") else ""
             digits = rest[:-1] if flag else rest
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
                 return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3}.get(flag, 0),
-                        "PLAIN": flag == "p", "WARP_ROWS": prefix == "warp"}
-    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p or "
-                     "warp<R> (R a power of two)")
+                        "PLAIN": flag == "p", "WARP_ROWS": {"warp": 1, "two": 2}.get(prefix, 0)}
+    raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
+                     "warp<R> or two<R> (R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):
@@ -121,8 +154,8 @@ def form_fn(name: str, n_rows: int, d: int):
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
-    if f["WARP_ROWS"] and d % 256:
-        raise ValueError(f"--forms {name}: D={d} is not a multiple of 256")
+    if f["WARP_ROWS"] and d % (256 if f["WARP_ROWS"] == 1 else 1024):
+        raise ValueError(f"--forms {name}: D={d} is not a multiple of {256 if f['WARP_ROWS'] == 1 else 1024}")
     n_tasks = n_rows // f["BR"]
 
     def run(x):

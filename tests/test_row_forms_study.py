@@ -27,7 +27,17 @@ def test_warp_row_forms_match_the_fp32_l2norm(form):
         study.form_fn(form, 8, 320)
 
 
-@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x"])
+@pytest.mark.parametrize("form", ["two4", "two8"])
+def test_two_pass_warp_row_forms_match_the_fp32_l2norm(form):
+    x = torch.randn(8, 2048, generator=torch.Generator().manual_seed(5)) + 0.1
+    y = study.form_fn(form, 8, 2048)(x)
+    want = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + study.EPS)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="D=512 is not a multiple of 1024"):
+        study.form_fn(form, 8, 512)
+
+
+@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
