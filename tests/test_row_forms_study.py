@@ -37,7 +37,7 @@ def test_two_pass_warp_row_forms_match_the_fp32_l2norm(form):
         study.form_fn(form, 8, 512)
 
 
-@pytest.mark.parametrize("bad", ["one3", "two2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g"])
+@pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
