@@ -42,7 +42,8 @@ def test_demo_runs_the_whole_loop(demo_ws):
     vec = next(m for m in r.summary["metrics"] if m["label"] == "Vector")
     assert vec["before"] is None and vec["after"] is None  # no counters on cpu: not collected, never 0
     assert r.metrics["kernels"] and r.metrics["kernels"][0]["name"]  # analysis.compare of before/after
-    assert out["gate"]["passed"] and out["round"]["verdict"] == r.verdict
+    assert out["gate"]["passed"], out["gate"]  # a red gate says which stage and why
+    assert out["gate"]["why"] is None and out["round"]["verdict"] == r.verdict
     assert (root / "report.md").read_text().count("| 1 | block_rows=") == 1
     assert (root / "rounds.png").read_bytes()[:4] == b"\x89PNG"
     assert out["reprofile"]["profiles"] and not out["reprofile"]["stop"]["stop"]
@@ -91,3 +92,16 @@ def test_reprofile_command(demo_ws, cli):
     assert res["summary"]["target_metric"]["name"] == "duration_us"  # no counters: judged on duration
     assert res["summary"]["target_metric"]["moved"] in (True, False)
     assert res["compare"]["kernels"] and res["stop"]["stop"] is False
+
+
+def test_a_red_gate_in_the_demo_says_which_stage_and_why(cli, tmp_path, monkeypatch):
+    from ascendopt import gate
+    from ascendopt.gate_result import GateResult, StageResult
+
+    red = GateResult([StageResult("integrity", "pass", "frozen files unchanged"),
+                      StageResult("performance", "fail", "regression: tiny/fwd +9.0% slower (planted)")])
+    monkeypatch.setattr(gate, "run_gate", lambda *args, **kwargs: red)
+    code, out, err = cli("demo", "-w", str(tmp_path / "ws"), "--json")
+    assert code == 0, err  # a performance red is reported in the demo, not raised (1 and 3 are raised)
+    assert json.loads(out)["gate"] == {"passed": False, "exit_code": 4, "failed_stage": "performance",
+                                       "why": "regression: tiny/fwd +9.0% slower (planted)"}

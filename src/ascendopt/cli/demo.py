@@ -144,7 +144,8 @@ def demo(
         best = record.config if record.verdict == "keep" else None
         gate = run_gate(ws, config_override=best, pairs=pairs)
         out["gate"] = {"passed": gate.passed, "exit_code": gate.exit_code,
-                       "failed_stage": gate.failed_stage.name if gate.failed_stage else None}
+                       "failed_stage": gate.failed_stage.name if gate.failed_stage else None,
+                       "why": gate.failed_stage.summary if gate.failed_stage else None}
         bar.advance()
 
         bar.update("demo 6/7 reprofile: collect again, diff, reclassify")
