@@ -79,22 +79,22 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    from stage_breakdown import parse_variant
+    from stage_breakdown import cuda_backend, parse_variant
 
-    from ascendopt import backends, bench
-    from ascendopt.errors import AscendoptError, EnvironmentProblem
+    from ascendopt import bench
+    from ascendopt.errors import AscendoptError
     from ascendopt.kernels import get
 
     try:
         spec = get("causal_conv1d")
         dims = spec.shape(args.preset).dims
         configs = [(text.strip(), spec.config(parse_variant(text))) for text in args.configs.split(";") if text.strip()]
-        backend = backends.current()
-        if backend.name != "cuda":
-            raise EnvironmentProblem(f"this study needs the cuda backend, got {backend.name}")
     except AscendoptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    backend = cuda_backend("study")
+    if isinstance(backend, int):
+        return backend
     device = backend.torch_device()
     sets = [(spec.make_inputs(dict(dims), "bf16", device, seed),) for seed in range(4)]  # 4 x 268 MB: past L2
     names, fns = [], []

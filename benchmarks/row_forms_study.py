@@ -184,18 +184,14 @@ def main() -> int:
 
     import torch
 
-    from ascendopt import backends, bench
-    from ascendopt.errors import AscendoptError, EnvironmentProblem
+    from ascendopt import bench
     sys.path.insert(0, os.path.dirname(__file__))
     from kernels import copy_bandwidth_gbs
+    from stage_breakdown import cuda_backend
 
-    try:  # no usable cuda backend: one line, exit 5, nothing written
-        backend = backends.current()
-        if backend.name != "cuda":
-            raise EnvironmentProblem(f"this study needs the cuda backend, got {backend.name}")
-    except AscendoptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    backend = cuda_backend("study")  # no usable cuda backend: one line, exit 5, nothing written
+    if isinstance(backend, int):
+        return backend
     try:
         from fla.modules.norm.l2norm import l2norm as fla_l2norm
     except ImportError as exc:

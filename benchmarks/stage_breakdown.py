@@ -107,6 +107,22 @@ def open_case(args, what: str) -> tuple | int:
     return spec, dims, dtype, mode, variants, inputs
 
 
+def cuda_backend(what: str):
+    """The current backend when it is cuda; else the exit code after a one-line ``error: this <what> needs the
+    cuda backend, got <name>`` (5; an unusable backend: its own error and code)."""
+    from ascendopt import backends
+    from ascendopt.errors import AscendoptError, EnvironmentProblem
+
+    try:
+        backend = backends.current()
+        if backend.name != "cuda":
+            raise EnvironmentProblem(f"this {what} needs the cuda backend, got {backend.name}")
+    except AscendoptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return backend
+
+
 def kernel_times(fn, calls: int, per_launch: bool = False) -> dict[str, dict]:
     """{kernel name: {"launches": per call, "us": device us per call}} of ``calls`` runs of ``fn``;
     ``per_launch``: keyed by each launch's position in the call instead (``by_launch``)."""

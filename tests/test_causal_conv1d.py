@@ -246,12 +246,17 @@ def test_transposed_weight_is_cached_until_the_weight_changes():
 def test_rows_forward_edge_tiles_as_masked_rows_match_oracle_and_the_tile_path(dims, edges, edge_bt):
     # 3 and 6 (side stream; in order off cuda): edge tiles of BT_EDGE rows; 7: offset bulk, pieces as rows;
     # 8: as 7 with the last bulk tile of a sequence shifted to its end (overlap rows written twice)
-    config = {**ROWS, "BT": 8, "EDGES": edges, "BT_EDGE": edge_bt}
-    _, rows = _check(dims, "fp32", config, mode="fwd")
+    _matches_oracle_and_the_tile_path(dims, {**ROWS, "BT": 8, "EDGES": edges, "BT_EDGE": edge_bt})
+
+
+def _matches_oracle_and_the_tile_path(dims, config):
+    """``config``'s forward against the oracle and against the masked tile path (``EDGES=1``, whole edge
+    tiles) on ``dims``, fp32; its forward+backward against the oracle in bf16."""
+    _, got = _check(dims, "fp32", config, mode="fwd")
     _, tiles = _check(dims, "fp32", {**config, "EDGES": 1, "BT_EDGE": 0}, mode="fwd")
-    assert torch.allclose(rows["y"], tiles["y"], rtol=1e-6, atol=1e-6)
+    assert torch.allclose(got["y"], tiles["y"], rtol=1e-6, atol=1e-6)
     if dims.get("state"):
-        assert torch.equal(rows["final_state"], tiles["final_state"])
+        assert torch.equal(got["final_state"], tiles["final_state"])
     _check(dims, "bf16", config, mode="fwdbwd", seed=1)
 
 
@@ -432,13 +437,7 @@ def test_shifted_plan_covers_every_row_and_repeats_only_inside_the_last_bulk_til
 ])
 @pytest.mark.parametrize("edge_bt", [0, 4])
 def test_offset_bulk_tiles_match_oracle_and_the_tile_path(dims, edge_bt):
-    config = {**ROWS, "BT": 8, "EDGES": 5, "BT_EDGE": edge_bt}
-    _, offset = _check(dims, "fp32", config, mode="fwd")
-    _, tiles = _check(dims, "fp32", {**config, "EDGES": 1, "BT_EDGE": 0}, mode="fwd")
-    assert torch.allclose(offset["y"], tiles["y"], rtol=1e-6, atol=1e-6)
-    if dims.get("state"):
-        assert torch.equal(offset["final_state"], tiles["final_state"])
-    _check(dims, "bf16", config, mode="fwdbwd", seed=1)
+    _matches_oracle_and_the_tile_path(dims, {**ROWS, "BT": 8, "EDGES": 5, "BT_EDGE": edge_bt})
 
 
 @pytest.mark.parametrize("edges", [5, 7, 8])

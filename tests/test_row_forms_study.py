@@ -17,24 +17,17 @@ def test_forms_match_the_fp32_l2norm(form):
     torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("form", ["warp4", "warp1"])
-def test_warp_row_forms_match_the_fp32_l2norm(form):
-    x = torch.randn(8, 512, generator=torch.Generator().manual_seed(4)) + 0.1
-    y = study.form_fn(form, 8, 512)(x)
+@pytest.mark.parametrize("form, d, too_narrow, multiple", [
+    ("warp4", 512, 320, 256), ("warp1", 512, 320, 256),  # each row in one warp, one pass
+    ("two4", 2048, 512, 1024), ("two8", 2048, 512, 1024),  # ... in two passes, four 256-column chunks at a time
+])
+def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
+    x = torch.randn(8, d, generator=torch.Generator().manual_seed(4)) + 0.1
+    y = study.form_fn(form, 8, d)(x)
     want = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + study.EPS)
     torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="D=320 is not a multiple of 256"):
-        study.form_fn(form, 8, 320)
-
-
-@pytest.mark.parametrize("form", ["two4", "two8"])
-def test_two_pass_warp_row_forms_match_the_fp32_l2norm(form):
-    x = torch.randn(8, 2048, generator=torch.Generator().manual_seed(5)) + 0.1
-    y = study.form_fn(form, 8, 2048)(x)
-    want = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + study.EPS)
-    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="D=512 is not a multiple of 1024"):
-        study.form_fn(form, 8, 512)
+    with pytest.raises(ValueError, match=f"D={too_narrow} is not a multiple of {multiple}"):
+        study.form_fn(form, 8, too_narrow)
 
 
 @pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g"])
