@@ -82,10 +82,12 @@ def main() -> int:
     from stage_breakdown import cuda_backend, parse_variant
 
     from ascendopt import bench
-    from ascendopt.errors import AscendoptError
+    from ascendopt.errors import AscendoptError, UsageError
     from ascendopt.kernels import get
 
     try:
+        if args.pairs < 1:
+            raise UsageError(f"--pairs {args.pairs}: at least 1 is needed")
         spec = get("causal_conv1d")
         dims = spec.shape(args.preset).dims
         configs = [(text.strip(), spec.config(parse_variant(text))) for text in args.configs.split(";") if text.strip()]

@@ -176,6 +176,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     try:
+        if args.pairs < 6:  # the A/B verdict's signed-rank test needs at least 6 pairs
+            raise ValueError(f"--pairs {args.pairs}: at least 6 are needed")
         names = [n.strip() for n in args.forms.split(",") if n.strip()]
         fns = {n: form_fn(n, args.rows, args.d) for n in names}
     except ValueError as exc:

@@ -38,11 +38,18 @@ def test_serial_edges_give_the_full_result_and_bulk_only_leaves_exactly_the_edge
         assert torch.equal(y[written], full[written])
 
 
-def test_no_cuda_is_one_line_exit_5(tmp_path):
+@pytest.mark.parametrize("args, code, message", [
+    ([], 5, "needs the cuda backend, got cpu"),
+    (["--pairs", "0"], 2, "--pairs 0: at least 1"),
+    (["--preset", "nope"], 2, "no shape preset 'nope'"),
+    (["--configs", "EDGES=99"], 2, "EDGES=99: out of range"),
+])
+def test_bad_input_or_no_cuda_is_one_line_and_writes_nothing(tmp_path, args, code, message):
     out = tmp_path / "never.json"
-    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "conv_edges_wall.py"), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300,
+    script = str(_benchmarks.BENCHMARKS / "conv_edges_wall.py")
+    proc = subprocess.run([sys.executable, script, *args, "--out", str(out)], capture_output=True, text=True, timeout=300,
                           env={"ASCENDOPT_BACKEND": "cpu", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 5, proc.stderr
-    assert proc.stderr.strip().startswith("error: ") and "\n" not in proc.stderr.strip()
+    err = proc.stderr.strip()
+    assert proc.returncode == code, proc.stderr
+    assert err.startswith("error: ") and message in err and "\n" not in err
     assert not out.exists()

@@ -54,3 +54,17 @@ def test_no_cuda_is_one_line_exit_5_and_writes_nothing(tmp_path, backend):
     assert proc.returncode == 5, proc.stderr
     assert err.startswith("error: ") and "cuda" in err and "\n" not in err
     assert not out.exists()
+
+
+def test_too_few_pairs_is_one_line_exit_2_before_any_device_work(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "never.json"
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "row_forms_study.py"), "--pairs", "3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env={"ASCENDOPT_BACKEND": "cpu", "PATH": "/usr/bin:/bin"})
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, proc.stderr
+    assert err == "error: --pairs 3: at least 6 are needed"
+    assert not out.exists()
