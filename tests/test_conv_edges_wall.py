@@ -47,8 +47,8 @@ def test_serial_edges_give_the_full_result_and_bulk_only_leaves_exactly_the_edge
 def test_bad_input_or_no_cuda_is_one_line_and_writes_nothing(tmp_path, args, code, message):
     out = tmp_path / "never.json"
     script = str(_benchmarks.BENCHMARKS / "conv_edges_wall.py")
-    proc = subprocess.run([sys.executable, script, *args, "--out", str(out)], capture_output=True, text=True, timeout=300,
-                          env={"ASCENDOPT_BACKEND": "cpu", "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run([sys.executable, script, *args, "--out", str(out)], capture_output=True, text=True,
+                          timeout=300, env={"ASCENDOPT_BACKEND": "cpu", "PATH": "/usr/bin:/bin"})
     err = proc.stderr.strip()
     assert proc.returncode == code, proc.stderr
     assert err.startswith("error: ") and message in err and "\n" not in err
