@@ -15,10 +15,17 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``one<R>e``: as ``one<R>``, loads ``evict_first``, plain stores (a backward re-reads y, so y keeps its L2 lines).
 - ``one<R>g``: as ``one<R>``, loads ``.cg`` (cached in L2 only, not in L1), plain stores.
 - ``one<R>p``: as ``one<R>``, plain pointer loads and stores instead of block pointers.
+- ``one<R>s``: as ``one<R>``, plain loads and ``.cs`` (streaming) stores.
 - ``warp<R>``: R rows a program on a 3-D view that puts each row in one warp (R >= 4 fills the 4 warps;
   no cross-warp reduction, so no barrier between a program's loads and its stores). D a multiple of 256.
 - ``two<R>``: each row in one warp as ``warp<R>``, in two passes over 256-column chunks: the sums of squares,
   then the chunks read again (from L2) and stored, four chunks at a time. D a multiple of 1024.
+- ``pair<R>``: R rows a program on a ``[D/512, R, 512]`` view: a 512-column chunk spans two warps, so for R=2 each
+  row sits on two warps (64 threads, 64 values a thread: fla's num_warps=2 program, two of them in one 128-thread
+  program). D a multiple of 512.
+- ``pre<R>``: R consecutive rows a program (grid = rows / R, every program the same work, all resident at once
+  for R >= 16), one row a step; the next row's load is issued before this row's sum and store, so a program's
+  loads stay in flight through its reduction barrier (software prefetch, no ``num_stages``).
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -43,7 +50,8 @@ EPS = 1e-6
 @triton.jit
 def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.constexpr, PLAIN: tl.constexpr):
     """One ``[BR, D]`` tile (rows ``task*BR ..``) of ``y = x * rsqrt(sum x^2 + eps)``, rstd stored fp32.
-    ``HINTS``: 0 none, 1 evict-first loads and ``.cs`` stores, 2 evict-first loads, 3 ``.cg`` loads."""
+    ``HINTS``: 0 none, 1 evict-first loads and ``.cs`` stores, 2 evict-first loads, 3 ``.cg`` loads,
+    4 ``.cs`` stores."""
     r0 = tl.cast(task, tl.int64) * BR
     o_r = tl.arange(0, BR)
     if PLAIN:
@@ -62,7 +70,7 @@ def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.co
     b_y = (b_x * b_rstd[:, None]).to(y.dtype.element_ty)
     if PLAIN:
         tl.store(y + offs, b_y)
-    elif HINTS == 1:
+    elif HINTS == 1 or HINTS == 4:
         tl.store(p_y, b_y, cache_modifier=".cs")
     else:
         tl.store(p_y, b_y)
@@ -82,6 +90,40 @@ def _warp_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
     b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
     tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
     tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
+def _pair_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
+    """``_tile`` on a ``[D/512, BR, 512]`` view: Triton gives the 512 columns (64 threads x 8 values) two warps
+    and the BR rows the other two, so for BR=2 each row's sum crosses two warps, as fla's num_warps=2 program."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    offs = ((r0 + o_r)[None, :, None] * D + tl.arange(0, D // 512)[:, None, None] * 512
+            + tl.arange(0, 512)[None, None, :])
+    b_x = tl.load(x + offs).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
+    tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
+def _prefetch_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
+    """Rows ``task*BR .. +BR`` one at a time, each step issuing the next row's load (kept in x's dtype) before
+    this row's sum and store: one row's memory traffic overlaps the last one's barrier. A runtime loop, so the
+    compiler cannot hoist loads further ahead (an unrolled form held 96-125 registers at BR 8-32)."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_d = tl.arange(0, D)
+    b_next = tl.load(x + r0 * D + o_d)
+    for i in tl.range(0, BR - 1):
+        b_x = b_next.to(tl.float32)
+        b_next = tl.load(x + (r0 + i + 1) * D + o_d)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=0) + eps)
+        tl.store(y + (r0 + i) * D + o_d, (b_x * b_rstd).to(y.dtype.element_ty))
+        tl.store(rstd + r0 + i, b_rstd)
+    b_x = b_next.to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=0) + eps)
+    tl.store(y + (r0 + BR - 1) * D + o_d, (b_x * b_rstd).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + BR - 1, b_rstd)
 
 
 @triton.jit
@@ -117,7 +159,11 @@ def _warp_rows_two_pass(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
                   HINTS: tl.constexpr, PLAIN: tl.constexpr, WARP_ROWS: tl.constexpr):
     pid = tl.program_id(0)
-    if WARP_ROWS == 2:
+    if WARP_ROWS == 4:
+        _prefetch_rows(x, y, rstd, eps, pid, D, BR)
+    elif WARP_ROWS == 3:
+        _pair_rows(x, y, rstd, eps, pid, D, BR)
+    elif WARP_ROWS == 2:
         _warp_rows_two_pass(x, y, rstd, eps, pid, D, BR)
     elif WARP_ROWS:
         _warp_rows(x, y, rstd, eps, pid, D, BR)
@@ -129,18 +175,20 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
 
 
 def parse_form(name: str) -> dict:
-    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (1: warp<R>, 2: two<R>);
-    ValueError if malformed."""
-    for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False)):
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (WARP_ROWS 1:
+    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>); ValueError if malformed."""
+    for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False), ("pair", False),
+                         ("pre", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
-            flag = rest[-1] if rest and rest[-1] in "hegp" and prefix in ("loop", "one") else ""
+            flag = rest[-1] if rest and rest[-1] in "hegps" and prefix in ("loop", "one") else ""
             digits = rest[:-1] if flag else rest
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
-                return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3}.get(flag, 0),
-                        "PLAIN": flag == "p", "WARP_ROWS": {"warp": 1, "two": 2}.get(prefix, 0)}
+                return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3, "s": 4}.get(flag, 0),
+                        "PLAIN": flag == "p",
+                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4}.get(prefix, 0)}
     raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
-                     "warp<R> or two<R> (R a power of two)")
+                     "one<R>s, warp<R>, two<R>, pair<R> or pre<R> (R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):
@@ -154,8 +202,9 @@ def form_fn(name: str, n_rows: int, d: int):
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
-    if f["WARP_ROWS"] and d % (256 if f["WARP_ROWS"] == 1 else 1024):
-        raise ValueError(f"--forms {name}: D={d} is not a multiple of {256 if f['WARP_ROWS'] == 1 else 1024}")
+    multiple = {1: 256, 2: 1024, 3: 512}.get(f["WARP_ROWS"], 1)
+    if d % multiple:
+        raise ValueError(f"--forms {name}: D={d} is not a multiple of {multiple}")
     n_tasks = n_rows // f["BR"]
 
     def run(x):

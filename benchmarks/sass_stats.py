@@ -119,8 +119,23 @@ def causal_conv1d_fwd_rows() -> list[tuple[str, dict]]:
     return rows
 
 
+def l2norm_forms(forms: tuple[str, ...] = ("one1", "one2", "pair2", "pre16", "one2s")) -> list[tuple[str, dict]]:
+    """``row_forms_study.py``'s forms of the l2norm forward at D=4096 (bf16), as that study launches them."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import row_forms_study as study
+
+    signature = {"x": "*bf16", "y": "*bf16", "rstd": "*fp32", "eps": "fp32", "n_tasks": "i32"}
+    rows = []
+    for name in forms:
+        form = study.parse_form(name)
+        signature.update({key: "constexpr" for key in ("D", *form)})
+        compiled = compile_sm90(study._forms_kernel, signature, {"D": 4096, **form}, divisible=(0, 1, 2, 4))
+        rows.append((f"row_forms_study {name}", stats(compiled)))
+    return rows
+
+
 CASES = {"l2norm_d4096": l2norm_d4096, "l2norm_d4096_ours": l2norm_d4096_ours,
-         "causal_conv1d_fwd_rows": causal_conv1d_fwd_rows}
+         "causal_conv1d_fwd_rows": causal_conv1d_fwd_rows, "l2norm_forms": l2norm_forms}
 
 
 def main() -> int:

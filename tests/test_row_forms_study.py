@@ -9,7 +9,8 @@ import _benchmarks
 study = _benchmarks.load("row_forms_study")
 
 
-@pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p", "one2e", "one2g"])
+@pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p", "one2e", "one2g",
+                                  "one2s", "pre1", "pre4", "pre8"])
 def test_forms_match_the_fp32_l2norm(form):
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)) + 0.1
     y = study.form_fn(form, 8, 64)(x)
@@ -20,6 +21,7 @@ def test_forms_match_the_fp32_l2norm(form):
 @pytest.mark.parametrize("form, d, too_narrow, multiple", [
     ("warp4", 512, 320, 256), ("warp1", 512, 320, 256),  # each row in one warp, one pass
     ("two4", 2048, 512, 1024), ("two8", 2048, 512, 1024),  # ... in two passes, four 256-column chunks at a time
+    ("pair2", 1024, 768, 512), ("pair4", 1024, 768, 512),  # each row on two warps
 ])
 def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
     x = torch.randn(8, d, generator=torch.Generator().manual_seed(4)) + 0.1
@@ -30,7 +32,8 @@ def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
         study.form_fn(form, 8, too_narrow)
 
 
-@pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g"])
+@pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g",
+                                 "pair2s", "pre3", "pre"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
