@@ -1,0 +1,77 @@
+"""Per-kernel device durations and the idle gaps between back-to-back kernels, from an Nsight Systems trace.
+
+Device events time a batch of calls from its first kernel's start to its last kernel's end, so a difference
+between two sides can sit in the kernels or in the idle time between them. This reads the kernel records of a
+trace exported to SQLite (``nsys export --type sqlite``: table ``CUPTI_ACTIVITY_KIND_KERNEL``, names in
+``StringIds``) and prints, per kernel name: launches, median / mean duration, and the median idle gap before
+the kernel when the kernel before it on the same stream has the same name (back-to-back calls of one side).
+
+    nsys profile -t cuda -o trace python3 benchmarks/row_forms_study.py --forms lib --pairs 10 --out f.json
+    nsys export --type sqlite -o trace.sqlite trace.nsys-rep
+    python3 benchmarks/kernel_gaps.py trace.sqlite [--min-us 20]
+
+Exit 2 when the file is not such a trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+
+import pandas as pd
+
+QUERY = """SELECT k.start AS start, k.end AS end, k.deviceId AS device, k.streamId AS stream, s.value AS name
+           FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s ON k.shortName = s.id"""
+
+
+def kernel_records(path: str) -> pd.DataFrame:
+    """The trace's kernels, one row each: ``start``/``end`` (ns), ``device``, ``stream``, ``name``, sorted by
+    start. ValueError naming the file when it has no kernel table."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            return pd.read_sql_query(QUERY, con).sort_values("start", kind="stable").reset_index(drop=True)
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        cause = exc.__cause__ or exc  # pandas wraps sqlite's error in a message that quotes the whole query
+        raise ValueError(f"{path}: not an Nsight Systems SQLite export with kernel records ({cause})") from exc
+
+
+def gap_table(kernels: pd.DataFrame, min_us: float = 0.0) -> pd.DataFrame:
+    """Per kernel name (kernels of at least ``min_us`` us): ``launches``, ``median_us``, ``mean_us`` (duration),
+    and ``gap_us`` / ``gaps``: the median idle time between a launch and the one before it on the same device
+    and stream when that one has the same name, and how many such pairs there were."""
+    k = kernels.copy()
+    k["dur_us"] = (k["end"] - k["start"]) / 1e3
+    by_stream = k.groupby(["device", "stream"], sort=False)
+    k["gap_us"] = (k["start"] - by_stream["end"].shift()) / 1e3
+    k["same_before"] = k["name"] == by_stream["name"].shift()
+    k = k[k["dur_us"] >= min_us]
+    rows = []
+    for name, g in k.groupby("name", sort=True):
+        back_to_back = g.loc[g["same_before"], "gap_us"]
+        rows.append({"kernel": name, "launches": len(g), "median_us": g["dur_us"].median(),
+                     "mean_us": g["dur_us"].mean(), "gap_us": back_to_back.median() if len(back_to_back) else None,
+                     "gaps": len(back_to_back)})
+    return pd.DataFrame(rows, columns=["kernel", "launches", "median_us", "mean_us", "gap_us", "gaps"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", help="an nsys trace exported to SQLite")
+    ap.add_argument("--min-us", type=float, default=0.0, help="leave out kernels shorter than this (us)")
+    args = ap.parse_args()
+    try:
+        table = gap_table(kernel_records(args.trace), args.min_us)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("| kernel | launches | median us | mean us | median gap before (same kernel before) us | gaps |")
+    print("|---|---|---|---|---|---|")
+    for r in table.itertuples():
+        gap = "" if r.gap_us is None or pd.isna(r.gap_us) else f"{r.gap_us:.2f}"
+        print(f"| {r.kernel} | {r.launches} | {r.median_us:.2f} | {r.mean_us:.2f} | {gap} | {r.gaps} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

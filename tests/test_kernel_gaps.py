@@ -1,0 +1,65 @@
+"""benchmarks/kernel_gaps.py on a small SQLite database built here with the columns of an nsys export's kernel
+table (synthetic, not a profiler file): durations and back-to-back gaps per kernel, and bad files refused."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+import _benchmarks
+
+gaps = _benchmarks.load("kernel_gaps")
+
+
+def _trace(path, kernels):
+    """``kernels``: (start_ns, end_ns, stream, name) rows written as nsys writes them (names in StringIds)."""
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+                "streamId INTEGER, shortName INTEGER, demangledName INTEGER)")
+    names = {n: i for i, n in enumerate(sorted({k[3] for k in kernels}))}
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in names.items()])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, ?, ?, ?)",
+                    [(s, e, st, names[n], names[n]) for s, e, st, n in kernels])
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def test_durations_and_gaps_between_back_to_back_launches(tmp_path):
+    us = 1000
+    trace = _trace(tmp_path / "t.sqlite", [
+        (0, 5 * us, 7, "hold"),
+        (6 * us, 66 * us, 7, "ours"), (68 * us, 128 * us, 7, "ours"), (131 * us, 191 * us, 7, "ours"),
+        (200 * us, 201 * us, 9, "ours"),  # another stream: its gap is not measured against stream 7
+        (300 * us, 359 * us, 7, "peer"), (360 * us, 419 * us, 7, "peer"),
+    ])
+    table = gaps.gap_table(gaps.kernel_records(trace), min_us=2).set_index("kernel")
+    assert "hold" in table.index and table.loc["hold", "gaps"] == 0
+    assert table.loc["ours", "launches"] == 3  # the 1 us launch is under --min-us
+    assert table.loc["ours", "median_us"] == pytest.approx(60)
+    assert table.loc["ours", "gaps"] == 2 and table.loc["ours", "gap_us"] == pytest.approx(2.5)  # gaps 2 and 3
+    assert table.loc["peer", "median_us"] == pytest.approx(59) and table.loc["peer", "gap_us"] == pytest.approx(1)
+
+
+def test_the_cli_prints_the_table(tmp_path):
+    trace = _trace(tmp_path / "t.sqlite", [(0, 10_000, 1, "k"), (12_000, 22_000, 1, "k")])
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), trace],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "| k | 2 | 10.00 | 10.00 | 2.00 | 1 |" in proc.stdout
+
+
+@pytest.mark.parametrize("content", [None, b"not a database", "empty"])
+def test_a_file_that_is_not_a_kernel_trace_is_one_line_exit_2(tmp_path, content):
+    path = tmp_path / "bad.sqlite"
+    if content == "empty":
+        sqlite3.connect(path).close()  # a database without the kernel table
+    elif content is not None:
+        path.write_bytes(content)
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2
+    assert err.startswith(f"error: {path}: not an Nsight Systems SQLite export") and "\n" not in err
