@@ -1,14 +1,15 @@
-"""Per-kernel device durations and the idle gaps between back-to-back kernels, from an Nsight Systems trace.
+"""Per-kernel device durations and the idle gaps between back-to-back kernels, from a kernel trace.
 
 Device events time a batch of calls from its first kernel's start to its last kernel's end, so a difference
-between two sides can sit in the kernels or in the idle time between them. This reads the kernel records of a
-trace exported to SQLite (``nsys export --type sqlite``: table ``CUPTI_ACTIVITY_KIND_KERNEL``, names in
-``StringIds``) and prints, per kernel name: launches, median / mean duration, and the median idle gap before
-the kernel when the kernel before it on the same stream has the same name (back-to-back calls of one side).
+between two sides can sit in the kernels or in the idle time between them. This reads the kernel records of
+a torch.profiler chrome trace (``*.json``: events of category ``kernel``, ``ts``/``dur`` in us, ``args.stream``)
+or of an Nsight Systems trace exported to SQLite (``nsys export --type sqlite``: table
+``CUPTI_ACTIVITY_KIND_KERNEL``, names in ``StringIds``) and prints, per kernel name: launches, median / mean
+duration, and the median idle gap before the kernel when the kernel before it on the same stream has the same
+name (back-to-back calls of one side).
 
-    nsys profile -t cuda -o trace python3 benchmarks/row_forms_study.py --forms lib --pairs 10 --out f.json
-    nsys export --type sqlite -o trace.sqlite trace.nsys-rep
-    python3 benchmarks/kernel_gaps.py trace.sqlite [--min-us 20]
+    python3 benchmarks/row_forms_study.py --forms lib --pairs 10 --out f.json --trace trace.json
+    python3 benchmarks/kernel_gaps.py trace.json [--min-us 20]
 
 Exit 2 when the file is not such a trace.
 """
@@ -16,6 +17,7 @@ Exit 2 when the file is not such a trace.
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import sys
 
@@ -27,13 +29,32 @@ QUERY = """SELECT k.start AS start, k.end AS end, k.deviceId AS device, k.stream
 
 def kernel_records(path: str) -> pd.DataFrame:
     """The trace's kernels, one row each: ``start``/``end`` (ns), ``device``, ``stream``, ``name``, sorted by
-    start. ValueError naming the file when it has no kernel table."""
+    start. ValueError naming the file when it has no kernel records."""
+    if path.endswith(".json"):
+        return _chrome_kernels(path)
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
             return pd.read_sql_query(QUERY, con).sort_values("start", kind="stable").reset_index(drop=True)
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:
         cause = exc.__cause__ or exc  # pandas wraps sqlite's error in a message that quotes the whole query
         raise ValueError(f"{path}: not an Nsight Systems SQLite export with kernel records ({cause})") from exc
+
+
+def _chrome_kernels(path: str) -> pd.DataFrame:
+    """``kernel_records`` of a torch.profiler chrome trace (times in us, fractional)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable chrome trace ({exc.__class__.__name__})") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    kernels = [e for e in events or [] if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e]
+    if not kernels:
+        raise ValueError(f"{path}: no kernel events in the chrome trace")
+    rows = [{"start": float(e["ts"]) * 1e3, "end": (float(e["ts"]) + float(e["dur"])) * 1e3,
+             "device": (e.get("args") or {}).get("device", 0), "stream": (e.get("args") or {}).get("stream", 0),
+             "name": str(e["name"])} for e in kernels]
+    return pd.DataFrame(rows).sort_values("start", kind="stable").reset_index(drop=True)
 
 
 def gap_table(kernels: pd.DataFrame, min_us: float = 0.0) -> pd.DataFrame:
@@ -57,7 +78,7 @@ def gap_table(kernels: pd.DataFrame, min_us: float = 0.0) -> pd.DataFrame:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace", help="an nsys trace exported to SQLite")
+    ap.add_argument("trace", help="a torch.profiler chrome trace (.json) or an nsys trace exported to SQLite")
     ap.add_argument("--min-us", type=float, default=0.0, help="leave out kernels shorter than this (us)")
     args = ap.parse_args()
     try:

@@ -223,6 +223,8 @@ def main() -> int:
     ap.add_argument("--forms", default="lib,loop2,one1,one2,one4,one2h,one1h,one2p")
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--trace", help="also write a torch.profiler chrome trace of the timed calls here (for "
+                    "benchmarks/kernel_gaps.py: kernel durations and the gaps between them)")
     args = ap.parse_args()
     try:
         if args.pairs < 6:  # the A/B verdict's signed-rank test needs at least 6 pairs
@@ -256,6 +258,12 @@ def main() -> int:
 
     nbytes = SPEC.cost({"B": 1, "T": args.rows, "D": args.d}, "bf16", "fwd").bytes  # x in, y and rstd out
     rows = []
+    profiler = None
+    if args.trace:
+        from torch.profiler import ProfilerActivity, profile
+
+        profiler = profile(activities=[ProfilerActivity.CUDA])
+        profiler.start()
     for name, fn in fns.items():
         got = fn(sets[0][0]).float()
         want = fla_l2norm(sets[0][0], eps=EPS).float()
@@ -267,6 +275,9 @@ def main() -> int:
         rows.append(row)
         print(f"| {name} | {row['ours_us']:.1f} | {row['fla_us']:.1f} | {row['speedup']:.3f} | {c.verdict} | "
               f"{row['pct_copy']:.0f} % | {diff:.1e} |", flush=True)
+    if profiler is not None:
+        profiler.stop()
+        profiler.export_chrome_trace(args.trace)
     with open(args.out, "w") as f:
         json.dump({"rows": args.rows, "d": args.d, "copy": copy, "forms": rows}, f, indent=1)
     return 0

@@ -63,3 +63,28 @@ def test_a_file_that_is_not_a_kernel_trace_is_one_line_exit_2(tmp_path, content)
     err = proc.stderr.strip()
     assert proc.returncode == 2
     assert err.startswith(f"error: {path}: not an Nsight Systems SQLite export") and "\n" not in err
+
+
+def test_a_torch_profiler_chrome_trace_is_read_too(tmp_path):
+    import json
+
+    # the fields torch.profiler writes for a CUDA kernel event (synthetic values): ts and dur in us
+    events = [{"ph": "X", "cat": "kernel", "name": n, "ts": ts, "dur": dur, "args": {"device": 0, "stream": 7}}
+              for n, ts, dur in (("ours", 10.0, 60.5), ("ours", 72.0, 60.5), ("peer", 140.0, 59.0))]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "ts": 0.0, "dur": 1.0})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    table = gaps.gap_table(gaps.kernel_records(str(path))).set_index("kernel")
+    assert list(table.index) == ["ours", "peer"]
+    assert table.loc["ours", "median_us"] == pytest.approx(60.5)
+    assert table.loc["ours", "gap_us"] == pytest.approx(1.5) and table.loc["peer", "gaps"] == 0
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "dur": 1}]}'])
+def test_a_chrome_trace_without_kernels_is_one_line_exit_2(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and err.startswith(f"error: {path}: ") and "\n" not in err
