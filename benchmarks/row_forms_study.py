@@ -26,6 +26,7 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``pre<R>``: R consecutive rows a program (grid = rows / R, every program the same work, all resident at once
   for R >= 16), one row a step; the next row's load is issued before this row's sum and store, so a program's
   loads stay in flight through its reduction barrier (software prefetch, no ``num_stages``).
+- ``vec<R>``: as ``one<R>`` with 8-byte accesses (4 bf16) instead of 16-byte ones.
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -107,6 +108,21 @@ def _pair_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
 
 
 @triton.jit
+def _narrow_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, V: tl.constexpr):
+    """``_tile`` on a ``[BR, D/V, V]`` view whose offsets are contiguous over V values only, so each thread's
+    loads and stores move V values (4 bf16: 8-byte accesses, a 4-warp instruction spanning 1 KB as fla's 2-warp
+    one does with 16-byte accesses) instead of 8."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    offs = ((r0 + o_r)[:, None, None] * D + tl.arange(0, D // V)[None, :, None] * V
+            + tl.arange(0, V)[None, None, :])
+    b_x = tl.load(x + offs).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=2), axis=1) + eps)
+    tl.store(y + offs, (b_x * b_rstd[:, None, None]).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
 def _prefetch_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
     """Rows ``task*BR .. +BR`` one at a time, each step issuing the next row's load (kept in x's dtype) before
     this row's sum and store: one row's memory traffic overlaps the last one's barrier. A runtime loop, so the
@@ -159,7 +175,9 @@ def _warp_rows_two_pass(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
                   HINTS: tl.constexpr, PLAIN: tl.constexpr, WARP_ROWS: tl.constexpr):
     pid = tl.program_id(0)
-    if WARP_ROWS == 4:
+    if WARP_ROWS == 5:
+        _narrow_rows(x, y, rstd, eps, pid, D, BR, 4)
+    elif WARP_ROWS == 4:
         _prefetch_rows(x, y, rstd, eps, pid, D, BR)
     elif WARP_ROWS == 3:
         _pair_rows(x, y, rstd, eps, pid, D, BR)
@@ -176,9 +194,9 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
 
 def parse_form(name: str) -> dict:
     """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (WARP_ROWS 1:
-    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>); ValueError if malformed."""
+    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>, 5: vec<R>); ValueError if malformed."""
     for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False), ("pair", False),
-                         ("pre", False)):
+                         ("pre", False), ("vec", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
             flag = rest[-1] if rest and rest[-1] in "hegps" and prefix in ("loop", "one") else ""
@@ -186,9 +204,9 @@ def parse_form(name: str) -> dict:
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
                 return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3, "s": 4}.get(flag, 0),
                         "PLAIN": flag == "p",
-                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4}.get(prefix, 0)}
+                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5}.get(prefix, 0)}
     raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
-                     "one<R>s, warp<R>, two<R>, pair<R> or pre<R> (R a power of two)")
+                     "one<R>s, warp<R>, two<R>, pair<R>, pre<R> or vec<R> (R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):

@@ -88,3 +88,28 @@ def test_a_chrome_trace_without_kernels_is_one_line_exit_2(tmp_path, content):
                           capture_output=True, text=True, timeout=120)
     err = proc.stderr.strip()
     assert proc.returncode == 2 and err.startswith(f"error: {path}: ") and "\n" not in err
+
+
+def test_batches_are_runs_of_exactly_n_launches(tmp_path):
+    us = 1000
+    rows = [(0, 100 * us, 1, "hold")]
+    t = 100 * us
+    for dur, gap in ((60, 1), (60, 1), (62, 1)):  # a timed batch of 3: durations 60, 60, 62; gaps 1, 1
+        t += gap * us
+        rows.append((t, t + dur * us, 1, "ours"))
+        t += dur * us
+    rows.append((t + 5 * us, t + 105 * us, 1, "hold"))
+    rows += [(500 * us + i * 70 * us, 500 * us + i * 70 * us + 50 * us, 1, "ours") for i in range(4)]  # a run of 4
+    table = gaps.batch_table(gaps.kernel_records(_trace(tmp_path / "t.sqlite", rows)), 3).set_index("kernel")
+    assert list(table.index) == ["ours"]  # the hold runs are of length 1, the run of 4 is not a batch of 3
+    assert table.loc["ours", "batches"] == 1
+    assert table.loc["ours", "median_us"] == pytest.approx(60)
+    assert table.loc["ours", "gap_us"] == pytest.approx(1)
+    assert table.loc["ours", "span_us"] == pytest.approx((60 + 1 + 60 + 1 + 62) / 3)
+
+
+def test_batches_below_two_is_one_line_exit_2(tmp_path):
+    trace = _trace(tmp_path / "t.sqlite", [(0, 10_000, 1, "k")])
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), trace, "--batches", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --batches 1: a batch has at least 2 launches"

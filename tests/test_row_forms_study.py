@@ -10,7 +10,7 @@ study = _benchmarks.load("row_forms_study")
 
 
 @pytest.mark.parametrize("form", ["loop2", "one1", "one2", "one4", "one2h", "one1h", "one2p", "one2e", "one2g",
-                                  "one2s", "pre1", "pre4", "pre8"])
+                                  "one2s", "pre1", "pre4", "pre8", "vec1", "vec4"])
 def test_forms_match_the_fp32_l2norm(form):
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)) + 0.1
     y = study.form_fn(form, 8, 64)(x)
@@ -33,7 +33,7 @@ def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
 
 
 @pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g",
-                                 "pair2s", "pre3", "pre"])
+                                 "pair2s", "pre3", "pre", "vec2s"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
