@@ -51,7 +51,8 @@ def _chrome_kernels(path: str) -> pd.DataFrame:
     kernels = [e for e in events or [] if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e]
     if not kernels:
         raise ValueError(f"{path}: no kernel events in the chrome trace")
-    rows = [{"start": float(e["ts"]) * 1e3, "end": (float(e["ts"]) + float(e["dur"])) * 1e3,
+    t0 = min(float(e["ts"]) for e in kernels)  # times from the first kernel: epoch-sized us lose digits in ns
+    rows = [{"start": (float(e["ts"]) - t0) * 1e3, "end": (float(e["ts"]) - t0 + float(e["dur"])) * 1e3,
              "device": (e.get("args") or {}).get("device", 0), "stream": (e.get("args") or {}).get("stream", 0),
              "name": str(e["name"])} for e in kernels]
     return pd.DataFrame(rows).sort_values("start", kind="stable").reset_index(drop=True)

@@ -113,3 +113,15 @@ def test_batches_below_two_is_one_line_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), trace, "--batches", "1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --batches 1: a batch has at least 2 launches"
+
+
+def test_a_real_torch_profiler_trace():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "cuda" / "trace.json"  # captured on the H200 (its README)
+    events = json.loads(path.read_text())["traceEvents"]
+    want = sorted(e["dur"] for e in events if e.get("cat") == "kernel" and e.get("name") == "_axpb_kernel")
+    table = gaps.gap_table(gaps.kernel_records(str(path))).set_index("kernel")
+    assert table.loc["_axpb_kernel", "launches"] == len(want) == 2
+    assert table.loc["_axpb_kernel", "median_us"] == pytest.approx(sum(want) / 2)
