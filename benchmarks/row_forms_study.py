@@ -27,6 +27,7 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
   for R >= 16), one row a step; the next row's load is issued before this row's sum and store, so a program's
   loads stay in flight through its reduction barrier (software prefetch, no ``num_stages``).
 - ``vec<R>``: as ``one<R>`` with 8-byte accesses (4 bf16) instead of 16-byte ones.
+- ``tma<R>``: R rows a program, loaded and stored through tensor descriptors (TMA on sm_90). D a multiple of 256.
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -192,11 +193,25 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
         _tile(x, y, rstd, eps, pid, D, BR, HINTS, PLAIN)
 
 
+@triton.jit
+def _tma_kernel(xd, yd, rstd, eps, D: tl.constexpr, BR: tl.constexpr):
+    """``tma<R>``: R rows a program moved by tensor descriptors (on sm_90 the TMA engine copies a box between
+    global and shared memory, no per-thread address math) over a ``[rows*D/256, 256]`` view, one row a box of
+    ``[D/256, 256]`` (a TMA box is at most 256 values a side)."""
+    pid = tl.program_id(0)
+    for i in tl.static_range(BR):
+        row = pid * BR + i  # TMA box coordinates are int32 (the hardware's)
+        b_x = xd.load([row * (D // 256), 0]).to(tl.float32)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=1), axis=0) + eps)
+        yd.store([row * (D // 256), 0], (b_x * b_rstd).to(yd.dtype))
+        tl.store(rstd + row, b_rstd)
+
+
 def parse_form(name: str) -> dict:
     """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (WARP_ROWS 1:
-    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>, 5: vec<R>); ValueError if malformed."""
+    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>, 5: vec<R>, 6: tma<R>); ValueError if malformed."""
     for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False), ("pair", False),
-                         ("pre", False), ("vec", False)):
+                         ("pre", False), ("vec", False), ("tma", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
             flag = rest[-1] if rest and rest[-1] in "hegps" and prefix in ("loop", "one") else ""
@@ -204,9 +219,9 @@ def parse_form(name: str) -> dict:
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
                 return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3, "s": 4}.get(flag, 0),
                         "PLAIN": flag == "p",
-                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5}.get(prefix, 0)}
+                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5, "tma": 6}.get(prefix, 0)}
     raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
-                     "one<R>s, warp<R>, two<R>, pair<R>, pre<R> or vec<R> (R a power of two)")
+                     "one<R>s, warp<R>, two<R>, pair<R>, pre<R>, vec<R> or tma<R> (R a power of two)")
 
 
 def form_fn(name: str, n_rows: int, d: int):
@@ -220,7 +235,7 @@ def form_fn(name: str, n_rows: int, d: int):
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
-    multiple = {1: 256, 2: 1024, 3: 512}.get(f["WARP_ROWS"], 1)
+    multiple = {1: 256, 2: 1024, 3: 512, 6: 256}.get(f["WARP_ROWS"], 1)
     if d % multiple:
         raise ValueError(f"--forms {name}: D={d} is not a multiple of {multiple}")
     n_tasks = n_rows // f["BR"]
@@ -228,7 +243,14 @@ def form_fn(name: str, n_rows: int, d: int):
     def run(x):
         y = torch.empty_like(x)
         rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
-        _forms_kernel[(n_tasks,)](x, y, rstd, EPS, n_tasks, D=d, **f)
+        if f["WARP_ROWS"] == 6:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            box = [d // 256, 256]
+            xd, yd = (TensorDescriptor(t, [t.numel() // 256, 256], [256, 1], box) for t in (x, y))
+            _tma_kernel[(n_tasks,)](xd, yd, rstd, EPS, D=d, BR=f["BR"])
+        else:
+            _forms_kernel[(n_tasks,)](x, y, rstd, EPS, n_tasks, D=d, **f)
         return y
 
     return run

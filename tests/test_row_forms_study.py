@@ -22,6 +22,7 @@ def test_forms_match_the_fp32_l2norm(form):
     ("warp4", 512, 320, 256), ("warp1", 512, 320, 256),  # each row in one warp, one pass
     ("two4", 2048, 512, 1024), ("two8", 2048, 512, 1024),  # ... in two passes, four 256-column chunks at a time
     ("pair2", 1024, 768, 512), ("pair4", 1024, 768, 512),  # each row on two warps
+    ("tma1", 512, 320, 256), ("tma2", 512, 320, 256),  # tensor descriptors, boxes of [D/256, 256]
 ])
 def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
     x = torch.randn(8, d, generator=torch.Generator().manual_seed(4)) + 0.1
@@ -33,7 +34,7 @@ def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
 
 
 @pytest.mark.parametrize("bad", ["one3", "three2", "one", "loop2x", "one0", "warp4h", "warp4e", "one2x", "two4g",
-                                 "pair2s", "pre3", "pre", "vec2s"])
+                                 "pair2s", "pre3", "pre", "vec2s", "tma2h"])
 def test_malformed_forms_are_named(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.parse_form(bad)
