@@ -28,6 +28,8 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
   loads stay in flight through its reduction barrier (software prefetch, no ``num_stages``).
 - ``vec<R>``: as ``one<R>`` with 8-byte accesses (4 bf16) instead of 16-byte ones.
 - ``tma<R>``: R rows a program, loaded and stored through tensor descriptors (TMA on sm_90). D a multiple of 256.
+- ``fla<W>``: not ours: fla's own one-row kernel launched at W warps (1, 2 or 4) instead of its autotuned pick, to
+  see what the program width alone does to the same per-thread code.
 
 Run on the CUDA host from the repository root, with fla-core 0.6.0 importable::
 
@@ -224,6 +226,32 @@ def parse_form(name: str) -> dict:
                      "one<R>s, warp<R>, two<R>, pair<R>, pre<R>, vec<R> or tma<R> (R a power of two)")
 
 
+def fla_warps(name: str) -> int | None:
+    """``"fla2"`` -> 2 (fla's kernel at 2 warps); None for our forms; ValueError for other warp counts."""
+    if not name.startswith("fla"):
+        return None
+    if name[3:] not in ("1", "2", "4"):
+        raise ValueError(f"--forms: {name!r}: fla's kernel is timed at 1, 2 or 4 warps (fla1, fla2, fla4)")
+    return int(name[3:])
+
+
+def fla_at(warps: int):
+    """fla's one-row l2norm forward (the kernel under its autotuner) launched at ``warps`` warps."""
+    import torch
+
+    def run(x):
+        from fla.modules.norm import l2norm as fla_l2norm
+
+        y = torch.empty_like(x)
+        rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+        d = x.shape[-1]
+        fla_l2norm.l2norm_fwd_kernel_row.fn[(x.numel() // d,)](
+            x, y, rstd, EPS, d, BD=triton.next_power_of_2(d), num_warps=warps)  # noqa: AO101 - fla's kernel, not ours
+        return y
+
+    return run
+
+
 def form_fn(name: str, n_rows: int, d: int):
     """A callable ``fn(x) -> y`` for form ``name`` (the library's launcher for ``lib``)."""
     import torch
@@ -232,6 +260,9 @@ def form_fn(name: str, n_rows: int, d: int):
 
     if name == "lib":
         return lambda x: l2norm.l2norm_fwd(x)[0]
+    warps = fla_warps(name)
+    if warps is not None:
+        return fla_at(warps)
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")

@@ -72,3 +72,14 @@ def test_too_few_pairs_is_one_line_exit_2_before_any_device_work(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert err == "error: --pairs 3: at least 6 are needed"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name, warps", [("fla1", 1), ("fla2", 2), ("fla4", 4), ("lib", None), ("one2", None)])
+def test_fla_at_a_warp_count_is_a_form(name, warps):
+    assert study.fla_warps(name) == warps
+
+
+@pytest.mark.parametrize("bad", ["fla3", "fla8", "fla", "fla2h"])
+def test_fla_at_other_warp_counts_is_refused(bad):
+    with pytest.raises(ValueError, match=repr(bad)):
+        study.form_fn(bad, 8, 64)
