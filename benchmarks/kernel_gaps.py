@@ -77,28 +77,39 @@ def gap_table(kernels: pd.DataFrame, min_us: float = 0.0) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["kernel", "launches", "median_us", "mean_us", "gap_us", "gaps"])
 
 
-def batch_table(kernels: pd.DataFrame, calls: int) -> pd.DataFrame:
+def batch_table(kernels: pd.DataFrame, calls: int | None = None) -> pd.DataFrame:
     """Per kernel name, over its runs of exactly ``calls`` back-to-back launches on one stream (the timed
-    batches of ``ascendopt.bench``, each run bounded by other kernels such as the device hold): ``batches``,
-    ``median_us`` (launch duration), ``gap_us`` (idle time between a batch's launches) and ``span_us`` (a
-    batch's first start to last end, per launch: what the device events around it measure), medians over
-    the batches of each batch's median."""
+    batches of ``ascendopt.bench``, each run bounded by other kernels such as the device hold); ``calls`` None:
+    each kernel's most frequent run length of at least 2 (``ascendopt.bench`` sizes a comparison's batches from
+    its sides' speed, so one trace may hold several). Columns: ``calls``, ``batches``, ``median_us`` (launch
+    duration), ``gap_us`` (idle time between a batch's launches) and ``span_us`` (a batch's first start to last
+    end, per launch: what the device events around it measure), medians over the batches of each batch's
+    median."""
     k = kernels.copy()
     k["dur_us"] = (k["end"] - k["start"]) / 1e3
-    rows = []
+    runs = []
     for _, stream in k.groupby(["device", "stream"], sort=False):
         stream = stream.reset_index(drop=True)
         run = (stream["name"] != stream["name"].shift()).cumsum()  # a new run where the name changes
-        for _, b in stream.groupby(run, sort=False):
-            if len(b) != calls:
-                continue
-            gaps = (b["start"].iloc[1:].to_numpy() - b["end"].iloc[:-1].to_numpy()) / 1e3
-            rows.append({"kernel": b["name"].iloc[0], "dur": b["dur_us"].median(),
-                         "gap": float(pd.Series(gaps).median()) if len(gaps) else float("nan"),
-                         "span": (b["end"].iloc[-1] - b["start"].iloc[0]) / 1e3 / calls})
-    per = pd.DataFrame(rows, columns=["kernel", "dur", "gap", "span"])
-    table = per.groupby("kernel", sort=True).agg(batches=("dur", "size"), median_us=("dur", "median"),
-                                                 gap_us=("gap", "median"), span_us=("span", "median"))
+        runs += [b for _, b in stream.groupby(run, sort=False) if len(b) >= 2]
+    wanted = {}
+    for b in runs:
+        wanted.setdefault(b["name"].iloc[0], []).append(len(b))
+    wanted = {name: calls if calls is not None else pd.Series(lengths).mode().max()
+              for name, lengths in wanted.items()}
+    rows = []
+    for b in runs:
+        n = len(b)
+        if n != wanted[b["name"].iloc[0]]:
+            continue
+        gaps = (b["start"].iloc[1:].to_numpy() - b["end"].iloc[:-1].to_numpy()) / 1e3
+        span = (b["end"].iloc[-1] - b["start"].iloc[0]) / 1e3 / n
+        rows.append({"kernel": b["name"].iloc[0], "calls": n, "dur": b["dur_us"].median(),
+                     "gap": float(pd.Series(gaps).median()), "span": span})
+    per = pd.DataFrame(rows, columns=["kernel", "calls", "dur", "gap", "span"])
+    table = per.groupby("kernel", sort=True).agg(calls=("calls", "first"), batches=("dur", "size"),
+                                                 median_us=("dur", "median"), gap_us=("gap", "median"),
+                                                 span_us=("span", "median"))
     return table.reset_index()
 
 
@@ -106,13 +117,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", help="a torch.profiler chrome trace (.json) or an nsys trace exported to SQLite")
     ap.add_argument("--min-us", type=float, default=0.0, help="leave out kernels shorter than this (us)")
-    ap.add_argument("--batches", type=int, metavar="N",
+    ap.add_argument("--batches", metavar="N|auto",
                     help="also a table over the runs of exactly N back-to-back launches of one kernel (the timed "
-                         "batches of ascendopt.bench: N is its calls per sample)")
+                         "batches of ascendopt.bench: N is its calls per sample); auto: each kernel's most "
+                         "frequent run length")
     args = ap.parse_args()
-    if args.batches is not None and args.batches < 2:
-        print(f"error: --batches {args.batches}: a batch has at least 2 launches", file=sys.stderr)
-        return 2
+    calls = None
+    if args.batches is not None and args.batches != "auto":
+        if not args.batches.isdigit() or int(args.batches) < 2:
+            print(f"error: --batches {args.batches}: a batch has at least 2 launches (or auto)", file=sys.stderr)
+            return 2
+        calls = int(args.batches)
     try:
         kernels = kernel_records(args.trace)
     except ValueError as exc:
@@ -125,11 +140,11 @@ def main() -> int:
         gap = "" if r.gap_us is None or pd.isna(r.gap_us) else f"{r.gap_us:.2f}"
         print(f"| {r.kernel} | {r.launches} | {r.median_us:.2f} | {r.mean_us:.2f} | {gap} | {r.gaps} |")
     if args.batches is not None:
-        print(f"\nRuns of exactly {args.batches} back-to-back launches (medians over the batches):\n")
-        print("| kernel | batches | launch us | gap us | span per launch us |")
-        print("|---|---|---|---|---|")
-        for r in batch_table(kernels, args.batches).itertuples():
-            print(f"| {r.kernel} | {r.batches} | {r.median_us:.2f} | {r.gap_us:.2f} | {r.span_us:.2f} |")
+        print("\nTimed batches: runs of N back-to-back launches of one kernel (medians over the batches):\n")
+        print("| kernel | N | batches | launch us | gap us | span per launch us |")
+        print("|---|---|---|---|---|---|")
+        for r in batch_table(kernels, calls).itertuples():
+            print(f"| {r.kernel} | {r.calls} | {r.batches} | {r.median_us:.2f} | {r.gap_us:.2f} | {r.span_us:.2f} |")
     return 0
 
 

@@ -106,13 +106,26 @@ def test_batches_are_runs_of_exactly_n_launches(tmp_path):
     assert table.loc["ours", "median_us"] == pytest.approx(60)
     assert table.loc["ours", "gap_us"] == pytest.approx(1)
     assert table.loc["ours", "span_us"] == pytest.approx((60 + 1 + 60 + 1 + 62) / 3)
+    auto = gaps.batch_table(gaps.kernel_records(_trace(tmp_path / "a.sqlite", rows + rows_of_four_again(us))))
+    auto = auto.set_index("kernel")  # runs of 4 are now the most frequent: auto picks them
+    assert auto.loc["ours", "calls"] == 4 and auto.loc["ours", "batches"] == 2
+    assert auto.loc["ours", "median_us"] == pytest.approx(50) and auto.loc["ours", "gap_us"] == pytest.approx(20)
 
 
-def test_batches_below_two_is_one_line_exit_2(tmp_path):
+def rows_of_four_again(us):
+    """A second run of 4 launches (50 us each, 20 us apart) after a hold, later in the trace."""
+    t = 2000 * us
+    return [(t - 10 * us, t - 5 * us, 1, "hold")] + [(t + i * 70 * us, t + i * 70 * us + 50 * us, 1, "ours")
+                                                     for i in range(4)]
+
+
+@pytest.mark.parametrize("bad", ["1", "x", "-3"])
+def test_batches_not_auto_nor_two_or_more_is_one_line_exit_2(tmp_path, bad):
     trace = _trace(tmp_path / "t.sqlite", [(0, 10_000, 1, "k")])
-    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), trace, "--batches", "1"],
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "kernel_gaps.py"), trace, f"--batches={bad}"],
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: --batches 1: a batch has at least 2 launches"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: --batches {bad}: a batch has at least 2 launches (or auto)"
 
 
 def test_a_real_torch_profiler_trace():
