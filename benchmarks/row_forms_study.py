@@ -176,17 +176,17 @@ def _warp_rows_two_pass(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr
 
 @triton.jit
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
-                  HINTS: tl.constexpr, PLAIN: tl.constexpr, WARP_ROWS: tl.constexpr):
+                  HINTS: tl.constexpr, PLAIN: tl.constexpr, LAYOUT: tl.constexpr):
     pid = tl.program_id(0)
-    if WARP_ROWS == 5:
+    if LAYOUT == 5:  # LAYOUTS: vec<R>
         _narrow_rows(x, y, rstd, eps, pid, D, BR, 4)
-    elif WARP_ROWS == 4:
+    elif LAYOUT == 4:  # pre<R>
         _prefetch_rows(x, y, rstd, eps, pid, D, BR)
-    elif WARP_ROWS == 3:
+    elif LAYOUT == 3:  # pair<R>
         _pair_rows(x, y, rstd, eps, pid, D, BR)
-    elif WARP_ROWS == 2:
+    elif LAYOUT == 2:  # two<R>
         _warp_rows_two_pass(x, y, rstd, eps, pid, D, BR)
-    elif WARP_ROWS:
+    elif LAYOUT == 1:  # warp<R>
         _warp_rows(x, y, rstd, eps, pid, D, BR)
     elif LOOP:
         for task in tl.range(pid, n_tasks, tl.num_programs(0)):
@@ -209,9 +209,15 @@ def _tma_kernel(xd, yd, rstd, eps, D: tl.constexpr, BR: tl.constexpr):
         tl.store(rstd + row, b_rstd)
 
 
+# The forms other than loop<R>/one<R> (LAYOUT 0, the library's [BR, D] tile): their _forms_kernel branch (tma<R>
+# has its own kernel).
+LAYOUTS = {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5, "tma": 6}
+D_MULTIPLE = {"warp": 256, "two": 1024, "pair": 512, "tma": 256}  # the row width each of those needs
+
+
 def parse_form(name: str) -> dict:
-    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "WARP_ROWS": 0}`` (WARP_ROWS 1:
-    warp<R>, 2: two<R>, 3: pair<R>, 4: pre<R>, 5: vec<R>, 6: tma<R>); ValueError if malformed."""
+    """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "LAYOUT": 0}`` (``LAYOUT``: 0 for
+    loop<R> and one<R>, else ``LAYOUTS[prefix]``); ValueError if malformed."""
     for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False), ("pair", False),
                          ("pre", False), ("vec", False), ("tma", False)):
         if name.startswith(prefix):
@@ -221,7 +227,7 @@ def parse_form(name: str) -> dict:
             if digits.isdigit() and int(digits) & (int(digits) - 1) == 0 and int(digits) > 0:
                 return {"BR": int(digits), "LOOP": loop, "HINTS": {"h": 1, "e": 2, "g": 3, "s": 4}.get(flag, 0),
                         "PLAIN": flag == "p",
-                        "WARP_ROWS": {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5, "tma": 6}.get(prefix, 0)}
+                        "LAYOUT": LAYOUTS.get(prefix, 0)}
     raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
                      "one<R>s, warp<R>, two<R>, pair<R>, pre<R>, vec<R> or tma<R> (R a power of two)")
 
@@ -266,7 +272,8 @@ def form_fn(name: str, n_rows: int, d: int):
     f = parse_form(name)
     if n_rows % f["BR"]:
         raise ValueError(f"--forms {name}: {n_rows} rows are not a multiple of {f['BR']}")
-    multiple = {1: 256, 2: 1024, 3: 512, 6: 256}.get(f["WARP_ROWS"], 1)
+    layout = {code: prefix for prefix, code in LAYOUTS.items()}.get(f["LAYOUT"])
+    multiple = D_MULTIPLE.get(layout, 1)
     if d % multiple:
         raise ValueError(f"--forms {name}: D={d} is not a multiple of {multiple}")
     n_tasks = n_rows // f["BR"]
@@ -274,7 +281,7 @@ def form_fn(name: str, n_rows: int, d: int):
     def run(x):
         y = torch.empty_like(x)
         rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
-        if f["WARP_ROWS"] == 6:
+        if f["LAYOUT"] == LAYOUTS["tma"]:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             box = [d // 256, 256]

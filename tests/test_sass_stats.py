@@ -40,3 +40,20 @@ def test_causal_conv1d_forward_row_kernel_keeps_eight_programs_an_sm():
                                                              for tiles in ("OFF=0", "OFF=3", "STARTS")}
     for kind, tiles, warps, regs in rows:
         assert warps == "4" and int(regs) <= 64, f"{kind} {tiles}: {regs} registers"
+
+
+def test_row_forms_study_prefetch_form_stays_one_row_ahead():
+    # pre<R> holds one row in flight past the one it reduces: its runtime loop compiles to one row's loads in the
+    # loop body plus the first row's (8 x 16-byte loads at D=4096), not R rows' (an unrolled first version hoisted
+    # loads rows ahead: 96-125 registers).
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "sass_stats.py"), "--case", "l2norm_forms"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| row_forms_study (\w+) \| (\d+) \| (\d+) \| \d+ \| ([^|]*)\|",
+                                            proc.stdout, re.M)}
+    assert set(rows) == {"one1", "one2", "pair2", "pre16", "one2s"}
+    assert all(warps == "4" for warps, _, _ in rows.values())  # no form sets num_warps
+    warps, regs, mem = rows["pre16"]
+    assert "LDG.E.128 x8" in mem and int(regs) < 96
+    assert "STG.E.EF.128" in rows["one2s"][2] and "STG.E.EF" not in rows["one2"][2]  # .cs stores: evict-first
