@@ -30,7 +30,10 @@ def launches(path: Path, metrics: list[str]) -> tuple[pd.DataFrame, dict[str, st
     skip = header_line(path)
     if skip is None:
         raise ProfileError(f"{path}: no ncu header row (a line starting with \"ID\"); expected ncu --csv --page raw")
-    raw = pd.read_csv(path, skiprows=skip, dtype=str, keep_default_na=False)
+    try:
+        raw = pd.read_csv(path, skiprows=skip, dtype=str, keep_default_na=False)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+        raise ProfileError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0][:120]})") from None
     missing = [m for m in [NAME, *metrics] if m not in raw.columns]
     if missing:
         raise ProfileError(f"{path}: no column {missing[0]!r}")

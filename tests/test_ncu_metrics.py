@@ -37,18 +37,22 @@ def test_the_cli_prints_each_kernels_median():
     assert f"| _axpb_kernel | gpu__time_duration.sum | ns | {a:g}, {b:g} | {(a + b) / 2:g} |" in proc.stdout
 
 
-@pytest.mark.parametrize("case", ["missing metric", "not ncu"])
+@pytest.mark.parametrize("case", ["missing metric", "not ncu", "ragged", "no file"])
 def test_bad_input_is_one_line_exit_2(tmp_path, case):
     path = MEMORY
     metric = "gpu__time_duration.sum"
     if case == "missing metric":
         metric = "no__such_metric.sum"
+    elif case == "no file":
+        path = tmp_path / "absent.csv"
     else:
         path = tmp_path / "x.csv"
-        path.write_text("a,b\n1,2\n")
+        path.write_text("a,b\n1,2\n" if case == "not ncu" else '"ID","Kernel Name"\n"0","k"\n"1","k","x","y"\n')
     proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "ncu_metrics.py"), str(path),
                            "--metrics", metric], capture_output=True, text=True, timeout=120)
     err = proc.stderr.strip()
     assert proc.returncode == 2 and err.startswith(f"error: {path}: ") and "\n" not in err
     if case == "missing metric":
         assert "'no__such_metric.sum'" in err
+    if case == "ragged":
+        assert "cannot parse as CSV" in err
