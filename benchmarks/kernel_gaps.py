@@ -48,13 +48,17 @@ def _chrome_kernels(path: str) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: not a readable chrome trace ({exc.__class__.__name__})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data
-    kernels = [e for e in events or [] if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e]
+    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e and "ts" in e] \
+        if isinstance(events, list) else []
     if not kernels:
         raise ValueError(f"{path}: no kernel events in the chrome trace")
-    t0 = min(float(e["ts"]) for e in kernels)  # times from the first kernel: epoch-sized us lose digits in ns
-    rows = [{"start": (float(e["ts"]) - t0) * 1e3, "end": (float(e["ts"]) - t0 + float(e["dur"])) * 1e3,
-             "device": (e.get("args") or {}).get("device", 0), "stream": (e.get("args") or {}).get("stream", 0),
-             "name": str(e["name"])} for e in kernels]
+    try:
+        t0 = min(float(e["ts"]) for e in kernels)  # times from the first kernel: epoch-sized us lose digits in ns
+        rows = [{"start": (float(e["ts"]) - t0) * 1e3, "end": (float(e["ts"]) - t0 + float(e["dur"])) * 1e3,
+                 "device": (e.get("args") or {}).get("device", 0), "stream": (e.get("args") or {}).get("stream", 0),
+                 "name": str(e.get("name", "?"))} for e in kernels]
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: a kernel event's ts or dur is not a number") from None
     return pd.DataFrame(rows).sort_values("start", kind="stable").reset_index(drop=True)
 
 

@@ -80,7 +80,9 @@ def test_a_torch_profiler_chrome_trace_is_read_too(tmp_path):
     assert table.loc["ours", "gap_us"] == pytest.approx(1.5) and table.loc["peer", "gaps"] == 0
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "dur": 1}]}'])
+@pytest.mark.parametrize("content", ["{not json", '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "dur": 1}]}',
+                                     '{"traceEvents": [{"cat": "kernel", "name": "k", "ts": "soon", "dur": 1}]}',
+                                     '{"traceEvents": 3}'])
 def test_a_chrome_trace_without_kernels_is_one_line_exit_2(tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_text(content)
