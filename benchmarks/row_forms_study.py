@@ -28,6 +28,8 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
   loads stay in flight through its reduction barrier (software prefetch, no ``num_stages``).
 - ``vec<R>``: as ``one<R>`` with 8-byte accesses (4 bf16) instead of 16-byte ones.
 - ``tma<R>``: R rows a program, loaded and stored through tensor descriptors (TMA on sm_90). D a multiple of 256.
+- ``rows<R>``: as ``warp<R>`` on a ``[R, D/256, 256]`` view: each row in one warp under Triton 3.6, where ``warp<R>``
+  is not (see ``_rows_first``). D a multiple of 256.
 - ``fla<W>``: not ours: fla's own one-row kernel launched at W warps (1, 2 or 4) instead of its autotuned pick, to
   see what the program width alone does to the same per-thread code.
 
@@ -93,6 +95,22 @@ def _warp_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
     b_x = tl.load(x + offs).to(tl.float32)
     b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
     tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
+    tl.store(rstd + r0 + o_r, b_rstd)
+
+
+@triton.jit
+def _rows_first(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
+    """``_warp_rows`` with the view's dimensions as ``[BR, D/256, 256]``. Which of the two outer dimensions gets
+    the warps is Triton's tie-break between equally non-contiguous dimensions, and it differs by version: Triton
+    3.6 (the H200 host's) gives them to the first, so this view puts each row in one warp there, while
+    ``warp<R>``'s ``[D/256, BR, 256]`` does so under Triton 3.7.1 (``sass_stats.py --case l2norm_forms``)."""
+    r0 = tl.cast(task, tl.int64) * BR
+    o_r = tl.arange(0, BR)
+    offs = ((r0 + o_r)[:, None, None] * D + tl.arange(0, D // 256)[None, :, None] * 256
+            + tl.arange(0, 256)[None, None, :])
+    b_x = tl.load(x + offs).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=1), axis=1) + eps)  # in-thread chunks first
+    tl.store(y + offs, (b_x * b_rstd[:, None, None]).to(y.dtype.element_ty))
     tl.store(rstd + r0 + o_r, b_rstd)
 
 
@@ -178,7 +196,9 @@ def _warp_rows_two_pass(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr
 def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, LOOP: tl.constexpr,
                   HINTS: tl.constexpr, PLAIN: tl.constexpr, LAYOUT: tl.constexpr):
     pid = tl.program_id(0)
-    if LAYOUT == 5:  # LAYOUTS: vec<R>
+    if LAYOUT == 7:  # LAYOUTS: rows<R>
+        _rows_first(x, y, rstd, eps, pid, D, BR)
+    elif LAYOUT == 5:  # vec<R>
         _narrow_rows(x, y, rstd, eps, pid, D, BR, 4)
     elif LAYOUT == 4:  # pre<R>
         _prefetch_rows(x, y, rstd, eps, pid, D, BR)
@@ -211,15 +231,15 @@ def _tma_kernel(xd, yd, rstd, eps, D: tl.constexpr, BR: tl.constexpr):
 
 # The forms other than loop<R>/one<R> (LAYOUT 0, the library's [BR, D] tile): their _forms_kernel branch (tma<R>
 # has its own kernel).
-LAYOUTS = {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5, "tma": 6}
-D_MULTIPLE = {"warp": 256, "two": 1024, "pair": 512, "tma": 256}  # the row width each of those needs
+LAYOUTS = {"warp": 1, "two": 2, "pair": 3, "pre": 4, "vec": 5, "tma": 6, "rows": 7}
+D_MULTIPLE = {"warp": 256, "two": 1024, "pair": 512, "tma": 256, "rows": 256}  # the row width each of those needs
 
 
 def parse_form(name: str) -> dict:
     """``"one2h"`` -> ``{"BR": 2, "LOOP": False, "HINTS": 1, "PLAIN": False, "LAYOUT": 0}`` (``LAYOUT``: 0 for
     loop<R> and one<R>, else ``LAYOUTS[prefix]``); ValueError if malformed."""
     for prefix, loop in (("loop", True), ("one", False), ("warp", False), ("two", False), ("pair", False),
-                         ("pre", False), ("vec", False), ("tma", False)):
+                         ("pre", False), ("vec", False), ("tma", False), ("rows", False)):
         if name.startswith(prefix):
             rest = name[len(prefix):]
             flag = rest[-1] if rest and rest[-1] in "hegps" and prefix in ("loop", "one") else ""
@@ -229,7 +249,7 @@ def parse_form(name: str) -> dict:
                         "PLAIN": flag == "p",
                         "LAYOUT": LAYOUTS.get(prefix, 0)}
     raise ValueError(f"--forms: {name!r} is not lib, loop<R>, one<R>, one<R>h, one<R>e, one<R>g, one<R>p, "
-                     "one<R>s, warp<R>, two<R>, pair<R>, pre<R>, vec<R> or tma<R> (R a power of two)")
+                     "one<R>s, warp<R>, two<R>, pair<R>, pre<R>, vec<R>, tma<R> or rows<R> (R a power of two)")
 
 
 def fla_warps(name: str) -> int | None:

@@ -119,7 +119,8 @@ def causal_conv1d_fwd_rows() -> list[tuple[str, dict]]:
     return rows
 
 
-def l2norm_forms(forms: tuple[str, ...] = ("one1", "one2", "pair2", "pre16", "one2s")) -> list[tuple[str, dict]]:
+def l2norm_forms(forms: tuple[str, ...] = ("one1", "one2", "pair2", "pre16", "one2s", "warp4", "rows4")
+                 ) -> list[tuple[str, dict]]:
     """``row_forms_study.py``'s forms of the l2norm forward at D=4096 (bf16), as that study launches them."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import row_forms_study as study

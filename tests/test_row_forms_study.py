@@ -23,6 +23,7 @@ def test_forms_match_the_fp32_l2norm(form):
     ("two4", 2048, 512, 1024), ("two8", 2048, 512, 1024),  # ... in two passes, four 256-column chunks at a time
     ("pair2", 1024, 768, 512), ("pair4", 1024, 768, 512),  # each row on two warps
     ("tma1", 512, 320, 256), ("tma2", 512, 320, 256),  # tensor descriptors, boxes of [D/256, 256]
+    ("rows4", 512, 320, 256), ("rows2", 512, 320, 256),  # each row in one warp under Triton 3.6
 ])
 def test_warp_row_forms_match_the_fp32_l2norm(form, d, too_narrow, multiple):
     x = torch.randn(8, d, generator=torch.Generator().manual_seed(4)) + 0.1

@@ -52,8 +52,11 @@ def test_row_forms_study_prefetch_form_stays_one_row_ahead():
     assert proc.returncode == 0, proc.stderr
     rows = {m[0]: m[1:] for m in re.findall(r"^\| row_forms_study (\w+) \| (\d+) \| (\d+) \| \d+ \| ([^|]*)\|",
                                             proc.stdout, re.M)}
-    assert set(rows) == {"one1", "one2", "pair2", "pre16", "one2s"}
+    assert set(rows) == {"one1", "one2", "pair2", "pre16", "one2s", "warp4", "rows4"}
     assert all(warps == "4" for warps, _, _ in rows.values())  # no form sets num_warps
     warps, regs, mem = rows["pre16"]
     assert "LDG.E.128 x8" in mem and int(regs) < 96
     assert "STG.E.EF.128" in rows["one2s"][2] and "STG.E.EF" not in rows["one2"][2]  # .cs stores: evict-first
+    # each row in one warp: one of the two views keeps the sum inside the warp (no shared-memory round trip of the
+    # tile); which one depends on the Triton version (rows<R> under 3.6, warp<R> under 3.7)
+    assert min(int(re.search(r"STS x(\d+)", rows[f][2]).group(1)) for f in ("warp4", "rows4")) <= 2
