@@ -7,8 +7,10 @@ fla-core 0.6.0) run on the same inputs, timed interleaved (ABBA) with synchroniz
 timed batch, so launch overhead is not counted; the host's enqueue time per call is its own column).
 Reported per row: median time of each side, speedup (peer / ours), our
 achieved GB/s from ``spec.cost`` (minimum bytes: every input read once, every output written once),
-the fraction of the device-to-device copy bandwidth measured at the start of the same run, TFLOP/s
-for cube-bound kernels, and the relative RMS difference between the two sides' outputs.
+the fraction of the device-to-device copy bandwidth measured at the start of the same run (a 1 GiB buffer),
+for memory-bound kernels the fraction of a copy moving the same bytes (``same_size_copy_ms``: where launch and
+ramp-up dominate, as for 4 MB, no transfer reaches the large-buffer bandwidth), TFLOP/s for cube-bound kernels,
+and the relative RMS difference between the two sides' outputs.
 
 Run on the CUDA host from the repository root (no network needed)::
 
@@ -49,6 +51,22 @@ def copy_bandwidth_gbs(backend, nbytes: int = 1 << 30) -> dict:
     dst = torch.empty_like(src)
     timing = bench.measure(lambda: dst.copy_(src), backend=backend, repeats=20)
     return {"bytes": nbytes, "median_ms": timing.median_ms, "gbs": 2 * nbytes / (timing.median_ms * 1e-3) / 1e9}
+
+
+def same_size_copy_ms(nbytes: int, backend, l2_bytes: int, device: str = "cuda") -> float:
+    """Device time (ms) of one device-to-device copy that moves ``nbytes`` (a buffer of ``nbytes/2`` read and
+    written), timed like the kernels: sources rotated until they are ~3x the L2 (``l2_bytes``), so the copy is
+    not L2-hot. A kernel's time against it says how close the kernel is to a transfer of its own size, launch
+    included: small shapes cannot reach the large-buffer copy bandwidth, and neither can this copy."""
+    import torch
+
+    from ascendopt import bench
+
+    half = max(1, nbytes // 2)
+    count = max(1, min(MAX_INPUT_SETS, math.ceil(L2_FLUSH_FACTOR * l2_bytes / half)))
+    sources = [(torch.randint(0, 255, (half,), dtype=torch.uint8, device=device),) for _ in range(count)]
+    dst = torch.empty(half, dtype=torch.uint8, device=device)
+    return bench.measure(lambda src: dst.copy_(src), inputs=sources, backend=backend, repeats=20).median_ms
 
 
 def _input_bytes(inputs: dict) -> int:
@@ -122,6 +140,9 @@ def run_case(spec, preset: str, mode: str, dtype: str, backend, copy_gbs: float,
     seconds = row["ours_ms"] * 1e-3
     row["ours_gbs"] = cost.bytes / seconds / 1e9
     row["copy_fraction"] = row["ours_gbs"] / copy_gbs
+    if spec.bound != "cube":  # memory-bound: also against a copy of the same bytes (launch-bound sizes)
+        row["same_size_copy_ms"] = same_size_copy_ms(cost.bytes, backend, l2_bytes, device)
+        row["same_size_copy_fraction"] = row["same_size_copy_ms"] / row["ours_ms"]
     if spec.bound == "cube":
         row["ours_tflops"] = cost.flops / seconds / 1e12
     if "peer_ms" in row:
@@ -167,9 +188,9 @@ def _us(ms) -> str:
 def markdown(rows: list[dict], copy: dict) -> str:
     lines = [(f"Device-to-device copy: {copy['gbs']:.0f} GB/s ({copy['bytes'] >> 20} MiB buffer, median "
              f"{copy['median_ms'] * 1e3:.1f} us)."), "",
-             ("| kernel | preset | mode | dtype | ours us | fla us | speedup | ours GB/s | % copy BW | TFLOP/s "
-             "| host us ours / fla | max diff vs fla | note |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             ("| kernel | preset | mode | dtype | ours us | fla us | speedup | ours GB/s | % copy BW "
+              "| % same-size copy | TFLOP/s | host us ours / fla | max diff vs fla | note |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         diffs = [v for v in (r.get("diff_vs_peer") or {}).values() if v is not None]
         note = r.get("skipped") or r.get("error") or r.get("peer_error") or r.get("verdict_vs_peer", "")
@@ -177,7 +198,9 @@ def markdown(rows: list[dict], copy: dict) -> str:
             r["kernel"], r["preset"], r["mode"], r["dtype"],
             _fmt(r.get("ours_ms") and r["ours_ms"] * 1e3), _fmt(r.get("peer_ms") and r["peer_ms"] * 1e3),
             _fmt(r.get("speedup_vs_peer"), ".2f"), _fmt(r.get("ours_gbs"), ".0f"),
-            _fmt(r.get("copy_fraction") and r["copy_fraction"] * 100, ".0f"), _fmt(r.get("ours_tflops"), ".1f"),
+            _fmt(r.get("copy_fraction") and r["copy_fraction"] * 100, ".0f"),
+            _fmt(r.get("same_size_copy_fraction") and r["same_size_copy_fraction"] * 100, ".0f"),
+            _fmt(r.get("ours_tflops"), ".1f"),
             f"{_us(r.get('ours_host_ms'))} / {_us(r.get('peer_host_ms'))}",
             _fmt(max(diffs) if diffs else None, ".1e"), str(note).replace("|", "/")]) + " |")
     return "\n".join(lines)

@@ -27,3 +27,21 @@ def test_bad_case_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message)
     err = proc.stderr.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not out.exists()
+
+
+def test_same_size_copy_is_timed_on_rotated_sources_and_reported():
+    import _benchmarks
+    from ascendopt import backends
+
+    kernels = _benchmarks.load("kernels")
+    backend = backends.detect("cpu")
+    # 1 MiB moved = a 512 KiB buffer; with an "L2" of 1 MiB, 3x the L2 needs 6 sources
+    small = kernels.same_size_copy_ms(1 << 20, backend, 1 << 20, device="cpu")
+    large = kernels.same_size_copy_ms(64 << 20, backend, 1 << 20, device="cpu")
+    assert 0 < small < large  # a copy of 64x the bytes takes longer
+    row = {"kernel": "k", "preset": "p", "mode": "fwd", "dtype": "bf16", "ours_ms": 0.004, "copy_fraction": 0.3,
+           "same_size_copy_ms": 0.0036, "same_size_copy_fraction": 0.9}
+    table = kernels.markdown([row], {"gbs": 4000.0, "bytes": 1 << 30, "median_ms": 0.5})
+    header, _, line = table.splitlines()[2:5]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[[c.strip() for c in header.strip("|").split("|")].index("% same-size copy")] == "90"
