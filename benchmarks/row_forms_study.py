@@ -327,6 +327,9 @@ def main() -> int:
     try:
         if args.pairs < 6:  # the A/B verdict's signed-rank test needs at least 6 pairs
             raise ValueError(f"--pairs {args.pairs}: at least 6 are needed")
+        for option, path in (("--out", args.out), ("--trace", args.trace)):
+            if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise ValueError(f"{option} {path}: its folder does not exist")
         names = [n.strip() for n in args.forms.split(",") if n.strip()]
         fns = {n: form_fn(n, args.rows, args.d) for n in names}
     except ValueError as exc:
@@ -375,9 +378,10 @@ def main() -> int:
               f"{row['pct_copy']:.0f} % | {diff:.1e} |", flush=True)
     if profiler is not None:
         profiler.stop()
-        profiler.export_chrome_trace(args.trace)
-    with open(args.out, "w") as f:
+    with open(args.out, "w") as f:  # the timings first: a failing trace export must not lose them
         json.dump({"rows": args.rows, "d": args.d, "copy": copy, "forms": rows}, f, indent=1)
+    if profiler is not None:
+        profiler.export_chrome_trace(args.trace)
     return 0
 
 

@@ -84,3 +84,19 @@ def test_fla_at_a_warp_count_is_a_form(name, warps):
 def test_fla_at_other_warp_counts_is_refused(bad):
     with pytest.raises(ValueError, match=repr(bad)):
         study.form_fn(bad, 8, 64)
+
+
+@pytest.mark.parametrize("option", ["--out", "--trace"])
+def test_a_file_in_a_missing_folder_is_one_line_exit_2_before_any_device_work(tmp_path, option):
+    import subprocess
+    import sys
+
+    out, trace = tmp_path / "forms.json", tmp_path / "trace.json"
+    bad = tmp_path / "no_such_folder" / "x.json"
+    args = {"--out": str(bad if option == "--out" else out), "--trace": str(bad if option == "--trace" else trace)}
+    proc = subprocess.run([sys.executable, str(_benchmarks.BENCHMARKS / "row_forms_study.py"), "--forms", "one2",
+                           *[a for kv in args.items() for a in kv]], capture_output=True, text=True, timeout=300,
+                          env={"ASCENDOPT_BACKEND": "cpu", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"error: {option} {bad}: its folder does not exist"
+    assert not out.exists() and not trace.exists()
