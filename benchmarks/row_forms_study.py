@@ -29,7 +29,7 @@ Forms (``--forms``, comma-separated; ``lib`` is the library's own launcher):
 - ``vec<R>``: as ``one<R>`` with 8-byte accesses (4 bf16) instead of 16-byte ones.
 - ``tma<R>``: R rows a program, loaded and stored through tensor descriptors (TMA on sm_90). D a multiple of 256.
 - ``rows<R>``: as ``warp<R>`` on a ``[R, D/256, 256]`` view: each row in one warp under Triton 3.6, where ``warp<R>``
-  is not (see ``_rows_first``). D a multiple of 256.
+  is not (see ``_view_rows``). D a multiple of 256.
 - ``fla<W>``: not ours: fla's own one-row kernel launched at W warps (1, 2 or 4) instead of its autotuned pick, to
   see what the program width alone does to the same per-thread code.
 
@@ -84,62 +84,38 @@ def _tile(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, HINTS: tl.co
 
 
 @triton.jit
-def _warp_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
-    """``_tile`` on a ``[D/256, BR, 256]`` view of the rows: a warp's 32 lanes x 8 values span 256 columns, so
-    Triton lays the BR rows across the warps and each row's sum stays inside one warp (no shared-memory
-    reduction, no barrier), the rows' chunks held by each thread."""
+def _view_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, W: tl.constexpr, ROWS_OUTER: tl.constexpr):
+    """``_tile`` on a 3-D view of its BR rows cut into W-column pieces: ``[D/W, BR, W]``, or ``[BR, D/W, W]`` with
+    ``ROWS_OUTER``. The view decides which dimension Triton gives the warps, and so how far a row's sum travels:
+
+    - ``warp<R>``, W=256, rows inner: a warp's 32 lanes x 8 values span the 256 columns, so (Triton 3.7) the R rows
+      lie across the warps and each row's sum stays inside one warp, its pieces held by each thread;
+    - ``rows<R>``, W=256, rows outer: the same under Triton 3.6, the H200 host's. Which of the two outer dimensions
+      gets the warps is Triton's tie-break between equally non-contiguous dimensions, and it differs by version
+      (``sass_stats.py --case l2norm_forms``);
+    - ``pair<R>``, W=512, rows inner: the 512 columns (64 threads x 8 values) take two warps and the rows the other
+      two, so for R=2 each row's sum crosses two warps, as in fla's num_warps=2 program;
+    - ``vec<R>``, W=4, rows outer: offsets contiguous over 4 values only, so each access moves 4 bf16 (8 bytes; a
+      4-warp instruction spans 1 KB as fla's 2-warp one does with 16-byte accesses) instead of 8.
+
+    The dimension each thread holds several values of (the pieces, or for W=4 the 4 values) is summed first."""
     r0 = tl.cast(task, tl.int64) * BR
     o_r = tl.arange(0, BR)
-    offs = ((r0 + o_r)[None, :, None] * D + tl.arange(0, D // 256)[:, None, None] * 256
-            + tl.arange(0, 256)[None, None, :])
-    b_x = tl.load(x + offs).to(tl.float32)
-    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
-    tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
-    tl.store(rstd + r0 + o_r, b_rstd)
-
-
-@triton.jit
-def _rows_first(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
-    """``_warp_rows`` with the view's dimensions as ``[BR, D/256, 256]``. Which of the two outer dimensions gets
-    the warps is Triton's tie-break between equally non-contiguous dimensions, and it differs by version: Triton
-    3.6 (the H200 host's) gives them to the first, so this view puts each row in one warp there, while
-    ``warp<R>``'s ``[D/256, BR, 256]`` does so under Triton 3.7.1 (``sass_stats.py --case l2norm_forms``)."""
-    r0 = tl.cast(task, tl.int64) * BR
-    o_r = tl.arange(0, BR)
-    offs = ((r0 + o_r)[:, None, None] * D + tl.arange(0, D // 256)[None, :, None] * 256
-            + tl.arange(0, 256)[None, None, :])
-    b_x = tl.load(x + offs).to(tl.float32)
-    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=1), axis=1) + eps)  # in-thread chunks first
-    tl.store(y + offs, (b_x * b_rstd[:, None, None]).to(y.dtype.element_ty))
-    tl.store(rstd + r0 + o_r, b_rstd)
-
-
-@triton.jit
-def _pair_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr):
-    """``_tile`` on a ``[D/512, BR, 512]`` view: Triton gives the 512 columns (64 threads x 8 values) two warps
-    and the BR rows the other two, so for BR=2 each row's sum crosses two warps, as fla's num_warps=2 program."""
-    r0 = tl.cast(task, tl.int64) * BR
-    o_r = tl.arange(0, BR)
-    offs = ((r0 + o_r)[None, :, None] * D + tl.arange(0, D // 512)[:, None, None] * 512
-            + tl.arange(0, 512)[None, None, :])
-    b_x = tl.load(x + offs).to(tl.float32)
-    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)  # in-thread chunks first
-    tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
-    tl.store(rstd + r0 + o_r, b_rstd)
-
-
-@triton.jit
-def _narrow_rows(x, y, rstd, eps, task, D: tl.constexpr, BR: tl.constexpr, V: tl.constexpr):
-    """``_tile`` on a ``[BR, D/V, V]`` view whose offsets are contiguous over V values only, so each thread's
-    loads and stores move V values (4 bf16: 8-byte accesses, a 4-warp instruction spanning 1 KB as fla's 2-warp
-    one does with 16-byte accesses) instead of 8."""
-    r0 = tl.cast(task, tl.int64) * BR
-    o_r = tl.arange(0, BR)
-    offs = ((r0 + o_r)[:, None, None] * D + tl.arange(0, D // V)[None, :, None] * V
-            + tl.arange(0, V)[None, None, :])
-    b_x = tl.load(x + offs).to(tl.float32)
-    b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=2), axis=1) + eps)
-    tl.store(y + offs, (b_x * b_rstd[:, None, None]).to(y.dtype.element_ty))
+    o_p = tl.arange(0, D // W) * W
+    o_w = tl.arange(0, W)
+    if ROWS_OUTER:
+        offs = (r0 + o_r)[:, None, None] * D + o_p[None, :, None] + o_w[None, None, :]
+        b_x = tl.load(x + offs).to(tl.float32)
+        if W <= 8:
+            b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=2), axis=1) + eps)
+        else:
+            b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=1), axis=1) + eps)
+        tl.store(y + offs, (b_x * b_rstd[:, None, None]).to(y.dtype.element_ty))
+    else:
+        offs = (r0 + o_r)[None, :, None] * D + o_p[:, None, None] + o_w[None, None, :]
+        b_x = tl.load(x + offs).to(tl.float32)
+        b_rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(b_x * b_x, axis=0), axis=1) + eps)
+        tl.store(y + offs, (b_x * b_rstd[None, :, None]).to(y.dtype.element_ty))
     tl.store(rstd + r0 + o_r, b_rstd)
 
 
@@ -197,17 +173,17 @@ def _forms_kernel(x, y, rstd, eps, n_tasks, D: tl.constexpr, BR: tl.constexpr, L
                   HINTS: tl.constexpr, PLAIN: tl.constexpr, LAYOUT: tl.constexpr):
     pid = tl.program_id(0)
     if LAYOUT == 7:  # LAYOUTS: rows<R>
-        _rows_first(x, y, rstd, eps, pid, D, BR)
+        _view_rows(x, y, rstd, eps, pid, D, BR, 256, True)
     elif LAYOUT == 5:  # vec<R>
-        _narrow_rows(x, y, rstd, eps, pid, D, BR, 4)
+        _view_rows(x, y, rstd, eps, pid, D, BR, 4, True)
     elif LAYOUT == 4:  # pre<R>
         _prefetch_rows(x, y, rstd, eps, pid, D, BR)
     elif LAYOUT == 3:  # pair<R>
-        _pair_rows(x, y, rstd, eps, pid, D, BR)
+        _view_rows(x, y, rstd, eps, pid, D, BR, 512, False)
     elif LAYOUT == 2:  # two<R>
         _warp_rows_two_pass(x, y, rstd, eps, pid, D, BR)
     elif LAYOUT == 1:  # warp<R>
-        _warp_rows(x, y, rstd, eps, pid, D, BR)
+        _view_rows(x, y, rstd, eps, pid, D, BR, 256, False)
     elif LOOP:
         for task in tl.range(pid, n_tasks, tl.num_programs(0)):
             _tile(x, y, rstd, eps, task, D, BR, HINTS, PLAIN)
