@@ -17,7 +17,6 @@ Exit 2 when the file is not such a trace.
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 
@@ -42,14 +41,14 @@ def kernel_records(path: str) -> pd.DataFrame:
 
 def _chrome_kernels(path: str) -> pd.DataFrame:
     """``kernel_records`` of a torch.profiler chrome trace (times in us, fractional)."""
+    from ascendopt.errors import ProfileError
+    from ascendopt.traces.torch_trace import complete_events
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable chrome trace ({exc.__class__.__name__})") from None
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e and "ts" in e] \
-        if isinstance(events, list) else []
+        events = complete_events(path)
+    except ProfileError as exc:
+        raise ValueError(str(exc)) from None
+    kernels = [e for e in events if e.get("cat") == "kernel" and "ts" in e]
     if not kernels:
         raise ValueError(f"{path}: no kernel events in the chrome trace")
     try:

@@ -36,10 +36,9 @@ def read_kernels_csv(path: Path):
     return finish_kernel_frame(frame, device_default="cpu"), notes
 
 
-def read_chrome_trace(path: Path):
-    """torch.profiler chrome trace -> (frame, notes): device kernels, else named CPU ranges."""
-    import pandas as pd
-
+def complete_events(path: Path) -> list[dict]:
+    """A torch.profiler chrome trace's complete events (``ph`` X, with a ``dur``), as written; ProfileError
+    naming the file when it is not readable JSON or has no ``traceEvents`` list."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -47,7 +46,14 @@ def read_chrome_trace(path: Path):
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise ProfileError(f"{path}: no traceEvents list")
-    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+
+
+def read_chrome_trace(path: Path):
+    """torch.profiler chrome trace -> (frame, notes): device kernels, else named CPU ranges."""
+    import pandas as pd
+
+    complete = complete_events(path)
     kernels = [e for e in complete if e.get("cat") == "kernel"]
     core = "cuda"
     if not kernels:
