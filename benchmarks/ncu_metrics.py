@@ -19,36 +19,24 @@ from pathlib import Path
 import pandas as pd
 
 from ascendopt.errors import ProfileError
-from ascendopt.traces.ncu import header_line, kernel_key
-
-NAME = "Kernel Name"
+from ascendopt.traces.columns import NCU_NAME
+from ascendopt.traces.ncu import kernel_key, number_column, raw_launches
 
 
 def launches(path: Path, metrics: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
     """``path``'s launches: columns ``kernel`` (bare name) and one float column per metric, in ID order; and
     each metric's unit. ProfileError naming the file when it is not an ncu raw CSV or lacks a metric."""
-    skip = header_line(path)
-    if skip is None:
-        raise ProfileError(f"{path}: no ncu header row (a line starting with \"ID\"); expected ncu --csv --page raw")
-    try:
-        raw = pd.read_csv(path, skiprows=skip, dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
-        raise ProfileError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0][:120]})") from None
-    missing = [m for m in [NAME, *metrics] if m not in raw.columns]
+    data, units = raw_launches(path)
+    missing = [m for m in metrics if m not in data.columns]
     if missing:
         raise ProfileError(f"{path}: no column {missing[0]!r}")
-    has_units = len(raw) > 0 and raw.iloc[0][NAME] == ""
-    units = {m: str(raw.iloc[0][m]) if has_units else "" for m in metrics}
-    data = raw.iloc[1:] if has_units else raw
-    data = data[data[NAME] != ""]
-    out = pd.DataFrame({"kernel": data[NAME].map(kernel_key).to_numpy()})
+    out = pd.DataFrame({"kernel": data[NCU_NAME].map(kernel_key).to_numpy()})
     for m in metrics:
-        text = data[m].str.replace(",", "", regex=False).str.strip()
-        values = pd.to_numeric(text, errors="coerce")
-        if values.isna().any():
-            raise ProfileError(f"{path}: column {m!r} has a non-numeric value {text[values.isna()].iloc[0]!r}")
-        out[m] = values.to_numpy(dtype=float)
-    return out, units
+        values = number_column(data[m], path, m)
+        if values.isna().any():  # a metric ncu could not collect: say so rather than print nan
+            raise ProfileError(f"{path}: column {m!r} has a non-numeric value {data[m][values.isna()].iloc[0]!r}")
+        out[m] = values.to_numpy()
+    return out, {m: str(units[m]) if units is not None else "" for m in metrics}
 
 
 def main() -> int:

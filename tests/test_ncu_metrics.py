@@ -16,7 +16,9 @@ MEMORY = Path(__file__).parent / "data" / "cuda" / "ncu_raw_memory.csv"
 
 def _axpb_durations_read_directly():
     """The file's own gpu__time_duration.sum cells for _axpb_kernel, read without the tool."""
-    raw = pd.read_csv(MEMORY, skiprows=ncu_metrics.header_line(MEMORY), dtype=str, keep_default_na=False)
+    from ascendopt.traces.ncu import header_line
+
+    raw = pd.read_csv(MEMORY, skiprows=header_line(MEMORY), dtype=str, keep_default_na=False)
     rows = raw[raw["Kernel Name"] == "_axpb_kernel"]
     return [float(v.replace(",", "")) for v in rows["gpu__time_duration.sum"]]
 

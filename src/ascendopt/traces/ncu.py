@@ -57,7 +57,8 @@ def kernel_key(name: str) -> str:
     return base.rsplit("::", 1)[-1].strip() or text
 
 
-def _number(series, path: Path, raw: str):
+def number_column(series, path: Path, raw: str):
+    """An ncu column as floats: thousands separators dropped, empty / n/a cells NaN; ProfileError on other text."""
     import pandas as pd
 
     cleaned = series.astype(str).str.replace(",", "", regex=False).str.strip()
@@ -69,12 +70,9 @@ def _number(series, path: Path, raw: str):
     return values.astype(float)
 
 
-def read_ncu_raw(path: Path):
-    """One ncu raw CSV -> (kernel frame, device facts dict, notes).
-
-    Frame columns: name, kernel_key, core_type (``cuda``), duration_us, block_dim, block_size,
-    device, launch_id, and the canonical metrics present. Rows: one per profiled launch, in ID order.
-    """
+def raw_launches(path: Path):
+    """An ncu raw CSV's launch rows as text (one per profiled launch, ID order) and its units row (a Series, or
+    None when this ncu wrote none). ProfileError naming the file when it is not such a CSV or has no launch."""
     import pandas as pd
 
     skip = header_line(path)
@@ -94,11 +92,24 @@ def read_ncu_raw(path: Path):
     if data.empty:
         raise ProfileError(f"{path}: header only, no profiled kernel rows",
                            hint="ncu profiled nothing: check --kernel-name / --launch-count")
+    return data, units
+
+
+def read_ncu_raw(path: Path):
+    """One ncu raw CSV -> (kernel frame, device facts dict, notes).
+
+    Frame columns: name, kernel_key, core_type (``cuda``), duration_us, block_dim, block_size,
+    device, launch_id, and the canonical metrics present. Rows: one per profiled launch, in ID order.
+    """
+    import pandas as pd
+
+    data, units = raw_launches(path)
     frame = pd.DataFrame({"name": data[NCU_NAME].astype(str)})
     frame["kernel_key"] = frame["name"].map(kernel_key)
     frame["core_type"] = "cuda"
-    frame["launch_id"] = _number(data["ID"], path, "ID") if "ID" in data.columns else np.arange(len(data))
-    dev = _number(data["Device"], path, "Device") if "Device" in data.columns else pd.Series(0.0, index=data.index)
+    frame["launch_id"] = number_column(data["ID"], path, "ID") if "ID" in data.columns else np.arange(len(data))
+    dev = (number_column(data["Device"], path, "Device") if "Device" in data.columns
+           else pd.Series(0.0, index=data.index))
     frame["device"] = [f"cuda:{int(d)}" for d in dev.fillna(0)]
     notes: list[str] = []
     rank: dict[str, int] = {}
@@ -111,7 +122,7 @@ def read_ncu_raw(path: Path):
         chosen = present if combine == "max" else present[:1]
         # how preferred the chosen raw metric is (0 = first choice); merge_ncu_files keeps the best
         rank[canon] = (list(names) + list(NCU_FALLBACK.get(canon, ()))).index(chosen[0])
-        values = np.fmax.reduce([_number(data[n], path, n).to_numpy() for n in chosen]) * scale
+        values = np.fmax.reduce([number_column(data[n], path, n).to_numpy() for n in chosen]) * scale
         if canon == "duration_us":
             unit = str(units[chosen[0]]).strip() if units is not None else "ns"
             if unit not in _TIME_UNITS_TO_US:
