@@ -45,3 +45,15 @@ def test_same_size_copy_is_timed_on_rotated_sources_and_reported():
     header, _, line = table.splitlines()[2:5]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[[c.strip() for c in header.strip("|").split("|")].index("% same-size copy")] == "90"
+
+
+def test_the_copy_bandwidth_is_the_same_copy_timing_over_one_buffer(monkeypatch):
+    import _benchmarks
+
+    kernels = _benchmarks.load("kernels")
+    calls = []
+    monkeypatch.setattr(kernels, "same_size_copy_ms", lambda nbytes, backend, l2_bytes: calls.append(
+        (nbytes, l2_bytes)) or 0.5)
+    copy = kernels.copy_bandwidth_gbs(None, nbytes=1 << 30)
+    assert calls == [(2 << 30, 0)]  # 1 GiB read and written, one source
+    assert copy == {"bytes": 1 << 30, "median_ms": 0.5, "gbs": pytest.approx(2 * (1 << 30) / 0.5e-3 / 1e9)}
