@@ -7,7 +7,7 @@ child process so its peak RSS (resource.getrusage, kernel-reported high-water ma
 cannot see pyarrow's allocator) belongs to that operation alone:
 
 * ``pyarrow``: ``pyarrow.csv.read_csv(file)`` of every column (the bare read);
-* ``analyze``: ``ascendopt.traces.load_profile`` + ``ascendopt.analysis.analyze(top=15)``.
+* ``analyze``: ``ascendopt.analyze.traces.load_profile`` + ``ascendopt.analyze.diagnosis.analyze(top=15)``.
 
 Targets (issue 3): analyze time <= 1.5 x the bare read, analyze peak memory <= 3 x the file size.
 

@@ -41,9 +41,11 @@ from pathlib import Path
 
 import torch
 
-from ascendopt import backends, bench, kernels
-from ascendopt.freeze import freeze_kernel
-from ascendopt.gate import run_gate, timing_inputs
+from ascendopt import kernels
+from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.device import backends
+from ascendopt.gate import bench
+from ascendopt.gate.stages import run_gate, timing_inputs
 from ascendopt.kernels.spec import Tunable
 from ascendopt.workspace import Workspace
 

@@ -18,7 +18,7 @@ import os
 import sys
 
 os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
 from stage_breakdown import add_case_arguments, open_case  # noqa: E402 - after the path insert
 

@@ -23,7 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ascendopt import backends, bench
+from ascendopt.device import backends
+from ascendopt.gate import bench
 
 
 @triton.jit

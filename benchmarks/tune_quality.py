@@ -1,9 +1,9 @@
 """How good is `optimize-round --auto`? The search's best within its budget vs the exhaustive best.
 
 For every bundled kernel with tunables and two of its non-tiny shape presets, the configurations
-of the space are measured (synchronized, ``ascendopt.bench``) and recorded in the JSON as the
+of the space are measured (synchronized, ``ascendopt.gate.bench``) and recorded in the JSON as the
 case's *landscape*: every configuration with its median/p20/p80 ms, sample count and UB verdict
-(configurations the UB model prunes are listed unmeasured). The search of ``ascendopt.tune`` then
+(configurations the UB model prunes are listed unmeasured). The search of ``ascendopt.tune.search`` then
 runs over that landscape (kernel_tuner's "simulation mode") with the default budget (25 % of the
 measured space) from the kernel's default configuration, so the comparison is exact: the search
 sees the numbers the exhaustive pass saw. When the two winners differ, they are timed again
@@ -44,7 +44,7 @@ MIN_SPACE = 8  # below 8 distinct configurations a 25 % budget leaves the start 
 
 
 def _prepare():
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     backend = backends.current()
     backend.prepare_kernels()  # cpu: TRITON_INTERPRET=1 before any kernel module is imported
@@ -60,7 +60,8 @@ def presets_for(spec, wanted: list[str] | None) -> list[str]:
 
 def plan_case(spec, preset, dtype, info, enforce_ub: bool):
     """-> (row, distinct candidates): the space of one case and the search's parameters, nothing run."""
-    from ascendopt import tune, tune_space
+    from ascendopt.tune import search as tune
+    from ascendopt.tune import space as tune_space
 
     dims = dict(spec.shapes[preset].dims)
     row = {"kernel": spec.name, "shape": preset, "dims": dims, "dtype": dtype}
@@ -100,7 +101,7 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
     """Samples of one configuration: ``repeats`` at most, stopping after 3 once p20 > ``cut_ms``."""
     import numpy as np
 
-    from ascendopt import bench
+    from ascendopt.gate import bench
 
     try:
         run = bench.Sampler(lambda inp: spec.run(inp, config, "fwd"), inputs, backend)
@@ -111,7 +112,7 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
             if cut_ms is not None and len(samples) >= 3 and np.percentile(samples, 20) > cut_ms:
                 break  # clearly slower than the best so far: more samples would not change the verdict
     except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point, not a crash
-        from ascendopt import backends
+        from ascendopt.device import backends
         from ascendopt.errors import DeviceFault
 
         if backends.sticky_device_fault(exc):  # the context is gone: every later number would be an error
@@ -126,8 +127,8 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
 
 def measure_case(row, distinct, spec, backend, args, stop_at: float) -> None:
     """Measure the case's landscape in place: the start first, then a seeded shuffle of the rest."""
-    from ascendopt import tune
-    from ascendopt.gate import timing_inputs
+    from ascendopt.gate.stages import timing_inputs
+    from ascendopt.tune import search as tune
 
     start_key = tune.config_key(row["search"]["start"])
     rest = [c for c in distinct if tune.config_key(c.config) != start_key]
@@ -151,7 +152,7 @@ def measure_case(row, distinct, spec, backend, args, stop_at: float) -> None:
 
 def judge(row) -> dict:
     """Run ``tune.search`` over the row's recorded landscape; returns the result fields (or skipped)."""
-    from ascendopt import tune
+    from ascendopt.tune import search as tune
 
     table = {tune.config_key(e["config"]): e.get("median_ms") for e in row["landscape"] if not e["ub_pruned"]}
     s = row["search"]
@@ -177,8 +178,9 @@ def judge(row) -> dict:
 
 def recheck(row, spec, backend, args) -> None:
     """Time the search's winner against the exhaustive one interleaved (the gap is not one sample's)."""
-    from ascendopt import bench, tune
-    from ascendopt.gate import timing_inputs
+    from ascendopt.gate import bench
+    from ascendopt.gate.stages import timing_inputs
+    from ascendopt.tune import search as tune
 
     def cfg_of(key):
         return next(e["config"] for e in row["landscape"] if tune.config_key(e["config"]) == key)
@@ -308,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     deadline = started + args.time_budget
     backend = _prepare()
-    from ascendopt import backends, kernels
+    from ascendopt import kernels
+    from ascendopt.device import backends
     from ascendopt.errors import DeviceFault
 
     info = backend.info()
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_results(path: Path, backend, args, rows, seconds: float) -> None:
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     path.write_text(json.dumps({"backend": backends.describe(backend), "args": {k: str(v) for k, v in
                                                                                 vars(args).items()},

@@ -43,8 +43,8 @@ def record_launches(specs_filter: set[str],
     """Run every spec's launcher with ``common.launch`` recording instead of launching."""
     import torch
 
-    from ascendopt import backends
-    from ascendopt.kernels import common
+    from ascendopt.device import backends
+    from ascendopt.kernels._lib import common
 
     backends.Backend.prepare_kernels = lambda self: None  # keep TRITON_INTERPRET off: we compile, not run
     launches: list[dict] = []

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ascendopt.kernels.common import alloc, grid_size, launch
+from ascendopt.kernels._lib.common import alloc, grid_size, launch
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable
 
 VIRTUAL = {"ms": 0.0, "rng": np.random.default_rng(7)}

@@ -95,7 +95,7 @@ def interp_do_bench(fn, quantiles=None, **kw):
 @pytest.fixture(autouse=True)
 def _fresh_backend():
     """Each test resolves the backend anew (tests may switch it or install the fake torch_npu)."""
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     backends.reset()
     yield

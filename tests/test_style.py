@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ("src", "tests", "benchmarks", "scripts")
+CHECKED = ("src", "tests", "benchmarks", "tools", "scripts")
 
 
 def test_ruff_check_is_clean():

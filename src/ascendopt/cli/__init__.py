@@ -75,7 +75,7 @@ def root(
         bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     _state["debug"] = debug
     backends.reset()

@@ -91,7 +91,7 @@ def _print_compare(diff: dict[str, Any]) -> None:
 
 def _print_runs(path: str) -> None:
     from ascendopt import console
-    from ascendopt.traces import list_runs
+    from ascendopt.analyze.traces import list_runs
 
     runs = list_runs(path)
     console.table(["#", "run", "kind", "stamp"],
@@ -113,12 +113,13 @@ def analyze(
     json: JsonOpt = False,
 ) -> None:
     """Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers."""
-    from ascendopt import analysis, console
-    from ascendopt.traces import load_profile, load_profiles
+    from ascendopt import console
+    from ascendopt.analyze import diagnosis as analysis
+    from ascendopt.analyze.traces import load_profile, load_profiles
 
     if list_:
         if json:
-            from ascendopt.traces import list_runs
+            from ascendopt.analyze.traces import list_runs
 
             console.print_json([{"path": str(r.path), "kind": r.kind, "stamp": r.stamp}
                                 for p in paths for r in list_runs(p)])

@@ -80,8 +80,9 @@ def collect(
     counters). Exit 2 for a bad workload (syntax error, no workload(), raises, hangs past --timeout),
     5 when the backend or ncu is missing.
     """
-    from ascendopt import backends, console
+    from ascendopt import console
     from ascendopt.collect import collect_exec_file, collect_kernel
+    from ascendopt.device import backends
     from ascendopt.errors import UsageError
 
     if (exec_file is None) == (kernel is None):
@@ -132,7 +133,7 @@ def _chain_analyze(paths, kernel_filter: str | None, json: bool, profiles: list[
     from ascendopt import console
 
     try:
-        importlib.import_module("ascendopt.analysis")
+        importlib.import_module("ascendopt.analyze.diagnosis")
         importlib.import_module("ascendopt.cli.analyze")
     except ImportError:
         console.warn("--analyze: this build has no analyze command; run `ascendopt analyze <folder>` later")

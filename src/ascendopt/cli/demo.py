@@ -25,7 +25,8 @@ def choose_change(spec, dims, dtype: str, mode: str, ub_bytes: int, bound: str |
     compile on Ascend); a value that resolves to the current tiles is skipped. Returns
     ``({name: value}, hypothesis)``.
     """
-    from ascendopt import tune, tune_space
+    from ascendopt.tune import search as tune
+    from ascendopt.tune import space as tune_space
 
     feasible, _ = tune_space.enumerate_space(spec, dims, dtype, ub_bytes, enforce_ub=True, mode=mode, around=current)
     # only configurations that launch different tiles: block_rows=2 where auto resolves to 2 is no change
@@ -76,15 +77,19 @@ def demo(
     import tempfile
     from pathlib import Path
 
-    from ascendopt import round_run
+    from ascendopt.rounds import run as round_run
 
     round_run.prepare_backend()  # before anything imports the kernel registry
-    from ascendopt import backends, console, kernels, round_profiles, round_summary, round_timing
-    from ascendopt import reprofile as rp
+    from ascendopt import console, kernels
     from ascendopt.collect import collect_kernel
+    from ascendopt.contract.freeze import freeze_kernel
+    from ascendopt.device import backends
     from ascendopt.errors import UsageError
-    from ascendopt.freeze import freeze_kernel
-    from ascendopt.gate import run_gate
+    from ascendopt.gate.stages import run_gate
+    from ascendopt.rounds import profiles as round_profiles
+    from ascendopt.rounds import reprofile as rp
+    from ascendopt.rounds import summary as round_summary
+    from ascendopt.rounds import timing as round_timing
     from ascendopt.workspace import Workspace
 
     backend = backends.current()
@@ -179,9 +184,10 @@ def demo(
 
 
 def _write_report(ws):
-    from ascendopt import contract as contract_mod
-    from ascendopt import report as rep
-    from ascendopt import round_run, rounds
+    from ascendopt.contract import model as contract_mod
+    from ascendopt.rounds import records as rounds
+    from ascendopt.rounds import report as rep
+    from ascendopt.rounds import run as round_run
     from ascendopt.workspace import atomic_write_text
 
     contract = contract_mod.load(ws)

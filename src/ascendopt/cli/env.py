@@ -9,7 +9,8 @@ from ascendopt.cli.options import JsonOpt
 
 def env(json: JsonOpt = False) -> None:
     """Show the backend chosen and why, the device, core counts, UB bytes and versions."""
-    from ascendopt import backends, console
+    from ascendopt import console
+    from ascendopt.device import backends
 
     facts = backends.describe(backends.current())
     if json:

@@ -71,8 +71,8 @@ def freeze(
     contract without --force (exit 2).
     """
     from ascendopt import console
+    from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.errors import UsageError
-    from ascendopt.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)

@@ -14,7 +14,7 @@ _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-"}
 def _render(result) -> None:
     """Stage table, per-tensor report, verdict lines and the final line (stdout)."""
     from ascendopt import console
-    from ascendopt.correctness import TensorReport
+    from ascendopt.gate.correctness import TensorReport
 
     console.table(["stage", "status", "summary"],
                   [(s.name, _STATUS[s.status], s.summary) for s in result.stages], title="ascendopt gate")
@@ -72,7 +72,7 @@ def gate(
     from ascendopt import console
     from ascendopt.cli.freeze import parse_assignments
     from ascendopt.errors import CorrectnessError, IntegrityError, RegressionError
-    from ascendopt.gate import run_gate
+    from ascendopt.gate.stages import run_gate
     from ascendopt.workspace import Workspace, atomic_write_text
 
     ws = Workspace.resolve(workspace)

@@ -11,7 +11,7 @@ from ascendopt.cli.options import JsonOpt
 
 def describe_spec(spec, *, detail: bool) -> dict[str, Any]:
     """Plain-data view of a ``KernelSpec``; ``detail`` adds per-preset support, UB model and cost."""
-    from ascendopt import ub
+    from ascendopt.device import ub
 
     info: dict[str, Any] = {
         "name": spec.name,
@@ -54,7 +54,7 @@ def describe_spec(spec, *, detail: bool) -> dict[str, Any]:
 
 
 def _ub_bytes() -> int:
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     return backends.current().info().ub_bytes
 

@@ -37,8 +37,12 @@ def optimize_round(
 
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
     """
-    from ascendopt import console, round_auto, round_run, round_summary, round_timing
+    from ascendopt import console
     from ascendopt.errors import UsageError
+    from ascendopt.rounds import auto as round_auto
+    from ascendopt.rounds import run as round_run
+    from ascendopt.rounds import summary as round_summary
+    from ascendopt.rounds import timing as round_timing
     from ascendopt.workspace import Workspace
 
     round_run.prepare_backend()

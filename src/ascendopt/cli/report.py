@@ -23,9 +23,11 @@ def report(
     row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds."""
     from pathlib import Path
 
-    from ascendopt import console, round_run, rounds
-    from ascendopt import contract as contract_mod
-    from ascendopt import report as rep
+    from ascendopt import console
+    from ascendopt.contract import model as contract_mod
+    from ascendopt.rounds import records as rounds
+    from ascendopt.rounds import report as rep
+    from ascendopt.rounds import run as round_run
     from ascendopt.workspace import Workspace, atomic_write_text
 
     ws = Workspace.resolve(workspace)

@@ -19,10 +19,11 @@ def reprofile(
     """Profile the best configuration so far with the contract's metric groups, compare it with the
     profile before the last change, reclassify the hot kernel, say whether the metric the last
     hypothesis targeted moved, and apply the stop criteria (stall, floor, max_rounds, directions)."""
-    from ascendopt import console, round_run
+    from ascendopt import console
+    from ascendopt.rounds import run as round_run
 
     round_run.prepare_backend()
-    from ascendopt import reprofile as rp
+    from ascendopt.rounds import reprofile as rp
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)

@@ -55,8 +55,9 @@ def ub(
     Exit 0 when the tile fits the budget, 1 when it overflows, 2 on bad input. With --solve DIM the
     other dimensions stay fixed and the answer is the largest power of two for DIM that fits.
     """
-    from ascendopt import config, console
-    from ascendopt import ub as model
+    from ascendopt import console
+    from ascendopt.device import config
+    from ascendopt.device import ub as model
 
     sizes = parse_tile(tile)
     if ub_bytes is not None:

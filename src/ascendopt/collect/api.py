@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 
 def _backend() -> str:
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     return backends.current().name
 

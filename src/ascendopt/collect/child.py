@@ -53,9 +53,9 @@ def _make_workload(spec: dict[str, Any]) -> Callable[[], Any]:
 
 
 def _run(spec: dict[str, Any]) -> list[list[str]]:
-    from ascendopt import backends
     from ascendopt.collect.runs import profile_into
     from ascendopt.collect.settings import ProfileSettings
+    from ascendopt.device import backends
 
     # The workload first: a file that fails to load is reported without waiting for torch.
     fn = _make_workload(spec)

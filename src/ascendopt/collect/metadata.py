@@ -58,7 +58,7 @@ def callable_workload(fn: Any) -> dict[str, Any]:
 
 def device_facts(backend_name: str) -> dict[str, Any]:
     """The device as the backend sees it (same facts as ``ascendopt env``); ``chip`` is None off NPU."""
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     info = backends.current().info()
     facts = {"name": info.name, "torch_device": info.device, "chip": info.chip, "cube_cores": info.cube_cores,

@@ -26,7 +26,7 @@ def profile_into(fn: Callable[[], object], settings: ProfileSettings, dest_root:
     Returns the profile folders (npu: one ``*_ascend_pt`` per repeat cycle; cuda/cpu: one folder).
     ``hardware_counters`` is written False on cuda here; the Nsight Compute pass sets it.
     """
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     backend = backends.current().name
     if backend == "npu":

@@ -65,7 +65,7 @@ def profile_torch(fn: Callable[[], object], settings: ProfileSettings, dest_root
     """
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     roots = [Path(dest_root)] + ([Path(out_dir)] if out_dir else [])
     folder = profile_folder(roots, settings.name, backend)

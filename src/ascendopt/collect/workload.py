@@ -114,7 +114,8 @@ def guard(workload: Callable[[], Any], path: Path) -> Callable[[], Any]:
 
 def kernel_callable(kernel: dict[str, Any]) -> Callable[[], Any]:
     """A bundled kernel as a workload: inputs made once (seeded, never zeros), ``spec.run`` per step."""
-    from ascendopt import backends, kernels
+    from ascendopt import kernels
+    from ascendopt.device import backends
 
     spec = kernels.get(kernel["kernel"])
     dims = dict(kernel["dims"])

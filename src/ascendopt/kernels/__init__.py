@@ -21,7 +21,7 @@ _registry: dict[str, KernelSpec] | None = None
 def _load() -> dict[str, KernelSpec]:
     global _registry
     if _registry is None:
-        from ascendopt import backends
+        from ascendopt.device import backends
 
         backends.current().prepare_kernels()
         # Triton 3.7/3.8 warn on every make_block_ptr; Triton-Ascend kernels need block pointers

@@ -21,13 +21,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ascendopt import ub
+from ascendopt.device import ub
+from ascendopt.device.ub import dtype_bytes
 from ascendopt.errors import UsageError
-from ascendopt.kernels import resident
-from ascendopt.kernels.common import alloc, grid_size, launch
-from ascendopt.kernels.rowwise import cuda_cap, per_device
+from ascendopt.kernels._lib import resident
+from ascendopt.kernels._lib.common import alloc, grid_size, launch
+from ascendopt.kernels._lib.rowwise import cuda_cap, per_device
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
-from ascendopt.ub import dtype_bytes
 
 # Live fp32 copies of the [BT, BC] tile: fla's Ascend cumsum uses 8.0 for its 2D (vector) tile and
 # 3.0 for the 1D scalar one (ops/utils/backends/triton_ascend/cumsum.py); our tile is always 2D
@@ -164,7 +164,7 @@ def _chunk_offsets(cu_seqlens, chunk_size: int):
 
 def _block_c(c: int, chunk_size: int, requested: int) -> int:
     """Channels per tile: ``requested``, or the largest power of two the UB model allows (<= C)."""
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     backend = backends.current()
     info = backend.info()

@@ -12,11 +12,11 @@ import math
 import triton
 import triton.language as tl
 
-from ascendopt.kernels import resident, rowwise
-from ascendopt.kernels.common import alloc, launch
-from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
+from ascendopt.device.ub import dtype_bytes
+from ascendopt.kernels._lib import resident, rowwise
+from ascendopt.kernels._lib.common import alloc, launch
+from ascendopt.kernels._lib.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
-from ascendopt.ub import dtype_bytes
 
 # Live fp32 tiles per [BR, BD] element, from fla's device-calibrated l2norm
 # (modules/norm/triton_ascend/l2norm.py: _FWD_MEM_MULT 2.0 = x and y; _BWD_MEM_MULT 4.0 = y, dy,

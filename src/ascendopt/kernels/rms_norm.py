@@ -14,12 +14,12 @@ import functools
 import triton
 import triton.language as tl
 
-from ascendopt import ub
-from ascendopt.kernels import resident, rowwise
-from ascendopt.kernels.common import alloc, grid_size, launch, num_cores, on_cuda
-from ascendopt.kernels.rowwise import load_rows, load_tile, store_rows, store_tile
+from ascendopt.device import ub
+from ascendopt.device.ub import dtype_bytes
+from ascendopt.kernels._lib import resident, rowwise
+from ascendopt.kernels._lib.common import alloc, grid_size, launch, num_cores, on_cuda
+from ascendopt.kernels._lib.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
-from ascendopt.ub import dtype_bytes
 
 # Live fp32 copies per [BR, BD] tile element, counted from the kernels below and anchored on fla's
 # calibrated l2norm (2.0 fwd / 4.0 bwd, modules/norm/triton_ascend/l2norm.py): forward x, y and the

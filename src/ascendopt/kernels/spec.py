@@ -63,7 +63,7 @@ class ShapePreset:
 
 @dataclass(frozen=True)
 class UBStage:
-    """The live tile set of one kernel stage for the UB model (see ``ascendopt.ub``)."""
+    """The live tile set of one kernel stage for the UB model (see ``ascendopt.device.ub``)."""
 
     stage: str
     tile: dict[str, int]

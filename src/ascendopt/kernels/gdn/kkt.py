@@ -68,7 +68,7 @@ def gdn_kkt(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
     """
     import torch
 
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape

@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascendopt.kernels.common import on_cuda
+from ascendopt.kernels._lib.common import on_cuda
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars, load_token_scalars_at
 from ascendopt.kernels.gdn.kkt import _make_inputs
@@ -216,7 +216,7 @@ def gdn_kkt_solve(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
 
     k [B,T,H,K]; beta, gc [B,T,HV] (or ``HeadMajor``).
     """
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape
@@ -249,7 +249,7 @@ def solve_products(form: int, dtype) -> dict:
     """
     import triton.language as tl
 
-    from ascendopt.kernels.common import interpreting
+    from ascendopt.kernels._lib.common import interpreting
 
     low = dot_dtype(dtype) != tl.float32
     if form == 2:

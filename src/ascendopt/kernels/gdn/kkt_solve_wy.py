@@ -111,7 +111,7 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, q=None, cu_seqlens=None, config=None, pa
     k [B,T,H,K]; v [B,T,HV,V]; beta, gc [B,T,HV] (or ``HeadMajor``). With q [B,T,H,K], scores
     [B,T,HV,64] are the output's gated causal q k' per chunk (for ``gdn_state_output``); else None.
     """
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape

@@ -108,7 +108,7 @@ def dot_dtype(dtype):
     import torch
     import triton.language as tl
 
-    from ascendopt.kernels.common import interpreting
+    from ascendopt.kernels._lib.common import interpreting
 
     if interpreting() or dtype == torch.float32:
         return tl.float32

@@ -87,7 +87,7 @@ def gdn_output(q, k, v_new, h, gc, scale, *, cu_seqlens=None, config=None, packi
     q, k [B,T,H,K]; v_new [B,T,HV,V]; h [NC,HV,K,V] states entering each chunk; gc [B,T,HV] (or
     ``HeadMajor``); ``scale`` multiplies q (usually K**-0.5).
     """
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = q.shape

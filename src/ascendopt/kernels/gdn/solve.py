@@ -141,7 +141,7 @@ def gdn_solve_tril(A, *, cu_seqlens=None, output_dtype=None, packing=None):
     (default fp32; the forward stores it in the input dtype, as the wy stage multiplies in that dtype)."""
     import torch
 
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     B, T, HV, _ = A.shape
     packing = packing or pack(B, T, cu_seqlens, A.device)

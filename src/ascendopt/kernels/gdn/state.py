@@ -133,7 +133,7 @@ def gdn_state(k, w, u, gc, *, initial_state=None, output_final_state=False, cu_s
     """
     import torch
 
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape

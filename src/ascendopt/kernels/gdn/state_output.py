@@ -20,9 +20,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ascendopt import ub
+from ascendopt.device import ub
 from ascendopt.errors import UsageError
-from ascendopt.kernels.common import on_cuda
+from ascendopt.kernels._lib.common import on_cuda
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import (
     load_last_token_scalar,
@@ -194,7 +194,7 @@ def gdn_state_output(q, k, w, u, gc, scale, *, initial_state=None, output_final_
     """
     import torch
 
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape

@@ -134,7 +134,7 @@ def value_heads(x) -> int:
 
 
 def ub_bytes() -> int:
-    from ascendopt import backends
+    from ascendopt.device import backends
 
     return backends.current().info().ub_bytes
 
@@ -160,7 +160,7 @@ def cuda_serial_tile(K: int, V: int, rows: int | None) -> int | None:
     """Value slab of a serial chunk-recurrent kernel on CUDA, None off CUDA or past ``CUDA_SERIAL_MAX_K``.
 
     ``rows``: sequences x value heads (tasks per value slab), None when not known (then the widest)."""
-    from ascendopt.kernels.common import num_cores, on_cuda
+    from ascendopt.kernels._lib.common import num_cores, on_cuda
 
     if not on_cuda() or K > CUDA_SERIAL_MAX_K:
         return None
@@ -175,8 +175,8 @@ def cuda_serial_tile(K: int, V: int, rows: int | None) -> int | None:
 def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
     """``requested`` if set (> 0), else the UB model's largest power of two for dimension ``free``
     (on CUDA also at most ``CUDA_TILE_ELEMENTS`` for the whole tile)."""
-    from ascendopt import ub
-    from ascendopt.kernels.common import on_cuda
+    from ascendopt.device import ub
+    from ascendopt.kernels._lib.common import on_cuda
 
     if requested > 0:
         return min(requested, upper)
@@ -234,7 +234,7 @@ def dims_of(dims) -> Extents:
 
 
 def element_bytes(dtype: str) -> int:
-    from ascendopt.ub import dtype_bytes
+    from ascendopt.device.ub import dtype_bytes
 
     return dtype_bytes(dtype)
 

@@ -77,7 +77,7 @@ def gdn_wy(k, v, beta, Ai, gc, *, cu_seqlens=None, config=None, packing=None):
 
     k [B,T,H,K]; v [B,T,HV,V]; beta, gc [B,T,HV] (or ``HeadMajor``); Ai [B,T,HV,64] from the solve.
     """
-    from ascendopt.kernels.common import alloc, grid_size, launch
+    from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
     cfg = SPEC.config(config)
     B, T, H, K = k.shape

@@ -1,0 +1,252 @@
+"""Step 1: freeze semantics, workload, tolerances and the baseline into the task contract.
+
+``freeze_kernel`` (a bundled kernel) and ``freeze_exec_file`` (own code) each:
+
+1. refuse to overwrite an existing contract unless ``force``;
+2. check the baseline is correct (bundled: every output/gradient vs the fp32 oracle over the shape
+   matrix, NaN-poisoned; own code: the frozen test command passes) — a wrong baseline is refused;
+3. prove the target kernel runs: a profile of one call must show the expected kernel names; a torch
+   fallback (none of them) is refused with the names the profile did show;
+4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV);
+5. record the device fingerprint, git commit and frozen files, and write the contract atomically
+   under the workspace lock (an interrupted freeze leaves the previous contract intact).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ascendopt import console
+from ascendopt.contract.frozen import file_entry, git_state, oracle_entries, project_root, resolve_command
+from ascendopt.contract.model import BaselineTiming, Contract, ShapeCase, Workload, save
+from ascendopt.errors import CorrectnessError, UsageError
+from ascendopt.workspace import Workspace
+
+DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
+
+
+def _refuse_overwrite(ws: Workspace, force: bool) -> None:
+    if ws.contract_path.exists() and not force:
+        raise UsageError(f"{ws.contract_path}: a contract already exists",
+                         hint="pass --force to replace it (the old baseline and frozen scope are lost)")
+
+
+def _metric_groups(groups: Sequence[str] | None) -> tuple[str, ...]:
+    groups = tuple(groups or DEFAULT_METRIC_GROUPS)
+    try:
+        from ascendopt.collect import normalize_metric_group
+    except ImportError:  # collect not installed in this build: keep the names as given
+        return groups
+    return tuple(normalize_metric_group(g) for g in groups)
+
+
+def _fingerprint() -> tuple[str, dict[str, Any]]:
+    from ascendopt.device import backends
+
+    facts = backends.describe(backends.current())
+    keep = ("backend", "device", "name", "chip_model", "cube_cores", "vector_cores", "ub_bytes", "versions")
+    return facts["backend"], {k: facts[k] for k in keep}
+
+
+def _timing(case: str, t) -> BaselineTiming:
+    return BaselineTiming(case=case, median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, cv=t.cv, n=t.n,
+                          calls_per_sample=t.calls_per_sample)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def varlen_dims(dims: Mapping[str, Any]) -> dict[str, Any]:
+    """Fixed-length ``dims`` repacked as ``B`` uneven sequences (``seqlens``, packed with cu_seqlens).
+
+    Lengths grow 1:2:...:B and do not align to power-of-two tiles, so tile tails and sequence
+    boundaries inside a tile are exercised; the total token count stays ``B * T``. The result
+    follows the bundled kernels' varlen convention: ``seqlens`` replaces ``B`` and ``T``.
+    """
+    batch, tokens = int(dims.get("B", 1)), int(dims["T"])
+    total = batch * tokens
+    count = max(2, batch)
+    weights = list(range(1, count + 1))
+    lengths = [max(1, total * w // sum(weights)) for w in weights]
+    lengths[-1] += total - sum(lengths)
+    if lengths[-1] < 1:
+        raise UsageError(f"shape {dict(dims)}: too few tokens to split into {count} sequences")
+    return {**{k: v for k, v in dims.items() if k not in ("B", "T")}, "seqlens": tuple(lengths)}
+
+
+def _varlen_twin(spec, case: ShapeCase) -> ShapeCase:
+    """The spec's varlen preset for ``case`` (``<name>_varlen``; ``varlen`` for ``realistic``), else derived."""
+    for name in (f"{case.name}_varlen", "varlen" if case.name == "realistic" else None):
+        if name and name in spec.shapes and spec.shapes[name].varlen:
+            return ShapeCase(name, dict(spec.shapes[name].dims))
+    return ShapeCase(f"{case.name}_varlen", varlen_dims(case.dims))
+
+
+def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
+    """Presets or ``B=..,T=..`` strings -> the frozen shape matrix (with a varlen twin per case)."""
+    from ascendopt.kernels.spec import parse_dims
+
+    if varlen and not any(p.varlen for p in spec.shapes.values()):
+        raise UsageError(f"--varlen: kernel {spec.name} has no variable-length (seqlens) support",
+                         hint="freeze without --varlen")
+    cases = []
+    for text in shapes:
+        if text in spec.shapes:
+            case = ShapeCase(text, dict(spec.shapes[text].dims))
+        elif "=" in text:
+            case = ShapeCase(text.replace(" ", ""), parse_dims(text))
+        else:
+            case = ShapeCase(text, dict(spec.shape(text).dims))  # unknown preset: raises, listing presets
+        cases.append(case)
+        if varlen and not case.varlen:
+            cases.append(_varlen_twin(spec, case))
+    return cases
+
+
+def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = None, dtype: str | None = None,
+                  mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
+                  metric_groups: Sequence[str] | None = None, max_rounds: int = 20,
+                  force: bool = False) -> Contract:
+    """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
+    shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere."""
+    from ascendopt import kernels
+    from ascendopt.device import backends
+    from ascendopt.gate import bench
+    from ascendopt.gate.correctness import check_kernel, default_tolerances
+    from ascendopt.gate.stages import missing_kernels, observed_kernels, timing_inputs
+
+    _refuse_overwrite(ws, force)
+    spec = kernels.get(kernel)
+    backend = backends.current()
+    dtype = dtype or ("bf16" if "bf16" in spec.dtypes else spec.dtypes[0])
+    mode = mode or ("fwdbwd" if "fwdbwd" in spec.modes else "fwd")
+    shapes = list(shapes or (["tiny"] if backend.name == "cpu" else ["realistic"]))
+    cfg = spec.config(config)
+    cases = shape_cases(spec, shapes, varlen)
+    for case in cases:
+        spec.check_supported(case.dims, dtype, mode)
+    tolerances = default_tolerances(spec, dtype, mode)
+
+    reports = []
+    for case in cases:
+        console.status(f"freeze: checking the baseline {kernel} {case.name} {dtype} {mode} against the fp32 oracle")
+        reports += check_kernel(spec, case.dims, dtype, mode, cfg, tolerances=tolerances, case=f"{case.name}/{mode}")
+    failed = [r for r in reports if not r.passed]
+    if failed:
+        raise CorrectnessError(f"baseline {kernel} is not correct, refusing to freeze: "
+                               + "; ".join(f"{r.case}:{r.name} {r.reason}" for r in failed[:4]))
+
+    device = backend.torch_device()
+    first = spec.make_inputs(dict(cases[0].dims), dtype, device, 0)
+    seen = observed_kernels(lambda: spec.run(first, cfg, mode))
+    expected = tuple(n for n in spec.kernel_names if not missing_kernels([n], seen))
+    if not expected:
+        raise CorrectnessError(f"none of {kernel}'s kernels ({', '.join(spec.kernel_names)}) ran "
+                               f"(torch fallback?); the profile shows: {', '.join(seen[:10]) or 'nothing'}",
+                               hint="make the Triton kernel run before freezing")
+
+    baseline = []
+    for case in cases:
+        console.status(f"freeze: measuring the baseline {kernel} {case.name} (synchronized)")
+        inputs = timing_inputs(spec, case.dims, dtype, mode, device)
+        # The interpreter's wall time says nothing about device time: 10 samples keep CPU freezes short.
+        timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs, backend=backend,
+                               repeats=10 if backend.name == "cpu" else 30)
+        baseline.append(_timing(f"{case.name}/{mode}", timing))
+
+    backend_name, fingerprint = _fingerprint()
+    root = project_root()
+    contract = Contract(
+        op=kernel,
+        entry_point=f"{spec.run.__module__}:{spec.run.__qualname__}",
+        backend=backend_name,
+        device=fingerprint,
+        workload=Workload(kind="kernel", kernel=kernel, dtype=dtype, mode=mode, shapes=tuple(cases), varlen=varlen,
+                          config=dict(cfg)),
+        tolerances=tolerances,
+        frozen_files=tuple(oracle_entries(spec)),
+        commands={"validation": ("ascendopt", "gate", "--skip-perf"), "benchmark": ("ascendopt", "gate")},
+        baseline=tuple(baseline),
+        expected_kernels=expected,
+        kernels_seen=tuple(seen[:20]),
+        metric_groups=_metric_groups(metric_groups),
+        git=git_state(root),
+        created_at=_now(),
+        max_rounds=max_rounds,
+    )
+    with ws.lock():
+        _refuse_overwrite(ws, force)  # re-checked under the lock: another freeze may have won
+        save(ws, contract)
+    return contract
+
+
+def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], kernel_filter: str,
+                     test_cmd: str | None = None, references: Sequence[str] = (),
+                     metric_groups: Sequence[str] | None = None, max_rounds: int = 20,
+                     force: bool = False) -> Contract:
+    """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned."""
+    import subprocess
+
+    from ascendopt.device import backends
+    from ascendopt.gate import bench
+    from ascendopt.gate.interleave import load_workload
+    from ascendopt.gate.stages import missing_kernels, observed_kernels
+
+    _refuse_overwrite(ws, force)
+    if not tests:
+        raise UsageError("--test: at least one frozen test file is needed for own code")
+    if not kernel_filter:
+        raise UsageError("--kernel-filter: needed for own code (a substring of the target kernel's name)")
+    root = project_root()
+    files = [file_entry(exec_file, "workload", root)]
+    files += [file_entry(t, "test", root) for t in tests]
+    files += [file_entry(r, "reference", root) for r in references]
+    argv = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q", *[f.path for f in files
+                                                                                   if f.role == "test"]]
+    console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)}")
+    proc = subprocess.run(resolve_command(argv), cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        raise CorrectnessError(f"the baseline fails its tests (exit {proc.returncode}), refusing to freeze: {tail}")
+
+    fn = load_workload(root / files[0].path)
+    seen = observed_kernels(fn)
+    if missing_kernels([kernel_filter], seen):
+        raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch fallback?); "
+                               f"the profile shows: {', '.join(seen[:10]) or 'nothing'}")
+    console.status(f"freeze: measuring the baseline workload() of {files[0].path} (synchronized)")
+    timing = bench.measure(lambda: fn(), backend=backends.current())
+    git = git_state(root)
+    if git["commit"] is None:
+        console.warn(f"{root} is not a git repository: `ascendopt gate` cannot time the baseline "
+                     "(it checks out the frozen commit); use `gate --skip-perf`")
+    elif git["dirty"]:
+        console.warn(f"uncommitted changes in {root}: the gate's baseline is commit {git['commit'][:10]} "
+                     "without them; commit first for an exact baseline")
+    backend_name, fingerprint = _fingerprint()
+    contract = Contract(
+        op=Path(files[0].path).stem,
+        entry_point=files[0].path + ":workload",
+        backend=backend_name,
+        device=fingerprint,
+        workload=Workload(kind="exec-file", exec_file=files[0].path, kernel_filter=kernel_filter),
+        tolerances={},
+        frozen_files=tuple(files),
+        commands={"validation": tuple(argv), "benchmark": ("ascendopt", "gate")},
+        baseline=(_timing(files[0].path, timing),),
+        expected_kernels=(kernel_filter,),
+        kernels_seen=tuple(seen[:20]),
+        metric_groups=_metric_groups(metric_groups),
+        git=git,
+        created_at=_now(),
+        max_rounds=max_rounds,
+    )
+    with ws.lock():
+        _refuse_overwrite(ws, force)
+        save(ws, contract)
+    return contract

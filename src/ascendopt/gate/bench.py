@@ -1,0 +1,359 @@
+"""Synchronized timing and the noise-aware A/B verdict.
+
+Every number here is milliseconds of device time per call. A *sample* is the mean time of one
+batch of calls, timed with device events (npu/cuda) or synchronize + ``perf_counter`` (cpu);
+batching keeps event overhead and timer resolution out of short kernels. On cuda the device is
+held busy while the host enqueues a batch (``Sampler``), so host launch time stays out of it.
+
+The A/B rule (``decide``) works on paired, interleaved samples ``a_i, b_i`` (order alternates
+ABBA so neither side always runs second):
+
+* effect = median of ``ln(b_i / a_i)`` (pairing cancels slow drift of clocks and temperature);
+* noise  = the A/A spread: ``z * 1.2533 * 1.4826 * MAD(ln-ratios) / sqrt(n)`` — the standard
+  error of a median of normal data (1.2533·σ/√n, σ from the MAD) at the chosen confidence;
+* a change is called only if |effect| exceeds ``max(min_rel, noise)``, the absolute difference
+  of medians exceeds ``abs_floor_ms``, and the Wilcoxon signed-rank test rejects "no shift"
+  at ``alpha``. Otherwise the verdict is "same".
+
+An implausible result (> 5x either way) is measured again before it is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+IMPLAUSIBLE_RATIO = 5.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Summary of per-call times in ms: median with p20/p80, coefficient of variation, n samples."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    mean_ms: float
+    cv: float
+    n: int
+    calls_per_sample: int = 1
+    host_ms: float | None = None  # host enqueue time per call (median over samples), where measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def spread_text(self) -> str:
+        return f"{self.median_ms * 1e3:.2f} us [p20 {self.p20_ms * 1e3:.2f}, p80 {self.p80_ms * 1e3:.2f}]"
+
+
+def summarize(samples_ms: Sequence[float], calls_per_sample: int = 1) -> Timing:
+    x = np.asarray(samples_ms, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    mean = float(x.mean())
+    cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
+    return Timing(
+        median_ms=float(np.median(x)),
+        p20_ms=float(np.percentile(x, 20)),
+        p80_ms=float(np.percentile(x, 80)),
+        mean_ms=mean,
+        cv=cv,
+        n=int(x.size),
+        calls_per_sample=calls_per_sample,
+    )
+
+
+def _backend(backend):
+    if backend is None:
+        from ascendopt.device.backends import current
+
+        return current()
+    return backend
+
+
+class Side(Protocol):
+    """One side of an interleaved measurement: anything that can warm up and time a batch of calls
+    (a ``Sampler`` in this process, or a proxy for one in a child process)."""
+
+    def warmup(self, count: int, min_ms: float) -> float: ...
+
+    def sample(self, calls: int) -> float: ...
+
+
+class Sampler:
+    """Timed batches of ``fn(*inputs[i % len(inputs)])``; input sets rotate from call to call so a
+    cache-sized working set is not measured hot.
+
+    Before each timed batch the device is held busy (``Backend.hold_device``, cuda only) for longer
+    than the host needs to enqueue the batch, so the batch runs back to back on the device and the
+    sample is device time even when launching a call costs the host more than running it.
+    ``host_ms`` is the host's enqueue time per call of the last batch; ``exposed`` counts batches
+    whose enqueue outlasted the hold (their samples include host gaps).
+    """
+
+    HOLD_MARGIN = 1.5  # hold = margin x the last batch's enqueue time + HOLD_EXTRA_MS
+    HOLD_EXTRA_MS = 0.05
+    HOLD_MAX_MS = 200.0
+
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]] | None = None, backend=None):
+        self.fn = fn
+        self.inputs = list(inputs) if inputs else [()]
+        self.backend = _backend(backend)
+        self.i = 0
+        self.host_ms: float | None = None
+        self.exposed = 0
+
+    def __call__(self) -> None:
+        args = self.inputs[self.i % len(self.inputs)]
+        self.i += 1
+        self.fn(*args)
+
+    def warmup(self, count: int, min_ms: float) -> float:
+        """Run at least ``count`` calls and at least ``min_ms`` of wall time; return ms per call."""
+        t0 = time.perf_counter()
+        n = 0
+        while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
+            self()
+            n += 1
+            if n > 100_000:
+                break
+        # Enqueue time per call, an upper bound on the host's share (the queue may have been full).
+        self.host_ms = (time.perf_counter() - t0) * 1e3 / max(n, 1)
+        self.backend.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / max(n, 1)
+
+    def _hold(self, calls: int) -> float:
+        """Hold the device ahead of a batch of ``calls``; returns the ms held (0 if not possible)."""
+        hold_device = getattr(self.backend, "hold_device", None)
+        if hold_device is None or self.host_ms is None:
+            return 0.0
+        ms = min(self.HOLD_MAX_MS, self.HOLD_MARGIN * self.host_ms * calls + self.HOLD_EXTRA_MS)
+        return ms if hold_device(ms) else 0.0
+
+    def sample(self, calls: int) -> float:
+        """Device time of ``calls`` back-to-back calls, in ms per call."""
+        timer = self.backend.timer()
+        self.backend.synchronize()
+        held = self._hold(calls)
+        t0 = time.perf_counter()
+        timer.start()
+        for _ in range(calls):
+            self()
+        enqueue_ms = (time.perf_counter() - t0) * 1e3
+        ms = timer.stop() / calls
+        self.host_ms = enqueue_ms / calls
+        if held and enqueue_ms > held:
+            self.exposed += 1
+        return ms
+
+
+def calls_per_sample(per_call_ms: float, min_sample_ms: float, max_calls: int = 200) -> int:
+    """Calls batched into one sample so it lasts at least ``min_sample_ms`` (1 .. ``max_calls``)."""
+    if per_call_ms <= 0:
+        return max_calls
+    return int(min(max_calls, max(1, math.ceil(min_sample_ms / per_call_ms))))
+
+
+class Interleaved:
+    """Samples of N sides taken in rotating order: forward on even rounds, backward on odd ones
+    (AB BA for two, ABC CBA for three), so no side always runs first and slow drift of clocks and
+    temperature hits all sides alike. All sides warm up first and share one batch size, the one
+    the fastest side needs, so per-call overheads are comparable.
+
+    ``samples[k]`` holds side k's samples (ms per call, at least 1e-9); ``take`` may be called again
+    to extend them, the rotation continuing where it stopped.
+    """
+
+    def __init__(self, sides: Sequence[Side], *, warmup: int = 5, warmup_ms: float = 25.0,
+                 min_sample_ms: float = 1.0):
+        if not sides:
+            raise ValueError("Interleaved needs at least one side")
+        self.sides = list(sides)
+        per_call = min(side.warmup(warmup, warmup_ms) for side in self.sides)
+        self.calls = calls_per_sample(per_call, min_sample_ms)
+        self.samples: list[list[float]] = [[] for _ in self.sides]
+
+    def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
+        """Take ``pairs`` more rounds (one sample of every side each); returns ``samples``."""
+        order = list(range(len(self.sides)))
+        for _ in range(pairs):
+            forward = len(self.samples[0]) % 2 == 0
+            for k in (order if forward else order[::-1]):
+                self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
+            if on_pair:
+                on_pair()
+        return self.samples
+
+
+def interleaved_samples(
+    callables: Sequence[Callable[..., Any]],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    pairs: int,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    min_sample_ms: float = 1.0,
+    on_pair: Callable[[], None] | None = None,
+) -> tuple[list[list[float]], int]:
+    """Interleaved samples of N callables in this process (see ``Interleaved``).
+
+    Every callable is called as ``fn(*inputs[i % len(inputs)])``. Returns ``(samples, calls)``:
+    ``samples[k]`` are ``pairs`` samples of ``callables[k]`` in ms per call, ``calls`` the calls
+    per sample (shared by all sides).
+    """
+    backend = _backend(backend)
+    taker = Interleaved([Sampler(fn, inputs, backend) for fn in callables], warmup=warmup, warmup_ms=warmup_ms,
+                        min_sample_ms=min_sample_ms)
+    return taker.take(pairs, on_pair), taker.calls
+
+
+def measure(
+    fn: Callable[..., Any],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    repeats: int = 30,
+    min_sample_ms: float = 1.0,
+    on_sample: Callable[[], None] | None = None,
+) -> Timing:
+    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples."""
+    run = Sampler(fn, inputs, backend)
+    per_call = run.warmup(warmup, warmup_ms)
+    calls = calls_per_sample(per_call, min_sample_ms)
+    samples, host = [], []
+    for _ in range(repeats):
+        samples.append(run.sample(calls))
+        host.append(run.host_ms)
+        if on_sample:
+            on_sample()
+    return replace(summarize(samples, calls), host_ms=float(np.median(host)))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Candidate vs baseline. ``ratio`` = candidate time / baseline time (< 1 means faster)."""
+
+    verdict: str  # "faster" | "slower" | "same"
+    ratio: float
+    threshold_rel: float  # relative change needed to call a difference
+    noise_rel: float  # A/A spread of the paired log-ratios, relative
+    p_value: float
+    baseline: Timing
+    candidate: Timing
+    rechecked: bool = False
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup"] = self.speedup
+        return d
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    min_rel: float = 0.015  # smallest change we call at all (1.5 %)
+    abs_floor_ms: float = 0.0005  # 0.5 us: below this, event resolution and launch jitter dominate
+    alpha: float = 0.002  # significance level of the Wilcoxon signed-rank test
+    z: float = 3.29  # two-sided 99.9 % for the noise band: a false alarm costs a wrong "keep"
+
+
+def decide(
+    baseline_ms: Sequence[float],
+    candidate_ms: Sequence[float],
+    rule: DecisionRule = DecisionRule(),
+    calls_per_sample: int = 1,
+) -> Comparison:
+    """Verdict from paired samples (``baseline_ms[i]`` measured next to ``candidate_ms[i]``)."""
+    from scipy.stats import wilcoxon
+
+    a = np.asarray(baseline_ms, dtype=float)
+    b = np.asarray(candidate_ms, dtype=float)
+    if a.shape != b.shape or a.size < 6:
+        raise ValueError("decide() needs two equally long sample lists of at least 6 pairs")
+    if (a <= 0).any() or (b <= 0).any():
+        raise ValueError("timings must be positive")
+    r = np.log(b / a)
+    effect = float(np.median(r))
+    mad = float(np.median(np.abs(r - np.median(r))))
+    noise = rule.z * 1.2533 * 1.4826 * mad / math.sqrt(r.size)
+    threshold = max(rule.min_rel, math.expm1(noise))
+    if np.allclose(r, 0.0):
+        p = 1.0
+    else:
+        p = float(wilcoxon(r, zero_method="zsplit").pvalue)
+    ta, tb = summarize(a, calls_per_sample), summarize(b, calls_per_sample)
+    ratio = math.exp(effect)
+    abs_diff = abs(tb.median_ms - ta.median_ms)
+    if abs(math.expm1(effect)) <= threshold:
+        verdict, why = "same", f"change {math.expm1(effect):+.2%} within ±{threshold:.2%} noise band"
+    elif p >= rule.alpha:
+        verdict, why = "same", f"change {math.expm1(effect):+.2%} not significant (p={p:.3g} >= {rule.alpha})"
+    elif abs_diff < rule.abs_floor_ms:
+        verdict, why = "same", f"difference {abs_diff * 1e3:.3f} us below the {rule.abs_floor_ms * 1e3:.3f} us floor"
+    else:
+        verdict = "slower" if effect > 0 else "faster"
+        why = f"change {math.expm1(effect):+.2%} beyond ±{threshold:.2%}, p={p:.2g}"
+    return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why)
+
+
+def compare(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    *,
+    inputs: Sequence[Sequence[Any]] | None = None,
+    candidate_inputs: Sequence[Sequence[Any]] | None = None,
+    backend=None,
+    pairs: int = 30,
+    max_pairs: int | None = None,
+    warmup: int = 5,
+    warmup_ms: float = 25.0,
+    min_sample_ms: float = 1.0,
+    rule: DecisionRule = DecisionRule(),
+    on_pair: Callable[[], None] | None = None,
+    _recheck: bool = True,
+) -> Comparison:
+    """Interleaved A/B timing of two callables in this process, decided by ``decide``.
+
+    If the first ``pairs`` end in "same" only because the noise band is wider than ``rule.min_rel``
+    (a noisy stretch on the device), sampling continues in steps of ``pairs`` up to ``max_pairs``
+    (default ``3 * pairs``): more pairs narrow the band (it shrinks as 1/sqrt(n)) instead of
+    letting noise hide a real change.
+    """
+    backend = _backend(backend)
+    sides = [Sampler(baseline, inputs, backend),
+             Sampler(candidate, candidate_inputs if candidate_inputs is not None else inputs, backend)]
+    taker = Interleaved(sides, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
+    limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
+    while True:
+        a, b = taker.take(pairs, on_pair)
+        result = decide(a, b, rule, taker.calls)
+        noisy = result.verdict == "same" and result.noise_rel > rule.min_rel
+        if not noisy or len(a) + pairs > limit:
+            break
+    # The host's enqueue time per call, last batch of each side (device time hides it; show it).
+    result = replace(result, baseline=replace(result.baseline, host_ms=getattr(sides[0], "host_ms", None)),
+                     candidate=replace(result.candidate, host_ms=getattr(sides[1], "host_ms", None)))
+    implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
+    if implausible and _recheck:
+        again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
+                        pairs=pairs, max_pairs=max_pairs, warmup=warmup, warmup_ms=warmup_ms,
+                        min_sample_ms=min_sample_ms, rule=rule, _recheck=False)
+        if again.verdict != result.verdict:
+            return Comparison("same", again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
+                              again.baseline, again.candidate, True,
+                              f"implausible {result.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)")
+        return Comparison(again.verdict, again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
+                          again.baseline, again.candidate, True, again.reason + " (re-checked: > 5x)")
+    return result

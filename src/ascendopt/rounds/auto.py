@@ -1,0 +1,114 @@
+"""``optimize-round --auto``: search a bundled kernel's tunables, each fresh candidate a recorded round.
+
+The space and the search are ``ascendopt.tune.search``'s; this module supplies the evaluator: one full
+round per candidate (gate on the candidate, then baseline/best/candidate timed interleaved), with
+the candidate's own verdict deciding whether it becomes the incumbent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ascendopt.errors import DeviceFault, UsageError
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds.run import Plan, RoundOutcome, Step, _command, check_stop, run_round
+from ascendopt.tune import search as tune
+from ascendopt.tune import space as tune_space
+from ascendopt.workspace import Workspace
+
+
+def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force: bool = False, pairs: int = 20,
+             step: Step | None = None, on_round: Callable[[RoundOutcome], None] | None = None,
+             timer: Callable[[], float] | None = None) -> dict[str, Any]:
+    """``--auto``: search the bundled kernel's tunables; each fresh candidate is a recorded round.
+
+    Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config}``.
+    """
+    from ascendopt import kernels
+    from ascendopt.contract import model as contract_mod
+    from ascendopt.device import backends
+
+    step = step or (lambda text: None)
+    contract = contract_mod.load(ws)
+    if not contract.is_kernel:
+        raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
+    records = rounds.load_rounds(ws)
+    check_stop(records, contract, force)
+    spec = kernels.get(contract.workload.kernel)
+    backend = backends.current()
+    info = backend.info()
+    w = contract.workload
+    case = w.shapes[0]
+    baseline = spec.config(w.config)
+    best_rec = rounds.best_round(records)
+    start = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
+    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
+                                                  mode=w.mode, around=start)
+    # a candidate must fit every shape case of the contract, not only the first
+    for other in w.shapes[1:]:
+        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
+                                                                            enforce_ub=info.ub_enforced, mode=w.mode,
+                                                                            around=start)[0]}
+        pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
+        feasible = [c for c in feasible if tune.config_key(c.config) in ok]
+    if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
+        raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space")
+    distinct, _ = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
+    space = [c.config for c in distinct]
+    budget = budget if budget is not None else tune.default_budget(len(space))
+    if budget < 1:
+        raise UsageError(f"--budget {budget}: must be >= 1 evaluation")
+    bound = None
+    for r in reversed(records):
+        if r.summary.get("bound"):
+            bound = r.summary["bound"]
+            break
+    key = tune.cache_key(spec.name, case.dims, w.dtype, w.mode, info.name, tune.source_hash(spec))
+    cache = tune.TuneCache(ws.root / "tune-cache.json", key)
+    step(f"auto: {len(space)} distinct feasible configurations of {len(feasible)} ({len(pruned)} pruned by the UB "
+         f"model), budget {budget}, "
+         f"bound {bound or 'unknown'} -> "
+         f"{'larger' if tune_space.preferred_direction(bound) > 0 else 'smaller'} tiles first")
+    recorded: list[int] = []
+    start_ms = None
+    if best_rec and best_rec.timing:
+        start_ms = best_rec.candidate_ms
+    elif records and records[-1].timing:
+        start_ms = rounds.geomean([c["baseline"]["median_ms"] for c in records[-1].timing["cases"]])
+    else:
+        start_ms = rounds.geomean([b.median_ms for b in contract.baseline])
+
+    def evaluate(cfg: dict[str, int], incumbent: dict[str, int]) -> tune.Trial:
+        changed = {k: v for k, v in cfg.items() if incumbent.get(k) != v}
+        plan = Plan(baseline, incumbent, cfg, changed)
+        text = f"{hypothesis} [auto: " + ", ".join(f"{k} {incumbent[k]}->{v}" for k, v in changed.items()) + "]"
+        try:
+            outcome = run_round(ws, hypothesis=text, sets=changed, force=True, pairs=pairs, reprofile=False,
+                                step=step, timer=timer, _plan=plan,
+                                _command_text=_command(hypothesis, {}, ["--auto", "--budget", str(budget)]))
+        except DeviceFault as exc:
+            # The search cannot go on in this process; remember the configuration as failed so the
+            # next --auto run (a fresh process) skips it instead of breaking the device again.
+            cache.put(tune.Trial(cfg, None, note=f"device fault: {exc.message}"))
+            raise
+        recorded.append(outcome.record.number)
+        if on_round:
+            on_round(outcome)
+        rec = outcome.record
+        if rec.verdict == "drop":
+            return tune.Trial(cfg, None, note=f"gate red: {rec.gate.get('failed_stage')}")
+        return tune.Trial(cfg, rec.candidate_ms, better=rec.verdict == "keep", note=rec.verdict)
+
+    result = tune.search(space, start, evaluate, order=tune_space.order_tunables(spec, case.dims, w.dtype, bound),
+                         direction=tune_space.preferred_direction(bound), budget=budget, cache=cache,
+                         choices=tune_space.axes(spec), start_trial=tune.Trial(start, start_ms, note="start"),
+                         probe=tune_space.probe_tunables(spec, case.dims, w.dtype))
+    if result.best.cached and result.best.config != start:
+        # A cache hit is a number from an earlier session; separate runs do not compose, so the
+        # winner is measured again, interleaved with the best so far, before anything is claimed.
+        step("auto: confirming the cached best against the best so far")
+        evaluate(dict(result.best.config), dict(start))
+    return {"search": result.to_dict(), "rounds": recorded, "pruned": len(pruned), "space": len(space),
+            "feasible": len(feasible),
+            "best": result.best.config, "budget": budget, "cache": str(cache.path)}

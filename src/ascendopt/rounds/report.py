@@ -1,0 +1,239 @@
+"""Merge-request report: markdown (task, environment, baseline, OPT_LOG rows, promotion stats,
+commands, no-go bar) and a PNG plot of latency per round.
+
+Pure data in, text/PNG out: ``contract`` is ``Contract.to_dict()`` output and ``records`` are
+``rounds.RoundRecord``s. The OPT_LOG table keeps fla's columns
+``| Iter | Direction (one line) | Gate | Bench (median ms) | vs best | Status |`` with row 0 the
+baseline (docs/reference/optimization-loop.md §10).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ascendopt.rounds.records import RoundRecord, best_round, geomean, should_stop
+
+OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
+STATS_COLUMNS = ("case", "side", "median ms", "mean ms", "std ms", "min ms", "p10 ms", "p90 ms", "n")
+_DASH = "—"
+
+
+def _ms(v: float | None) -> str:
+    return _DASH if v is None else f"{v:.4f}"
+
+
+def _one_line(text: str, limit: int = 90) -> str:
+    line = " ".join(str(text).split()).replace("|", "/")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _change_text(rec: RoundRecord) -> str:
+    ch = rec.change or {}
+    if ch.get("kind") == "tunables" and ch.get("set"):
+        return ",".join(f"{k}={v}" for k, v in ch["set"].items())
+    if ch.get("kind") == "code":
+        return f"code@{str(ch.get('commit') or 'worktree')[:10]}"
+    return rec.direction
+
+
+def _baseline_ms(contract: Mapping[str, Any]) -> float | None:
+    base = contract.get("baseline") or []
+    return geomean([b["median_ms"] for b in base]) if base else None
+
+
+def opt_log_rows(contract: Mapping[str, Any], records: Sequence[RoundRecord]) -> list[tuple[str, ...]]:
+    """OPT_LOG rows (strings): row 0 the baseline, then one per round."""
+    rows = [("0", "baseline", "pass", _ms(_baseline_ms(contract)), _DASH, "base")]
+    for r in records:
+        gate = "pass" if r.gate.get("passed") else f"fail ({r.gate.get('failed_stage') or 'gate'})"
+        ratio = r.ratio_vs_best
+        # Change of the candidate's time against the best so far, from the round's interleaved
+        # samples (not from the frozen baseline row, which was timed at freeze): +x % is slower.
+        vs_best = _DASH if ratio is None else f"{ratio - 1:+.1%} time"
+        rows.append((str(r.number), _one_line(f"{_change_text(r)}: {r.hypothesis}"), gate,
+                     _ms(r.candidate_ms), vs_best, r.verdict))
+    return rows
+
+
+def _stats(samples: Sequence[float] | None, timing: Mapping[str, Any]) -> list[str]:
+    """median/mean/std/min/p10/p90/n from raw samples, else from the Timing summary (min/p10/p90 unknown)."""
+    if samples:
+        x = np.asarray(samples, dtype=float)
+        std = float(x.std(ddof=1)) if x.size > 1 else 0.0
+        vals = [np.median(x), x.mean(), std, x.min(), np.percentile(x, 10), np.percentile(x, 90)]
+        return [_ms(float(v)) for v in vals] + [str(x.size)]
+    mean = timing.get("mean_ms")
+    std = timing["cv"] * mean if mean is not None and timing.get("cv") is not None else None
+    return [_ms(timing.get("median_ms")), _ms(mean), _ms(std), _DASH, _DASH, _DASH, str(timing.get("n", _DASH))]
+
+
+def promotion_stats(best: RoundRecord) -> tuple[list[list[str]], float]:
+    """Rows of the promotion stats block for the best round and its equal-weight geomean speedup."""
+    rows = []
+    speedups = []
+    for case in best.timing["cases"]:
+        samples = case.get("samples_ms") or {}
+        for side in ("baseline", "candidate"):
+            rows.append([case["case"], side, *_stats(samples.get(side), case[side])])
+        speedups.append(case["baseline"]["median_ms"] / case["candidate"]["median_ms"])
+    return rows, geomean(speedups)
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def no_go_bar(contract: Mapping[str, Any], records: Sequence[RoundRecord]) -> list[tuple[str, bool, str]]:
+    """fla's five no-go items: (item, satisfied, evidence)."""
+    base = _baseline_ms(contract)
+    tried = [r for r in records if r.hypothesis.strip()]
+    last = records[-1] if records else None
+    gated = [r for r in records if "passed" in r.gate]
+    benched = [r for r in records if r.timing]
+    bound = None
+    for r in reversed(records):
+        if r.floor:
+            bound = f"{r.floor.bound}: {r.floor.detail}"
+            break
+        if r.summary.get("bound") and r.summary.get("bound_evidence"):  # a class without numbers names nothing
+            bound = f"{r.summary['bound']} ({r.summary['bound_evidence']})"
+            break
+    return [
+        ("recorded baseline number", base is not None, f"{_ms(base)} ms" if base else "missing"),
+        ("at least one reasoned candidate attempt", bool(tried), f"{len(tried)} round(s)" if tried else "none"),
+        ("gate status", bool(gated), f"round {last.number}: {'pass' if last.gate.get('passed') else 'fail'}"
+         if last else "no round"),
+        ("bench evidence", bool(benched), f"{len(benched)} benchmarked round(s)" if benched else "none"),
+        ("named active bound or blocker with its number", bound is not None, bound or "none recorded"),
+    ]
+
+
+def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord], *, plot_name: str | None = None,
+                    max_rounds: int | None = None) -> str:
+    """The merge-request summary as markdown text."""
+    w = contract.get("workload", {})
+    lines = [f"# ascendopt report: {contract.get('op')}", ""]
+    lines += ["## Task", ""]
+    shapes = ", ".join(f"{s['name']} ({', '.join(f'{k}={v}' for k, v in s['dims'].items())})"
+                       for s in w.get("shapes") or []) or _DASH
+    task = [("op", contract.get("op")), ("entry point", contract.get("entry_point")),
+            ("workload", w.get("kind") + (f" {w.get('kernel')}" if w.get("kernel") else f" {w.get('exec_file')}")),
+            ("shapes", shapes), ("dtype / mode", f"{w.get('dtype') or _DASH} / {w.get('mode') or _DASH}"),
+            ("frozen config", ", ".join(f"{k}={v}" for k, v in (w.get("config") or {}).items()) or _DASH),
+            ("expected kernels", ", ".join(contract.get("expected_kernels") or []) or _DASH),
+            ("metric groups", ", ".join(contract.get("metric_groups") or []) or _DASH),
+            ("frozen at",
+             f"{contract.get('created_at')} (commit {(contract.get('git') or {}).get('commit') or 'none'})")]
+    lines += _table(("field", "value"), [(k, _one_line(str(v), 200)) for k, v in task]) + [""]
+    lines += ["## Environment", ""]
+    env = records[-1].environment if records else None
+    dev = contract.get("device") or {}
+    lines.append(f"`Env: {env}`" if env else f"`Env: {dev.get('name', contract.get('backend'))}`")
+    lines += ["", "## Baseline", ""]
+    lines += _table(("case", "median ms", "p20 ms", "p80 ms", "CV", "n"),
+                    [(b["case"], _ms(b["median_ms"]), _ms(b["p20_ms"]), _ms(b["p80_ms"]), f"{b['cv']:.3f}",
+                      str(b["n"])) for b in contract.get("baseline") or []])
+    lines += ["", "## Rounds (OPT_LOG)", ""]
+    lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
+    stop = should_stop(records, max_rounds=max_rounds)
+    lines += ["", f"Stop decision: stop ({stop.criterion}): {stop.reason}" if stop.stop else
+              f"Stop decision: {stop.reason}"]
+    if plot_name:
+        lines += ["", f"![latency per round]({plot_name})"]
+    best = best_round(records)
+    lines += ["", "## Promotion stats", ""]
+    if best is None:
+        lines.append("No round was kept: the baseline is still the best. Nothing to promote.")
+    else:
+        rows, speedup = promotion_stats(best)
+        lines.append(f"Best: round {best.number} ({_change_text(best)}), measured interleaved with the baseline "
+                     "in that round.")
+        lines.append("")
+        lines += _table(STATS_COLUMNS, rows)
+        cases = len(best.timing["cases"])
+        lines += ["", f"Equal-weight geomean speedup vs baseline: **{speedup:.3f}x** over {cases} case(s)."]
+        cfg = best.config
+        lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
+                     + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
+                        str(best.change.get("commit") or "working tree")))
+        lines.append(f"Device: {best.environment}")
+    lines += ["", "## No-go bar", ""]
+    lines += _table(("item", "status", "evidence"),
+                    [(item, "yes" if ok else "NO", _one_line(ev, 160))
+                     for item, ok, ev in no_go_bar(contract, records)])
+    lines += ["", "## Commands", "", "```"]
+    for name, argv in (contract.get("commands") or {}).items():
+        lines.append(f"# {name}")
+        lines.append(" ".join(argv))
+    for r in records:
+        if r.command:
+            lines.append(f"# round {r.number}")
+            lines.append(r.command)
+    lines += ["```", ""]
+    return "\n".join(lines)
+
+
+def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], path: Path) -> Path:
+    """PNG of each round's candidate time relative to the baseline, with the baseline and best-so-far lines.
+
+    The y value is the round's own interleaved ratio candidate/baseline (geomean over cases), so rounds
+    timed under different conditions stay comparable; the frozen baseline's absolute time (timed at
+    freeze) is only named in the legend. Error bars: candidate p20/p80 over the round's baseline median.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    base = _baseline_ms(contract)
+    colors = {"keep": "tab:green", "revert": "tab:orange", "floor": "tab:purple"}
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    best_x, best_y = [0], [1.0]
+    best = 1.0
+    for r in records:
+        ratio = r.timing.get("ratio_vs_baseline") if r.timing else None
+        if ratio is None:
+            ax.scatter([r.number], [best], marker="x", color="tab:red", zorder=3,
+                       label="drop (gate red)" if "drop (gate red)" not in ax.get_legend_handles_labels()[1] else None)
+        else:
+            lo, hi = _spread(r)
+            ax.errorbar([r.number], [ratio], yerr=[[max(ratio - lo, 0.0)], [max(hi - ratio, 0.0)]], fmt="o",
+                        color=colors[r.verdict], capsize=3, zorder=3,
+                        label=r.verdict if r.verdict not in ax.get_legend_handles_labels()[1] else None)
+            if r.verdict == "keep":
+                best = min(best, ratio)
+        best_x.append(r.number)
+        best_y.append(best)
+    base_label = "baseline" + (f" ({base:.4f} ms at freeze)" if base is not None else "")
+    ax.axhline(1.0, color="gray", linestyle="--", label=base_label)
+    ax.step(best_x, best_y, where="post", color="tab:blue", label="best so far")
+    ax.set_xlabel("round")
+    ax.set_ylabel("time / baseline (interleaved, geomean over cases)")
+    ax.set_title(f"{contract.get('op')}: time per round relative to the baseline")
+    ax.set_xticks(range((records[-1].number if records else 0) + 1))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, format="png")
+        os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _spread(r: RoundRecord) -> tuple[float, float]:
+    """Candidate p20/p80 over the same round's baseline median (geomean over cases)."""
+    cases = r.timing["cases"]
+    return (geomean([c["candidate"]["p20_ms"] / c["baseline"]["median_ms"] for c in cases]),
+            geomean([c["candidate"]["p80_ms"] / c["baseline"]["median_ms"] for c in cases]))

@@ -1,0 +1,309 @@
+"""One optimize-round, end to end: stop check -> change -> gate -> interleaved bench -> re-profile -> record.
+
+The CLI (``cli/optimize_round.py``) and the demo call ``run_round`` (``round_auto.run_auto`` for
+``--auto``); tests call them
+with a tiny contract on the CPU interpreter. Order follows the loop (optimization-loop.md §1, §10):
+
+1. refuse to run past a stop criterion unless ``force`` (and say which one);
+2. the candidate = the best configuration so far + this round's ``--set`` change (one change);
+   the UB model checks its tiles (on npu an overflow is refused with the numbers);
+3. the gate without its performance stage, on the candidate (red -> ``drop``; nothing is timed);
+4. baseline, best and candidate timed interleaved in this process (``bench``), per shape case;
+5. the candidate re-profiled with the contract's metric groups and compared with the best's profile;
+6. verdict, stop decision, round record, round summary.
+
+Own code (``workload.kind == "exec-file"``): the gate's own performance stage times the frozen
+commit against the working tree; "vs best" then compares that ratio with the best round's ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ascendopt import console
+from ascendopt.errors import AscendoptError, UsageError
+from ascendopt.gate.stages import ClockBackend
+from ascendopt.rounds import profiles as rp
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds import summary as round_summary
+from ascendopt.rounds import timing as rt
+from ascendopt.rounds.records import RoundRecord, StopDecision
+from ascendopt.tune import search as tune
+from ascendopt.tune import space as tune_space
+from ascendopt.workspace import Workspace
+
+Step = Callable[[str], None]
+
+
+def prepare_backend() -> None:
+    """Arrange the backend before the kernel registry is imported (cpu: ``TRITON_INTERPRET=1``).
+
+    The flag must be set before ``triton`` itself is imported, and reading the device facts
+    (``backend.info()``, e.g. for the UB size) imports triton for its version; calling this first
+    keeps a plain shell (no TRITON_INTERPRET in the environment) working.
+    """
+    import sys
+
+    from ascendopt.device import backends
+
+    if "ascendopt.kernels" not in sys.modules:
+        backends.current().prepare_kernels()
+
+
+def parse_sets(items: Sequence[str] | None) -> dict[str, str]:
+    """``["BT=64", "BD=128"]`` -> ``{"BT": "64", "BD": "128"}``; values are validated by the spec."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            if "=" not in part:
+                raise UsageError(f"--set {part!r}: expected NAME=VALUE (e.g. --set block_rows=16)")
+            name, value = (s.strip() for s in part.split("=", 1))
+            if name in out:
+                raise UsageError(f"--set {name} given twice: one change per round")
+            out[name] = value
+    return out
+
+
+def max_rounds(contract) -> int | None:
+    """The iteration cap frozen in the contract (``max_rounds``), if the contract carries one."""
+    value = getattr(contract, "max_rounds", None)
+    return int(value) if value else None
+
+
+def check_stop(records: Sequence[RoundRecord], contract, force: bool) -> StopDecision:
+    """The stop decision so far; raises UsageError (exit 2) past a stop unless ``force``."""
+    decision = rounds.should_stop(records, max_rounds=max_rounds(contract))
+    if decision.stop and not force:
+        raise UsageError(f"stop criterion '{decision.criterion}' reached: {decision.reason}",
+                         hint="re-assess (reprofile, report) or pass --force to run another round anyway")
+    return decision
+
+
+# -- the candidate -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one round will run: the configurations by role and the change between best and candidate."""
+
+    baseline: dict[str, int]
+    best: dict[str, int]
+    candidate: dict[str, int]
+    changed: dict[str, int]
+
+    @property
+    def sides(self) -> dict[str, dict[str, int]]:
+        """The configurations to time: the best only while it differs from the baseline."""
+        if self.best == self.baseline:
+            return {"baseline": self.baseline, "candidate": self.candidate}
+        return {"baseline": self.baseline, "best": self.best, "candidate": self.candidate}
+
+    @property
+    def direction(self) -> str:
+        return "+".join(sorted(self.changed)) or "none"
+
+
+def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[str, Any]) -> Plan:
+    """Best-so-far config + ``sets``; unknown tunables / bad values raise listing the valid ones."""
+    baseline = spec.config(contract.workload.config)
+    best_rec = rounds.best_round(records)
+    best = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
+    candidate = spec.config({**best, **sets})
+    changed = {k: v for k, v in candidate.items() if best.get(k) != v}
+    if not changed:
+        now = ", ".join(f"{k}={v}" for k, v in best.items())
+        raise UsageError(f"--set changes nothing: the best configuration so far already is {now}",
+                         hint="set a different value; one change per round")
+    w = contract.workload
+    raw = tune_space.untiled_tunables(spec, w.shapes[0].dims, w.dtype)
+    if all(tune_space.launch_signature(spec, c.dims, candidate, w.dtype, w.mode, raw)
+           == tune_space.launch_signature(spec, c.dims, best, w.dtype, w.mode, raw) for c in w.shapes):
+        # warn, not refuse: the UB model's tiles are the best knowledge here, not a certainty
+        console.warn(f"{tune.config_key(changed)} resolves to the same tiles as the best so far "
+                     "(an auto 0 or a tile clamped to the extent): expect no change")
+    return Plan(baseline, best, candidate, changed)
+
+
+def ub_use(spec, contract, config: Mapping[str, int], info) -> dict[str, Any]:
+    """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows."""
+    worst = None
+    for case in contract.workload.shapes:
+        cand = tune_space.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes,
+                                  contract.workload.mode)
+        if worst is None or (not cand.ub_safe and worst.ub_safe) or cand.ub_share > worst.ub_share:
+            worst = cand
+    out = {"ub_bytes": info.ub_bytes, "enforced": bool(info.ub_enforced), "safe": worst.ub_safe,
+           "share": worst.ub_share, "detail": worst.ub_detail, "source": info.ub_source}
+    if info.ub_enforced and not worst.ub_safe:
+        raise UsageError(f"config {tune.config_key(config)} is refused by the UB model: {worst.ub_detail}",
+                         hint="pick smaller tiles (`ascendopt ub` shows the largest safe tile)")
+    return out
+
+
+# -- the gate ----------------------------------------------------------------------------------
+
+
+def gate_passed(result) -> bool:
+    """Green for a round: integrity, correctness and kernel hit. A slower own-code candidate fails
+    the gate's performance stage, but that is the bench's verdict (revert), not a drop."""
+    failed = result.failed_stage
+    return failed is None or failed.name == "performance"
+
+
+def gate_summary(result) -> dict[str, Any]:
+    """The part of a GateResult a round record keeps (never a speed on a red gate)."""
+    failed = result.failed_stage
+    red = not gate_passed(result)
+    return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
+            "failed_stage": failed.name if red else None,
+            "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages)}
+
+
+# -- the round ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RoundOutcome:
+    record: RoundRecord
+    path: Path
+    exit_code: int  # 0, or the gate's exit code on a drop
+
+
+def _git(*args: str) -> str:
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def _command(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
+    argv = ["ascendopt", "optimize-round", "--hypothesis", hypothesis]
+    for k, v in sets.items():
+        argv += ["--set", f"{k}={v}"]
+    return " ".join(shlex.quote(a) for a in [*argv, *extra])
+
+
+def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None = None, force: bool = False,
+              pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
+              before_profiles: Sequence[str] | None = None, step: Step | None = None,
+              timer: Callable[[], float] | None = None, _plan: Plan | None = None,
+              _command_text: str | None = None) -> RoundOutcome:
+    """Run and record one round. Returns the record, its path and the exit code for the CLI.
+
+    ``before_profiles``: the best-so-far profile when the caller has one (else found or collected).
+    ``reprofile=False`` skips both profiles (``--auto`` candidates: timing decides). ``timer``: a
+    clock in ms replacing the device timer (tests, like ``gate.run_gate``).
+    """
+    from ascendopt.contract import model as contract_mod
+    from ascendopt.device import backends
+    from ascendopt.gate.stages import run_gate
+
+    step = step or (lambda text: None)
+    if not hypothesis or not hypothesis.strip():
+        raise UsageError("--hypothesis: must say what this round changes and why (one line)")
+    sets = dict(sets or {})
+    with ws.lock():
+        contract = contract_mod.load(ws)
+        records = rounds.load_rounds(ws)
+        check_stop(records, contract, force)
+        backend = backends.current()
+        info = backend.info()
+        facts = backends.describe(backend)
+        number = rounds.next_number(ws)
+        spec = plan = ub = None
+        if contract.is_kernel:
+            from ascendopt import kernels
+
+            spec = kernels.get(contract.workload.kernel)
+            plan = _plan or plan_change(spec, contract, records, sets)
+            ub = ub_use(spec, contract, plan.candidate, info)
+            change = {"kind": "tunables", "set": dict(plan.changed), "config": dict(plan.candidate)}
+            direction = plan.direction
+        else:
+            if sets:
+                raise UsageError("--set applies to bundled kernels only; for own code edit the working tree")
+            change = {"kind": "code", "commit": _git("rev-parse", "HEAD") or None,
+                      "diff_stat": _git("diff", "--stat", "HEAD")[-2000:]}
+            direction = "code"
+        command = _command_text or _command(hypothesis, sets)
+
+        step(f"round {number}: gate on the candidate")
+        gate = run_gate(ws, skip_perf=contract.is_kernel, config_override=plan.candidate if plan else None)
+        gsum = gate_summary(gate)
+        green = gsum["passed"]
+        before_paths: list[str] = []
+        before_report = None
+        if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
+            try:
+                before_paths = list(before_profiles or []) or rp.reference_profiles(
+                    ws, contract, records, plan.best if plan else None, step)
+                before_report = rp.analyze_paths(before_paths)
+            except AscendoptError as exc:
+                console.warn(f"profile of the best so far unavailable: {exc}")
+        bound_before = (round_summary.target_kernel(before_report, rp.kernel_names(contract)) or {}).get("bound")
+        target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
+        timing = None
+        if green:
+            if contract.is_kernel:
+                clocked = ClockBackend(backend, timer) if timer is not None else backend
+                timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
+            else:
+                timing = rt.timing_from_gate(gate, records)
+
+        after_paths: list[str] = []
+        after_report = None
+        if green and reprofile:
+            step(f"round {number}: re-profiling with {', '.join(contract.metric_groups)}")
+            try:
+                after_paths = rp.collect_profiles(ws, contract, plan.candidate if plan else None, f"round-{number:04d}")
+                after_report = rp.analyze_paths(after_paths)
+            except AscendoptError as exc:
+                console.warn(f"re-profile failed: {exc}")
+        floor = None
+        if timing:
+            names = rp.kernel_names(contract)
+            hit = [k for k in (after_report or {}).get("kernels", []) if any(n in str(k.get("name")) for n in names)]
+            # collect's default schedule profiles one active call: the kernels' total time is one call's
+            cost = spec.cost(contract.workload.shapes[0].dims, contract.workload.dtype, contract.workload.mode) \
+                if spec else None
+            floor = rounds.detect_floor(device_us=sum(k["total_us"] for k in hit) or None,
+                                        latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
+                                        bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
+                                        backend=backend.name)
+        verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
+        metrics = {}
+        if before_report and after_report:
+            from ascendopt.analyze.diagnosis import compare
+
+            metrics = compare(before_report, after_report)
+        draft = RoundRecord(number=number, hypothesis=hypothesis.strip(), direction=direction, change=change,
+                            gate=gsum, verdict=verdict, stop=StopDecision(False, None, ""),
+                            environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
+                            target_metric=target, floor=floor if verdict != "drop" else None,
+                            profiles=after_paths, profiles_before=before_paths, command=command)
+        stop = rounds.should_stop([*records, draft], max_rounds=max_rounds(contract))
+        speed = None
+        if timing:
+            speed = {"candidate_ms": timing["cases"][0]["candidate"]["median_ms"],
+                     "ratio_vs_best": timing["ratio_vs_best"], "ratio_vs_baseline": timing["ratio_vs_baseline"]}
+        summary = round_summary.build(kernel_names=rp.kernel_names(contract), before=before_report, after=after_report,
+                                      verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
+                                      target_metric=target, ub=ub, speed=speed)
+        record = replace(draft, stop=stop, summary=summary)
+        path = rounds.save_round(ws, record)
+    return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])
+
+
+def format_config(config: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
+
+
+def speedup_text(ratio: float | None) -> str:
+    return "-" if ratio is None or not math.isfinite(ratio) or ratio <= 0 else f"{1 / ratio:.3f}x"

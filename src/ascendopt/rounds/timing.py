@@ -1,0 +1,130 @@
+"""Timing of one round: baseline, best so far and candidate measured interleaved in this process.
+
+Samples are taken in a rotating order (ABC, CBA, ...) with one batch size for all sides, like
+``bench.compare`` does for two; each side's samples are kept in the round record so the report can
+give min/p10/p90. Verdicts come from ``bench.decide`` on the paired samples. Own code is timed by
+the gate (frozen commit in a git worktree vs the working tree) and converted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds.records import RoundRecord
+
+Step = Callable[[str], None]
+
+
+def min_pairs() -> int:
+    """Fewest interleaved pairs worth timing: the exact two-sided signed-rank test on n pairs can
+    reach at best p = 2 / 2**n, which must fall below ``bench.DecisionRule().alpha`` with room for
+    a discordant pair or two (+2). With alpha = 0.002 that is 12."""
+    from ascendopt.gate import bench
+
+    alpha = bench.DecisionRule().alpha
+    n = 1
+    while 2.0 / 2**n >= alpha:
+        n += 1
+    return n + 2
+IMPLAUSIBLE = 5.0  # bench.IMPLAUSIBLE_RATIO: a > 5x change is measured again before it is reported
+
+
+def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequence[tuple], backend, *, pairs: int,
+                        warmup: int = 5, warmup_ms: float = 25.0, min_sample_ms: float = 1.0,
+                        on_pair: Callable[[], None] | None = None) -> tuple[dict[str, list[float]], int]:
+    """Samples (ms per call) of every side, by name, and the calls per sample they share.
+
+    ``bench.interleaved_samples`` takes them: one batch size for all sides, order alternating
+    forward/backward (ABC, CBA, ...) so no side always runs first.
+    """
+    from ascendopt.gate import bench
+
+    names = list(fns)
+    samples, calls = bench.interleaved_samples([fns[n] for n in names], inputs=inputs, backend=backend, pairs=pairs,
+                                               warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms,
+                                               on_pair=on_pair)
+    return dict(zip(names, samples, strict=True)), calls
+
+
+def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
+    from ascendopt.gate import bench
+
+    c = bench.decide(ref, cand, calls_per_sample=calls)
+    return {"verdict": c.verdict, "ratio": c.ratio, "threshold_rel": c.threshold_rel, "noise_rel": c.noise_rel,
+            "p_value": c.p_value, "reason": c.reason}
+
+
+def _aggregate(verdicts: Sequence[str]) -> str:
+    """faster if some case is faster and none slower (no trading one shape for another), slower if any is."""
+    if "slower" in verdicts:
+        return "slower"
+    return "faster" if "faster" in verdicts else "same"
+
+
+def _runner(spec, config: Mapping[str, int], mode: str) -> Callable[[Any], Any]:
+    """``inputs -> spec.run(inputs, config, mode)`` with ``config`` bound now (not at call time)."""
+    return lambda inputs: spec.run(inputs, dict(config), mode)
+
+
+def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pairs: int, backend=None,
+                  step: Step | None = None, _recheck: bool = True) -> dict[str, Any]:
+    """Time ``sides`` (``baseline``, optional ``best``, ``candidate`` -> config) interleaved per shape case.
+
+    Returns the round's ``timing`` dict (see ``rounds.RoundRecord``); ``best`` defaults to the
+    baseline while no round has been kept.
+    """
+    from ascendopt.device import backends
+    from ascendopt.gate import bench
+    from ascendopt.gate.stages import timing_inputs
+
+    backend = backend or backends.current()
+    w = contract.workload
+    cases = []
+    for case in w.shapes:
+        if step:
+            step(f"timing {case.name}: {', '.join(sides)} interleaved, {pairs} rounds")
+        inputs = timing_inputs(spec, case.dims, w.dtype, w.mode, backend.torch_device())
+        fns = {name: _runner(spec, cfg, w.mode) for name, cfg in sides.items()}
+        samples, calls = interleaved_samples(fns, inputs, backend, pairs=pairs)
+        entry: dict[str, Any] = {"case": case.name}
+        for name in ("baseline", "best", "candidate"):
+            src = samples.get(name) or samples["baseline"]  # best == baseline until a round is kept
+            entry[name] = bench.summarize(src, calls).to_dict()
+        entry["vs_baseline"] = _comparison(samples["baseline"], samples["candidate"], calls)
+        entry["vs_best"] = _comparison(samples.get("best") or samples["baseline"], samples["candidate"], calls)
+        entry["samples_ms"] = {k: [round(x, 7) for x in v] for k, v in samples.items()}
+        cases.append(entry)
+    ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
+    if _recheck and (ratio_base > IMPLAUSIBLE or ratio_base < 1 / IMPLAUSIBLE):
+        if step:
+            step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
+        again = measure_sides(spec, contract, sides, pairs=pairs, backend=backend, step=step, _recheck=False)
+        again["rechecked"] = True
+        return again
+    return {"cases": cases, "ratio_vs_baseline": ratio_base,
+            "ratio_vs_best": rounds.geomean([c["vs_best"]["ratio"] for c in cases]),
+            "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]),
+            "vs_best": _aggregate([c["vs_best"]["verdict"] for c in cases])}
+
+
+def timing_from_gate(result, records: Sequence[RoundRecord]) -> dict[str, Any]:
+    """Own code: the gate's frozen-commit vs working-tree comparisons as a round ``timing`` dict."""
+    perf = next(s for s in result.stages if s.name == "performance")
+    cases = []
+    for c in perf.data.get("comparisons", []):
+        cmp = {k: c[k] for k in ("verdict", "ratio", "threshold_rel", "noise_rel", "p_value", "reason")}
+        cases.append({"case": c["case"], "baseline": c["baseline"], "best": c["baseline"], "candidate": c["candidate"],
+                      "vs_baseline": cmp, "vs_best": dict(cmp)})
+    ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
+    best = rounds.best_round(records)
+    best_ratio = best.timing["ratio_vs_baseline"] if best else 1.0
+    # Separate runs do not compose exactly; the best's ratio vs the same frozen baseline is the fairest
+    # reference there is without a second worktree. A gain must clear this round's noise band.
+    threshold = max(c["vs_baseline"]["threshold_rel"] for c in cases)
+    ratio_best = ratio_base / best_ratio
+    vs_best = "faster" if (ratio_best < 1 - threshold and _aggregate([c["vs_baseline"]["verdict"] for c in cases])
+                           == "faster") else ("slower" if ratio_best > 1 + threshold else "same")
+    return {"cases": cases, "ratio_vs_baseline": ratio_base, "ratio_vs_best": ratio_best,
+            "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]), "vs_best": vs_best}

@@ -1,0 +1,190 @@
+"""`analysis.analyze` / `compare` and `ascendopt analyze` on the real fixtures.
+
+Shares and metrics are spot-checked against numbers computed here by hand from the raw CSV rows
+(csv module) and against the profiler's own op_statistic.csv.
+"""
+
+import json
+
+import pytest
+
+from ascendopt.analyze.diagnosis import analyze, compare
+from ascendopt.analyze.traces import load_profile
+from ascendopt.errors import UsageError
+from profile_variants import ASCEND, CUDA, LEVEL1, read_rows
+
+FOREACH = "aclnnForeachAddListV2_ForeachAddListV2_ForeachAddList"
+
+
+def raw_records(path):
+    rows, _ = read_rows(path)
+    return [dict(zip(rows[0], r, strict=True)) for r in rows[1:] if len(r) == len(rows[0])]
+
+
+def test_shares_match_raw_durations_and_op_statistic():
+    report = analyze(load_profile(ASCEND / "level1_cnn"))
+    recs = raw_records(LEVEL1)
+    compute = [r for r in recs if r["Accelerator Core"] != "HCCL"]
+    total = sum(float(r["Duration(us)"]) for r in compute)
+    assert report["total_us"]["npu:0"] == pytest.approx(total)
+    assert total == pytest.approx(8873.75, abs=0.02)  # op_statistic's Total Time(us) sums to 8873.75
+    foreach = [r for r in compute if r["Name"] == FOREACH]
+    top = report["kernels"][0]
+    assert top["name"] == FOREACH and top["count"] == len(foreach) == 3
+    assert top["total_us"] == pytest.approx(sum(float(r["Duration(us)"]) for r in foreach))
+    assert top["share"] == pytest.approx(top["total_us"] / total)
+    # op_statistic.csv: ForeachAddList, AI_VECTOR_CORE, Ratio(%) 22.077
+    op_statistic = ASCEND / "level1_cnn" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"
+    stats = {r["OP Type"]: r for r in raw_records(op_statistic)}
+    assert 100 * top["share"] == pytest.approx(float(stats["ForeachAddList"]["Ratio(%)"]), abs=0.01)
+    assert sum(k["share"] for k in report["kernels"]) == pytest.approx(1.0)
+    kernel_totals = [k["total_us"] for k in report["kernels"]]
+    assert kernel_totals == sorted(kernel_totals, reverse=True)
+    assert report["communication"]["count"] == 4
+    assert report["op_types"][0]["source"] == "op_statistic.csv"
+    assert report["op_types"][0]["op_type"] == "ForeachAddList"
+
+
+def test_metrics_are_duration_weighted_means_of_raw_rows():
+    report = analyze(load_profile(ASCEND / "level1_cnn"), kernel_filter=FOREACH)
+    rows = [r for r in raw_records(LEVEL1) if r["Name"] == FOREACH]
+    w = [float(r["Duration(us)"]) for r in rows]
+    mte2 = sum(float(r["aiv_mte2_ratio"]) * x for r, x in zip(rows, w, strict=True)) / sum(w)
+    (k,) = report["kernels"]
+    assert k["metrics"]["vector_mte2_ratio"] == pytest.approx(mte2)
+    assert k["metrics"]["mac_ratio"] is None  # aic_* is 0 on a vector kernel: not applicable, not 0
+    assert k["bound"] == "mte2_bound" and k["evidence"]["vector_mte2_ratio"] == pytest.approx(mte2)
+    assert mte2 > 0.7  # the vector_operators mte2 threshold, by hand
+
+
+def test_json_shape_keys():
+    report = analyze(load_profile(ASCEND / "advisor_pipe"), top=3)
+    assert report["schema"] == 1
+    assert set(report) >= {"profile", "device", "metric_groups", "not_collected", "kernels"}
+    for k in report["kernels"]:
+        assert set(k) >= {"name", "core_type", "count", "total_us", "avg_us", "share", "bound", "evidence",
+                          "metrics", "levers"}
+        assert 0 < k["share"] <= 1 and k["levers"]
+    assert "source" in report["device"]
+
+
+def test_level0_reports_metrics_as_not_collected():
+    report = analyze(load_profile(ASCEND / "level0_cnn"), top=2)
+    assert report["metric_groups"] == [] and "PipeUtilization" in report["not_collected"]
+    assert all(k["metrics"] == {} and k["bound"] == "no_counters" for k in report["kernels"])
+
+
+def test_compiler_kernel_share_and_scalar_class():
+    report = analyze(load_profile(ASCEND / "msprof_op_summary"))
+    (k,) = report["kernels"]
+    assert k["share"] == 1.0 and k["count"] == 3 and k["bound"] == "scalar_bound"
+    assert k["avg_us"] == pytest.approx((87139.38 + 86808.42 + 86846.72) / 3)
+
+
+def test_cuda_report_classes():
+    report = analyze(load_profile(CUDA))
+    by_name = {k["name"]: k for k in report["kernels"]}
+    assert by_name["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]["bound"] == "tensor_bound"
+    assert by_name["_axpb_kernel"]["bound"] == "memory_bound"  # L2 throughput ~87 % of peak
+
+
+def test_filter_substring_regex_and_no_match():
+    profile = load_profile(ASCEND / "level1_cnn")
+    assert {k["name"] for k in analyze(profile, kernel_filter="MatMul")["kernels"]} == \
+        {k["name"] for k in analyze(profile)["kernels"] if "MatMul" in k["name"] or "MatMul" in k["op_type"]}
+    regex = analyze(profile, kernel_filter="regex:^trans_TransData_\\d+$")["kernels"]
+    assert regex and all(k["name"].startswith("trans_TransData_") for k in regex)
+    with pytest.raises(UsageError, match="closest names: .*ForeachAddList"):
+        analyze(profile, kernel_filter="ForeachAdList")  # typo
+    with pytest.raises(UsageError, match="not a valid regular expression"):
+        analyze(profile, kernel_filter="regex:(")
+
+
+def test_fallback_finding_when_target_owns_little_time():
+    # trans_TransData_1: one 6.54 us launch of 8873 us; level1 has many other short kernels
+    report = analyze(load_profile(ASCEND / "level1_cnn"), kernel_filter="regex:^trans_TransData_1$")
+    (finding,) = report["findings"]
+    assert finding["class"] == "fallback_unfused"
+    assert finding["evidence"][0]["value"] == pytest.approx(6.54 / report["total_us"]["npu:0"], rel=1e-4)
+
+
+def test_compare_two_real_profiles_level0_vs_level1():
+    before = analyze(load_profile(ASCEND / "level0_cnn"))
+    after = analyze(load_profile(ASCEND / "level1_cnn"))
+    # the same CNN step at Level0 (no core types, no counters) and Level1: paired by name
+    diff = compare(before, after)
+    assert len(diff["kernels"]) == before["kernel_count"] == after["kernel_count"] and not diff["only_in_a"]
+    foreach = next(k for k in diff["kernels"] if k["name"] == FOREACH)
+    assert foreach["avg_us_delta"] == pytest.approx(after["kernels"][0]["avg_us"] - before["kernels"][0]["avg_us"])
+    assert foreach["metrics"] == {} and "vec_ratio" in foreach["not_comparable"]  # one side has no counters
+    same = compare(after, analyze(load_profile(ASCEND / "level1_cnn")))
+    assert all(k["avg_us_delta"] == 0 and k["avg_us_ratio"] == 1 for k in same["kernels"])
+    assert all(m["delta"] == 0 for k in same["kernels"] for m in k["metrics"].values())
+
+
+def test_compare_merged_metric_run_shows_metric_delta(tmp_path):
+    from profile_variants import derive, set_cell
+
+    rows, _ = read_rows(LEVEL1)
+    i = next(j for j, r in enumerate(rows) if r[rows[0].index("Name")] == FOREACH)
+    # the same real file with one launch's aiv_mte2_ratio lowered: did the metric move?
+    run = derive(LEVEL1, tmp_path / "after", set_cell(i, "aiv_mte2_ratio", "0.5"))
+    before = analyze(load_profile(ASCEND / "level1_cnn"), kernel_filter=FOREACH)
+    after = analyze(load_profile(run.parent.parent), kernel_filter=FOREACH)
+    (k,) = compare(before, after)["kernels"]
+    assert k["metrics"]["vector_mte2_ratio"]["delta"] < 0 and k["avg_us_delta"] == 0
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+def test_cli_table_output(cli):
+    code, out, err = cli("analyze", str(ASCEND / "level1_cnn"), "--top", "3")
+    assert code == 0, err
+    assert "hotspots" in out and FOREACH[:30] in out and "22.1%" in out
+    assert "mte2_bound" in out and "lever: more reuse of loaded tiles" in out
+    assert "not collected: ArithmeticUtilization" in out
+
+
+def test_cli_json_is_the_report(cli):
+    code, out, _ = cli("analyze", str(ASCEND / "advisor_pipe"), "--json", "--top", "2")
+    data = json.loads(out)
+    assert code == 0 and data["schema"] == 1 and len(data["kernels"]) == 2
+
+
+def test_cli_filter_no_match_exits_2_with_closest_names(cli):
+    code, out, err = cli("analyze", str(ASCEND / "level1_cnn"), "--kernel-filter", "Conv2DX")
+    assert code == 2 and out == ""
+    assert err.strip().count("\n") == 0 and "closest names:" in err and "Conv2D" in err
+
+
+def test_cli_compare(cli):
+    code, out, err = cli("analyze", str(ASCEND / "advisor_pipe"), "--compare", str(ASCEND / "advisor_pipe"), "--json")
+    data = json.loads(out)
+    assert code == 0, err
+    assert data["compare"]["kernels"] and all(k["avg_us_ratio"] == 1 for k in data["compare"]["kernels"])
+    code, out, _ = cli("analyze", str(CUDA), "--compare", str(CUDA))
+    assert code == 0 and "per-kernel diff" in out
+
+
+def test_cli_list_runs(cli, tmp_path):
+    import shutil
+
+    shutil.copytree(ASCEND / "level0_cnn", tmp_path / "h_1_20250101000000000_ascend_pt")
+    shutil.copytree(ASCEND / "level1_cnn", tmp_path / "h_1_20250102000000000_ascend_pt")
+    code, out, _ = cli("analyze", str(tmp_path), "--list", "--json")
+    runs = json.loads(out)
+    assert code == 0 and [r["path"].rsplit("/", 1)[-1] for r in runs] == [
+        "h_1_20250101000000000_ascend_pt", "h_1_20250102000000000_ascend_pt"]
+    code, _, err = cli("analyze", str(tmp_path), "--top", "1")
+    assert code == 0 and "reading the newest, h_1_20250102000000000_ascend_pt" in err
+
+
+def test_multi_device_shares_are_per_device(tmp_path):
+    from ascendopt.analyze.traces import load_profiles
+    from profile_variants import derive, insert_column
+
+    rank1 = derive(LEVEL1, tmp_path / "rank1", insert_column("Device_id", "1"))
+    report = analyze(load_profiles([ASCEND / "level1_cnn", rank1.parent.parent]))
+    assert set(report["total_us"]) == {"npu:0", "npu:1"}
+    for device in ("npu:0", "npu:1"):
+        assert sum(k["share"] for k in report["kernels"] if k["device"] == device) == pytest.approx(1.0)

@@ -1,0 +1,207 @@
+"""One optimize-round end to end on the CPU interpreter with the gate's test kernel and its virtual clock.
+
+``t_scale``'s ``EXTRA`` tunable plants an extra pass over EXTRA % of the elements; its virtual clock
+advances 1 us per element launched (+-0.3 % seeded jitter), so verdicts do not depend on this
+machine's load. Profiles are skipped here (``reprofile=False``): the demo test covers them.
+"""
+
+import dataclasses
+
+import pytest
+
+import _gate_kernels as gk
+from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.errors import UsageError
+from ascendopt.rounds import auto as round_auto
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds import run as round_run
+from ascendopt.tune import search as tune
+from ascendopt.workspace import Workspace
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    gk.install(monkeypatch)
+    w = Workspace(tmp_path / ".ascendopt")
+    freeze_kernel(w, kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", config={"EXTRA": 50}, max_rounds=5)
+    return w
+
+
+def _round(ws, sets, hypothesis="vector-bound: drop the planted extra pass", **kw):
+    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
+                               timer=gk.virtual_clock, **kw)
+
+
+def test_keep_then_revert_then_drop(ws, monkeypatch):
+    keep = _round(ws, {"EXTRA": "0"})
+    r = keep.record
+    assert keep.exit_code == 0 and r.verdict == "keep" and r.number == 1
+    assert r.timing["ratio_vs_best"] == pytest.approx(1 / 1.5, rel=0.02)  # 50 % fewer elements launched
+    assert r.change == {"kind": "tunables", "set": {"EXTRA": 0}, "config": {"BLOCK": 64, "EXTRA": 0}}
+    assert r.summary["speed"]["ratio_vs_baseline"] == pytest.approx(1 / 1.5, rel=0.02)
+    assert r.ub["enforced"] is False and r.target_metric == "vec_ratio"
+    assert ws.round_path(1).exists()
+
+    # round 2 starts from the best (EXTRA=0) and adds one change; 5 % more work is measurably slower
+    slower = _round(ws, {"EXTRA": "5"}, hypothesis="try a small extra pass")
+    t = slower.record.timing
+    assert slower.record.verdict == "revert" and t["vs_best"] == "slower"
+    assert set(slower.record.timing["cases"][0]["samples_ms"]) == {"baseline", "best", "candidate"}
+    assert t["ratio_vs_best"] == pytest.approx(1.05, rel=0.01)
+
+    # a candidate that breaks correctness: red gate -> drop, no timing, the gate's exit code
+    def run(inputs, config, mode):
+        out = gk.t_scale(inputs, config, mode)
+        if config["BLOCK"] == 128:
+            out["y"] = out["y"] * 1.5
+        return out
+
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, run=run))
+    drop = _round(ws, {"BLOCK": "128"}, hypothesis="bigger blocks")
+    assert drop.record.verdict == "drop" and drop.record.timing is None and drop.exit_code == 1
+    assert drop.record.gate["failed_stage"] == "correctness" and drop.record.summary["speed"] is None
+    assert [r.verdict for r in rounds.load_rounds(ws)] == ["keep", "revert", "drop"]
+
+
+def test_stop_refuses_without_force_and_bad_sets(ws):
+    with pytest.raises(UsageError, match="no tunable 'NOPE'.*tunables: BLOCK, EXTRA"):
+        _round(ws, {"NOPE": "1"})
+    with pytest.raises(UsageError, match=r"EXTRA=7: out of range.*valid values: 0, 5, 50"):
+        _round(ws, {"EXTRA": "7"})
+    with pytest.raises(UsageError, match="changes nothing"):
+        _round(ws, {"EXTRA": "50"})
+    for value in ("32", "128", "32"):  # three non-keep rounds in a row
+        _round(ws, {"BLOCK": value}, hypothesis=f"block {value}")
+    with pytest.raises(UsageError, match="stop criterion 'stall' reached: 3 consecutive rounds without a keep"):
+        _round(ws, {"EXTRA": "0"})
+    assert len(rounds.load_rounds(ws)) == 3  # the refusal wrote nothing
+    forced = _round(ws, {"EXTRA": "0"}, force=True)
+    assert forced.record.number == 4 and forced.record.verdict == "keep"
+    fifth = _round(ws, {"BLOCK": "128"}, hypothesis="block 128 on the new best")
+    assert fifth.record.stop.stop and fifth.record.stop.criterion == "max_rounds"  # frozen max_rounds=5
+    assert not fifth.record.summary["another_round"]
+    with pytest.raises(UsageError, match="stop criterion 'max_rounds' reached: 5 rounds reached the iteration cap"):
+        _round(ws, {"BLOCK": "32"})
+
+
+def test_auto_search_records_each_candidate(ws):
+    result = round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+    recs = rounds.load_rounds(ws)
+    assert [r.number for r in recs] == result["rounds"] and 1 <= len(recs) <= 4
+    assert result["best"]["EXTRA"] == 0  # the planted extra pass is found and dropped
+    assert all(r.command.endswith("--auto --budget 4") for r in recs)
+    assert all(len(r.change["set"]) == 1 for r in recs)  # one change per candidate round
+    assert (ws.root / "tune-cache.json").exists()
+
+
+def test_auto_search_stops_at_a_device_fault_and_remembers_the_configuration(ws, monkeypatch):
+    """BLOCK=64,EXTRA=5 (the probe's first move from the frozen EXTRA=50) breaks the device: the search
+    stops (DeviceFault, exit 5) and the tune cache records the configuration as failed, so the next --auto
+    run (a fresh process, same start) skips it and goes on."""
+    import json
+
+    from ascendopt.errors import DeviceFault
+
+    launched = []
+
+    def run(inputs, config, mode):
+        launched.append(dict(config))
+        if config == {"BLOCK": 64, "EXTRA": 5}:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return gk._run(inputs, config, mode)
+
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, run=run))
+    with pytest.raises(DeviceFault, match="broke the device") as info:
+        round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+    assert info.value.exit_code == 5 and info.value.config == {"BLOCK": 64, "EXTRA": 5}
+    (cached,) = json.loads((ws.root / "tune-cache.json").read_text())["entries"].values()
+    assert cached["BLOCK=64,EXTRA=5"]["ms"] is None and "device fault" in cached["BLOCK=64,EXTRA=5"]["note"]
+    launched.clear()
+    result = round_auto.run_auto(ws, hypothesis="auto again", budget=4, pairs=12, timer=gk.virtual_clock)
+    assert launched and {"BLOCK": 64, "EXTRA": 5} not in launched
+    assert "BLOCK=64,EXTRA=5" in [tune.config_key(t["config"]) for t in result["search"]["trials"]]
+
+
+def test_parse_sets():
+    assert round_run.parse_sets(["a=1", "b=2,c=3"]) == {"a": "1", "b": "2", "c": "3"}
+    with pytest.raises(UsageError, match="expected NAME=VALUE"):
+        round_run.parse_sets(["a"])
+    with pytest.raises(UsageError, match="given twice"):
+        round_run.parse_sets(["a=1", "a=2"])
+
+
+def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
+    """Own code: the gate times the frozen commit (git worktree) against the edited working tree."""
+    import json
+    import subprocess
+    import textwrap
+
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "op.py").write_text("import time\n\nDELAY_S = 0.004\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n"
+                                "    return x * 2\n")
+    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
+                                               "    assert my_op(2) == 4\n")
+    (root / "bench.py").write_text(textwrap.dedent("""\
+        import torch
+        from op import my_op
+
+
+        def workload():
+            with torch.profiler.record_function("my_op_kernel"):
+                my_op(3)
+        """))
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "baseline"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True)
+    monkeypatch.chdir(root)
+    code, _, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                       "my_op_kernel", "-w", str(root / ".ascendopt"))
+    assert code == 0, err
+    code, _, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "x", "--set", "A=1")
+    assert code == 2 and "bundled kernels only" in err
+    (root / "op.py").write_text((root / "op.py").read_text().replace("DELAY_S = 0.004", "DELAY_S = 0.002"))
+    code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "halve the work",
+                         "--pairs", "12", "--json")
+    assert code == 0, err[-2000:]
+    rec = json.loads(out)
+    assert rec["change"]["kind"] == "code" and "op.py" in rec["change"]["diff_stat"]
+    assert rec["verdict"] == "keep" and rec["timing"]["ratio_vs_baseline"] < 0.8
+    assert rec["profiles"] and rec["summary"]["duration_us"]["after"] > 0
+    # slower than the frozen commit: the gate's performance stage is red, which for a round is the
+    # bench's verdict (revert), not a red gate (drop)
+    (root / "op.py").write_text((root / "op.py").read_text().replace("DELAY_S = 0.002", "DELAY_S = 0.008"))
+    code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "more work", "--pairs",
+                         "12", "--json")
+    assert code == 0, err[-2000:]
+    rec = json.loads(out)
+    assert rec["gate"]["passed"] and rec["verdict"] == "revert" and rec["timing"]["vs_baseline"] == "slower"
+
+
+def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "2",
+                         "--pairs", "12")
+    assert code == 0, err[-2000:]
+    recs = rounds.load_rounds(ws)
+    assert 1 <= len(recs) <= 2 and f"auto search: {len(recs)} round(s)" in out
+    assert "best configuration: BLOCK=" in out and "tune-cache.json" in out
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--budget", "2")
+    assert code == 2 and "--budget applies to --auto only" in err
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
+    assert code == 2 and "--pairs 11: at least 12 pairs" in err
+
+
+def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys):
+    from types import SimpleNamespace
+
+    from ascendopt import kernels
+    from ascendopt.contract.model import ShapeCase
+
+    spec = kernels.get("rms_norm")
+    tiny = ShapeCase("tiny", dict(spec.shapes["tiny"].dims))
+    contract = SimpleNamespace(workload=SimpleNamespace(config={}, shapes=(tiny,), dtype="fp32", mode="fwd"))
+    auto_rows = spec.ub_model(tiny.dims, spec.config({}), "fp32")[0].tile["BR"]  # what block_rows=0 runs
+    other = 16 if auto_rows != 16 else 8
+    round_run.plan_change(spec, contract, [], {"block_rows": str(auto_rows)})
+    assert "resolves to the same tiles as the best so far" in capsys.readouterr().err
+    plan = round_run.plan_change(spec, contract, [], {"block_rows": str(other)})
+    assert plan.changed == {"block_rows": other} and "same tiles" not in capsys.readouterr().err
