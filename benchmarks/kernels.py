@@ -215,17 +215,16 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from stage_breakdown import parse_variant
 
     from ascendopt.device import backends
     from ascendopt.errors import AscendoptError, UsageError
     from ascendopt.kernels import all_specs, get
+    from ascendopt.kernels.spec import parse_assignments
 
     started = time.perf_counter()
     try:
         specs = [get(n) for n in args.kernels.split(",") if n] or all_specs()
-        overrides = parse_variant(args.config)
+        overrides = parse_assignments(args.config, option="--config", example="block_rows=16", integer=True)
         for spec in specs:
             spec.config(overrides)  # an unknown tunable or value: one line, exit 2, before any device work
         modes = [m for m in args.modes.split(",") if m]

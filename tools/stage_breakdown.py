@@ -33,18 +33,12 @@ os.environ.setdefault("ASCENDOPT_BACKEND", "cuda")
 
 def parse_variant(text: str) -> dict:
     """``"a=1,b=2"`` -> ``{"a": 1, "b": 2}``; ``"default"`` -> ``{}``. A malformed item is a UsageError."""
-    from ascendopt.errors import UsageError
+    from ascendopt.kernels.spec import parse_assignments
 
     text = text.strip()
-    if text in ("", "default"):
+    if text == "default":
         return {}
-    out = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if not value.strip().lstrip("-").isdigit():
-            raise UsageError(f"--variants: {item.strip()!r} is not NAME=INTEGER")
-        out[name.strip()] = int(value)
-    return out
+    return parse_assignments(text, option="--variants", example="BV=64,FORM=2", integer=True)
 
 
 def resolve_case(args) -> tuple:

@@ -13,7 +13,7 @@ _SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels.py"
 @pytest.mark.parametrize("args, message", [
     (["--kernels", "causal_conv1d", "--config", "EDGES=10"], "tunable EDGES=10: out of range"),
     (["--kernels", "causal_conv1d", "--config", "NOPE=1"], "no tunable 'NOPE'"),
-    (["--kernels", "causal_conv1d", "--config", "EDGES"], "not NAME=INTEGER"),
+    (["--kernels", "causal_conv1d", "--config", "EDGES"], "--config 'EDGES': expected NAME=VALUE"),
     (["--kernels", "rms_norm,causal_conv1d", "--config", "EDGES=1"], "no tunable 'EDGES'"),  # rms_norm has none
     (["--kernels", "nope"], "unknown kernel 'nope'"),
     (["--kernels", "causal_conv1d", "--modes", "fwd,bwd"], "no kernel asked for has mode 'bwd'"),

@@ -85,3 +85,21 @@ def test_bad_model_chip_names_the_variable(monkeypatch):
     monkeypatch.setenv("ASCENDOPT_CHIP", "NVIDIA H200")
     with pytest.raises(UsageError, match=r"ASCENDOPT_CHIP='NVIDIA H200': no UB size"):
         backends.detect("cpu").info()
+
+
+def test_select_records_the_choice_and_child_env_passes_it_on(monkeypatch):
+    monkeypatch.delenv("ASCENDOPT_BACKEND", raising=False)
+    backends.select("cpu")
+    assert "ASCENDOPT_BACKEND" not in os.environ  # the choice is this process's, not its environment's
+    assert backends.chosen() == "cpu" and backends.current().name == "cpu"
+    env = backends.child_env({"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "ASCENDOPT_BACKEND": "cpu"}  # a child process receives it explicitly
+    backends.select(None)
+    assert backends.chosen() is None and "ASCENDOPT_BACKEND" not in backends.child_env()
+    with pytest.raises(UsageError, match="known backends"):
+        backends.select("tpu")
+
+
+def test_without_a_selection_the_environment_choice_passes_on_unchanged(monkeypatch):
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    assert backends.chosen() == "cpu" and backends.child_env()["ASCENDOPT_BACKEND"] == "cpu"

@@ -15,7 +15,7 @@ from ascendopt.gate.correctness import relative_rms
 from ascendopt.kernels._lib.common import nan_poisoning
 from ascendopt.kernels.causal_conv1d.bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d.fwd import causal_conv1d_fwd
-from ascendopt.kernels.causal_conv1d.op import SPEC, causal_conv1d, causal_conv1d_reference
+from ascendopt.kernels.causal_conv1d.op import SPEC, causal_conv1d, causal_conv1d_forward_reference
 from ascendopt.kernels.causal_conv1d.plan import plan_fixed, plan_varlen
 
 SMALL = {"BT": 8, "BD": 16, "BT_BWD": 8, "BD_BWD": 16}
@@ -118,7 +118,7 @@ def test_cu_seqlens_int32_and_int64_agree_and_match_oracle():
     y64, _ = causal_conv1d_fwd(x, w, None, None, None, False, None, cu64, BT=8, BD=16)
     y32, _ = causal_conv1d_fwd(x, w, None, None, None, False, None, cu64.to(torch.int32), BT=8, BD=16)
     assert torch.equal(y64, y32)
-    ref, _ = causal_conv1d_reference(x, w, cu_seqlens=cu64)
+    ref, _ = causal_conv1d_forward_reference(x, w, cu_seqlens=cu64)
     assert relative_rms(y64, ref) <= SPEC.tolerances["fp32"]
 
 
@@ -191,7 +191,7 @@ def test_public_entry_runs_varlen():
     cu = torch.tensor([0, 5, 12], dtype=torch.int32)
     y, ht = causal_conv1d(x, w, initial_state=_rand(2, 8, 2), output_final_state=True, cu_seqlens=cu,
                           config={"BT": 8, "BD": 16})
-    ref_y, ref_h = causal_conv1d_reference(x, w, initial_state=_rand(2, 8, 2), cu_seqlens=cu)
+    ref_y, ref_h = causal_conv1d_forward_reference(x, w, initial_state=_rand(2, 8, 2), cu_seqlens=cu)
     assert relative_rms(y, ref_y) <= SPEC.tolerances["fp32"] and torch.equal(ht, ref_h)
 
 

@@ -187,21 +187,23 @@ def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--budget", "2")
     assert code == 2 and "--budget applies to --auto only" in err
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
-    assert code == 2 and "--pairs 11: at least 12 pairs" in err
+    assert code == 2 and "--pairs 11: at least 12 interleaved pairs" in err
 
 
-def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys):
+def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys, tmp_path):
     from types import SimpleNamespace
 
     from ascendopt import kernels
     from ascendopt.contract.model import ShapeCase
+    from ascendopt.rounds.context import RoundContext
 
     spec = kernels.get("rms_norm")
     tiny = ShapeCase("tiny", dict(spec.shapes["tiny"].dims))
     contract = SimpleNamespace(workload=SimpleNamespace(config={}, shapes=(tiny,), dtype="fp32", mode="fwd"))
     auto_rows = spec.ub_model(tiny.dims, spec.config({}), "fp32")[0].tile["BR"]  # what block_rows=0 runs
     other = 16 if auto_rows != 16 else 8
-    round_run.plan_change(spec, contract, [], {"block_rows": str(auto_rows)})
+    ctx = RoundContext(Workspace(tmp_path), contract, spec)  # no rounds yet: the best is the baseline
+    round_run.plan_change(ctx, {"block_rows": str(auto_rows)})
     assert "resolves to the same tiles as the best so far" in capsys.readouterr().err
-    plan = round_run.plan_change(spec, contract, [], {"block_rows": str(other)})
+    plan = round_run.plan_change(ctx, {"block_rows": str(other)})
     assert plan.changed == {"block_rows": other} and "same tiles" not in capsys.readouterr().err

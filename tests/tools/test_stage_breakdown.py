@@ -17,9 +17,9 @@ def breakdown():
 def test_variants_parse_to_tunable_overrides(breakdown):
     assert breakdown.parse_variant("default") == {} and breakdown.parse_variant(" ") == {}
     assert breakdown.parse_variant("fused_BV=64, fused_PIPELINE=1") == {"fused_BV": 64, "fused_PIPELINE": 1}
-    with pytest.raises(UsageError, match="not NAME=INTEGER"):
+    with pytest.raises(UsageError, match="--variants 'BV': expected NAME=VALUE"):
         breakdown.parse_variant("BV")
-    with pytest.raises(UsageError, match="'BV=wide' is not NAME=INTEGER"):
+    with pytest.raises(UsageError, match="--variants 'BV=wide': value must be an integer"):
         breakdown.parse_variant("BV=wide")
 
 

@@ -281,3 +281,34 @@ def test_probe_tunables_are_flags_layouts_and_algorithm_choices():
     spec = KernelSpec(**{**spec.__dict__, "ub_model": ub_model, "tunables": tunables})
     assert tune_space.untiled_tunables(spec, {}, "fp32") == ["G_T_CONTIG"]
     assert tune_space.probe_tunables(spec, {}, "fp32") == ["FORM", "G_T_CONTIG"]
+
+
+# -- tune.choose: the demo's one tunable change ------------------------------------------------------
+
+def test_choose_change_takes_the_next_larger_tile_of_a_vector_bound_kernel():
+    from ascendopt.tune.choose import choose_change
+
+    spec = _spec()
+    change, why = choose_change(spec, {"T": 8192, "D": 4096}, "fp32", "fwd", UB, "vector_bound", spec.config())
+    assert change == {"BT": 32}  # BT is first in the class's order; vector-bound walks to larger tiles
+    assert why == "vector_bound: try BT=32, the next UB-safe larger tile"
+
+
+def test_choose_change_walks_from_an_infeasible_start_to_the_first_ub_safe_tile():
+    from ascendopt.tune.choose import choose_change
+
+    spec = _spec()
+    dims = {"T": 8192, "D": 4096}
+    start = {**spec.config(), "BT": 256, "BD": 2048}  # 3 x 256 x 2048 x 4 B: far over the UB budget
+    change, _ = choose_change(spec, dims, "fp32", "fwd", UB, "vector_bound", start)
+    assert list(change) == ["BT"] and change["BT"] < 256
+    feasible, _ = tune_space.enumerate_space(spec, dims, "fp32", UB, enforce_ub=True, mode="fwd")
+    assert {**start, **change} in [c.config for c in feasible]
+
+
+def test_choose_change_without_a_feasible_neighbour_is_an_error():
+    from ascendopt.tune.choose import choose_change
+
+    spec = _spec(multiplier=1e6)  # not even the smallest tiles fit
+    with pytest.raises(RuntimeError, match="no UB-safe tunable change"):
+        choose_change(spec, {"T": 8192, "D": 4096}, "fp32", "fwd", UB, "vector_bound", spec.config())

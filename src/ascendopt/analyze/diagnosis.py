@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ascendopt.analyze.matching import name_matcher
 from ascendopt.analyze.rules import RuleSet, classify, load_rules
 from ascendopt.analyze.traces import Profile
 from ascendopt.analyze.traces.columns import NON_COMPUTE_CORE_TYPES
@@ -113,13 +113,8 @@ def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndar
     Plain text is a substring test; ``regex:EXPR`` a regular-expression search (like Nsight
     Compute's ``-k regex:``). A bad regex is a UsageError.
     """
-    if pattern.startswith("regex:"):
-        try:
-            rx = re.compile(pattern[len("regex:"):])
-        except re.error as exc:
-            raise UsageError(f"--kernel-filter {pattern!r}: not a valid regular expression ({exc})") from None
-        return np.array([bool(rx.search(n) or rx.search(t)) for n, t in zip(names, op_types, strict=True)], dtype=bool)
-    return np.array([pattern in n or pattern in t for n, t in zip(names, op_types, strict=True)], dtype=bool)
+    matches = name_matcher(pattern)
+    return np.array([matches(n) or matches(t) for n, t in zip(names, op_types, strict=True)], dtype=bool)
 
 
 def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:

@@ -8,10 +8,7 @@ import typer
 
 from ascendopt.cli.options import JsonOpt
 
-# Metric columns shown in the per-kernel table, with short headers (others are in --json).
-SHOWN_METRICS = (("mac", "mac_ratio"), ("vec", "vec_ratio"), ("scalar", "scalar_ratio"), ("mte1", "mte1_ratio"),
-                 ("mte2", "mte2_ratio"), ("mte3", "mte3_ratio"), ("fixpipe", "fixpipe_ratio"),
-                 ("ub GB/s", "ub_bw_vector_gbs"), ("dram", "dram_ratio"), ("l2", "l2_ratio"))
+DEFAULT_TOP = 15  # kernels a printed report lists, hottest first (`--top`; `collect --analyze` uses it too)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -26,8 +23,14 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _print_report(report: dict[str, Any]) -> None:
+def render_report(report: dict[str, Any]) -> None:
+    """Print an ``analyze.diagnosis.analyze`` report: notes (stderr), then device, metric groups and kernel
+    time lines, the hotspots and bottlenecks tables and each kernel's evidence and levers (stdout).
+
+    Shared by ``analyze`` and ``collect --analyze`` so both print a report the same way.
+    """
     from ascendopt import console
+    from ascendopt.analyze.traces.columns import ANALYZE_TABLE_METRICS
 
     for note in report["notes"]:
         console.status(note)
@@ -52,7 +55,7 @@ def _print_report(report: dict[str, Any]) -> None:
           f"{100 * k['share']:.1f}%") for k in kernels],
         title="hotspots", justify=["left", "left", "right", "right", "right", "right"],
     )
-    shown = [(h, c) for h, c in SHOWN_METRICS if any(k["metrics"].get(c) is not None for k in kernels)]
+    shown = [(h, c) for h, c in ANALYZE_TABLE_METRICS if any(k["metrics"].get(c) is not None for k in kernels)]
     console.table(["kernel", "class", *(h for h, _ in shown)],
                   [[_short(k["name"], 36), k["bound"], *(_fmt(k["metrics"].get(c)) for _, c in shown)]
                    for k in kernels],
@@ -106,7 +109,7 @@ def analyze(
     kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k",
                                                          help="Substring of a kernel name/op type; "
                                                               "'regex:EXPR' for a regex.")] = None,
-    top: Annotated[int | None, typer.Option("--top", "-n", help="Show the N kernels with most time.")] = 15,
+    top: Annotated[int | None, typer.Option("--top", "-n", help="Show the N kernels with most time.")] = DEFAULT_TOP,
     compare: Annotated[str | None, typer.Option("--compare", help="Baseline profile: per-kernel diff "
                                                                      "(this PATH = after, OTHER = before).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the runs under PATH and exit.")] = False,
@@ -138,14 +141,14 @@ def analyze(
         if json:
             console.print_json({"schema": 1, "report": report, "compare": diff})
             return
-        _print_report(report)
+        render_report(report)
         _print_compare(diff)
         return
     report = analysis.analyze(profile, kernel_filter=kernel_filter, top=top)
     if json:
         console.print_json(report)
         return
-    _print_report(report)
+    render_report(report)
 
 
 def register(app: typer.Typer, name: str) -> None:

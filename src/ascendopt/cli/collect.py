@@ -15,15 +15,9 @@ _GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: pipe, ub
 
 
 def _parse_sets(items: list[str]) -> dict[str, str]:
-    from ascendopt.errors import UsageError
+    from ascendopt.kernels.spec import parse_assignments
 
-    config = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"--set {item!r}: expected NAME=VALUE (a tunable of the kernel)")
-        config[name.strip()] = value.strip()
-    return config
+    return parse_assignments(items)
 
 
 def _command_line(args: list[tuple[str, object]]) -> str:

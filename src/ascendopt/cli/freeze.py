@@ -7,21 +7,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.cli.options import JsonOpt, WorkspaceOpt
-
-
-def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[str, str]:
-    """``["BT=64,BD=128", "X=1"]`` -> ``{"BT": "64", "BD": "128", "X": "1"}`` (the spec validates values)."""
-    from ascendopt.errors import UsageError
-
-    out: dict[str, str] = {}
-    for item in items or []:
-        for part in filter(None, (p.strip() for p in item.split(","))):
-            if "=" not in part:
-                raise UsageError(f"{option} {part!r}: expected NAME=VALUE (e.g. {option} BT=64)")
-            name, value = (s.strip() for s in part.split("=", 1))
-            out[name] = value
-    return out
-
+from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
 Strs = list[str] | None
@@ -58,7 +44,7 @@ def freeze(
     reference: ReferenceOpt = None,
     kernel_filter: KernelFilterOpt = None,
     aic_metrics: MetricsOpt = "PipeUtilization",
-    max_rounds: MaxRoundsOpt = 20,
+    max_rounds: MaxRoundsOpt = DEFAULT_MAX_ROUNDS,
     force: ForceOpt = False,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
@@ -73,6 +59,7 @@ def freeze(
     from ascendopt import console
     from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.errors import UsageError
+    from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)

@@ -14,6 +14,7 @@ _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-"}
 def _render(result) -> None:
     """Stage table, per-tensor report, verdict lines and the final line (stdout)."""
     from ascendopt import console
+    from ascendopt.cli.render import tensor_report_lines
     from ascendopt.gate.correctness import TensorReport
 
     console.table(["stage", "status", "summary"],
@@ -21,13 +22,8 @@ def _render(result) -> None:
     for stage in result.stages:
         tensors = stage.data.get("tensors")
         if tensors:
-            last = None
-            for item in tensors:
-                report = TensorReport(**item)
-                if report.case != last:
-                    console.out(f"[{report.case}]")
-                    last = report.case
-                console.out(report.line())
+            for line in tensor_report_lines(TensorReport(**item) for item in tensors):
+                console.out(line)
         if stage.name == "kernel_hit" and stage.status == "fail":
             console.out("kernels seen: " + ", ".join(stage.data.get("seen", [])[:15]))
         if stage.name == "correctness" and stage.status == "fail" and "output_tail" in stage.data:
@@ -70,9 +66,9 @@ def gate(
     from pathlib import Path
 
     from ascendopt import console
-    from ascendopt.cli.freeze import parse_assignments
     from ascendopt.errors import CorrectnessError, IntegrityError, RegressionError
     from ascendopt.gate.stages import run_gate
+    from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace, atomic_write_text
 
     ws = Workspace.resolve(workspace)

@@ -31,7 +31,7 @@ def lint(
     from ascendopt import console
     from ascendopt.errors import UsageError
     from ascendopt.lint import get_rule, iter_rules, lint_paths
-    from ascendopt.lint.format import FORMATS, render, summary
+    from ascendopt.cli.lint_format import FORMATS, render, summary
 
     fmt = "json" if json else format.lower()
     if fmt not in FORMATS:

@@ -38,19 +38,17 @@ def optimize_round(
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
     """
     from ascendopt import console
+    from ascendopt.cli.render import render_round_summary
     from ascendopt.errors import UsageError
+    from ascendopt.gate import bench
     from ascendopt.rounds import auto as round_auto
     from ascendopt.rounds import run as round_run
-    from ascendopt.rounds import summary as round_summary
-    from ascendopt.rounds import timing as round_timing
     from ascendopt.workspace import Workspace
 
     round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
-    if pairs < round_timing.min_pairs():
-        raise UsageError(f"--pairs {pairs}: at least {round_timing.min_pairs()} pairs, or the signed-rank test "
-                         "can never call a change significant")
+    bench.check_pairs(pairs)
     sets = round_run.parse_sets(set_)
     if auto and sets:
         raise UsageError("--auto and --set exclude each other: --auto chooses the values")
@@ -92,7 +90,7 @@ def optimize_round(
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})
     else:
-        round_summary.render(record.summary, f"round {record.number} ({record.direction})")
+        render_round_summary(record.summary, f"round {record.number} ({record.direction})")
         if not record.gate.get("passed"):
             console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
         console.out(f"recorded: {outcome.path}")

@@ -24,30 +24,31 @@ def report(
     from pathlib import Path
 
     from ascendopt import console
-    from ascendopt.contract import model as contract_mod
-    from ascendopt.rounds import records as rounds
-    from ascendopt.rounds import report as rep
-    from ascendopt.rounds import run as round_run
-    from ascendopt.workspace import Workspace, atomic_write_text
+    from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
-    contract = contract_mod.load(ws, check_digest=False)  # a report reads; the gate judges integrity
-    records = rounds.load_rounds(ws)
     md_path = Path(out) if out else ws.root / "report.md"
     png_path = Path(plot) if plot else md_path.with_name("rounds.png")
-    data = contract.to_dict()
-    rep.plot_rounds(data, records, png_path)
-    rel = png_path.name if png_path.parent.resolve() == md_path.parent.resolve() else str(png_path.resolve())
-    text = rep.render_markdown(data, records, plot_name=rel, max_rounds=round_run.max_rounds(contract))
-    atomic_write_text(md_path, text)
+    result = write_report(ws, md_path, png_path)  # a report reads; the gate judges integrity
     if json:
-        best = rounds.best_round(records)
-        console.print_json({"markdown": str(md_path), "plot": str(png_path), "rounds": len(records),
-                            "best_round": best.number if best else None,
-                            "stop": rounds.should_stop(records, max_rounds=round_run.max_rounds(contract)).to_dict()})
+        console.print_json({"markdown": str(md_path), "plot": str(png_path), "rounds": len(result.records),
+                            "best_round": result.best_round, "stop": result.stop.to_dict()})
         return
-    console.out(text)
+    console.out(result.markdown)
     console.info(f"report written to {md_path} and {png_path}")
+
+
+def write_report(ws, md_path, png_path, *, check_digest: bool = False):
+    """Write the report of workspace ``ws``: the plot to ``png_path`` (PNG), then the markdown to
+    ``md_path``; returns the ``rounds.report.WorkspaceReport`` both were made from. Used by
+    ``report`` and by ``demo``."""
+    from ascendopt.rounds import report as rep
+    from ascendopt.workspace import atomic_write_text
+
+    result = rep.workspace_report(ws, plot_name=rep.plot_link(md_path, png_path), check_digest=check_digest)
+    rep.plot_rounds(result.contract, result.records, png_path)
+    atomic_write_text(md_path, result.markdown)
+    return result
 
 
 def register(app: typer.Typer, name: str) -> None:

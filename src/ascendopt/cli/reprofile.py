@@ -24,16 +24,30 @@ def reprofile(
 
     round_run.prepare_backend()
     from ascendopt.rounds import reprofile as rp
+    from ascendopt.rounds.context import RoundContext
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
     ws.require_contract()
     with ws.lock(), console.progress("reprofile") as bar:
-        result = rp.reprofile(ws, target_metric=target_metric, step=bar.update)
+        result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update)
     if json:
         console.print_json(result)
         return
-    rp.print_result(result)
+    print_result(result)
+
+
+def print_result(result: dict) -> None:
+    """The round summary of a reprofile (its last line applies the stop criteria) and the folders compared."""
+    from pathlib import Path
+
+    from ascendopt import console
+    from ascendopt.cli.render import render_round_summary
+
+    title = "reprofile" + (f" after: {result['hypothesis']}" if result.get("hypothesis") else "")
+    render_round_summary(result["summary"], title)
+    console.out(f"previous: {', '.join(Path(p).name for p in result['previous'])}")
+    console.out(f"profile: {', '.join(result['profiles'])}")
 
 
 def register(app: typer.Typer, name: str) -> None:

@@ -7,28 +7,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.cli.options import JsonOpt
-
-
-def parse_tile(text: str) -> dict[str, int]:
-    """``"BT=64,BD=256"`` -> ``{"BT": 64, "BD": 256}``; every size a positive integer, names unique."""
-    from ascendopt.errors import UsageError
-
-    tile: dict[str, int] = {}
-    for item in (p.strip() for p in text.split(",")):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--tile {text!r}: expected NAME=SIZE pairs such as BT=64,BD=256")
-        if name in tile:
-            raise UsageError(f"--tile {text!r}: {name} given twice")
-        try:
-            size = int(value.strip())
-        except ValueError:
-            raise UsageError(f"--tile {name}={value.strip()}: size must be an integer") from None
-        if size <= 0:
-            raise UsageError(f"--tile {name}={size}: size must be >= 1")
-        tile[name] = size
-    return tile
+from ascendopt.device.ub import DEFAULT_MARGIN
 
 
 def ub(
@@ -44,7 +23,9 @@ def ub(
     ub_bytes: Annotated[
         int | None, typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")
     ] = None,
-    margin: Annotated[float, typer.Option("--margin", help="Safety margin in (0, 1]; budget = margin x UB.")] = 0.85,
+    margin: Annotated[
+        float, typer.Option("--margin", help="Safety margin in (0, 1]; budget = margin x UB.")
+    ] = DEFAULT_MARGIN,
     solve: Annotated[
         str | None, typer.Option("--solve", help="Print the largest safe power of two for this tile dimension.")
     ] = None,
@@ -58,8 +39,11 @@ def ub(
     from ascendopt import console
     from ascendopt.device import config
     from ascendopt.device import ub as model
+    from ascendopt.kernels.spec import parse_assignments
 
-    sizes = parse_tile(tile)
+    # every size a positive integer, each dimension once (two sizes for one name is a typo, not an override)
+    sizes = parse_assignments(tile, option="--tile", example="BT=64,BD=256", integer=True, minimum=1,
+                              unique=True, value="size")
     if ub_bytes is not None:
         chip_name, capacity, source = chip or "custom", ub_bytes, "--ub-bytes"
     else:

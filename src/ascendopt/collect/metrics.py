@@ -1,31 +1,20 @@
-"""Metric groups and profiler levels: the names a user may type and the canonical names we store.
+"""Metric groups and profiler levels: parsing what a user types into the canonical names we store.
 
-The canonical group names are torch_npu's ``AiCMetrics`` member names (docs/reference/
-ascend-profiler.md §9.4), except that "no counters" is stored as ``none`` (the member is
-``AiCoreNone``). Aliases follow the original ``profile_npu.py`` (optimization-loop.md §2): the key
-is lower-cased with ``_`` and ``-`` removed, so ``Memory_UB``, ``memory-ub`` and ``ub`` all work.
+The groups themselves (canonical names, accepted aliases, the order the help lists them in) are
+defined once, in ``ascendopt.analyze.traces.columns`` (``METRIC_GROUP_TABLE``), next to the columns
+that show a profile holds them; this module only parses against that table. An alias is matched
+lower-cased with ``_`` and ``-`` removed, so ``Memory_UB``, ``memory-ub`` and ``ub`` all work.
 """
 
 from __future__ import annotations
 
+from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE, NONE_GROUP
 from ascendopt.errors import UsageError
 
-NONE = "none"
-
-# Canonical name -> accepted spellings (after lower-casing and dropping "_" and "-").
-_GROUPS: dict[str, tuple[str, ...]] = {
-    "PipeUtilization": ("pipe", "pipeutilization"),
-    "MemoryUB": ("ub", "memoryub"),
-    "Memory": ("memory",),
-    "L2Cache": ("l2", "l2cache"),
-    "ArithmeticUtilization": ("arith", "arithmeticutilization"),
-    "MemoryAccess": ("memaccess", "memoryaccess"),
-    "MemoryL0": ("memoryl0",),
-    "ResourceConflictRatio": ("conflict", "resourceconflictratio"),
-    NONE: ("none", "aicorenone"),
-}
-METRIC_GROUPS: tuple[str, ...] = tuple(_GROUPS)
-_ALIASES = {alias: canonical for canonical, aliases in _GROUPS.items() for alias in aliases}
+NONE = NONE_GROUP
+# Every group, in the order the help and the "unknown metric group" hint list them.
+METRIC_GROUPS: tuple[str, ...] = COLLECT_GROUP_ORDER
+_ALIASES = {alias: group for group, spec in METRIC_GROUP_TABLE.items() for alias in spec.aliases}
 
 # torch_npu ProfilerLevel member names; Level0 / Level_none collect no PMU counters.
 PROFILER_LEVELS: tuple[str, ...] = ("Level0", "Level1", "Level2", "Level_none")
@@ -33,12 +22,13 @@ LEVELS_WITHOUT_COUNTERS = ("Level0", "Level_none")
 
 
 def _key(text: str) -> str:
+    """The form aliases are compared in: ``" Memory_UB "`` -> ``"memoryub"``."""
     return text.strip().lower().replace("_", "").replace("-", "")
 
 
 def valid_names() -> str:
-    """Every accepted spelling, for error messages."""
-    parts = [f"{canonical} ({', '.join(aliases)})" for canonical, aliases in _GROUPS.items()]
+    """Every accepted spelling, for error messages: ``"PipeUtilization (pipe, pipeutilization); ..."``."""
+    parts = [f"{group} ({', '.join(METRIC_GROUP_TABLE[group].aliases)})" for group in METRIC_GROUPS]
     return "; ".join(parts)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ascendopt import console
 from ascendopt.contract.frozen import file_entry, git_state, oracle_entries, project_root, resolve_command
-from ascendopt.contract.model import BaselineTiming, Contract, ShapeCase, Workload, save
+from ascendopt.contract.model import DEFAULT_MAX_ROUNDS, BaselineTiming, Contract, ShapeCase, Workload, save
 from ascendopt.errors import CorrectnessError, UsageError
 from ascendopt.workspace import Workspace
 
@@ -110,7 +110,7 @@ def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
 
 def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = None, dtype: str | None = None,
                   mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
-                  metric_groups: Sequence[str] | None = None, max_rounds: int = 20,
+                  metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                   force: bool = False) -> Contract:
     """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
     shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere."""
@@ -187,7 +187,7 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
 
 def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], kernel_filter: str,
                      test_cmd: str | None = None, references: Sequence[str] = (),
-                     metric_groups: Sequence[str] | None = None, max_rounds: int = 20,
+                     metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                      force: bool = False) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned."""
     import subprocess
@@ -209,7 +209,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     argv = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q", *[f.path for f in files
                                                                                    if f.role == "test"]]
     console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)}")
-    proc = subprocess.run(resolve_command(argv), cwd=root, capture_output=True, text=True)
+    # the tests run on the backend this process selected (--backend), as the gate will run them
+    proc = subprocess.run(resolve_command(argv), cwd=root, capture_output=True, text=True, env=backends.child_env())
     if proc.returncode != 0:
         tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
         raise CorrectnessError(f"the baseline fails its tests (exit {proc.returncode}), refusing to freeze: {tail}")

@@ -27,6 +27,9 @@ KINDS = ("kernel", "exec-file")
 MODES = ("fwd", "fwdbwd")
 TOLERANCE_KEYS = ("fwd", "bwd")
 FILE_ROLES = ("test", "reference", "workload", "oracle")
+# Iteration cap of the loop when freeze is given none: generous next to the stall (3 non-keep rounds)
+# and directions (3 tried) criteria, which usually end a loop first.
+DEFAULT_MAX_ROUNDS = 20
 # Fields outside the digest: the digest itself and the schema marker read_yaml already checks.
 _UNDIGESTED = ("integrity", "schema")
 
@@ -153,7 +156,7 @@ class Contract:
     metric_groups: tuple[str, ...]
     git: dict[str, Any]  # {"commit": sha or None, "dirty": bool}
     created_at: str
-    max_rounds: int = 20  # iteration cap of the loop (rounds.should_stop)
+    max_rounds: int = DEFAULT_MAX_ROUNDS  # iteration cap of the loop (rounds.records.should_stop)
 
     @property
     def is_kernel(self) -> bool:
@@ -218,7 +221,7 @@ class Contract:
         if not expected:
             raise f.fail("expected_kernels", "empty (the kernel-hit check needs at least one name)")
         git = f.mapping(f.get(data, "git", ""), "git")
-        max_rounds = data.get("max_rounds", 20)
+        max_rounds = data.get("max_rounds", DEFAULT_MAX_ROUNDS)
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise f.fail("max_rounds", f"expected a positive integer, found {max_rounds!r}")
         return cls(

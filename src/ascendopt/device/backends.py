@@ -1,8 +1,10 @@
 """Backends: ``npu`` (torch_npu + triton-ascend), ``cuda`` (torch + triton), ``cpu`` (Triton interpreter).
 
 Nothing here runs at import time. ``detect()`` imports torch (and torch_npu, lazily, inside a
-function) only when called. ``select()`` records the CLI's ``--backend`` choice so that later
-code (kernel registry, collectors, bench) use the same backend via ``current()``.
+function) only when called. ``select()`` records the CLI's ``--backend`` choice in this module (it
+writes no environment variable) so that later code (kernel registry, collectors, bench) use the
+same backend via ``current()``; a child process gets the choice explicitly, in the environment
+``child_env()`` builds for it.
 
 Why the torch_npu dance: with torch_npu installed but CANN not sourced, torch's backend autoload
 makes ``import torch`` itself fail (docs/reference/install.md §2.2). So before the first
@@ -26,7 +28,8 @@ from ascendopt.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("npu", "cuda", "cpu")
 # Kernel-package modules that hold no @triton.jit code (importing them early is harmless).
-KERNEL_SUPPORT_MODULES = frozenset({"ascendopt.kernels.spec", "ascendopt.kernels._lib", "ascendopt.kernels._lib.common"})
+KERNEL_SUPPORT_MODULES = frozenset({"ascendopt.kernels.spec", "ascendopt.kernels._lib",
+                                    "ascendopt.kernels._lib.common"})
 
 
 def jit_modules_loaded() -> list[str]:
@@ -182,6 +185,7 @@ def _sleep_cycles_per_ms() -> float:
 # -- detection ---------------------------------------------------------------------------------
 
 _selected: Backend | None = None
+_explicit: str | None = None  # the CLI's --backend (typer also fills it from $ASCENDOPT_BACKEND)
 
 
 def _import_torch():
@@ -256,27 +260,49 @@ def detect(explicit: str | None = None) -> Backend:
 
 
 def select(explicit: str | None) -> None:
-    """Record the CLI's choice; ``current()`` resolves it lazily (so --help stays torch-free)."""
-    global _selected
+    """Record the CLI's choice; ``current()`` resolves it lazily (so --help stays torch-free).
+
+    The choice stays in this process: child processes receive it through ``child_env()``.
+    """
+    global _selected, _explicit
     _selected = None
-    if explicit:
-        if explicit not in BACKENDS:
-            raise UsageError(f"unknown backend {explicit!r}", hint=f"known backends: {', '.join(BACKENDS)}")
-        os.environ["ASCENDOPT_BACKEND"] = explicit
+    if explicit and explicit not in BACKENDS:
+        raise UsageError(f"unknown backend {explicit!r}", hint=f"known backends: {', '.join(BACKENDS)}")
+    _explicit = explicit or None
+
+
+def chosen() -> str | None:
+    """The backend asked for, unresolved: the selected one, else ``$ASCENDOPT_BACKEND`` (how a child
+    started with ``child_env()``, or a script, asks), else None (auto-detection)."""
+    return _explicit or os.environ.get("ASCENDOPT_BACKEND") or None
 
 
 def current() -> Backend:
-    """The backend of this process: ``$ASCENDOPT_BACKEND`` (set by --backend) or auto-detection."""
+    """The backend of this process: ``chosen()`` (--backend or ``$ASCENDOPT_BACKEND``) or auto-detection."""
     global _selected
     if _selected is None:
-        _selected = detect(os.environ.get("ASCENDOPT_BACKEND") or None)
+        _selected = detect(chosen())
     return _selected
 
 
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child process that must use this process's backend choice.
+
+    A copy of ``base`` (default ``os.environ``) with ``ASCENDOPT_BACKEND`` set to the selected
+    backend when one was selected; without a selection the child detects the backend as this
+    process does (``$ASCENDOPT_BACKEND`` already in the environment passes on unchanged).
+    """
+    env = dict(os.environ if base is None else base)
+    if _explicit:
+        env["ASCENDOPT_BACKEND"] = _explicit
+    return env
+
+
 def reset() -> None:
-    """Forget the resolved backend (tests)."""
-    global _selected
+    """Forget the selected and the resolved backend and the device facts (tests; the CLI per call)."""
+    global _selected, _explicit
     _selected = None
+    _explicit = None
     _device_info.cache_clear()
 
 

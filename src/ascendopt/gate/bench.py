@@ -28,6 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+# "If the number is too good, it is": a change beyond 5x either way is measured again before it is
+# reported, and kept only if the second measurement says the same.
 IMPLAUSIBLE_RATIO = 5.0
 
 
@@ -345,15 +347,46 @@ def compare(
     # The host's enqueue time per call, last batch of each side (device time hides it; show it).
     result = replace(result, baseline=replace(result.baseline, host_ms=getattr(sides[0], "host_ms", None)),
                      candidate=replace(result.candidate, host_ms=getattr(sides[1], "host_ms", None)))
-    implausible = result.ratio > IMPLAUSIBLE_RATIO or result.ratio < 1 / IMPLAUSIBLE_RATIO
-    if implausible and _recheck:
+    if _recheck and implausible(result.ratio):
         again = compare(baseline, candidate, inputs=inputs, candidate_inputs=candidate_inputs, backend=backend,
                         pairs=pairs, max_pairs=max_pairs, warmup=warmup, warmup_ms=warmup_ms,
                         min_sample_ms=min_sample_ms, rule=rule, _recheck=False)
-        if again.verdict != result.verdict:
-            return Comparison("same", again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
-                              again.baseline, again.candidate, True,
-                              f"implausible {result.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)")
-        return Comparison(again.verdict, again.ratio, again.threshold_rel, again.noise_rel, again.p_value,
-                          again.baseline, again.candidate, True, again.reason + " (re-checked: > 5x)")
+        return after_recheck(result, again)
     return result
+
+
+def implausible(ratio: float) -> bool:
+    """True when a time ratio is beyond ``IMPLAUSIBLE_RATIO`` either way (measure it again)."""
+    return not 1 / IMPLAUSIBLE_RATIO <= ratio <= IMPLAUSIBLE_RATIO
+
+
+def after_recheck(first: Comparison, again: Comparison) -> Comparison:
+    """What to report once an implausible ``first`` was measured ``again``: the second measurement,
+    with its verdict only if it reproduced the first one's, else "same"."""
+    if again.verdict != first.verdict:
+        return replace(again, verdict="same", rechecked=True,
+                       reason=f"implausible {first.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)")
+    return replace(again, rechecked=True, reason=f"{again.reason} (re-checked: > {IMPLAUSIBLE_RATIO:g}x)")
+
+
+def min_pairs(rule: DecisionRule = DecisionRule()) -> int:
+    """Fewest interleaved pairs worth timing under ``rule``: the exact two-sided signed-rank test on n
+    pairs reaches at best p = 2 / 2**n, which must fall below ``rule.alpha`` with room for two discordant
+    pairs (+2). With alpha = 0.002 that is 12."""
+    n = 1
+    while 2.0 / 2**n >= rule.alpha:
+        n += 1
+    return n + 2
+
+
+MIN_PAIRS = min_pairs()
+
+
+def check_pairs(pairs: int, option: str = "--pairs") -> None:
+    """Refuse a pair count below ``MIN_PAIRS`` (exit 2): no change could ever be called significant."""
+    if pairs < MIN_PAIRS:
+        from ascendopt.errors import UsageError
+
+        raise UsageError(f"{option} {pairs}: at least {MIN_PAIRS} interleaved pairs are needed",
+                         hint=f"with fewer, the signed-rank test cannot reach p < {DecisionRule().alpha}: "
+                              "no change could ever be called")

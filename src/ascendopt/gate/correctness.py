@@ -14,13 +14,14 @@ and fails). Each returned tensor is compared with the spec's fp32 reference:
   (Liger's rule, factor 2). The unit-roundoff floor keeps the rule meaningful when torch's own
   result is exact.
 
-Nothing here returns a bare bool: the caller gets one ``TensorReport`` per tensor and prints it.
+Nothing here returns a bare bool: the caller gets one ``TensorReport`` per tensor; ``cli.render``
+prints them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -189,14 +190,3 @@ def default_tolerances(spec: KernelSpec, dtype: str, mode: str) -> dict[str, Tol
         out["bwd"] = Tolerance(rtol=float(spec.extras.get("bwd_tolerances", {}).get(dtype, rtol)))
     return out
 
-
-def print_reports(reports: Iterable[TensorReport]) -> None:
-    """Per-tensor lines on stderr, grouped by case (status output; ``--json`` carries the data)."""
-    from ascendopt import console
-
-    last = None
-    for report in reports:
-        if report.case != last:
-            console.info(f"[{report.case}]")
-            last = report.case
-        console.info(report.line())

@@ -61,8 +61,10 @@ class _Child:
     whose warmup and samples run in the child."""
 
     def __init__(self, tree: Path, exec_file: Path, label: str):
+        from ascendopt.device import backends
+
         self.label = label
-        env = dict(os.environ)
+        env = backends.child_env()  # the child must time on the backend this process selected
         paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         self.proc = subprocess.Popen([sys.executable, "-m", "ascendopt.gate.interleave", str(exec_file)], cwd=tree,

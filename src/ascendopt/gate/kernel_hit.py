@@ -67,5 +67,7 @@ def _observed_npu(fn: Callable[[], Any]) -> list[str]:
 
 
 def missing_kernels(expected: tuple[str, ...] | list[str], seen: list[str]) -> list[str]:
-    """Expected names with no observed name containing them (device names may carry suffixes)."""
-    return [name for name in expected if not any(name in s for s in seen)]
+    """Expected names (or ``regex:`` patterns) that no observed name matches (``analyze.matching``)."""
+    from ascendopt.analyze.matching import unmatched
+
+    return unmatched(expected, seen)

@@ -16,7 +16,6 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -31,16 +30,14 @@ from ascendopt.contract.frozen import check_frozen_files, project_root, resolve_
 from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, EnvironmentProblem, IntegrityError, UsageError
-from ascendopt.gate.bench import IMPLAUSIBLE_RATIO
+from ascendopt.gate import bench
 from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
+from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
 __all__ = ["Check", "GateResult", "StageResult", "missing_kernels", "observed_kernels", "run_gate",
            "timing_inputs"]
-# Exact two-sided signed-rank p of n all-positive pairs is 2 / 2^n: n >= 10 reaches bench's alpha
-# 0.002 only if every pair agrees; 12 leaves room for one reversed pair on a noisy host.
-MIN_PAIRS = 12
 
 
 class ClockBackend:
@@ -73,14 +70,19 @@ class ClockBackend:
 # -- stages ------------------------------------------------------------------------------------
 
 
-def _integrity(ws: Workspace) -> tuple[StageResult, Contract | None]:
-    data = load_raw(ws)
+def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResult, Contract | None]:
+    """The contract's digest and the frozen files. ``loaded``: a contract whose digest was checked
+    when the caller's ``RoundContext`` loaded it (not read again)."""
     source = ws.contract_path.name
-    try:
-        verify_digest(data, source)
-    except IntegrityError as exc:
-        return StageResult("integrity", "fail", str(exc), [Check(source, False, str(exc))]), None
-    contract = Contract.from_dict(data, source)
+    if loaded is None:
+        data = load_raw(ws)
+        try:
+            verify_digest(data, source)
+        except IntegrityError as exc:
+            return StageResult("integrity", "fail", str(exc), [Check(source, False, str(exc))]), None
+        contract = Contract.from_dict(data, source)
+    else:
+        contract = loaded
     checks = [Check(source, True, "digest matches")]
     checks += [Check(*item) for item in check_frozen_files(contract, project_root())]
     bad = [c for c in checks if not c.passed]
@@ -90,11 +92,10 @@ def _integrity(ws: Workspace) -> tuple[StageResult, Contract | None]:
                        checks), contract
 
 
-def _correctness_kernel(contract: Contract, config: dict[str, int]) -> StageResult:
-    from ascendopt import kernels
+def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResult:
     from ascendopt.gate.correctness import check_kernel
 
-    spec = kernels.get(contract.workload.kernel)
+    contract, spec = ctx.contract, ctx.spec
     w = contract.workload
     reports = []
     for case in w.shapes:
@@ -128,7 +129,8 @@ _FAILED_LINE = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 def _correctness_tests(contract: Contract, root: Path) -> StageResult:
     argv = resolve_command(contract.commands["validation"])
     console.status(f"gate: running frozen tests: {' '.join(argv)}")
-    proc = subprocess.run(argv, cwd=root, capture_output=True, text=True)
+    # the frozen tests run on the backend this process selected (--backend), as they did at freeze
+    proc = subprocess.run(argv, cwd=root, capture_output=True, text=True, env=backends.child_env())
     output = proc.stdout + proc.stderr
     failures = [m for m in (_FAILED_LINE.match(line.strip()) for line in output.splitlines()) if m]
     tail = "\n".join(output.strip().splitlines()[-20:])
@@ -145,12 +147,9 @@ def _correctness_tests(contract: Contract, root: Path) -> StageResult:
                        {"returncode": proc.returncode, "output_tail": tail})
 
 
-def _kernel_hit(contract: Contract, config: dict[str, int], root: Path) -> StageResult:
-    if contract.is_kernel:
-        from ascendopt import kernels
-        from ascendopt.device import backends
-
-        spec = kernels.get(contract.workload.kernel)
+def _kernel_hit(ctx: RoundContext, config: dict[str, int], root: Path) -> StageResult:
+    contract, spec = ctx.contract, ctx.spec
+    if spec is not None:
         case = contract.workload.shapes[0]
         inputs = spec.make_inputs(dict(case.dims), contract.workload.dtype, backends.current().torch_device(), 0)
         seen = observed_kernels(lambda: spec.run(inputs, config, contract.workload.mode))
@@ -180,16 +179,11 @@ def timing_inputs(spec, dims: Mapping[str, Any], dtype: str, mode: str, device) 
     return [(spec.make_inputs(dict(dims), dtype, device, seed),) for seed in range(count)]
 
 
-def _performance_kernel(contract: Contract, config: dict[str, int], timer, pairs: int) -> StageResult:
-    from ascendopt import kernels
-    from ascendopt.device import backends
-    from ascendopt.gate import bench
-
-    spec = kernels.get(contract.workload.kernel)
-    w = contract.workload
+def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs: int) -> StageResult:
+    spec, w = ctx.spec, ctx.contract.workload
     backend = backends.current()
     measure_backend = ClockBackend(backend, timer) if timer is not None else backend
-    baseline_cfg = spec.config(w.config)
+    baseline_cfg = ctx.baseline_config
     comparisons = []
     for case in w.shapes:
         console.status(f"gate: timing {spec.name} {case.name}: baseline {baseline_cfg} vs candidate {config}")
@@ -219,14 +213,8 @@ def _performance_own(contract: Contract, root: Path, pairs: int) -> StageResult:
         shutil.copyfile(root / exec_rel, tree / exec_rel)
         console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved)")
         result = compare_trees(exec_rel, tree, root, pairs=pairs)
-        if not 1 / IMPLAUSIBLE_RATIO <= result.ratio <= IMPLAUSIBLE_RATIO:
-            # "If the number is too good, it is": measure again, as bench.compare does in-process.
-            again = compare_trees(exec_rel, tree, root, pairs=pairs)
-            result = dataclasses.replace(
-                again, rechecked=True,
-                verdict=again.verdict if again.verdict == result.verdict else "same",
-                reason=(again.reason + " (re-checked: > 5x)" if again.verdict == result.verdict else
-                        f"implausible {result.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)"))
+        if bench.implausible(result.ratio):
+            result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs))
     finally:
         _git(root, "worktree", "remove", "--force", str(tree), check=False)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -266,40 +254,35 @@ def _performance_result(comparisons) -> StageResult:
 # -- the gate ----------------------------------------------------------------------------------
 
 
-def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping[str, Any] | None = None,
-             timer: Callable[[], float] | None = None, pairs: int = 30) -> GateResult:
+def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: bool = False,
+             config_override: Mapping[str, Any] | None = None, timer: Callable[[], float] | None = None,
+             pairs: int = 30) -> GateResult:
     """Run the stages in order and stop at the first red one.
 
+    ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the
+    gate loads the contract itself and reports a hand edit as a red integrity stage.
     ``config_override``: candidate tunables for a bundled kernel (default: the frozen config, an
     A/A check). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
     performance stage (tests). ``pairs``: interleaved sample pairs per timed case.
     """
-    if pairs < MIN_PAIRS:
-        raise UsageError(f"pairs={pairs}: at least {MIN_PAIRS} interleaved pairs are needed",
-                         hint="with fewer, the signed-rank test cannot reach p < 0.002: "
-                              "no regression could ever be called")
+    bench.check_pairs(pairs)
     started = time.monotonic()
     stages: list[StageResult] = []
     notes: list[str] = []
-    integrity, contract = _integrity(ws)
+    integrity, contract = _integrity(ws, context.contract if context else None)
     stages.append(integrity)
-    config: dict[str, int] = {}
     root = project_root()
     if contract is not None and integrity.status == "pass":
+        ctx = context or RoundContext.for_contract(ws, contract)
         _fingerprint_notes(contract, notes)
-        if contract.is_kernel:
-            from ascendopt import kernels
-
-            config = kernels.get(contract.workload.kernel).config({**contract.workload.config,
-                                                                   **(config_override or {})})
-        elif config_override:
+        if not ctx.is_kernel and config_override:
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
+        config = ctx.candidate_config(dict(config_override or {})) or {}
         runners = [
-            lambda: (_correctness_kernel(contract, config) if contract.is_kernel else
-                     _correctness_tests(contract, root)),
-            lambda: _kernel_hit(contract, config, root),
+            lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_tests(contract, root)),
+            lambda: _kernel_hit(ctx, config, root),
             lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
-                     _performance_kernel(contract, config, timer, pairs) if contract.is_kernel else
+                     _performance_kernel(ctx, config, timer, pairs) if ctx.is_kernel else
                      _performance_own(contract, root, pairs)),
         ]
         for run in runners:
@@ -316,8 +299,6 @@ def run_gate(ws: Workspace, *, skip_perf: bool = False, config_override: Mapping
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:
     """Say (not fail) when the gate runs on another backend/device than the one frozen."""
-    from ascendopt.device import backends
-
     now = backends.describe(backends.current())
     frozen = contract.device
     for key in ("backend", "name"):

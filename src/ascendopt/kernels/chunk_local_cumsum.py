@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.device import ub
+from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's vector-kernel margin (its cumsum's too)
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.errors import UsageError
 from ascendopt.kernels._lib import resident
@@ -31,9 +32,8 @@ from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBSta
 
 # Live fp32 copies of the [BT, BC] tile: fla's Ascend cumsum uses 8.0 for its 2D (vector) tile and
 # 3.0 for the 1D scalar one (ops/utils/backends/triton_ascend/cumsum.py); our tile is always 2D
-# (gate, prefix sums, the reverse total and the scan's temporaries), so 8.0, margin 0.85.
+# (gate, prefix sums, the reverse total and the scan's temporaries), so 8.0, at fla's vector margin.
 MEM_MULT = 8.0
-UB_MARGIN = 0.85
 CHUNK_SIZES = (16, 32, 64, 128)
 # On CUDA the register file bounds the tile (rowwise.cuda_cap), counted in live fp32 values per tile
 # element. Compiled for sm_90 (triton 3.7.1, C divisible by 16): a 4096-element tile takes 72 registers
@@ -138,7 +138,7 @@ def _store_chunk(p, value, TAIL: tl.constexpr, EVEN_C: tl.constexpr):
 
 
 # Up to this many sequences the kernel builds its chunk index in-kernel: four [NP] int64 vectors stay
-# live beside the tile, <= 8 KiB at 256, inside the UB model's 15% margin (more: host offsets + search).
+# live beside the tile, <= 8 KiB at 256, inside the UB left over by UB_MARGIN (more: host offsets + search).
 MAX_IN_KERNEL_SEQS = 256
 OFFSETS_CACHE_SIZE = 4  # like fla's tensor_cache (FLA_TENSOR_CACHE_SIZE default 4)
 _offsets_cache: list = []

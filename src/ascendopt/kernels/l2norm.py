@@ -12,6 +12,7 @@ import math
 import triton
 import triton.language as tl
 
+from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's norm margin, as every vector kernel here
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.kernels._lib import resident, rowwise
 from ascendopt.kernels._lib.common import alloc, launch
@@ -23,7 +24,6 @@ from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBSta
 # dx and the dy*y product; "backward overflows at BT=128, BD=128, while BT=64 is safe").
 FWD_MEM_MULT = 2.0
 BWD_MEM_MULT = 4.0
-UB_MARGIN = 0.85  # fla's _UB_SAFETY_MARGIN for the norms (optimization-loop.md §6.2)
 DEFAULT_EPS = 1e-6
 
 
@@ -213,7 +213,8 @@ SPEC = KernelSpec(
     supports=_supports,
     kernel_names=("_l2norm_fwd_kernel", "_l2norm_bwd_kernel"),
     tolerances={"fp32": 1e-5, "bf16": 1e-2},
-    extras={"support": "x [..., D]: D 1..8192 (fp32 row tile x2 fwd / x4 bwd in 85% of a 192 KiB UB), any rows",
+    extras={"support": f"x [..., D]: D 1..8192 (fp32 row tile x2 fwd / x4 bwd in {UB_MARGIN:.0%} of a 192 KiB UB), "
+                       "any rows",
             "peer": _peer, "peer_name": "fla.modules.norm.l2norm.l2norm (fla-core 0.6.0)",
             "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx")}},
 )

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.device import ub
+from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's norm margin, as every vector kernel here
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.kernels._lib import resident, rowwise
 from ascendopt.kernels._lib.common import alloc, grid_size, launch, num_cores, on_cuda
@@ -30,7 +31,6 @@ FWD_MEM_MULT = 3.0
 BWD_MEM_MULT = 5.0
 # dw finalize: the [BP, BDW] partial tile and its column-sum temporary.
 FINALIZE_MEM_MULT = 2.0
-UB_MARGIN = 0.85  # fla's norm margin (optimization-loop.md §6.2)
 # Partial rows summed per finalize step: deep enough that ~one program per core keeps many bytes in flight.
 MAX_PARTIAL_ROWS = 256
 DEFAULT_EPS = 1e-6
@@ -334,7 +334,8 @@ SPEC = KernelSpec(
     supports=_supports,
     kernel_names=("_rms_norm_fwd_kernel", "_rms_norm_bwd_kernel", "_rms_norm_dweight_kernel"),
     tolerances={"fp32": 1e-5, "bf16": 1e-2},
-    extras={"support": "x [B, T, D], weight [D]: D 1..8192 (fp32 row tile x3 fwd / x5 bwd in 85% of a 192 KiB UB)",
+    extras={"support": f"x [B, T, D], weight [D]: D 1..8192 (fp32 row tile x3 fwd / x5 bwd in {UB_MARGIN:.0%} of a "
+                       "192 KiB UB)",
             "peer": _peer, "peer_name": "fla.modules.norm.layernorm.rms_norm (fla-core 0.6.0)",
             "outputs": {"fwd": ("y",), "fwdbwd": ("y", "dx", "dweight")},
             "lowering_configs": [{"weight_mode": 2}]},

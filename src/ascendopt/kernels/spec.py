@@ -15,14 +15,18 @@ Conventions shared by every spec:
 * ``ub_model(dims, config, dtype)`` lists every kernel stage's live tile set as ``UBStage``s.
 * ``cost(dims, dtype, mode)`` gives the minimum bytes moved and flops for the roofline.
 * ``supports(dims, dtype, mode)`` returns None or the reason the case is not supported.
+
+This module is imported by the CLI for its ``NAME=VALUE`` parser (``parse_assignments``), so it
+imports neither torch nor triton.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendopt.device.ub import DEFAULT_MARGIN
 from ascendopt.errors import UsageError
 
 Dims = Mapping[str, Any]
@@ -69,7 +73,7 @@ class UBStage:
     tile: dict[str, int]
     dtype: str  # element type that dominates the live set ("fp32" for fp32 accumulators)
     multiplier: float  # live tile copies; the spec comments where the number comes from
-    margin: float = 0.85
+    margin: float = DEFAULT_MARGIN  # budget = margin x UB; a stage with another margin says why
 
 
 @dataclass(frozen=True)
@@ -128,20 +132,48 @@ class KernelSpec:
 REQUIRED_PRESETS = ("tiny", "realistic")
 
 
+def parse_assignments(items: str | Iterable[str] | None, *, option: str = "--set",
+                      example: str = "--set block_rows=16", integer: bool = False, minimum: int | None = None,
+                      lists: Collection[str] = (), unique: bool = False, unique_why: str = "",
+                      value: str = "value") -> dict[str, Any]:
+    """``NAME=VALUE`` pairs -> ``{NAME: VALUE}``: the one parser behind every such option and argument.
+
+    ``items`` is one string or several (a repeated option); each is split at commas and blank parts are
+    skipped, so ``["BT=64,BD=128", "X=1"]`` and ``"BT=64, BD=128, X=1"`` give the same dict. A NAME is
+    an identifier (tunables, dims and tile names all are). Values stay stripped strings (the spec
+    validates tunables) unless ``integer``: then each is an ``int`` of at least ``minimum`` (when
+    given), and a name in ``lists`` takes ``:``-separated integers as a tuple (``seqlens=3:17:40``).
+    A name given twice keeps its last value unless ``unique`` (``unique_why`` is the reason shown).
+
+    Every error is a ``UsageError`` that starts with ``option`` (``--set``, ``--tile``, ``shape item``)
+    and names the offending part; ``example`` shows a valid form and ``value`` is the word for a value.
+    """
+    texts = [items] if isinstance(items, str) else list(items or [])
+    out: dict[str, Any] = {}
+    for text in texts:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, raw = (s.strip() for s in part.partition("="))
+            if not sep or not name.isidentifier():
+                raise UsageError(f"{option} {part!r}: expected NAME={value.upper()} (e.g. {example})")
+            if unique and name in out:
+                raise UsageError(f"{option} {name} given twice" + (f": {unique_why}" if unique_why else ""))
+            if not integer:
+                out[name] = raw
+                continue
+            try:
+                numbers = [int(v) for v in raw.split(":")] if name in lists else [int(raw)]
+            except ValueError:
+                raise UsageError(f"{option} {part!r}: {value} must be an integer") from None
+            if minimum is not None and min(numbers) < minimum:
+                raise UsageError(f"{option} {name}={raw}: {value} must be >= {minimum}")
+            out[name] = tuple(numbers) if name in lists else numbers[0]
+    return out
+
+
 def parse_dims(text: str) -> dict[str, Any]:
     """``"B=2,T=64,D=128"`` -> dims; ``seqlens=3:17:40`` gives a varlen tuple. Errors name the item."""
-    dims: dict[str, Any] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in item:
-            raise UsageError(f"shape item {item!r}: expected NAME=VALUE (e.g. B=2,T=64,D=128)")
-        key, value = (s.strip() for s in item.split("=", 1))
-        try:
-            if key == "seqlens":
-                dims[key] = tuple(int(v) for v in value.split(":"))
-            else:
-                dims[key] = int(value)
-        except ValueError:
-            raise UsageError(f"shape item {item!r}: value must be an integer") from None
+    dims = parse_assignments(text, option="shape item", example="B=2,T=64,D=128", integer=True,
+                             lists=("seqlens",))
     if not dims:
         raise UsageError(f"shape {text!r}: empty")
     return dims

@@ -12,7 +12,8 @@ from typing import Any
 
 from ascendopt.errors import DeviceFault, UsageError
 from ascendopt.rounds import records as rounds
-from ascendopt.rounds.run import Plan, RoundOutcome, Step, _command, check_stop, run_round
+from ascendopt.rounds.context import RoundContext
+from ascendopt.rounds.run import Plan, RoundOutcome, Step, check_stop, command_line, record_round
 from ascendopt.tune import search as tune
 from ascendopt.tune import space as tune_space
 from ascendopt.workspace import Workspace
@@ -24,25 +25,28 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
     """``--auto``: search the bundled kernel's tunables; each fresh candidate is a recorded round.
 
     Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config}``.
+    The workspace stays locked for the whole search: its rounds are one sequence.
     """
-    from ascendopt import kernels
-    from ascendopt.contract import model as contract_mod
+    with ws.lock():
+        ctx = RoundContext.load(ws)
+        if not ctx.is_kernel:
+            raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
+        check_stop(ctx, force)
+        return _search(ctx, hypothesis=hypothesis, budget=budget, pairs=pairs, step=step or (lambda text: None),
+                       on_round=on_round, timer=timer)
+
+
+def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: int, step: Step,
+            on_round: Callable[[RoundOutcome], None] | None, timer: Callable[[], float] | None) -> dict[str, Any]:
     from ascendopt.device import backends
 
-    step = step or (lambda text: None)
-    contract = contract_mod.load(ws)
-    if not contract.is_kernel:
-        raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
-    records = rounds.load_rounds(ws)
-    check_stop(records, contract, force)
-    spec = kernels.get(contract.workload.kernel)
-    backend = backends.current()
-    info = backend.info()
+    ws, contract, spec, records = ctx.ws, ctx.contract, ctx.spec, ctx.records
+    info = backends.current().info()
     w = contract.workload
     case = w.shapes[0]
-    baseline = spec.config(w.config)
-    best_rec = rounds.best_round(records)
-    start = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
+    baseline = ctx.baseline_config
+    best_rec = ctx.best_round
+    start = ctx.best_config
     feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
                                                   mode=w.mode, around=start)
     # a candidate must fit every shape case of the contract, not only the first
@@ -84,9 +88,10 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
         plan = Plan(baseline, incumbent, cfg, changed)
         text = f"{hypothesis} [auto: " + ", ".join(f"{k} {incumbent[k]}->{v}" for k, v in changed.items()) + "]"
         try:
-            outcome = run_round(ws, hypothesis=text, sets=changed, force=True, pairs=pairs, reprofile=False,
-                                step=step, timer=timer, _plan=plan,
-                                _command_text=_command(hypothesis, {}, ["--auto", "--budget", str(budget)]))
+            # each candidate sees the rounds recorded before it (its number, the best so far)
+            outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
+                                   step=step, timer=timer, plan=plan,
+                                   command_text=command_line(hypothesis, {}, ["--auto", "--budget", str(budget)]))
         except DeviceFault as exc:
             # The search cannot go on in this process; remember the configuration as failed so the
             # next --auto run (a fresh process) skips it instead of breaking the device again.

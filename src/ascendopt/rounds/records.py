@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 from ascendopt.errors import ContractError
 from ascendopt.workspace import Workspace, read_yaml, write_yaml
 
@@ -35,7 +36,6 @@ STOP_CRITERIA = ("floor", "max_rounds", "stall", "directions")
 
 STALL_ROUNDS = 3  # fla-optimization-loop: "After 3 consecutive non-keep rows, stop and re-assess"
 MIN_DIRECTIONS = 3  # fla-optimization-loop: ">= 3 distinct directions have been tried with evidence"
-DEFAULT_MAX_ROUNDS = 20  # used only when a contract carries no max_rounds
 
 # Floor thresholds. 0.85 of the data-sheet HBM peak: well-written streaming copies reach ~85-92 % of
 # peak on HBM parts (our own H200 copy measurement is in benchmarks/RESULTS.md), so a kernel at 85 %

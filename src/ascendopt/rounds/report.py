@@ -2,7 +2,10 @@
 commands, no-go bar) and a PNG plot of latency per round.
 
 Pure data in, text/PNG out: ``contract`` is ``Contract.to_dict()`` output and ``records`` are
-``rounds.RoundRecord``s. The OPT_LOG table keeps fla's columns
+``rounds.RoundRecord``s. ``workspace_report`` reads both from a workspace and builds the whole report
+as data; ``cli.report.write_report`` (used by ``report`` and ``demo``) writes the files.
+
+The OPT_LOG table keeps fla's columns
 ``| Iter | Direction (one line) | Gate | Bench (median ms) | vs best | Status |`` with row 0 the
 baseline (docs/reference/optimization-loop.md §10).
 """
@@ -11,12 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ascendopt.rounds.records import RoundRecord, best_round, geomean, should_stop
+from ascendopt.rounds.records import RoundRecord, StopDecision, best_round, geomean, load_rounds, should_stop
+from ascendopt.workspace import Workspace
 
 OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
 STATS_COLUMNS = ("case", "side", "median ms", "mean ms", "std ms", "min ms", "p10 ms", "p90 ms", "n")
@@ -178,6 +183,44 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
             lines.append(r.command)
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class WorkspaceReport:
+    """A workspace's merge-request report as data: the inputs of the plot, the markdown text, and the
+    facts ``report --json`` prints beside the file paths."""
+
+    contract: dict[str, Any]  # Contract.to_dict()
+    records: tuple[RoundRecord, ...]  # oldest first
+    markdown: str
+    best_round: int | None  # number of the latest kept round; None while the baseline is the best
+    stop: StopDecision  # the stop criteria over the recorded rounds, under the contract's max_rounds
+
+
+def plot_link(md_path: Path, png_path: Path) -> str:
+    """How the markdown names the plot: its file name when both files share a folder (the pair can be
+    moved together, e.g. into a merge request), else the plot's absolute path."""
+    return png_path.name if png_path.parent.resolve() == md_path.parent.resolve() else str(png_path.resolve())
+
+
+def workspace_report(ws: Workspace, *, plot_name: str | None, check_digest: bool = False) -> WorkspaceReport:
+    """Read the contract and the round records of ``ws`` and build the report.
+
+    ``plot_name``: how the markdown links the plot (``plot_link``), None for no link. The digest is
+    not checked by default: a report only reads, and judging integrity is the gate's job.
+    """
+    from ascendopt.contract import model as contract_mod
+
+    contract = contract_mod.load(ws, check_digest=check_digest)
+    records = tuple(load_rounds(ws))
+    data = contract.to_dict()
+    best = best_round(records)
+    return WorkspaceReport(
+        contract=data, records=records,
+        markdown=render_markdown(data, records, plot_name=plot_name, max_rounds=contract.max_rounds),
+        best_round=best.number if best else None,
+        stop=should_stop(records, max_rounds=contract.max_rounds),
+    )
 
 
 def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], path: Path) -> Path:

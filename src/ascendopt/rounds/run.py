@@ -1,8 +1,9 @@
 """One optimize-round, end to end: stop check -> change -> gate -> interleaved bench -> re-profile -> record.
 
-The CLI (``cli/optimize_round.py``) and the demo call ``run_round`` (``round_auto.run_auto`` for
-``--auto``); tests call them
-with a tiny contract on the CPU interpreter. Order follows the loop (optimization-loop.md §1, §10):
+The CLI (``cli/optimize_round.py``) and the demo call ``run_round``, which takes the workspace lock,
+loads the ``RoundContext`` once and hands it to ``record_round`` (``rounds.auto.run_auto`` calls
+``record_round`` once per candidate under one lock); tests call them with a tiny contract on the CPU
+interpreter. Order follows the loop (optimization-loop.md §1, §10):
 
 1. refuse to run past a stop criterion unless ``force`` (and say which one);
 2. the candidate = the best configuration so far + this round's ``--set`` change (one change);
@@ -27,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt import console
+from ascendopt.analyze.matching import matches_any
 from ascendopt.errors import AscendoptError, UsageError
 from ascendopt.gate.stages import ClockBackend
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import summary as round_summary
 from ascendopt.rounds import timing as rt
+from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.records import RoundRecord, StopDecision
 from ascendopt.tune import search as tune
 from ascendopt.tune import space as tune_space
@@ -58,27 +61,14 @@ def prepare_backend() -> None:
 
 def parse_sets(items: Sequence[str] | None) -> dict[str, str]:
     """``["BT=64", "BD=128"]`` -> ``{"BT": "64", "BD": "128"}``; values are validated by the spec."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        for part in filter(None, (p.strip() for p in item.split(","))):
-            if "=" not in part:
-                raise UsageError(f"--set {part!r}: expected NAME=VALUE (e.g. --set block_rows=16)")
-            name, value = (s.strip() for s in part.split("=", 1))
-            if name in out:
-                raise UsageError(f"--set {name} given twice: one change per round")
-            out[name] = value
-    return out
+    from ascendopt.kernels.spec import parse_assignments
+
+    return parse_assignments(items, unique=True, unique_why="one change per round")
 
 
-def max_rounds(contract) -> int | None:
-    """The iteration cap frozen in the contract (``max_rounds``), if the contract carries one."""
-    value = getattr(contract, "max_rounds", None)
-    return int(value) if value else None
-
-
-def check_stop(records: Sequence[RoundRecord], contract, force: bool) -> StopDecision:
+def check_stop(ctx: RoundContext, force: bool) -> StopDecision:
     """The stop decision so far; raises UsageError (exit 2) past a stop unless ``force``."""
-    decision = rounds.should_stop(records, max_rounds=max_rounds(contract))
+    decision = ctx.stop_decision()
     if decision.stop and not force:
         raise UsageError(f"stop criterion '{decision.criterion}' reached: {decision.reason}",
                          hint="re-assess (reprofile, report) or pass --force to run another round anyway")
@@ -109,11 +99,10 @@ class Plan:
         return "+".join(sorted(self.changed)) or "none"
 
 
-def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[str, Any]) -> Plan:
+def plan_change(ctx: RoundContext, sets: Mapping[str, Any]) -> Plan:
     """Best-so-far config + ``sets``; unknown tunables / bad values raise listing the valid ones."""
-    baseline = spec.config(contract.workload.config)
-    best_rec = rounds.best_round(records)
-    best = dict(best_rec.config) if best_rec and best_rec.config else dict(baseline)
+    spec, contract = ctx.spec, ctx.contract
+    baseline, best = ctx.baseline_config, ctx.best_config
     candidate = spec.config({**best, **sets})
     changed = {k: v for k, v in candidate.items() if best.get(k) != v}
     if not changed:
@@ -130,8 +119,9 @@ def plan_change(spec, contract, records: Sequence[RoundRecord], sets: Mapping[st
     return Plan(baseline, best, candidate, changed)
 
 
-def ub_use(spec, contract, config: Mapping[str, int], info) -> dict[str, Any]:
+def ub_use(ctx: RoundContext, config: Mapping[str, int], info) -> dict[str, Any]:
     """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows."""
+    spec, contract = ctx.spec, ctx.contract
     worst = None
     for case in contract.workload.shapes:
         cand = tune_space.ub_prediction(spec, case.dims, config, contract.workload.dtype, info.ub_bytes,
@@ -183,7 +173,7 @@ def _git(*args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def _command(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
+def command_line(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
     argv = ["ascendopt", "optimize-round", "--hypothesis", hypothesis]
     for k, v in sets.items():
         argv += ["--set", f"{k}={v}"]
@@ -193,111 +183,122 @@ def _command(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()
 def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None = None, force: bool = False,
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
-              timer: Callable[[], float] | None = None, _plan: Plan | None = None,
-              _command_text: str | None = None) -> RoundOutcome:
-    """Run and record one round. Returns the record, its path and the exit code for the CLI.
+              timer: Callable[[], float] | None = None) -> RoundOutcome:
+    """Run and record one round under the workspace lock. Returns the record, its path and the exit code.
 
-    ``before_profiles``: the best-so-far profile when the caller has one (else found or collected).
-    ``reprofile=False`` skips both profiles (``--auto`` candidates: timing decides). ``timer``: a
+    Refuses past a stop criterion unless ``force``. ``before_profiles``: the best-so-far profile when
+    the caller has one (else found or collected). ``reprofile=False`` skips both profiles. ``timer``: a
     clock in ms replacing the device timer (tests, like ``gate.run_gate``).
     """
-    from ascendopt.contract import model as contract_mod
+    _check_hypothesis(hypothesis)
+    with ws.lock():
+        ctx = RoundContext.load(ws)
+        check_stop(ctx, force)
+        return record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
+                            reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer)
+
+
+def _check_hypothesis(hypothesis: str) -> None:
+    if not hypothesis or not hypothesis.strip():
+        raise UsageError("--hypothesis: must say what this round changes and why (one line)")
+
+
+def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] | None = None, pairs: int = 30,
+                 target_metric: str | None = None, reprofile: bool = True,
+                 before_profiles: Sequence[str] | None = None, step: Step | None = None,
+                 timer: Callable[[], float] | None = None, plan: Plan | None = None,
+                 command_text: str | None = None) -> RoundOutcome:
+    """One round on an already loaded context; the caller holds the workspace lock and has applied the
+    stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
+    ``sets`` and the best so far."""
     from ascendopt.device import backends
     from ascendopt.gate.stages import run_gate
 
+    _check_hypothesis(hypothesis)
     step = step or (lambda text: None)
-    if not hypothesis or not hypothesis.strip():
-        raise UsageError("--hypothesis: must say what this round changes and why (one line)")
     sets = dict(sets or {})
-    with ws.lock():
-        contract = contract_mod.load(ws)
-        records = rounds.load_rounds(ws)
-        check_stop(records, contract, force)
-        backend = backends.current()
-        info = backend.info()
-        facts = backends.describe(backend)
-        number = rounds.next_number(ws)
-        spec = plan = ub = None
-        if contract.is_kernel:
-            from ascendopt import kernels
+    ws, contract, spec = ctx.ws, ctx.contract, ctx.spec
+    names = ctx.kernel_names
+    backend = backends.current()
+    info = backend.info()
+    facts = backends.describe(backend)
+    number = rounds.next_number(ws)
+    ub = None
+    if ctx.is_kernel:
+        plan = plan or plan_change(ctx, sets)
+        ub = ub_use(ctx, plan.candidate, info)
+        change = {"kind": "tunables", "set": dict(plan.changed), "config": dict(plan.candidate)}
+        direction = plan.direction
+    else:
+        if sets:
+            raise UsageError("--set applies to bundled kernels only; for own code edit the working tree")
+        change = {"kind": "code", "commit": _git("rev-parse", "HEAD") or None,
+                  "diff_stat": _git("diff", "--stat", "HEAD")[-2000:]}
+        direction = "code"
+    command = command_text or command_line(hypothesis, sets)
 
-            spec = kernels.get(contract.workload.kernel)
-            plan = _plan or plan_change(spec, contract, records, sets)
-            ub = ub_use(spec, contract, plan.candidate, info)
-            change = {"kind": "tunables", "set": dict(plan.changed), "config": dict(plan.candidate)}
-            direction = plan.direction
+    step(f"round {number}: gate on the candidate")
+    gate = run_gate(ws, context=ctx, skip_perf=ctx.is_kernel, config_override=plan.candidate if plan else None)
+    gsum = gate_summary(gate)
+    green = gsum["passed"]
+    before_paths: list[str] = []
+    before_report = None
+    if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
+        try:
+            before_paths = list(before_profiles or []) or rp.reference_profiles(ctx, step)
+            before_report = rp.analyze_paths(before_paths)
+        except AscendoptError as exc:
+            console.warn(f"profile of the best so far unavailable: {exc}")
+    bound_before = (round_summary.target_kernel(before_report, names) or {}).get("bound")
+    target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
+    timing = None
+    if green:
+        if ctx.is_kernel:
+            clocked = ClockBackend(backend, timer) if timer is not None else backend
+            timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
         else:
-            if sets:
-                raise UsageError("--set applies to bundled kernels only; for own code edit the working tree")
-            change = {"kind": "code", "commit": _git("rev-parse", "HEAD") or None,
-                      "diff_stat": _git("diff", "--stat", "HEAD")[-2000:]}
-            direction = "code"
-        command = _command_text or _command(hypothesis, sets)
+            timing = rt.timing_from_gate(gate, ctx.best_round)
 
-        step(f"round {number}: gate on the candidate")
-        gate = run_gate(ws, skip_perf=contract.is_kernel, config_override=plan.candidate if plan else None)
-        gsum = gate_summary(gate)
-        green = gsum["passed"]
-        before_paths: list[str] = []
-        before_report = None
-        if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
-            try:
-                before_paths = list(before_profiles or []) or rp.reference_profiles(
-                    ws, contract, records, plan.best if plan else None, step)
-                before_report = rp.analyze_paths(before_paths)
-            except AscendoptError as exc:
-                console.warn(f"profile of the best so far unavailable: {exc}")
-        bound_before = (round_summary.target_kernel(before_report, rp.kernel_names(contract)) or {}).get("bound")
-        target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
-        timing = None
-        if green:
-            if contract.is_kernel:
-                clocked = ClockBackend(backend, timer) if timer is not None else backend
-                timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
-            else:
-                timing = rt.timing_from_gate(gate, records)
+    after_paths: list[str] = []
+    after_report = None
+    if green and reprofile:
+        step(f"round {number}: re-profiling with {', '.join(contract.metric_groups)}")
+        try:
+            after_paths = rp.collect_profiles(ctx, plan.candidate if plan else None, f"round-{number:04d}")
+            after_report = rp.analyze_paths(after_paths)
+        except AscendoptError as exc:
+            console.warn(f"re-profile failed: {exc}")
+    floor = None
+    if timing:
+        hit = [k for k in (after_report or {}).get("kernels", []) if matches_any(str(k.get("name")), names)]
+        # collect's default schedule profiles one active call: the kernels' total time is one call's
+        cost = spec.cost(contract.workload.shapes[0].dims, contract.workload.dtype, contract.workload.mode) \
+            if spec else None
+        floor = rounds.detect_floor(device_us=sum(k["total_us"] for k in hit) or None,
+                                    latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
+                                    bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
+                                    backend=backend.name)
+    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
+    metrics = {}
+    if before_report and after_report:
+        from ascendopt.analyze.diagnosis import compare
 
-        after_paths: list[str] = []
-        after_report = None
-        if green and reprofile:
-            step(f"round {number}: re-profiling with {', '.join(contract.metric_groups)}")
-            try:
-                after_paths = rp.collect_profiles(ws, contract, plan.candidate if plan else None, f"round-{number:04d}")
-                after_report = rp.analyze_paths(after_paths)
-            except AscendoptError as exc:
-                console.warn(f"re-profile failed: {exc}")
-        floor = None
-        if timing:
-            names = rp.kernel_names(contract)
-            hit = [k for k in (after_report or {}).get("kernels", []) if any(n in str(k.get("name")) for n in names)]
-            # collect's default schedule profiles one active call: the kernels' total time is one call's
-            cost = spec.cost(contract.workload.shapes[0].dims, contract.workload.dtype, contract.workload.mode) \
-                if spec else None
-            floor = rounds.detect_floor(device_us=sum(k["total_us"] for k in hit) or None,
-                                        latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
-                                        bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
-                                        backend=backend.name)
-        verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
-        metrics = {}
-        if before_report and after_report:
-            from ascendopt.analyze.diagnosis import compare
-
-            metrics = compare(before_report, after_report)
-        draft = RoundRecord(number=number, hypothesis=hypothesis.strip(), direction=direction, change=change,
-                            gate=gsum, verdict=verdict, stop=StopDecision(False, None, ""),
-                            environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
-                            target_metric=target, floor=floor if verdict != "drop" else None,
-                            profiles=after_paths, profiles_before=before_paths, command=command)
-        stop = rounds.should_stop([*records, draft], max_rounds=max_rounds(contract))
-        speed = None
-        if timing:
-            speed = {"candidate_ms": timing["cases"][0]["candidate"]["median_ms"],
-                     "ratio_vs_best": timing["ratio_vs_best"], "ratio_vs_baseline": timing["ratio_vs_baseline"]}
-        summary = round_summary.build(kernel_names=rp.kernel_names(contract), before=before_report, after=after_report,
-                                      verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
-                                      target_metric=target, ub=ub, speed=speed)
-        record = replace(draft, stop=stop, summary=summary)
-        path = rounds.save_round(ws, record)
+        metrics = compare(before_report, after_report)
+    draft = RoundRecord(number=number, hypothesis=hypothesis.strip(), direction=direction, change=change,
+                        gate=gsum, verdict=verdict, stop=StopDecision(False, None, ""),
+                        environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
+                        target_metric=target, floor=floor if verdict != "drop" else None,
+                        profiles=after_paths, profiles_before=before_paths, command=command)
+    stop = ctx.stop_decision([draft])
+    speed = None
+    if timing:
+        speed = {"candidate_ms": timing["cases"][0]["candidate"]["median_ms"],
+                 "ratio_vs_best": timing["ratio_vs_best"], "ratio_vs_baseline": timing["ratio_vs_baseline"]}
+    summary = round_summary.build(kernel_names=names, before=before_report, after=after_report,
+                                  verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
+                                  target_metric=target, ub=ub, speed=speed)
+    record = replace(draft, stop=stop, summary=summary)
+    path = rounds.save_round(ws, record)
     return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])
 
 

@@ -1,4 +1,4 @@
-"""The round summary (fla's Ascend template) as data, and its printed form.
+"""The round summary (fla's Ascend template) as data; ``cli.render.render_round_summary`` prints it.
 
 Template (docs/reference/optimization-loop.md §10): target kernel Duration before -> after; pipe
 ratios Cube/MAC, Vector, scalar, MTE1, MTE2, MTE3; UB bandwidth when a MemoryUB run was collected;
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ascendopt.analyze.matching import matches_any
 
 # (label, canonical columns in preference order). Scalar/MTE2 exist on both core halves; the vector
 # half comes first because most bundled kernels are vector kernels. UB rows: MemoryUB's vector-pipe
@@ -63,7 +65,7 @@ def target_kernel(report: Mapping[str, Any] | None, names: Sequence[str]) -> dic
         return None
     kernels = report["kernels"]
     for k in kernels:  # analysis ranks kernels by total time
-        if any(n and n in str(k.get("name", "")) for n in names):
+        if matches_any(str(k.get("name", "")), names):
             return k
     return kernels[0]
 
@@ -134,7 +136,8 @@ def build(
     ub: Mapping[str, Any] | None = None,
     speed: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The round summary as a plain dict (stored in the round record, printed by ``render``).
+    """The round summary as a plain dict (stored in the round record, printed by
+    ``cli.render.render_round_summary``).
 
     ``speed``: ``{"ratio_vs_best", "ratio_vs_baseline", "candidate_ms"}``, None on a red gate.
     """
@@ -211,51 +214,3 @@ def _evidence_text(evidence: Any) -> str | None:
         parts.append(text)
     return "; ".join(parts) or None
 
-
-def _fmt(v: float | None, column: str = "") -> str:
-    if v is None:
-        return "not collected"
-    if column.endswith("_us"):
-        return f"{v:.2f} us"
-    if column.endswith("_gbs"):
-        return f"{v:.1f}"
-    return f"{v:.3f}"
-
-
-def render(summary: Mapping[str, Any], title: str) -> None:
-    """Print the summary: a before/after table on stdout, then verdict and next step lines."""
-    from ascendopt import console
-
-    lines = []
-    if summary["verdict"] != "drop":  # a red gate is neither timed nor profiled: no before/after table
-        d = summary["duration_us"]
-        rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
-        rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"]))
-                 for r in summary["metrics"]]
-        console.table(["metric", "before", "after"], rows,
-                      title=f"{title}: {summary.get('target_kernel') or 'target kernel'}")
-    else:
-        lines.append(f"{title}: gate RED")
-    if summary.get("bound") and summary["verdict"] != "drop":
-        ev = f" ({summary['bound_evidence']})" if summary.get("bound_evidence") else ""
-        lines.append(f"bound: {summary.get('bound_before') or '?'} -> {summary['bound']}{ev}")
-    tm = summary["target_metric"]
-    moved_text = {True: "moved", False: "did NOT move (reclassify or switch metric groups)",
-                  None: "not collected on one or both sides"}[tm["moved"]]
-    if summary["verdict"] != "drop":
-        lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
-                     f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
-    if summary.get("ub"):
-        ub = summary["ub"]
-        lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
-    speed = summary.get("speed")
-    if summary["verdict"] == "drop":
-        lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
-    elif speed:
-        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
-                     f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
-    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}")
-    lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
-                 + summary["stop_reason"])
-    for line in lines:
-        console.out(line)

@@ -17,20 +17,6 @@ from ascendopt.rounds.records import RoundRecord
 Step = Callable[[str], None]
 
 
-def min_pairs() -> int:
-    """Fewest interleaved pairs worth timing: the exact two-sided signed-rank test on n pairs can
-    reach at best p = 2 / 2**n, which must fall below ``bench.DecisionRule().alpha`` with room for
-    a discordant pair or two (+2). With alpha = 0.002 that is 12."""
-    from ascendopt.gate import bench
-
-    alpha = bench.DecisionRule().alpha
-    n = 1
-    while 2.0 / 2**n >= alpha:
-        n += 1
-    return n + 2
-IMPLAUSIBLE = 5.0  # bench.IMPLAUSIBLE_RATIO: a > 5x change is measured again before it is reported
-
-
 def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequence[tuple], backend, *, pairs: int,
                         warmup: int = 5, warmup_ms: float = 25.0, min_sample_ms: float = 1.0,
                         on_pair: Callable[[], None] | None = None) -> tuple[dict[str, list[float]], int]:
@@ -97,20 +83,27 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
         entry["samples_ms"] = {k: [round(x, 7) for x in v] for k, v in samples.items()}
         cases.append(entry)
     ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
-    if _recheck and (ratio_base > IMPLAUSIBLE or ratio_base < 1 / IMPLAUSIBLE):
-        if step:
-            step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
-        again = measure_sides(spec, contract, sides, pairs=pairs, backend=backend, step=step, _recheck=False)
-        again["rechecked"] = True
-        return again
-    return {"cases": cases, "ratio_vs_baseline": ratio_base,
-            "ratio_vs_best": rounds.geomean([c["vs_best"]["ratio"] for c in cases]),
-            "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]),
-            "vs_best": _aggregate([c["vs_best"]["verdict"] for c in cases])}
+    result = {"cases": cases, "ratio_vs_baseline": ratio_base,
+              "ratio_vs_best": rounds.geomean([c["vs_best"]["ratio"] for c in cases]),
+              "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]),
+              "vs_best": _aggregate([c["vs_best"]["verdict"] for c in cases])}
+    if not (_recheck and bench.implausible(ratio_base)):
+        return result
+    # bench's rule for an implausible ratio: measure again, keep a verdict only if it reproduced
+    if step:
+        step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
+    again = measure_sides(spec, contract, sides, pairs=pairs, backend=backend, step=step, _recheck=False)
+    again["rechecked"] = True
+    if again["vs_baseline"] != result["vs_baseline"]:
+        again["vs_baseline"] = again["vs_best"] = "same"
+        again["recheck"] = (f"implausible {ratio_base:.2f}x did not reproduce "
+                            f"({again['ratio_vs_baseline']:.2f}x)")
+    return again
 
 
-def timing_from_gate(result, records: Sequence[RoundRecord]) -> dict[str, Any]:
-    """Own code: the gate's frozen-commit vs working-tree comparisons as a round ``timing`` dict."""
+def timing_from_gate(result, best: RoundRecord | None) -> dict[str, Any]:
+    """Own code: the gate's frozen-commit vs working-tree comparisons as a round ``timing`` dict;
+    ``best``: the best kept round so far (None: the baseline is the best)."""
     perf = next(s for s in result.stages if s.name == "performance")
     cases = []
     for c in perf.data.get("comparisons", []):
@@ -118,7 +111,6 @@ def timing_from_gate(result, records: Sequence[RoundRecord]) -> dict[str, Any]:
         cases.append({"case": c["case"], "baseline": c["baseline"], "best": c["baseline"], "candidate": c["candidate"],
                       "vs_baseline": cmp, "vs_best": dict(cmp)})
     ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
-    best = rounds.best_round(records)
     best_ratio = best.timing["ratio_vs_baseline"] if best else 1.0
     # Separate runs do not compose exactly; the best's ratio vs the same frozen baseline is the fairest
     # reference there is without a second worktree. A gain must clear this round's noise band.

@@ -21,6 +21,7 @@ op_summary, op_statistic headers), §5 (PMU columns per aic_metrics group on Atl
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 # -- Ascend: kernel_details.csv / op_summary_*.csv / op_statistic.csv / msprof op CSVs ----------
 ASCEND_COLUMNS: dict[str, str] = {
@@ -254,17 +255,49 @@ CORE_TYPES: dict[str, str] = {
 # Tasks that are not device compute: not part of the kernel-time total (op_statistic leaves them out).
 NON_COMPUTE_CORE_TYPES = frozenset({"communication"})
 
-# aic_metrics groups and the canonical signature columns that show a table holds them (§3).
-METRIC_GROUPS: dict[str, tuple[str, ...]] = {
-    "PipeUtilization": ("mac_ratio", "vec_ratio"),
-    "ArithmeticUtilization": ("mac_fp16_ratio", "vec_fp32_ratio"),
-    "Memory": ("vector_main_mem_read_bw_gbs", "l1_read_bw_gbs", "ub_read_bw_gbs"),
-    "MemoryL0": ("l0a_read_bw_gbs",),
-    "MemoryUB": ("ub_read_bw_vector_gbs",),
-    "ResourceConflictRatio": ("vec_bank_cflt_ratio",),
-    "L2Cache": ("cube_r0_read_cache_hit", "vector_r0_read_cache_hit"),
-    "MemoryAccess": (),  # any column ending in _kb
+# -- aic_metrics groups: the one table ------------------------------------------------------------
+# Canonical group name = torch_npu's ``AiCMetrics`` member name (ascend-profiler.md §9.4), except that
+# "no counters" is stored as ``none`` (the member is ``AiCoreNone``). Per group:
+# * ``aliases``: what ``collect --aic-metrics`` accepts, compared lower-cased with "_" and "-" dropped
+#   (so ``Memory_UB``, ``memory-ub`` and ``ub`` all work; optimization-loop.md §2); the first is the
+#   short name the help lists.
+# * ``acl``: the ACL name profiler_info*.json records in ``_aic_metrics`` (§3).
+# * ``signature``: canonical columns whose presence shows a kernel table holds the group (§3).
+# Table order is AiCMetrics' order; analyze lists found / not-collected groups in it.
+NONE_GROUP = "none"
+
+
+class MetricGroup(NamedTuple):
+    aliases: tuple[str, ...]
+    acl: str
+    signature: tuple[str, ...]
+
+
+METRIC_GROUP_TABLE: dict[str, MetricGroup] = {
+    "PipeUtilization": MetricGroup(("pipe", "pipeutilization"), "ACL_AICORE_PIPE_UTILIZATION",
+                                   ("mac_ratio", "vec_ratio")),
+    "ArithmeticUtilization": MetricGroup(("arith", "arithmeticutilization"), "ACL_AICORE_ARITHMETIC_UTILIZATION",
+                                         ("mac_fp16_ratio", "vec_fp32_ratio")),
+    "Memory": MetricGroup(("memory",), "ACL_AICORE_MEMORY_BANDWIDTH",
+                          ("vector_main_mem_read_bw_gbs", "l1_read_bw_gbs", "ub_read_bw_gbs")),
+    "MemoryL0": MetricGroup(("memoryl0",), "ACL_AICORE_L0B_AND_WIDTH", ("l0a_read_bw_gbs",)),
+    "MemoryUB": MetricGroup(("ub", "memoryub"), "ACL_AICORE_MEMORY_UB", ("ub_read_bw_vector_gbs",)),
+    "ResourceConflictRatio": MetricGroup(("conflict", "resourceconflictratio"), "ACL_AICORE_RESOURCE_CONFLICT_RATIO",
+                                         ("vec_bank_cflt_ratio",)),
+    "L2Cache": MetricGroup(("l2", "l2cache"), "ACL_AICORE_L2_CACHE",
+                           ("cube_r0_read_cache_hit", "vector_r0_read_cache_hit")),
+    "MemoryAccess": MetricGroup(("memaccess", "memoryaccess"), "ACL_AICORE_MEMORY_ACCESS", ()),  # any *_kb column
+    NONE_GROUP: MetricGroup(("none", "aicorenone"), "ACL_AICORE_NONE", ()),
 }
+# The order collect's --help, its "unknown metric group" hint and the README list the groups in: most
+# used first (a presentation order only; every entry is a key of METRIC_GROUP_TABLE).
+COLLECT_GROUP_ORDER: tuple[str, ...] = ("PipeUtilization", "MemoryUB", "Memory", "L2Cache", "ArithmeticUtilization",
+                                        "MemoryAccess", "MemoryL0", "ResourceConflictRatio", NONE_GROUP)
+# Groups that carry counters -> their signature columns (``none`` holds nothing to find).
+METRIC_GROUPS: dict[str, tuple[str, ...]] = {g: m.signature for g, m in METRIC_GROUP_TABLE.items() if g != NONE_GROUP}
+# profiler_info*.json ``_aic_metrics`` values (ACL names) -> group names; ACL_AICORE_NONE -> None.
+ACL_METRIC_GROUPS: dict[str, str | None] = {m.acl: (None if g == NONE_GROUP else g)
+                                            for g, m in METRIC_GROUP_TABLE.items()}
 
 
 def metric_groups_of(columns) -> list[str]:
@@ -342,16 +375,3 @@ NCU_GROUPS = {"PipeUtilization": ("mac_ratio", "vec_ratio"), "Memory": ("dram_ra
 
 # -- this tool's own kernels.csv (cuda / cpu profile folders): already canonical -----------------
 KERNELS_CSV_REQUIRED = ("name", "duration_us")
-
-# profiler_info*.json ``_aic_metrics`` values (ACL names) -> group names (§3).
-ACL_METRIC_GROUPS: dict[str, str | None] = {
-    "ACL_AICORE_PIPE_UTILIZATION": "PipeUtilization",
-    "ACL_AICORE_ARITHMETIC_UTILIZATION": "ArithmeticUtilization",
-    "ACL_AICORE_MEMORY_BANDWIDTH": "Memory",
-    "ACL_AICORE_L0B_AND_WIDTH": "MemoryL0",
-    "ACL_AICORE_MEMORY_UB": "MemoryUB",
-    "ACL_AICORE_RESOURCE_CONFLICT_RATIO": "ResourceConflictRatio",
-    "ACL_AICORE_L2_CACHE": "L2Cache",
-    "ACL_AICORE_MEMORY_ACCESS": "MemoryAccess",
-    "ACL_AICORE_NONE": None,
-}

@@ -16,13 +16,15 @@ flags ``act`` (silu), ``bias``, ``residual``, ``state`` (initial state in, final
 
 from __future__ import annotations
 
+from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # as fla's vector kernels (l2norm, layernorm)
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.kernels.causal_conv1d.bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d.fwd import causal_conv1d_fwd
 from ascendopt.kernels.causal_conv1d.plan import masked_bd
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
-__all__ = ["SPEC", "causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_fwd", "causal_conv1d_reference"]
+__all__ = ["SPEC", "causal_conv1d", "causal_conv1d_bwd", "causal_conv1d_forward_reference", "causal_conv1d_fwd",
+           "causal_conv1d_reference"]
 
 # Live [BT, BD] tile copies in fp32 units (our count of the kernels' live sets; fp32 inputs, the
 # worst case). fwd: one tap tile double-buffered by the compiler (2) + its fp32 copy (1) + the
@@ -63,7 +65,6 @@ _AUTO = {
     "other": {"TAPS": TAPS_TILES, "BT": 32, "BD": 128, "BT_BWD": 32, "BD_BWD": 128, "AHEAD": 1, "FWD_GRID": 1,
               "BWD_GRID": 1, "SILU": 1, "EDGES": 1},
 }
-UB_MARGIN = 0.85  # optimization-loop.md §6: 0.75-0.85; 0.85 as fla's vector kernels (l2norm, layernorm)
 
 _FLAG_DEFAULTS = {"act": 1, "bias": 1, "residual": 0, "state": 0}
 
@@ -132,10 +133,11 @@ def check_inputs(x, weight, bias=None, residual=None, initial_state=None, activa
         raise ValueError(f"initial_state {tuple(initial_state.shape)}: expected [{n}, {D}, {W - 1}]")
 
 
-def causal_conv1d_reference(x, weight, bias=None, residual=None, initial_state=None, activation=None,
-                            cu_seqlens=None):
-    """Plain-torch oracle: ``(y, final_state)`` via ``F.conv1d(groups=D)`` on the sequence left-padded
-    with its initial state (zeros without one). Differentiable; computes in the inputs' dtype."""
+def causal_conv1d_forward_reference(x, weight, bias=None, residual=None, initial_state=None, activation=None,
+                                    cu_seqlens=None):
+    """Plain-torch forward of the oracle: ``(y [B,T,D], final_state [N,D,W-1])`` via ``F.conv1d(groups=D)``
+    on the sequence left-padded with its initial state (zeros without one). Differentiable (the oracle
+    ``causal_conv1d_reference`` takes its gradients through autograd); computes in the inputs' dtype."""
     import torch
     import torch.nn.functional as F
 
@@ -229,15 +231,16 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
     return out
 
 
-def _reference(inputs: dict, mode: str) -> dict:
-    """The oracle on the given tensors (the gate passes fp32 copies); gradients through autograd."""
+def causal_conv1d_reference(inputs: dict, mode: str) -> dict:
+    """The oracle on the given tensors (the gate passes fp32 copies): ``y``, ``final_state`` with a state,
+    and for ``fwdbwd`` the gradient ``d<input>`` of every tensor input, through autograd."""
     import torch
 
     names = [k for k in ("x", "weight", "bias", "residual", "initial_state") if k in inputs]
     leaves = {k: inputs[k].detach().requires_grad_(mode == "fwdbwd") for k in names}
-    y, ht = causal_conv1d_reference(leaves["x"], leaves["weight"], leaves.get("bias"), leaves.get("residual"),
-                                    leaves.get("initial_state"), inputs.get("activation"),
-                                    inputs.get("cu_seqlens"))
+    y, ht = causal_conv1d_forward_reference(leaves["x"], leaves["weight"], leaves.get("bias"), leaves.get("residual"),
+                                            leaves.get("initial_state"), inputs.get("activation"),
+                                            inputs.get("cu_seqlens"))
     has_state = "initial_state" in inputs
     out = {"y": y.detach()}
     if has_state:
@@ -368,7 +371,7 @@ def _peer(inputs: dict, mode: str) -> dict:
     return out
 
 
-_TILE_DOC = "0 = auto, else a power of two: {what}; the UB model (ub_model) must fit 85% of UB"
+_TILE_DOC = "0 = auto, else a power of two: {what}; the UB model (ub_model) must fit " + f"{UB_MARGIN:.0%} of UB"
 
 SPEC = KernelSpec(
     name="causal_conv1d",
@@ -445,7 +448,7 @@ SPEC = KernelSpec(
     },
     make_inputs=_make_inputs,
     run=_run,
-    reference=_reference,
+    reference=causal_conv1d_reference,
     ub_model=_ub_model,
     cost=_cost,
     supports=_supports,

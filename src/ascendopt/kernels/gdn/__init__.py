@@ -5,7 +5,8 @@ Stages (in order): ``gdn_kkt`` (kkt.py), ``gdn_solve_tril`` (solve.py), the two 
 (kkt_solve_wy.py),
 ``gdn_state`` (state.py), ``gdn_output`` (output.py), the last two fused as ``gdn_state_output``
 (state_output.py); the whole forward with the gate cumsum is
-``chunk_gated_delta_rule_fwd`` (forward.py). Oracles live in reference.py.
+``chunk_gated_delta_rule_fwd`` (forward.py). Each spec's oracle is ``<spec name>_reference`` in its
+stage module (e.g. ``kkt.gdn_kkt_reference``), built from the fp32 torch math in reference.py.
 """
 
 from ascendopt.kernels.gdn import (

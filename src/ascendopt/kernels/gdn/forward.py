@@ -139,7 +139,7 @@ def _run(inputs, config, mode):
     return {"o": o, "final_state": final}
 
 
-def _reference(inputs, mode):
+def chunk_gated_delta_rule_fwd_reference(inputs, mode):
     """fp32 inputs: the token-by-token oracle. Low-precision inputs: torch's own computation of the
     chunked algorithm with the same intermediates rounded to that dtype (the gate's bf16 yardstick)."""
     lowp = lowp_of(inputs["q"])
@@ -220,7 +220,7 @@ def _make_inputs(dims, dtype, device, seed):
 SPEC = stage_spec(
     name="chunk_gated_delta_rule_fwd",
     description="gated delta rule forward (chunked, 64-token chunks): cumsum, kkt, solve, wy, state, output",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=chunk_gated_delta_rule_fwd_reference, ub_model=_ub_model, cost=_cost,
     # the gate cumsum and the kernel that makes w and u (fused by default, gdn_wy when fuse_wy=0)
     kernel_names=CUMSUM_SPEC.kernel_names + ("_gdn_kkt_solve_wy_kernel", "_gdn_wy_kernel"),
     # ordered by what a sweep (one tunable at a time, in this order, under a time budget) should

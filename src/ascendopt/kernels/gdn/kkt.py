@@ -51,10 +51,11 @@ def _gdn_kkt_kernel(k, beta, gc, A, cu_seqlens, chunk_indices, T_total, num_task
 
 
 def _ub_stages(K: int, BK: int) -> list[UBStage]:
-    # 5.0 live [BT, BK]-sized copies (fla's chunk_scaled_dot_kkt uses 5.0 at margin 0.85): the key slab,
+    # 5.0 live [BT, BK]-sized copies (fla's chunk_scaled_dot_kkt uses 5.0 at its margin 0.85, the
+    # default here): the key slab,
     # its beta-scaled copy, the transposed rhs, and the fp32 [BT, BT] score tile with its exp mask
     # (BT = 64 <= BK, so counted as two more slabs).
-    return [UBStage("kkt", {"BT": CHUNK, "BK": BK}, "fp32", 5.0, 0.85)]
+    return [UBStage("kkt", {"BT": CHUNK, "BK": BK}, "fp32", 5.0)]
 
 
 def _tiles(K: int, config: dict) -> int:
@@ -97,7 +98,8 @@ def _run(inputs, config, mode):
                          config=config)}
 
 
-def _reference(inputs, mode):
+def gdn_kkt_reference(inputs, mode):
+    """Oracle of ``gdn_kkt``: ``A`` [B,T,HV,64] fp32 from k [B,T,H,K], beta and gc [B,T,HV]."""
     return {"A": ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], inputs.get("cu_seqlens"),
                                    ref.lowp_of(inputs["k"]))}
 
@@ -116,7 +118,7 @@ def _cost(dims, dtype, mode):
 
 SPEC = stage_spec(
     name="gdn_kkt", description="gated delta rule fwd, stage kkt: beta-scaled, gated k k' per 64-token chunk",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_kkt_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_kkt_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG},
 )

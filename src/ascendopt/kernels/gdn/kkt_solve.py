@@ -189,12 +189,12 @@ def _ub_stages(BK: int, form: int = 0) -> list[UBStage]:
         # 6.0 live [BT, BK] fp32 copies: the kkt stage's 5.0 (the [4, BC, BK] key tile, its beta-scaled
         # copy, the 16-row slabs and their transposes) plus one for the solve's blocks and temporaries
         # (10 A blocks, the [4, BC, BC] substitution tile, [BC, BC, BC] products: ~13 KiB).
-        return [UBStage("kkt_solve", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, 0.85)]
+        return [UBStage("kkt_solve", {"BT": CHUNK, "BK": BK}, "fp32", 6.0)]  # the default margin, as kkt
     # dense form: the key slab, its beta-scaled copy and the transposed rhs (3.0 [BT, BK] copies),
     # then six [BT, BT] fp32 tiles at the solve's peak (A, Xd, L, M, M^2, the product), which do
     # not depend on BK: 96 KiB at BT = 64, a stage of its own
-    return [UBStage("kkt_solve.kkt", {"BT": CHUNK, "BK": BK}, "fp32", 3.0, 0.85),
-            UBStage("kkt_solve.dense", {"BT": CHUNK, "BT2": CHUNK}, "fp32", 6.0, 0.85)]
+    return [UBStage("kkt_solve.kkt", {"BT": CHUNK, "BK": BK}, "fp32", 3.0),
+            UBStage("kkt_solve.dense", {"BT": CHUNK, "BT2": CHUNK}, "fp32", 6.0)]
 
 
 # On CUDA registers bound the dense form, not the key slab's size: AOT-compiled for sm_90 (K = 128,
@@ -265,7 +265,8 @@ def _run(inputs, config, mode):
                                 config=config)}
 
 
-def _reference(inputs, mode):
+def gdn_kkt_solve_reference(inputs, mode):
+    """Oracle of ``gdn_kkt_solve``: ``Ai`` [B,T,HV,64] fp32, the kkt and solve stages composed."""
     cu = inputs.get("cu_seqlens")
     A = ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], cu, ref.lowp_of(inputs["k"]))
     return {"Ai": ref.solve_tril_reference(A, cu)}
@@ -287,7 +288,7 @@ def _cost(dims, dtype, mode):
 SPEC = stage_spec(
     name="gdn_kkt_solve",
     description="gated delta rule fwd, stages kkt + solve fused: (I + A)^-1 without storing A",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_kkt_solve_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_kkt_solve_kernel", "_gdn_kkt_solve_dense_kernel"),
     tunables={"BK": tile_tunable("BK", "key slab per dot"), "G_T_CONTIG": G_T_CONTIG,
               "FORM": Tunable("FORM", 1, (0, 1, 2, 3), "0: 16x16 block products as vector work; 1: dense form, "

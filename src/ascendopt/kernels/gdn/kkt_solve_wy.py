@@ -26,6 +26,7 @@ from ascendopt.kernels.gdn.kkt_solve import _tiles as kkt_solve_tiles
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
+    WY_MARGIN,
     UBStage,
     chunk_stage_args,
     dims_of,
@@ -97,7 +98,7 @@ def _wy_stage(BW: int) -> UBStage:
     # wy's w stage (4.5 [BT, slab] copies at margin 0.75: the slab, its scaled copy, the fp32 result,
     # the row scale), with the [BT, BT] Ai copy counted in the dense stage's six tiles; the scores
     # (one [BT, BT] fp32 tile and two key/query slabs) come after Ai is dead, inside the same budget
-    return UBStage("kkt_solve_wy.wy", {"BT": CHUNK, "BW": BW}, "fp32", 4.5, 0.75)
+    return UBStage("kkt_solve_wy.wy", {"BT": CHUNK, "BW": BW}, "fp32", 4.5, WY_MARGIN)
 
 
 def _tiles(K: int, V: int, cfg: dict) -> tuple[int, int]:
@@ -146,7 +147,9 @@ def _run(inputs, config, mode):
     return {"w": w, "u": u, "scores": scores}
 
 
-def _reference(inputs, mode):
+def gdn_kkt_solve_wy_reference(inputs, mode):
+    """Oracle of ``gdn_kkt_solve_wy``: ``w`` [B,T,HV,K], ``u`` [B,T,HV,V] and the output's
+    ``scores`` [B,T,HV,64], fp32."""
     cu, lowp = inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"])
     A = ref.kkt_reference(inputs["k"], inputs["beta"], inputs["gc"], cu, lowp)
     Ai = ref.solve_tril_reference(A, cu).to(inputs["k"].dtype)  # the separate stages hand Ai over in k's dtype
@@ -174,7 +177,7 @@ SPEC = stage_spec(
     name="gdn_kkt_solve_wy",
     description="gated delta rule fwd, stages kkt + solve + wy fused: w, u (and the output's scores) without "
                 "storing A or Ai",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_kkt_solve_wy_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_kkt_solve_wy_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab of the kkt dot"),
               "BW": tile_tunable("BW", "column slab of the w and u dots"),

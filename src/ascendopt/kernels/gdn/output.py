@@ -17,6 +17,7 @@ from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
+    STATE_OUTPUT_MARGIN,
     UBStage,
     dims_of,
     element_bytes,
@@ -72,8 +73,8 @@ def _ub_stages(BK: int, BV: int) -> list[UBStage]:
     # 6.0 live [BT, slab] copies as fla's Triton-Ascend chunk_o (O 6.0, margin 0.80): fp32 output
     # accumulator, v' tile, state slab, and the [BT, BT] score tile with its exp mask (= 64-wide slabs);
     # the key-slab side holds q, its lhs copy, k' and the state slab.
-    return [UBStage("output.o", {"BT": CHUNK, "BV": BV}, "fp32", 6.0, 0.80),
-            UBStage("output.qk", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, 0.80)]
+    return [UBStage("output.o", {"BT": CHUNK, "BV": BV}, "fp32", 6.0, STATE_OUTPUT_MARGIN),
+            UBStage("output.qk", {"BT": CHUNK, "BK": BK}, "fp32", 6.0, STATE_OUTPUT_MARGIN)]
 
 
 def _tiles(K: int, V: int, config: dict) -> tuple[int, int]:
@@ -126,7 +127,8 @@ def _run(inputs, config, mode):
                             cu_seqlens=inputs.get("cu_seqlens"), config=config)}
 
 
-def _reference(inputs, mode):
+def gdn_output_reference(inputs, mode):
+    """Oracle of ``gdn_output``: ``o`` [B,T,HV,V] fp32."""
     return {"o": ref.output_reference(inputs["q"], inputs["k"], inputs["v_new"], inputs["h"], inputs["gc"],
                                       _scale(inputs), inputs.get("cu_seqlens"), ref.lowp_of(inputs["q"]))}
 
@@ -145,7 +147,7 @@ def _cost(dims, dtype, mode):
 
 SPEC = stage_spec(
     name="gdn_output", description="gated delta rule fwd, stage output: inter-chunk q h plus intra-chunk causal part",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_output_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_output_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab per dot"), "BV": tile_tunable("BV", "value slab per task"),
               "G_T_CONTIG": G_T_CONTIG},

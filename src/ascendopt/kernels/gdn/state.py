@@ -26,6 +26,7 @@ from ascendopt.kernels.gdn.indexing import (
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype, pack
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
+    STATE_OUTPUT_MARGIN,
     UBStage,
     cuda_serial_tile,
     dims_of,
@@ -110,7 +111,7 @@ def _ub_stages(K: int, BV: int) -> list[UBStage]:
     # 8.0 live [K, BV] fp32 copies, as fla's Triton-Ascend chunk_delta_h forward (fwd_h 8.0, margin
     # 0.80): the state, its cast for the dot, the decayed state, the k'v' product, and the [BT, K]
     # w and k' tiles plus the [BT, BV] u / v' tiles (BT = 64 rows, about one [K, BV] each).
-    return [UBStage("state", {"K": K, "BV": BV}, "fp32", 8.0, 0.80)]
+    return [UBStage("state", {"K": K, "BV": BV}, "fp32", 8.0, STATE_OUTPUT_MARGIN)]
 
 
 def _tiles(K: int, V: int, config: dict, rows: int | None = None) -> int:
@@ -175,7 +176,8 @@ def _run(inputs, config, mode):
     return {"h": h, "v_new": v_new, "final_state": final}
 
 
-def _reference(inputs, mode):
+def gdn_state_reference(inputs, mode):
+    """Oracle of ``gdn_state``: ``h`` [chunks,HV,K,V], ``v_new`` [B,T,HV,V], ``final_state`` [N,HV,K,V], fp32."""
     h, v_new, final = ref.state_reference(inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
                                           inputs["initial_state"], inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"]))
     return {"h": h, "v_new": v_new, "final_state": final}
@@ -195,7 +197,7 @@ def _cost(dims, dtype, mode):
 
 SPEC = stage_spec(
     name="gdn_state", description="gated delta rule fwd, stage state: chunk-state recurrence h, v_new, final state",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_state_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_state_kernel",),
     tunables={"BV": tile_tunable("BV", "value columns of the state per task"), "G_T_CONTIG": G_T_CONTIG,
               "PIPELINE": PIPELINE},

@@ -37,6 +37,7 @@ from ascendopt.kernels.gdn.workload import (
     CUDA_SERIAL_MAX_K,
     CUDA_TILE_ELEMENTS,
     G_T_CONTIG,
+    STATE_OUTPUT_MARGIN,
     UBStage,
     cuda_serial_tile,
     dims_of,
@@ -155,13 +156,13 @@ def counted_chunk_loop(choice: int, K: int) -> bool:
 # decayed state, the k'v' product, u / v' / o slabs), plus 5 [BT, K] operand tiles in the input
 # dtype (q and its reload for the second dot, k', w, and the [BT, BT] score tile with its mask, about one
 # more at K >= 64; the step's order keeps fewer live at once, so this is an upper bound).
-STATE_COPIES, OPERAND_TILES, MARGIN = 8.0, 5.0, 0.80
+STATE_COPIES, OPERAND_TILES = 8.0, 5.0
 
 
 def ub_stage(K: int, BV: int, dtype: str) -> UBStage:
     """The live set as one [K, BV] fp32-equivalent stage: the operand tiles folded into the multiplier."""
     multiplier = STATE_COPIES + OPERAND_TILES * CHUNK * element_bytes(dtype) / (4 * BV)
-    return UBStage("state_output", {"K": K, "BV": BV}, "fp32", round(multiplier, 3), MARGIN)
+    return UBStage("state_output", {"K": K, "BV": BV}, "fp32", round(multiplier, 3), STATE_OUTPUT_MARGIN)
 
 
 def fused_tile(K: int, V: int, dtype: str, requested: int = 0, rows: int | None = None) -> int | None:
@@ -232,7 +233,8 @@ def _run(inputs, config, mode):
     return {"o": o, "final_state": final}
 
 
-def _reference(inputs, mode):
+def gdn_state_output_reference(inputs, mode):
+    """Oracle of ``gdn_state_output``: ``o`` [B,T,HV,V] and ``final_state`` [N,HV,K,V], fp32."""
     lowp, cu = ref.lowp_of(inputs["q"]), inputs.get("cu_seqlens")
     h, v_new, final = ref.state_reference(inputs["k"], inputs["w"], inputs["u"], inputs["gc"],
                                           inputs["initial_state"], cu, lowp)
@@ -267,7 +269,7 @@ def _cost(dims, dtype, mode):
 SPEC = stage_spec(
     name="gdn_state_output",
     description="gated delta rule fwd, stages state + output fused: o and the final state without storing h",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_state_output_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_state_output_kernel",),
     tunables={"BV": tile_tunable("BV", "value columns of the state per task (>= 16)"), "G_T_CONTIG": G_T_CONTIG,
               "PIPELINE": PIPELINE,

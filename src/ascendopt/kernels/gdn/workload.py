@@ -15,6 +15,13 @@ from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBSta
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
+# UB safety margins of the stages that budget less than ``ub.DEFAULT_MARGIN`` (0.85, kept by kkt and
+# solve as fla's chunk_scaled_dot_kkt), each taken from its fla Triton-Ascend counterpart rather than
+# re-derived: the chunk state recurrence and the output (chunk_delta_h fwd_h, chunk_o) budget 0.80 of
+# UB, the WY recompute (KDA wy_fast) 0.75.
+STATE_OUTPUT_MARGIN = 0.80  # gdn_state, gdn_output, gdn_state_output
+WY_MARGIN = 0.75  # gdn_wy and the wy stage of gdn_kkt_solve_wy
+
 
 def _preset(name: str, doc: str, **dims: Any) -> ShapePreset:
     if "seqlens" in dims:

@@ -15,6 +15,7 @@ from ascendopt.kernels.gdn.indexing import chunk_task, load_token_scalars
 from ascendopt.kernels.gdn.layout import CHUNK, dot_dtype
 from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
+    WY_MARGIN,
     UBStage,
     chunk_stage_args,
     dims_of,
@@ -63,8 +64,8 @@ def _ub_stages(BK: int, BV: int) -> list[UBStage]:
     # Multipliers as fla's Triton-Ascend WY recompute (KDA wy_fast: U 3.5, W 4.5, margin 0.75) over
     # [BT, slab] tiles: the loaded slab, its scaled copy, the fp32 dot result, and the reloaded
     # 64x64 Ai (one more slab-sized tile when slab >= 64); w carries the extra exp(gc) row scale.
-    return [UBStage("wy.u", {"BT": CHUNK, "BV": BV}, "fp32", 3.5, 0.75),
-            UBStage("wy.w", {"BT": CHUNK, "BK": BK}, "fp32", 4.5, 0.75)]
+    return [UBStage("wy.u", {"BT": CHUNK, "BV": BV}, "fp32", 3.5, WY_MARGIN),
+            UBStage("wy.w", {"BT": CHUNK, "BK": BK}, "fp32", 4.5, WY_MARGIN)]
 
 
 def _tiles(K: int, V: int, config: dict) -> tuple[int, int]:
@@ -110,7 +111,8 @@ def _run(inputs, config, mode):
     return {"w": w, "u": u}
 
 
-def _reference(inputs, mode):
+def gdn_wy_reference(inputs, mode):
+    """Oracle of ``gdn_wy``: ``w`` [B,T,HV,K] and ``u`` [B,T,HV,V], fp32."""
     w, u = ref.wy_reference(inputs["k"], inputs["v"], inputs["beta"], inputs["Ai"], inputs["gc"],
                             inputs.get("cu_seqlens"), ref.lowp_of(inputs["k"]))
     return {"w": w, "u": u}
@@ -130,7 +132,7 @@ def _cost(dims, dtype, mode):
 
 SPEC = stage_spec(
     name="gdn_wy", description="gated delta rule fwd, stage wy: w = Ai beta exp(gc) k, u = Ai beta v",
-    make_inputs=_make_inputs, run=_run, reference=_reference, ub_model=_ub_model, cost=_cost,
+    make_inputs=_make_inputs, run=_run, reference=gdn_wy_reference, ub_model=_ub_model, cost=_cost,
     kernel_names=("_gdn_wy_kernel",),
     tunables={"BK": tile_tunable("BK", "key slab of w"), "BV": tile_tunable("BV", "value slab of u"),
               "G_T_CONTIG": G_T_CONTIG},

@@ -1,4 +1,5 @@
-"""Render a lint report: ``text`` (path:line:col: ID message), ``json``, ``github`` (workflow annotations)."""
+"""Render a lint report (``lint.LintReport``) for ``ascendopt lint``: ``text`` (path:line:col: ID
+message), ``json``, ``github`` (workflow annotations)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,87 @@
+"""Printed forms of data the step packages return: the round summary and per-tensor correctness lines.
+
+Rendering lives in ``cli`` only; the packages build plain data (``rounds.summary.build``,
+``gate.correctness.TensorReport``) and never print it. Tables and result lines go to stdout
+(``console.out``/``console.table``); status lines go to stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ascendopt import console
+
+if TYPE_CHECKING:
+    from ascendopt.gate.correctness import TensorReport
+
+
+def _fmt(v: float | None, column: str = "") -> str:
+    """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
+    if v is None:
+        return "not collected"  # never 0: a metric group that was not collected says so
+    if column.endswith("_us"):
+        return f"{v:.2f} us"
+    if column.endswith("_gbs"):
+        return f"{v:.1f}"
+    return f"{v:.3f}"
+
+
+def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
+    """Print a round summary (``rounds.summary.build`` output): a before/after table on stdout, then
+    the bound, targeted-metric, UB, speed, verdict and next-step lines.
+
+    ``title`` heads the table (``"round 3 (block_rows=8)"``, ``"reprofile after: ..."``). A red gate
+    (verdict ``drop``) was neither timed nor profiled, so it prints no table and no speed. The
+    ``verdict_label`` key, when present, replaces the word "verdict" (reprofile judges nothing).
+    """
+    lines = []
+    if summary["verdict"] != "drop":  # a red gate is neither timed nor profiled: no before/after table
+        d = summary["duration_us"]
+        rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
+        rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"]))
+                 for r in summary["metrics"]]
+        console.table(["metric", "before", "after"], rows,
+                      title=f"{title}: {summary.get('target_kernel') or 'target kernel'}")
+    else:
+        lines.append(f"{title}: gate RED")
+    if summary.get("bound") and summary["verdict"] != "drop":
+        ev = f" ({summary['bound_evidence']})" if summary.get("bound_evidence") else ""
+        lines.append(f"bound: {summary.get('bound_before') or '?'} -> {summary['bound']}{ev}")
+    tm = summary["target_metric"]
+    moved_text = {True: "moved", False: "did NOT move (reclassify or switch metric groups)",
+                  None: "not collected on one or both sides"}[tm["moved"]]
+    if summary["verdict"] != "drop":
+        lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
+                     f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
+    if summary.get("ub"):
+        ub = summary["ub"]
+        lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
+    speed = summary.get("speed")
+    if summary["verdict"] == "drop":
+        lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
+    elif speed:
+        # the ratios are candidate/reference times; their inverse is the speedup the line names
+        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
+                     f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
+    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}")
+    lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
+                 + summary["stop_reason"])
+    for line in lines:
+        console.out(line)
+
+
+def tensor_report_lines(reports: Iterable[TensorReport]) -> Iterator[str]:
+    """fla-style per-tensor lines (``TensorReport.line``), a ``[case]`` header before each case's run."""
+    last = None
+    for report in reports:
+        if report.case != last:
+            yield f"[{report.case}]"
+            last = report.case
+        yield report.line()
+
+
+def print_reports(reports: Iterable[TensorReport]) -> None:
+    """Per-tensor lines on stderr, grouped by case (status output; ``--json`` carries the data)."""
+    for line in tensor_report_lines(reports):
+        console.info(line)

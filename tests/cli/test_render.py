@@ -1,0 +1,51 @@
+"""The printed forms in ``cli.render``: the round summary (green and red gate) and per-tensor lines."""
+
+from ascendopt.cli.render import print_reports, render_round_summary, tensor_report_lines
+from ascendopt.gate.correctness import TensorReport
+from ascendopt.rounds import summary as round_summary
+
+
+def _report(us, vec):
+    return {"kernels": [{"name": "_k_fwd", "avg_us": us, "bound": "vector_bound",
+                         "evidence": {"vec_ratio": vec}, "metrics": {"vec_ratio": vec}}], "not_collected": []}
+
+
+def _summary(verdict, speed=None):
+    return round_summary.build(kernel_names=["_k"], before=_report(10.0, 0.8), after=_report(8.0, 0.9),
+                               verdict=verdict, another_round=verdict != "drop", stop_reason="2 round(s) left",
+                               target_metric="vec_ratio", speed=speed)
+
+
+def test_round_summary_of_a_green_round_prints_the_table_and_the_lines(capsys):
+    render_round_summary(_summary("keep", {"candidate_ms": 0.5, "ratio_vs_best": 0.8, "ratio_vs_baseline": 0.5}),
+                         "round 1 (BT=32)")
+    out = capsys.readouterr().out
+    assert "round 1 (BT=32): _k_fwd" in out and "10.00 us" in out and "8.00 us" in out
+    assert "MTE1" in out and "not collected" in out  # a metric without a value is never printed as 0
+    assert "bound: vector_bound -> vector_bound (vec_ratio 0.9)" in out
+    assert "targeted metric vec_ratio: 0.800 -> 0.900: moved" in out
+    assert "speed: 0.5000 ms; vs best 1.250x, vs baseline 2.000x" in out
+    assert out.rstrip().splitlines()[-2:] == ["verdict: keep", "another round: warranted - 2 round(s) left"]
+
+
+def test_round_summary_of_a_red_gate_prints_no_table_and_no_speed(capsys):
+    render_round_summary(_summary("drop"), "round 2 (BT=64)")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["round 2 (BT=64): gate RED",
+                     "speed: not measured, not re-profiled (red gate: no speed is reported)",
+                     "verdict: drop", "another round: NOT warranted - 2 round(s) left"]
+
+
+def _tensor(case, name, passed=True):
+    return TensorReport(case, name, "output", "float32", 0.0, 0.0, None, 1e-5, 0, passed,
+                        "" if passed else "ratio 1 > rtol 1e-05")
+
+
+def test_tensor_lines_head_each_case_once(capsys):
+    reports = [_tensor("tiny/fwd", "y"), _tensor("tiny/fwd", "rstd"), _tensor("wide/fwd", "y", passed=False)]
+    lines = list(tensor_report_lines(reports))
+    assert [ln for ln in lines if ln.startswith("[")] == ["[tiny/fwd]", "[wide/fwd]"]
+    assert len(lines) == 5 and lines[1] == reports[0].line() and lines[-1].endswith("FAIL (ratio 1 > rtol 1e-05)")
+    print_reports(reports)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == lines  # status output: stderr only
