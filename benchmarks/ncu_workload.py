@@ -8,7 +8,7 @@ calls (one per variant), not the hundreds of autotune launches::
         python3 benchmarks/ncu_workload.py --kernel chunk_gated_delta_rule_fwd --preset realistic \
         --dtype bf16 --variants "default;fuse_state_output=0;peer"
 
-Variants as in ``benchmarks/stage_breakdown.py`` (``default``, ``NAME=VALUE,...``, ``peer``).
+Variants as in ``tools/stage_breakdown.py`` (``default``, ``NAME=VALUE,...``, ``peer``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Lower every bundled Triton kernel through triton-ascend's front end to its MLIR, on a CPU machine.
 
 Runs in a SEPARATE virtual environment with triton-ascend (never next to upstream triton; see
-docs/lowering.md and docs/reference/install.md §3.7)::
+docs/lowering.md and docs/install.md §3.7)::
 
     python3 -m venv /work/venv-ascend
     /work/venv-ascend/bin/pip install torch==2.13.0 'numpy<2.4' pybind11 pyyaml triton-ascend==3.2.0
     /work/venv-ascend/bin/python scripts/lower_ascend.py --out lowering.json
 
-How: each spec's launcher runs on CPU tensors of its shape presets with ``kernels.common.launch``
+How: each spec's launcher runs on CPU tensors of its shape presets with ``kernels._lib.common.launch``
 replaced by a recorder, so nothing executes; every distinct (kernel, argument types, constexprs)
 launch is then compiled with ``triton.compile(ASTSource(...), target=GPUTarget("npu", ARCH, 0))``
 with the ``npubin`` stage removed (``bishengir-compile`` comes with CANN, not the wheel). A kernel

@@ -1,8 +1,8 @@
 """Test setup. The first lines must run before anything imports a kernel module.
 
 ``TRITON_INTERPRET=1`` only takes effect if set before ``@triton.jit`` decorators run
-(docs/reference/install.md §1.3). The bf16 ``tl.dot`` fix and ``interp_do_bench`` work around the
-two interpreter failures that affect every triton version (install.md §1.5, §1.6); they rely on
+(docs/install.md §1.3). The bf16 ``tl.dot`` fix and ``interp_do_bench`` work around the
+two interpreter failures that affect every triton version (docs/install.md §1.5, §1.6); they rely on
 interpreter internals, so they live here, in tests only.
 """
 

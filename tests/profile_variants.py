@@ -1,7 +1,7 @@
 """Build profiler-file variants by transforming the REAL fixture files in tests/data/ascend/.
 
 Every variant here starts from the bytes of a real file (see tests/data/ascend/README.md) and
-applies one documented change (docs/reference/ascend-profiler.md §4.2 / §4.5 / §5): a header
+applies one documented change (docs/profiler-formats.md §4.2 / §4.5 / §5): a header
 rename, a column dropped or added, a cell replaced. No row is made up.
 """
 

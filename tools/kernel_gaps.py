@@ -8,8 +8,8 @@ or of an Nsight Systems trace exported to SQLite (``nsys export --type sqlite``:
 duration, and the median idle gap before the kernel when the kernel before it on the same stream has the same
 name (back-to-back calls of one side).
 
-    python3 benchmarks/row_forms_study.py --forms lib --pairs 10 --out f.json --trace trace.json
-    python3 benchmarks/kernel_gaps.py trace.json [--min-us 20]
+    python3 tools/kernel_gaps.py trace.json [--min-us 20] [--batches N|auto]
+    nsys export --type sqlite report.nsys-rep && python3 tools/kernel_gaps.py report.sqlite --batches auto
 
 Exit 2 when the file is not such a trace.
 """
@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--min-us", type=float, default=0.0, help="leave out kernels shorter than this (us)")
     ap.add_argument("--batches", metavar="N|auto",
                     help="also a table over the runs of exactly N back-to-back launches of one kernel (the timed "
-                         "batches of ascendopt.bench: N is its calls per sample); auto: each kernel's most "
+                         "batches of ascendopt.gate.bench: N is its calls per sample); auto: each kernel's most "
                          "frequent run length")
     args = ap.parse_args()
     calls = None

@@ -4,7 +4,7 @@
 launch by launch, in the order ncu profiled them, with each kernel's median: for side-by-side launches such
 as ``benchmarks/ncu_workload.py --variants "default;peer;..."``::
 
-    python3 benchmarks/ncu_metrics.py run.csv --metrics gpu__time_duration.sum,dram__bytes_write.sum
+    python3 tools/ncu_metrics.py run.csv --metrics gpu__time_duration.sum,dram__bytes_write.sum
 
 Values are as ncu wrote them (its units row is printed with each metric); thousands separators are dropped.
 Exit 2 when a file is not an ncu raw CSV or lacks a metric asked for.

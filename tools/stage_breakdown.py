@@ -12,7 +12,7 @@ suspect one last; results are written after every variant.
 
 Run on the CUDA host from the repository root::
 
-    python3 benchmarks/stage_breakdown.py --kernel chunk_gated_delta_rule_fwd --preset realistic \
+    python3 tools/stage_breakdown.py --kernel chunk_gated_delta_rule_fwd --preset realistic \
         --dtype bf16 --variants "default;kkt_solve_FORM=2;fuse_wy=0" --peer --out breakdown.json
 
 Prints one markdown table per variant (kernel, launches per call, us per call, share) and a summary;

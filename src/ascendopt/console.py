@@ -60,9 +60,22 @@ def out(text: str = "") -> None:
     stdout().print(text)
 
 
-def _jsonable(value: Any) -> Any:
+def finite_or_none(value: Any) -> Any:
+    """One scalar made JSON/YAML-ready: NaN and +-inf -> None (a metric that was not collected is null,
+    never 0), numpy scalars -> the Python number; anything else is returned as is.
+
+    The one NaN -> None rule: ``print_json``, ``analyze.diagnosis`` reports and ``analyze.rules`` use it.
+    """
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN/inf; a metric that is not there is null
+        return None  # JSON has no NaN/inf
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return finite_or_none(value)
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -145,6 +145,32 @@ def test_cli_table_output(cli):
     assert "not collected: ArithmeticUtilization" in out
 
 
+def test_nan_and_numpy_scalars_become_plain_json_values():
+    import math
+
+    import numpy as np
+
+    from ascendopt.console import dumps_json, finite_or_none
+
+    values = [np.float64("nan"), math.inf, -math.inf, np.float32(0.5), np.int64(3), 2.5, None, "x"]
+    assert [finite_or_none(v) for v in values] == [None, None, None, 0.5, 3, 2.5, None, "x"]
+    assert type(finite_or_none(np.int64(3))) is int and type(finite_or_none(np.float32(0.5))) is float
+    assert json.loads(dumps_json({"m": [np.float64("nan"), np.float32(-np.inf), 1.5]})) == {"m": [None, None, 1.5]}
+
+
+def test_metric_labels_are_defined_once_for_both_views():
+    from ascendopt.analyze.traces.columns import ANALYZE_TABLE_METRICS, METRIC_LABELS, SUMMARY_METRICS
+    from ascendopt.rounds import summary
+
+    assert summary.SUMMARY_METRICS is SUMMARY_METRICS
+    assert {label for label, _ in SUMMARY_METRICS} <= {m.long for m in METRIC_LABELS.values()}
+    assert dict(SUMMARY_METRICS)["MTE2"] == ("vector_mte2_ratio", "cube_mte2_ratio", "mte2_ratio")
+    assert dict(SUMMARY_METRICS)["Cube/MAC"] == ("mac_ratio", "cube_utilization_pct")
+    assert [h for h, _ in ANALYZE_TABLE_METRICS] == ["mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe",
+                                                     "ub GB/s", "dram", "l2"]
+    assert all(METRIC_LABELS[c].short == h for h, c in ANALYZE_TABLE_METRICS)
+
+
 def test_cli_json_is_the_report(cli):
     code, out, _ = cli("analyze", str(ASCEND / "advisor_pipe"), "--json", "--top", "2")
     data = json.loads(out)

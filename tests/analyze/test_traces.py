@@ -140,7 +140,7 @@ def test_device_facts_fall_back_to_chips_yaml_and_say_so():
     assert device["cube_cores"] == 24 and "assumed" in device["source"]
 
 
-# -- header variants of ascend-profiler.md §4.2, built from real files -------------------------------
+# -- header variants of docs/profiler-formats.md §4.2, built from real files -------------------------------
 
 def _nan(x):
     return isinstance(x, float) and math.isnan(x)

@@ -179,3 +179,25 @@ def test_workload_loader_in_process(tmp_path):
     nested = _write(tmp_path, "def helper():\n    raise KeyError('T')\n\ndef workload():\n    helper()\n", "ne.py")
     with pytest.raises(WorkloadFailure, match=r"ne.py:2: workload\(\) raised KeyError: 'T'"):
         load_exec_file(nested)()  # the innermost line in the user's file, not the call site
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",), ("--kernel-filter", "axpb"), ("--kernel-filter", "axpb", "--json")])
+def test_analyze_flag_prints_what_the_analyze_command_prints(cli, tmp_path, monkeypatch, extra):
+    """`collect --analyze` analyzes the new folders in-process and prints exactly `analyze FOLDER...`'s output
+    (stderr: a "profile:" line per folder first, in text mode). The REAL H200 cuda folder stands in for a
+    fresh collection, so no profiler runs."""
+    import shutil
+
+    import ascendopt.collect
+    from profile_variants import CUDA
+
+    folder = tmp_path / "prof" / "wl_20260101-000000_ascendopt_cuda"
+    shutil.copytree(CUDA, folder)
+    (folder / "ascendopt_profile.yaml").write_text(yaml.safe_dump(
+        {"schema": 1, "metric_group": "PipeUtilization", "backend": "cuda", "hardware_counters": True}))
+    monkeypatch.setattr(ascendopt.collect, "collect_exec_file", lambda *a, **k: [folder])
+    code, out, err = cli("collect", "--exec-file", "wl.py", "--analyze", *extra)
+    assert code == 0, err
+    a_code, a_out, a_err = cli("analyze", str(folder), *extra)
+    assert a_code == 0 and out == a_out and "_axpb_kernel" in out
+    assert err == ("" if "--json" in extra else f"profile: {folder}\n") + a_err

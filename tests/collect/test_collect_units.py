@@ -47,6 +47,21 @@ def test_metric_group_list_keeps_order_and_drops_duplicates():
         parse_metric_groups(" , ")
 
 
+def test_metric_groups_come_from_the_one_table_in_analyze():
+    from ascendopt.analyze.traces.columns import ACL_METRIC_GROUPS, METRIC_GROUP_TABLE, METRIC_GROUPS
+    from ascendopt.cli.collect import _GROUPS_HELP
+    from ascendopt.collect.metrics import METRIC_GROUPS as COLLECT_GROUPS
+
+    # collect lists every group of the table once (its own order), and analyze finds the same groups
+    assert sorted(COLLECT_GROUPS) == sorted(METRIC_GROUP_TABLE)
+    assert set(METRIC_GROUPS) == set(METRIC_GROUP_TABLE) - {"none"}
+    for group, spec in METRIC_GROUP_TABLE.items():
+        assert all(normalize_metric_group(alias) == group for alias in (group, *spec.aliases))
+        assert ACL_METRIC_GROUPS[spec.acl] == (None if group == "none" else group)
+    assert ("one profiler run each: pipe, ub, memory, l2, arith, memaccess, memoryl0, conflict, none "
+            "(or the full names") in _GROUPS_HELP
+
+
 def test_profiler_levels():
     assert normalize_level("level1") == "Level1" and normalize_level("2") == "Level2"
     assert normalize_level("Level_none") == "Level_none"
@@ -118,6 +133,22 @@ def test_cpu_kernel_table_counts_nested_same_name_range_once(tmp_path):
     frame = kernel_table.build([trace], "cpu")
     assert frame[["name", "core_type", "step"]].values.tolist() == [["_k", "cpu", 1], ["aten::mul", "torch_op", 1]]
     assert "block_dim" not in frame.columns
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "not a readable chrome trace"),
+                                       ('{"traceEvents": 3}', "no traceEvents list")])
+def test_kernel_table_reads_traces_with_the_analyze_reader(tmp_path, text, why):
+    from ascendopt.errors import ProfileError
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(text)
+    with pytest.raises(ProfileError, match=why):
+        kernel_table.build([trace], "cuda")
+    # events without a start time are not placed (the reader keeps them: they have a dur)
+    trace.write_text(json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "dur": 5},
+                                 {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 5, "args": {"grid": [2]}}]))
+    frame = kernel_table.build([trace], "cuda")
+    assert frame[["name", "start_us", "block_dim"]].values.tolist() == [["k", 1.0, 2]]
 
 
 def test_ncu_filter_and_command_from_real_trace(tmp_path):

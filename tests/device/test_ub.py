@@ -124,6 +124,12 @@ def test_cli_default_chip_is_said(cli):
     assert code == 0 and json.loads(out)["chip"] == "Ascend910B2" and "using Ascend910B2" in err
 
 
+def test_cli_default_margin_is_the_model_default(cli):
+    code, out, _ = cli("ub", "--ub-bytes", "1000", "--tile", "BT=100", "--mult", "2", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["margin"] == ub.DEFAULT_MARGIN == 0.85 and data["budget_bytes"] == 850
+
+
 def test_cli_ub_bytes_overrides_chip(cli):
     code, out, _ = cli("ub", "--ub-bytes", "1000", "--tile", "BT=100", "--dtype", "fp32", "--mult", "2", "--margin",
                        "0.8", "--json")

@@ -57,6 +57,25 @@ def test_spec_fields_are_complete(spec):
 
 
 @pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.name)
+def test_oracle_is_named_after_the_spec(spec):
+    """One naming rule for every op and stage: the fp32 oracle the gate compares with is ``<name>_reference``
+    (what freeze pins as ``module:qualname``)."""
+    assert spec.reference.__name__ == f"{spec.name}_reference", spec.reference.__qualname__
+    assert spec.reference.__module__.startswith("ascendopt.kernels.")
+
+
+@pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.name)
+def test_ub_margins_are_the_default_or_the_named_gdn_ones(spec):
+    from ascendopt.kernels.gdn import workload
+
+    named = {ub.DEFAULT_MARGIN, workload.STATE_OUTPUT_MARGIN, workload.WY_MARGIN}
+    for stage in spec.ub_model(spec.shape("tiny").dims, spec.config(), spec.dtypes[0]):
+        assert stage.margin in named, f"{spec.name} stage {stage.stage}: margin {stage.margin}"
+        if spec.bound == "vector":  # the vector kernels all budget fla's vector-kernel margin
+            assert stage.margin == ub.DEFAULT_MARGIN, f"{spec.name} stage {stage.stage}: margin {stage.margin}"
+
+
+@pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.name)
 def test_realistic_preset_is_supported_costed_and_fits_ub_at_defaults(spec, on_910b2):
     dims = spec.shape("realistic").dims
     config = spec.config()

@@ -10,7 +10,6 @@ Both return JSON-ready dicts; rendering lives in ``cli/analyze.py``.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from ascendopt.analyze.matching import name_matcher
 from ascendopt.analyze.rules import RuleSet, classify, load_rules
 from ascendopt.analyze.traces import Profile
 from ascendopt.analyze.traces.columns import NON_COMPUTE_CORE_TYPES
+from ascendopt.console import finite_or_none
 from ascendopt.errors import UsageError
 
 SCHEMA = 1
@@ -28,17 +28,6 @@ KEYS = ["device", "name", "core_type"]
 DERIVED = {"scalar_ratio": ("cube_scalar_ratio", "vector_scalar_ratio"),
            "mte2_ratio": ("cube_mte2_ratio", "vector_mte2_ratio")}
 UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
-
-
-def _clean(value: Any) -> Any:
-    """NaN -> None (not collected); numpy scalars -> Python numbers."""
-    if value is None:
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _group_codes(compute):
@@ -128,9 +117,9 @@ def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:
 
 
 def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profile, rules: RuleSet) -> dict[str, Any]:
-    metrics = {c: _clean(row.get(c)) for c in metric_cols}
-    kernel = {"core_type": row["core_type"], "avg_us": float(row["avg_us"]), "block_dim": _clean(row["block_dim"]),
-              "metrics": metrics}
+    metrics = {c: finite_or_none(row.get(c)) for c in metric_cols}
+    kernel = {"core_type": row["core_type"], "avg_us": float(row["avg_us"]),
+              "block_dim": finite_or_none(row["block_dim"]), "metrics": metrics}
     result = classify(kernel, kind=profile.kind, device=profile.device, rules=rules)
     primary = rules.rule(result.bound)
     return {
@@ -142,9 +131,9 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "total_us": float(row["total_us"]),
         "avg_us": float(row["avg_us"]),
         "share": float(row["share"]),
-        "block_dim": _clean(row["block_dim"]),
-        "block_dim_min": _clean(row["block_dim_min"]),
-        "mix_block_dim": _clean(row["mix_block_dim"]),
+        "block_dim": finite_or_none(row["block_dim"]),
+        "block_dim_min": finite_or_none(row["block_dim_min"]),
+        "mix_block_dim": finite_or_none(row["mix_block_dim"]),
         "bound": result.bound,
         "bound_label": primary.label,
         "evidence": result.evidence,
@@ -159,9 +148,10 @@ def _op_types(profile: Profile, agg, limit: int = 15) -> list[dict[str, Any]]:
     stats = profile.op_statistic
     if stats is not None and len(stats):
         s = stats.sort_values("total_us", ascending=False).head(limit)
-        return [{"op_type": str(r["op_type"]), "core_type": str(r.get("core_type")), "count": _clean(r.get("count")),
-                 "total_us": _clean(r["total_us"]), "share": _clean(r.get("ratio_pct", float("nan")) / 100.0),
-                 "source": "op_statistic.csv"} for _, r in s.iterrows()]
+        return [{"op_type": str(r["op_type"]), "core_type": str(r.get("core_type")),
+                 "count": finite_or_none(r.get("count")), "total_us": finite_or_none(r["total_us"]),
+                 "share": finite_or_none(r.get("ratio_pct", float("nan")) / 100.0), "source": "op_statistic.csv"}
+                for _, r in s.iterrows()]
     g = agg.groupby(["op_type", "core_type"], observed=True, sort=False)[["count", "total_us", "share"]].sum()
     g = g.sort_values("total_us", ascending=False).head(limit).reset_index()
     return [{"op_type": str(r["op_type"]), "core_type": str(r["core_type"]), "count": int(r["count"]),

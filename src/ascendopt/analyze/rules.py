@@ -2,7 +2,7 @@
 
 A pipe class fires when any of its checks holds (canonical column >= named threshold). A kernel's
 ``bound`` is the fired pipe class with the largest value / threshold (ratios overlap and can sum
-above 1, so classes are never shares of a total; docs/reference/ascend-profiler.md §6.1). When
+above 1, so classes are never shares of a total; docs/profiler-formats.md §6.1). When
 no pipe class fires, the kernel is latency-bound (short) or has no dominant pipe (long); without
 counters it is not classified. Core-use checks (NPU only) add findings of their own: a vector
 kernel on the cube core count, fewer blocks than cores, a partial last wave, a grid over 65535.
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ascendopt.console import finite_or_none
 from ascendopt.errors import UsageError
 
 NPU_KINDS = ("npu", "msprof", "msprof-op")
@@ -157,11 +158,9 @@ def _evidence(column: str, value: float, thr: Threshold, op: str = ">=") -> dict
 
 
 def _num(metrics: Mapping[str, Any], column: str) -> float | None:
+    """``metrics[column]`` as a float; None when absent or NaN / inf (not collected)."""
     value = metrics.get(column)
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return None if value is None else finite_or_none(float(value))
 
 
 def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]]) -> Finding:

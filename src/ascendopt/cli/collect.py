@@ -8,10 +8,13 @@ from typing import Annotated
 
 import typer
 
+from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE
 from ascendopt.cli.options import JsonOpt
 
-_GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: pipe, ub, memory, l2, arith, memaccess, "
-                "memoryl0, conflict, none (or the full names, e.g. PipeUtilization).")
+# The short alias of every group (the first one the table lists), so the help cannot drift from the parser.
+_GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: "
+                + ", ".join(METRIC_GROUP_TABLE[group].aliases[0] for group in COLLECT_GROUP_ORDER)
+                + " (or the full names, e.g. PipeUtilization).")
 
 
 def _parse_sets(items: list[str]) -> dict[str, str]:
@@ -102,7 +105,7 @@ def collect(
                                command=command, **schedule)
     profiles = [_summary(p) for p in paths]
     if analyze:
-        _chain_analyze(paths, kernel_filter, json, profiles)
+        _chain_analyze(paths, kernel_filter, json)
         return
     if json:
         console.print_json({"schema": 1, "backend": backends.current().name, "profiles": profiles})
@@ -120,34 +123,23 @@ def _summary(path) -> dict[str, object]:
             "hardware_counters": meta.get("hardware_counters"), "set_id": meta.get("set_id")}
 
 
-def _chain_analyze(paths, kernel_filter: str | None, json: bool, profiles: list[dict[str, object]]) -> None:
-    """`--analyze`: the analyze command on the new folders (merged as one set), if this build has it."""
-    import importlib
-
+def _chain_analyze(paths, kernel_filter: str | None, json: bool) -> None:
+    """`--analyze`: the new folders analyzed as one set (metric-group runs merge kernel by kernel) and
+    printed as `ascendopt analyze PATH... [--kernel-filter F] [--json]` prints them."""
     from ascendopt import console
+    from ascendopt.analyze.diagnosis import analyze
+    from ascendopt.analyze.traces import load_profiles
+    from ascendopt.cli.analyze import DEFAULT_TOP, render_report
 
-    try:
-        importlib.import_module("ascendopt.analyze.diagnosis")
-        importlib.import_module("ascendopt.cli.analyze")
-    except ImportError:
-        console.warn("--analyze: this build has no analyze command; run `ascendopt analyze <folder>` later")
-        if json:
-            console.print_json({"schema": 1, "profiles": profiles})
-        else:
-            for path in paths:
-                console.out(str(path))
-        return
-    from ascendopt.cli import app
-
-    args = ["analyze", *[str(p) for p in paths]]
-    if kernel_filter:
-        args += ["--kernel-filter", kernel_filter]
-    if json:
-        args.append("--json")
-    else:
+    if not json:
         for path in paths:
             console.status(f"profile: {path}")
-    app(args=args, prog_name="ascendopt", standalone_mode=False)
+    # an empty --kernel-filter is no filter: the report records None, as `analyze` without the option does
+    report = analyze(load_profiles(paths), kernel_filter=kernel_filter or None, top=DEFAULT_TOP)
+    if json:
+        console.print_json(report)
+        return
+    render_report(report)
 
 
 def register(app: typer.Typer, name: str) -> None:

@@ -66,7 +66,6 @@ def gate(
     from pathlib import Path
 
     from ascendopt import console
-    from ascendopt.errors import CorrectnessError, IntegrityError, RegressionError
     from ascendopt.gate.stages import run_gate
     from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace, atomic_write_text
@@ -81,8 +80,7 @@ def gate(
         _render(result)
     failed = result.failed_stage
     if failed is not None:
-        error = {"integrity": IntegrityError, "performance": RegressionError}.get(failed.name, CorrectnessError)
-        raise error(f"gate red at {failed.name}: {failed.summary}")
+        raise failed.error()
 
 
 def register(app: typer.Typer, name: str) -> None:

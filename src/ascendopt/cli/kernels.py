@@ -9,63 +9,6 @@ import typer
 from ascendopt.cli.options import JsonOpt
 
 
-def describe_spec(spec, *, detail: bool) -> dict[str, Any]:
-    """Plain-data view of a ``KernelSpec``; ``detail`` adds per-preset support, UB model and cost."""
-    from ascendopt.device import ub
-
-    info: dict[str, Any] = {
-        "name": spec.name,
-        "description": spec.description,
-        "bound": spec.bound,
-        "modes": list(spec.modes),
-        "dtypes": list(spec.dtypes),
-        "presets": {name: _dims_text(p.dims) for name, p in spec.shapes.items()},
-        "tunables": {name: {"default": t.default, "choices": list(t.choices), "doc": t.doc}
-                     for name, t in spec.tunables.items()},
-        "support": spec.extras.get("support", ""),
-        "kernel_names": list(spec.kernel_names),
-        "tolerances": dict(spec.tolerances),
-        "peer": spec.extras.get("peer_name"),
-    }
-    if not detail:
-        return info
-    cfg = spec.config()
-    presets = {}
-    for name, preset in spec.shapes.items():
-        entry: dict[str, Any] = {"dims": _dims_text(preset.dims), "doc": preset.doc, "modes": {}}
-        for mode in spec.modes:
-            reasons = {dtype: spec.supports(preset.dims, dtype, mode) for dtype in spec.dtypes}
-            entry["modes"][mode] = {dtype: reason or "supported" for dtype, reason in reasons.items()}
-        dtype = spec.dtypes[0]
-        if all(spec.supports(preset.dims, dtype, m) is None for m in spec.modes):
-            stages = []
-            ub_bytes = _ub_bytes()
-            for stage in spec.ub_model(preset.dims, cfg, dtype):
-                check = ub.check(stage.tile, stage.dtype, stage.multiplier, ub_bytes, stage.margin)
-                stages.append({"stage": stage.stage, "tile": stage.tile, "dtype": stage.dtype,
-                               "multiplier": stage.multiplier, "peak_bytes": check.peak_bytes,
-                               "budget_bytes": check.budget_bytes, "safe": check.safe})
-            entry["ub_model"] = {"dtype": dtype, "ub_bytes": ub_bytes, "stages": stages}
-            entry["cost"] = {m: {"bytes": spec.cost(preset.dims, dtype, m).bytes,
-                                 "flops": spec.cost(preset.dims, dtype, m).flops} for m in spec.modes}
-        presets[name] = entry
-    info["presets"] = presets
-    return info
-
-
-def _ub_bytes() -> int:
-    from ascendopt.device import backends
-
-    return backends.current().info().ub_bytes
-
-
-def _dims_text(dims) -> str:
-    parts = []
-    for key, value in dims.items():
-        parts.append(f"{key}={':'.join(map(str, value))}" if isinstance(value, tuple) else f"{key}={value}")
-    return ",".join(parts)
-
-
 def kernels(
     name: Annotated[str | None, typer.Argument(help="Show one kernel in detail (default: list all).")] = None,
     json: JsonOpt = False,
@@ -73,6 +16,7 @@ def kernels(
     """List the bundled kernels: modes, dtypes, shape presets, tunables (default and choices), support ranges."""
     from ascendopt import console
     from ascendopt import kernels as registry
+    from ascendopt.kernels.describe import describe_spec
 
     specs = [registry.get(name)] if name else registry.all_specs()
     data = [describe_spec(spec, detail=name is not None) for spec in specs]

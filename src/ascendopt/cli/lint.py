@@ -29,9 +29,9 @@ def lint(
     Exit 0 clean, 1 findings, 2 bad usage or a file that could not be read or parsed (reported as AO001/AO002).
     """
     from ascendopt import console
+    from ascendopt.cli.lint_format import FORMATS, render, summary
     from ascendopt.errors import UsageError
     from ascendopt.lint import get_rule, iter_rules, lint_paths
-    from ascendopt.cli.lint_format import FORMATS, render, summary
 
     fmt = "json" if json else format.lower()
     if fmt not in FORMATS:

@@ -38,7 +38,7 @@ def optimize_round(
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force.
     """
     from ascendopt import console
-    from ascendopt.cli.render import render_round_summary
+    from ascendopt.cli.render import format_config, render_round_summary, speedup_text
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
     from ascendopt.rounds import auto as round_auto
@@ -61,7 +61,7 @@ def optimize_round(
         def on_round(outcome):
             r = outcome.record
             rows.append(r)
-            console.info(f"round {r.number}: {round_run.format_config(r.change.get('set'))} -> {r.verdict}"
+            console.info(f"round {r.number}: {format_config(r.change.get('set'))} -> {r.verdict}"
                          + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else ""))
 
         with console.progress("optimize-round --auto") as bar:
@@ -71,14 +71,14 @@ def optimize_round(
             console.print_json(result)
             return
         console.table(["round", "change", "gate", "median ms", "vs best", "verdict"],
-                      [(r.number, round_run.format_config(r.change.get("set")),
+                      [(r.number, format_config(r.change.get("set")),
                         "pass" if r.gate.get("passed") else "fail",
                         "-" if r.candidate_ms is None else f"{r.candidate_ms:.4f}",
-                        round_run.speedup_text(r.ratio_vs_best), r.verdict) for r in rows],
+                        speedup_text(r.ratio_vs_best), r.verdict) for r in rows],
                       title=f"auto search: {len(rows)} round(s); {result['space']} distinct of "
                             f"{result['feasible']} feasible configurations, {result['pruned']} pruned by the UB model; "
                             f"budget {result['budget']}")
-        console.out(f"best configuration: {round_run.format_config(result['best'])}")
+        console.out(f"best configuration: {format_config(result['best'])}")
         console.out(f"cache: {result['cache']}")
         console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
         return

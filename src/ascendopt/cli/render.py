@@ -1,4 +1,5 @@
-"""Printed forms of data the step packages return: the round summary and per-tensor correctness lines.
+"""Printed forms of data the step packages return: the round summary, per-tensor correctness lines,
+configurations and speedups.
 
 Rendering lives in ``cli`` only; the packages build plain data (``rounds.summary.build``,
 ``gate.correctness.TensorReport``) and never print it. Tables and result lines go to stdout
@@ -7,6 +8,7 @@ Rendering lives in ``cli`` only; the packages build plain data (``rounds.summary
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,16 @@ from ascendopt import console
 
 if TYPE_CHECKING:
     from ascendopt.gate.correctness import TensorReport
+
+
+def format_config(config: Mapping[str, int] | None) -> str:
+    """Tunables as ``BT=32, BD=128`` in the configuration's order; ``-`` for none (own code)."""
+    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
+
+
+def speedup_text(ratio: float | None) -> str:
+    """A time ratio candidate/reference as the speedup ``1.250x``; ``-`` when unknown or not a time ratio."""
+    return "-" if ratio is None or not math.isfinite(ratio) or ratio <= 0 else f"{1 / ratio:.3f}x"
 
 
 def _fmt(v: float | None, column: str = "") -> str:

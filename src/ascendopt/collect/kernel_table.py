@@ -7,40 +7,41 @@ Ascend's Block Dim). Rows:
 * cuda: every device activity: ``kernel`` (core_type ``cuda``), ``gpu_memcpy`` (``memcpy``),
   ``gpu_memset`` (``memset``). Triton kernels carry their ``@triton.jit`` function name.
 * cpu: Triton kernels run in the interpreter as host code, so a kernel is a named profiler range
-  (``kernels.common.launch`` and the collector's interpreter hook open one per launch; core_type
+  (``kernels._lib.common.launch`` and the collector's interpreter hook open one per launch; core_type
   ``cpu``), plus every top-level torch op outside such a range (core_type ``torch_op``), which is
   what a torch fallback looks like.
 
 ``step`` is the number of the ``ProfilerStep#N`` range that contains the row's start.
+
+The trace file is read by ``analyze.traces.torch_trace.complete_events``, the one chrome-trace reader
+(``analyze`` reads the same files back); this module only turns its events into rows.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ascendopt.analyze.traces.torch_trace import STEP_PREFIX, complete_events
+
 COLUMNS = ["name", "core_type", "start_us", "duration_us", "step", "device", "block_dim"]
 _DEVICE_CATEGORIES = {"kernel": "cuda", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-_STEP_PREFIX = "ProfilerStep#"
 
 
 def load_events(trace_path: Path) -> list[dict[str, Any]]:
-    """Complete ("X") events of a chrome trace."""
-    with open(trace_path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    return [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    """Complete ("X") events of a chrome trace that carry a start time (``ts``, us): every row and step
+    range below is placed by it. ProfileError naming the file when it is not a readable trace."""
+    return [e for e in complete_events(trace_path) if "ts" in e]
 
 
 def _steps(events: Iterable[dict[str, Any]]) -> list[tuple[float, float, int]]:
     spans = []
     for e in events:
         name = str(e.get("name", ""))
-        if e.get("cat") == "user_annotation" and name.startswith(_STEP_PREFIX):
-            suffix = name[len(_STEP_PREFIX):]
+        if e.get("cat") == "user_annotation" and name.startswith(STEP_PREFIX):
+            suffix = name[len(STEP_PREFIX):]
             if suffix.isdigit():
                 spans.append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), int(suffix)))
     return sorted(spans)
@@ -101,8 +102,8 @@ def cpu_rows(events: list[dict[str, Any]], kernel_names: set[str] | None = None)
             while stack and ts >= float(stack[-1]["ts"]) + float(stack[-1]["dur"]):
                 stack.pop()
             name = str(e["name"])
-            is_step = e["cat"] == "user_annotation" and name.startswith(_STEP_PREFIX)
-            enclosing = [s for s in stack if not str(s["name"]).startswith(_STEP_PREFIX)]
+            is_step = e["cat"] == "user_annotation" and name.startswith(STEP_PREFIX)
+            enclosing = [s for s in stack if not str(s["name"]).startswith(STEP_PREFIX)]
             if e["cat"] == "user_annotation" and not is_step:
                 duplicate = bool(enclosing) and enclosing[-1]["name"] == name
                 if not duplicate and (kernel_names is None or name in kernel_names):

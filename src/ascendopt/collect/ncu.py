@@ -2,7 +2,7 @@
 
 torch.profiler gives durations only; counters need a second run under ncu (CUPTI cannot serve
 both at once). The sections follow the asked metric group, mapped onto what ncu measures
-(docs/reference/peers.md §2.2):
+(docs/peers.md §2.2):
 
 * PipeUtilization, ArithmeticUtilization -> SpeedOfLight, ComputeWorkloadAnalysis (its pipe
   utilization metrics), InstructionStats

@@ -1,4 +1,4 @@
-"""npu collection with ``torch_npu.profiler`` (docs/reference/ascend-profiler.md §9).
+"""npu collection with ``torch_npu.profiler`` (docs/profiler-formats.md §9).
 
 The call sequence (kept exactly, the fake-torch_npu test asserts it)::
 

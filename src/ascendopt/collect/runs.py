@@ -12,7 +12,7 @@ from ascendopt.collect.settings import ProfileSettings
 
 
 def recorded_group(settings: ProfileSettings, backend: str) -> str:
-    """The metric group the folder really holds: Level0 on npu forces AiCoreNone (ascend-profiler.md §9.3)."""
+    """The metric group the folder really holds: Level0 on npu forces AiCoreNone (docs/profiler-formats.md §9.3)."""
     if backend == "npu" and settings.profiler_level in LEVELS_WITHOUT_COUNTERS:
         return NONE
     return settings.metric_group

@@ -12,7 +12,7 @@ from ascendopt.errors import UsageError
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    """One run: ONE metric group (the profiler cannot collect two groups at once, seed §2).
+    """One run: ONE metric group (the profiler cannot collect two groups at once, docs/practice.md §2).
 
     The schedule follows torch's: per repeat ``wait -> warmup -> active`` steps after
     ``skip_first`` steps; ``steps`` (workload calls) defaults to one full cycle,

@@ -21,7 +21,7 @@ def name_interpreted_kernels() -> Iterator[set[str]]:
     """Open a profiler range named after each Triton kernel the interpreter runs.
 
     A user's exec-file launches ``kernel[grid](...)`` directly, not through
-    ``kernels.common.launch``, and the interpreter runs it as plain Python, so without a range
+    ``kernels._lib.common.launch``, and the interpreter runs it as plain Python, so without a range
     the CPU profile could not show which kernel ran. The hook wraps
     ``InterpretedFunction.run`` (triton's interpreter entry point for ``kernel[grid](...)``);
     if that entry point is missing in some triton version the profile still has the ranges of

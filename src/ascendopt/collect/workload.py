@@ -1,6 +1,6 @@
 """Turning an exec-file or a bundled kernel into a zero-argument ``workload()`` callable.
 
-exec-file semantics (those of the original ``profile_npu.py --exec-file``, optimization-loop.md §2):
+exec-file semantics (those of the original ``profile_npu.py --exec-file``, docs/practice.md §2):
 the file's folder goes first on ``sys.path`` (local imports work), the module code runs ONCE
 (input creation, compilation warm-up), and the file must define a callable ``workload()`` that
 each profiler step calls. Every failure names ``file:line`` and is the user's input problem

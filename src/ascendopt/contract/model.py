@@ -129,7 +129,7 @@ class FrozenFile:
 
 @dataclass(frozen=True)
 class BaselineTiming:
-    """Baseline latency of one shape case, ms per call (synchronized, see ascendopt.bench)."""
+    """Baseline latency of one shape case, ms per call (synchronized, see ascendopt.gate.bench)."""
 
     case: str
     median_ms: float

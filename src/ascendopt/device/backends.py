@@ -7,7 +7,7 @@ same backend via ``current()``; a child process gets the choice explicitly, in t
 ``child_env()`` builds for it.
 
 Why the torch_npu dance: with torch_npu installed but CANN not sourced, torch's backend autoload
-makes ``import torch`` itself fail (docs/reference/install.md §2.2). So before the first
+makes ``import torch`` itself fail (docs/install.md §2.2). So before the first
 ``import torch`` on such a host we set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` and import torch_npu
 ourselves, catching (ImportError, OSError, RuntimeError) and turning them into a reason.
 """
@@ -28,7 +28,7 @@ from ascendopt.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("npu", "cuda", "cpu")
 # Kernel-package modules that hold no @triton.jit code (importing them early is harmless).
-KERNEL_SUPPORT_MODULES = frozenset({"ascendopt.kernels.spec", "ascendopt.kernels._lib",
+KERNEL_SUPPORT_MODULES = frozenset({"ascendopt.kernels.spec", "ascendopt.kernels.describe", "ascendopt.kernels._lib",
                                     "ascendopt.kernels._lib.common"})
 
 
@@ -107,7 +107,7 @@ class Backend:
         """Arrange the environment before any ``@triton.jit`` kernel module is imported.
 
         The interpreter flag only takes effect if set before the decorators run
-        (docs/reference/install.md §1.3), so a late switch is an error, not a silent no-op.
+        (docs/install.md §1.3), so a late switch is an error, not a silent no-op.
         """
         if self.name != "cpu":
             return

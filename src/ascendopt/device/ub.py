@@ -5,10 +5,10 @@
 
 ``memory_multiplier`` is the number of live tile-sized buffers (inputs, fp32 accumulators, transpose
 copies, masks, temporaries of a dot, compiler double-buffering); every caller comments where its
-multiplier comes from. ``margin`` is the safety factor of docs/reference/optimization-loop.md §6
-(0.75-0.85); ``DEFAULT_MARGIN`` is the one every caller uses unless it names why not. Nothing here
-probes a device: the capacity comes from configs/chips.yaml, an option, or the backend. Bad input
-raises ``UsageError``; nothing returns None.
+multiplier comes from. ``margin`` is the safety factor of docs/practice.md §6 (0.75-0.85);
+``DEFAULT_MARGIN`` is the one every caller uses unless it names why not. Nothing here probes a device:
+the capacity comes from configs/chips.yaml, an option, or the backend. Bad input raises
+``UsageError``; nothing returns None.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from ascendopt.errors import UsageError
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "int8": 1,
                "int32": 4, "int64": 8, "fp64": 8, "float64": 8}
 # The UB safety margin, defined here once: fla's ``_UB_SAFETY_MARGIN`` for its Triton-Ascend vector
-# kernels (modules/norm/triton_ascend/l2norm.py, the cumsum, chunk_scaled_dot_kkt), the top of the
-# 0.75-0.85 range of docs/reference/optimization-loop.md §6. The 15% left over covers what a multiplier
-# does not count (index vectors, scalars, the compiler's own temporaries). A kernel that budgets less
-# (the gated delta rule's state, output and WY stages, as their fla counterparts) names its own constant.
+# kernels (modules/norm/triton_ascend/l2norm.py, the cumsum, chunk_scaled_dot_kkt; docs/practice.md
+# §6.2), the top of the practice's 0.75-0.85 range. The rest of the UB is room for what a multiplier does
+# not count (index vectors, scalars, the compiler's own temporaries). A kernel that budgets less (the
+# gated delta rule's state, output and WY stages, as their fla counterparts) names its own constant.
 DEFAULT_MARGIN = 0.85
 
 

@@ -1,6 +1,6 @@
 """Correctness of a bundled kernel: outputs and gradients vs the fp32 oracle, with NaN poisoning.
 
-For one shape case the kernel runs with its outputs NaN-poisoned (``kernels.common.nan_poisoning``:
+For one shape case the kernel runs with its outputs NaN-poisoned (``kernels._lib.common.nan_poisoning``:
 ``alloc`` fills new floating outputs with NaN, so any element the kernel never writes stays NaN
 and fails). Each returned tensor is compared with the spec's fp32 reference:
 

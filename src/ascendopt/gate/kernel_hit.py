@@ -21,7 +21,7 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
 
     npu: the device kernels of a torch_npu profile (via ``ascendopt.collect``); cuda: device
     kernels of a torch.profiler trace; cpu: every range of a CPU trace (interpreted Triton launches
-    get a range named after the ``@triton.jit`` function: ``kernels.common.launch`` for bundled
+    get a range named after the ``@triton.jit`` function: ``kernels._lib.common.launch`` for bundled
     kernels, collect's interpreter hook for own code).
     """
     from ascendopt.device import backends

@@ -11,11 +11,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ascendopt.errors import ExitCode
+from ascendopt.errors import AscendoptError, CorrectnessError, IntegrityError, RegressionError
 
 STAGES = ("integrity", "correctness", "kernel_hit", "performance")
-_STAGE_EXIT = {"integrity": ExitCode.INTEGRITY, "correctness": ExitCode.CORRECTNESS,
-               "kernel_hit": ExitCode.CORRECTNESS, "performance": ExitCode.PERFORMANCE}
+# What a red stage is, as the error the CLI exits with: its class carries the exit code (3, 1, 1, 4).
+STAGE_ERRORS: dict[str, type[AscendoptError]] = {"integrity": IntegrityError, "correctness": CorrectnessError,
+                                                 "kernel_hit": CorrectnessError, "performance": RegressionError}
 
 
 @dataclass
@@ -40,7 +41,11 @@ class StageResult:
 
     @property
     def exit_code(self) -> int:
-        return int(_STAGE_EXIT[self.name]) if self.status == "fail" else 0
+        return int(STAGE_ERRORS[self.name].exit_code) if self.status == "fail" else 0
+
+    def error(self) -> AscendoptError:
+        """The error a red stage ends the gate command with (its exit code is the stage's)."""
+        return STAGE_ERRORS[self.name](f"gate red at {self.name}: {self.summary}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "exit_code": self.exit_code, "summary": self.summary,

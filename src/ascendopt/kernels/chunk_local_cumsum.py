@@ -26,7 +26,7 @@ from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's vector-kern
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.errors import UsageError
 from ascendopt.kernels._lib import resident
-from ascendopt.kernels._lib.common import alloc, grid_size, launch
+from ascendopt.kernels._lib.common import alloc, grid_size, launch, requested_tile, torch_dtype, ub_context
 from ascendopt.kernels._lib.rowwise import cuda_cap, per_device
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
@@ -164,18 +164,13 @@ def _chunk_offsets(cu_seqlens, chunk_size: int):
 
 def _block_c(c: int, chunk_size: int, requested: int) -> int:
     """Channels per tile: ``requested``, or the largest power of two the UB model allows (<= C)."""
-    from ascendopt.device import backends
-
-    backend = backends.current()
-    info = backend.info()
+    context = ub_context()
     if requested:
-        check = ub.check({"BT": chunk_size, "BC": requested}, "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN)
-        if info.ub_enforced and not check.safe:
-            raise UsageError(f"block_c={requested} with chunk_size={chunk_size}: {check.describe()}",
-                             hint="use block_c=0 (UB model) or a smaller value")
-        return requested
-    bc = ub.solve({"BT": chunk_size, "BC": 1}, "BC", "fp32", MEM_MULT, info.ub_bytes, UB_MARGIN, upper=c)
-    if backend.name == "cuda":  # the register file bounds the tile there (see rowwise.cuda_cap)
+        return requested_tile("block_c", requested, {"BT": chunk_size, "BC": requested}, MEM_MULT, UB_MARGIN,
+                              context, f"chunk_size={chunk_size}")
+    ub_bytes, backend, _ = context
+    bc = ub.solve({"BT": chunk_size, "BC": 1}, "BC", "fp32", MEM_MULT, ub_bytes, UB_MARGIN, upper=c)
+    if backend == "cuda":  # the register file bounds the tile there (see rowwise.cuda_cap)
         bc = min(bc, cuda_cap(CUDA_MEM_MULT, chunk_size))
     return bc
 
@@ -305,10 +300,9 @@ def _shape(dims) -> tuple[int, ...]:
 
 def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwd") -> dict:
     """``g`` (log-space decays, negative), plus the op's options: ``chunk_size``, ``reverse``, ``scale``."""
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     gen = torch.Generator().manual_seed(seed)
     g = torch.nn.functional.logsigmoid(torch.randn(_shape(dims), generator=gen) + 2.0)
-    inputs = {"g": g.to(device, torch_dtype), "chunk_size": int(dims.get("chunk", 64)),
+    inputs = {"g": g.to(device, torch_dtype(dtype)), "chunk_size": int(dims.get("chunk", 64)),
               "reverse": bool(dims.get("reverse", 0)), "scale": None}
     if "seqlens" in dims:
         cu = torch.tensor([0, *itertools.accumulate(dims["seqlens"])], dtype=torch.int64)

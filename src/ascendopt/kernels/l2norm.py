@@ -7,15 +7,13 @@ backward). Backward: ``dx = rstd * (dy - sum(dy * y) * y)``. Accumulation is fp3
 
 from __future__ import annotations
 
-import math
-
 import triton
 import triton.language as tl
 
 from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's norm margin, as every vector kernel here
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.kernels._lib import resident, rowwise
-from ascendopt.kernels._lib.common import alloc, launch
+from ascendopt.kernels._lib.common import alloc, launch, torch_dtype
 from ascendopt.kernels._lib.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
@@ -134,12 +132,12 @@ def _shape(dims) -> tuple[int, ...]:
 def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwdbwd") -> dict:
     import torch
 
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    dt = torch_dtype(dtype)
     gen = torch.Generator().manual_seed(seed)
     shape = _shape(dims)
     x = torch.randn(shape, generator=gen) + 0.1
     dy = torch.randn(shape, generator=gen)
-    return {"x": x.to(device, torch_dtype), "dy": dy.to(device, torch_dtype)}
+    return {"x": x.to(device, dt), "dy": dy.to(device, dt)}
 
 
 def _run(inputs: dict, config: dict, mode: str) -> dict:
@@ -150,18 +148,14 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
     return out
 
 
-def _n_rows(dims) -> int:
-    return math.prod(_shape(dims)[:-1])
-
-
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
     # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT (fla's calibrated l2norm values).
-    return rowwise.norm_stages(_n_rows(dims), dims["D"], config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN,
+    return rowwise.norm_stages(rowwise.n_rows(_shape(dims)), dims["D"], config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN,
                                bwd_streaming=True)
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
-    n, d = _n_rows(dims), dims["D"]
+    n, d = rowwise.n_rows(_shape(dims)), dims["D"]
     b = dtype_bytes(dtype)
     fwd_bytes = 2 * n * d * b + 4 * n  # x in, y out, rstd out
     fwd_flops = 3 * n * d  # square, sum, scale

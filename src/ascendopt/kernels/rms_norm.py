@@ -18,7 +18,7 @@ from ascendopt.device import ub
 from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # fla's norm margin, as every vector kernel here
 from ascendopt.device.ub import dtype_bytes
 from ascendopt.kernels._lib import resident, rowwise
-from ascendopt.kernels._lib.common import alloc, grid_size, launch, num_cores, on_cuda
+from ascendopt.kernels._lib.common import alloc, grid_size, launch, num_cores, on_cuda, torch_dtype
 from ascendopt.kernels._lib.rowwise import load_rows, load_tile, store_rows, store_tile
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
@@ -256,13 +256,13 @@ def _shape(dims) -> tuple[int, ...]:
 def _make_inputs(dims, dtype: str, device, seed: int = 0, mode: str = "fwdbwd") -> dict:
     import torch
 
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    dt = torch_dtype(dtype)
     gen = torch.Generator().manual_seed(seed)
     shape = _shape(dims)
     x = torch.randn(shape, generator=gen)
     weight = 1.0 + 0.1 * torch.randn(dims["D"], generator=gen)
     dy = torch.randn(shape, generator=gen)
-    return {"x": x.to(device, torch_dtype), "weight": weight.to(device, torch_dtype), "dy": dy.to(device, torch_dtype)}
+    return {"x": x.to(device, dt), "weight": weight.to(device, dt), "dy": dy.to(device, dt)}
 
 
 def _run(inputs: dict, config: dict, mode: str) -> dict:
@@ -274,7 +274,7 @@ def _run(inputs: dict, config: dict, mode: str) -> dict:
 
 
 def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
-    n, d = dims["B"] * dims["T"], dims["D"]
+    n, d = rowwise.n_rows(_shape(dims)), dims["D"]
     bp, bdw = _finalize_tiles(64, d)
     # Multipliers: see FWD_MEM_MULT / BWD_MEM_MULT / FINALIZE_MEM_MULT above for their origin.
     return (rowwise.norm_stages(n, d, config, FWD_MEM_MULT, BWD_MEM_MULT, UB_MARGIN, bwd_streaming=False)
@@ -282,7 +282,7 @@ def _ub_model(dims, config: dict, dtype: str) -> list[UBStage]:
 
 
 def _cost(dims, dtype: str, mode: str) -> Cost:
-    n, d = dims["B"] * dims["T"], dims["D"]
+    n, d = rowwise.n_rows(_shape(dims)), dims["D"]
     b = dtype_bytes(dtype)
     fwd_bytes = 2 * n * d * b + d * b + 4 * n  # x in, y out, weight in, rstd out
     fwd_flops = 4 * n * d

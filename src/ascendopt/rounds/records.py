@@ -1,7 +1,7 @@
 """Round records, verdicts and stop criteria: the loop's discipline as code.
 
 One round = one hypothesis and one change, then the gate, then an interleaved benchmark, then a
-re-profile (docs/reference/optimization-loop.md §10). Each round is written to
+re-profile (docs/practice.md §10). Each round is written to
 ``.ascendopt/rounds/NNNN.yaml`` (schema 1, atomic write) and never edited afterwards.
 
 Verdicts (fla's OPT_LOG ``Status``):
@@ -34,8 +34,8 @@ from ascendopt.workspace import Workspace, read_yaml, write_yaml
 VERDICTS = ("keep", "revert", "drop", "floor")
 STOP_CRITERIA = ("floor", "max_rounds", "stall", "directions")
 
-STALL_ROUNDS = 3  # fla-optimization-loop: "After 3 consecutive non-keep rows, stop and re-assess"
-MIN_DIRECTIONS = 3  # fla-optimization-loop: ">= 3 distinct directions have been tried with evidence"
+STALL_ROUNDS = 3  # docs/practice.md §10: after 3 consecutive rounds without a keep, stop and re-assess
+MIN_DIRECTIONS = 3  # docs/practice.md §10: stop once >= 3 distinct directions were tried with evidence
 
 # Floor thresholds. 0.85 of the data-sheet HBM peak: well-written streaming copies reach ~85-92 % of
 # peak on HBM parts (our own H200 copy measurement is in benchmarks/RESULTS.md), so a kernel at 85 %

@@ -7,7 +7,7 @@ as data; ``cli.report.write_report`` (used by ``report`` and ``demo``) writes th
 
 The OPT_LOG table keeps fla's columns
 ``| Iter | Direction (one line) | Gate | Bench (median ms) | vs best | Status |`` with row 0 the
-baseline (docs/reference/optimization-loop.md §10).
+baseline (docs/practice.md §10).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The CLI (``cli/optimize_round.py``) and the demo call ``run_round``, which takes the workspace lock,
 loads the ``RoundContext`` once and hands it to ``record_round`` (``rounds.auto.run_auto`` calls
 ``record_round`` once per candidate under one lock); tests call them with a tiny contract on the CPU
-interpreter. Order follows the loop (optimization-loop.md §1, §10):
+interpreter. Order follows the loop (docs/practice.md §1, §10):
 
 1. refuse to run past a stop criterion unless ``force`` (and say which one);
 2. the candidate = the best configuration so far + this round's ``--set`` change (one change);
@@ -19,7 +19,6 @@ commit against the working tree; "vs best" then compares that ratio with the bes
 
 from __future__ import annotations
 
-import math
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -300,11 +299,3 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     record = replace(draft, stop=stop, summary=summary)
     path = rounds.save_round(ws, record)
     return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])
-
-
-def format_config(config: Mapping[str, int] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
-
-
-def speedup_text(ratio: float | None) -> str:
-    return "-" if ratio is None or not math.isfinite(ratio) or ratio <= 0 else f"{1 / ratio:.3f}x"

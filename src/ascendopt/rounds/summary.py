@@ -1,6 +1,6 @@
 """The round summary (fla's Ascend template) as data; ``cli.render.render_round_summary`` prints it.
 
-Template (docs/reference/optimization-loop.md §10): target kernel Duration before -> after; pipe
+Template (docs/practice.md §10): target kernel Duration before -> after; pipe
 ratios Cube/MAC, Vector, scalar, MTE1, MTE2, MTE3; UB bandwidth when a MemoryUB run was collected;
 whether another round is warranted (stop criteria). ascendopt adds the bench verdict (never on a
 red gate), the UB use of the candidate's tiles and whether the metric the hypothesis targeted moved.
@@ -18,25 +18,10 @@ from typing import Any
 
 from ascendopt.analyze.matching import matches_any
 
-# (label, canonical columns in preference order). Scalar/MTE2 exist on both core halves; the vector
-# half comes first because most bundled kernels are vector kernels. UB rows: MemoryUB's vector-pipe
-# traffic (``ub_bw_vector_gbs`` = read + write, what the ub_bandwidth_bound class checks), then the
-# Memory group's plain UB columns; dram/l2 ratios are the CUDA (ncu) view.
-SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Cube/MAC", ("mac_ratio", "cube_utilization_pct")),
-    ("Vector", ("vec_ratio",)),
-    ("Scalar", ("vector_scalar_ratio", "cube_scalar_ratio", "scalar_ratio")),
-    ("MTE1", ("mte1_ratio",)),
-    ("MTE2", ("vector_mte2_ratio", "cube_mte2_ratio", "mte2_ratio")),
-    ("MTE3", ("mte3_ratio",)),
-    ("UB vector GB/s (read+write)", ("ub_bw_vector_gbs",)),
-    ("UB read GB/s", ("ub_read_bw_vector_gbs", "ub_read_bw_gbs")),
-    ("UB write GB/s", ("ub_write_bw_vector_gbs", "ub_write_bw_gbs")),
-    ("UB scalar read GB/s", ("ub_read_bw_scalar_gbs",)),
-    ("UB scalar write GB/s", ("ub_write_bw_scalar_gbs",)),
-    ("DRAM (ncu)", ("dram_ratio",)),
-    ("L2 (ncu)", ("l2_ratio",)),
-)
+# The summary's rows, (label, canonical columns in preference order): defined with the other metric
+# labels in ``analyze.traces.columns``.
+from ascendopt.analyze.traces.columns import SUMMARY_METRICS
+
 # Rows of metric groups that are often not collected: shown only when collected on either side.
 _OPTIONAL_ROWS = frozenset(label for label, _ in SUMMARY_METRICS if "GB/s" in label or "(ncu)" in label)
 

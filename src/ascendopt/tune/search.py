@@ -14,7 +14,7 @@ tunable in the direction the bottleneck class suggests first (vector/memory/UB/s
 improves. When no single move helps, "trade" moves change two tile sizes in opposite directions (a
 UB budget often fixes their product). The search stops at the evaluation budget or when no
 neighbour improves. Compare kernel_tuner's greedy_mls and Triton's exhaustive autotune
-(docs/reference/peers.md §2.4-2.5); the H200 study in benchmarks/tune_quality.py measures the
+(docs/peers.md §2.4-2.5); the H200 study in benchmarks/tune_quality.py measures the
 distance to the exhaustive best (``--replay`` re-runs it offline over a recorded landscape).
 
 Measured configurations are cached (JSON) keyed by kernel, shape, dtype, mode, device and the

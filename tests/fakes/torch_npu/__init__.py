@@ -1,7 +1,7 @@
 """A fake ``torch_npu`` for tests on machines without an Ascend NPU.
 
 It mirrors the names and signatures of the real torch_npu 2.13.0 that ascendopt uses
-(docs/reference/ascend-profiler.md §9 and §11.1): importing it attaches ``torch.npu`` with
+(docs/profiler-formats.md §9 and §11.1): importing it attaches ``torch.npu`` with
 ``is_available, device_count, current_device, set_device, get_device_name,
 get_device_properties, synchronize, Event``. Behaviour knobs (environment):
 

@@ -2,7 +2,7 @@
 
 * ``read_kernel_table``: torch_npu ``kernel_details.csv`` and msprof ``op_summary_*.csv`` (the
   same rows before and after torch_npu's six renames; every header variant of
-  docs/reference/ascend-profiler.md §4.2 loads because columns are looked up by name).
+  docs/profiler-formats.md §4.2 loads because columns are looked up by name).
 * ``read_op_statistic``: ``op_statistic.csv`` (aggregate per OP Type and Core Type).
 * ``read_block_table``: ``msprof op`` per-block CSVs (``OPPROF_*/<Group>.csv``), one row per
   block / sub-block, merged across the group files of one folder.

@@ -1,4 +1,6 @@
-"""The one raw -> canonical column table for every profiler format ascendopt reads.
+"""The one raw -> canonical column table for every profiler format ascendopt reads, plus the
+settings keyed by those names: the aic_metrics groups (``METRIC_GROUP_TABLE``: canonical names,
+the aliases ``collect`` accepts, signature columns) and the on-screen metric labels (``METRIC_LABELS``).
 
 Nothing outside ``ascendopt.analyze.traces`` sees a raw profiler header. Canonical names are lower case
 and carry their unit as a suffix (``_us``, ``_gbs`` = GB/s with GB = 2**30 bytes, ``_kb``,
@@ -10,9 +12,9 @@ AIV). Names that exist on one side only keep a short name (``mac_ratio`` is cube
 names that exist on both sides get a ``cube_`` / ``vector_`` prefix (``cube_scalar_ratio``,
 ``vector_mte2_ratio``). ``CUBE_SIDE`` / ``VECTOR_SIDE`` list which canonical metric belongs to
 which half, so a reader can blank the half a kernel did not run on (a 0 there means "not
-applicable", docs/reference/ascend-profiler.md §4.4).
+applicable", docs/profiler-formats.md §4.4).
 
-Sources of the raw names: docs/reference/ascend-profiler.md §4.1-§4.2 (kernel_details,
+Sources of the raw names: docs/profiler-formats.md §4.1-§4.2 (kernel_details,
 op_summary, op_statistic headers), §5 (PMU columns per aic_metrics group on Atlas A2) and the
 ``msprof op`` per-block CSV of fixture ``msprof_op_memory_ub``. Nsight Compute names: the real
 ``ncu --csv --page raw`` files in tests/data/cuda/ (H200, 2026-12-01).
@@ -256,10 +258,10 @@ CORE_TYPES: dict[str, str] = {
 NON_COMPUTE_CORE_TYPES = frozenset({"communication"})
 
 # -- aic_metrics groups: the one table ------------------------------------------------------------
-# Canonical group name = torch_npu's ``AiCMetrics`` member name (ascend-profiler.md §9.4), except that
+# Canonical group name = torch_npu's ``AiCMetrics`` member name (docs/profiler-formats.md §9.4), except that
 # "no counters" is stored as ``none`` (the member is ``AiCoreNone``). Per group:
 # * ``aliases``: what ``collect --aic-metrics`` accepts, compared lower-cased with "_" and "-" dropped
-#   (so ``Memory_UB``, ``memory-ub`` and ``ub`` all work; optimization-loop.md §2); the first is the
+#   (so ``Memory_UB``, ``memory-ub`` and ``ub`` all work; docs/practice.md §2); the first is the
 #   short name the help lists.
 # * ``acl``: the ACL name profiler_info*.json records in ``_aic_metrics`` (§3).
 # * ``signature``: canonical columns whose presence shows a kernel table holds the group (§3).
@@ -268,6 +270,8 @@ NONE_GROUP = "none"
 
 
 class MetricGroup(NamedTuple):
+    """One aic_metrics group: its user spellings, ACL name and signature columns (see above)."""
+
     aliases: tuple[str, ...]
     acl: str
     signature: tuple[str, ...]
@@ -308,6 +312,59 @@ def metric_groups_of(columns) -> list[str]:
         found.append("MemoryAccess")
     return found
 
+
+# -- names shown to people: one label per displayed metric ---------------------------------------
+# ``scalar_ratio``, ``mte2_ratio`` (max over both core halves) and ``ub_bw_vector_gbs`` (MemoryUB's
+# vector read + write) are the per-kernel columns ``analyze.diagnosis`` derives; dram/l2 are the
+# CUDA (ncu) view.
+class MetricLabel(NamedTuple):
+    """How one canonical metric column is named on screen."""
+
+    short: str  # a column header of `ascendopt analyze`'s bottleneck table
+    long: str  # a row label of the round summary
+
+
+METRIC_LABELS: dict[str, MetricLabel] = {
+    "mac_ratio": MetricLabel("mac", "Cube/MAC"),
+    "vec_ratio": MetricLabel("vec", "Vector"),
+    "scalar_ratio": MetricLabel("scalar", "Scalar"),
+    "mte1_ratio": MetricLabel("mte1", "MTE1"),
+    "mte2_ratio": MetricLabel("mte2", "MTE2"),
+    "mte3_ratio": MetricLabel("mte3", "MTE3"),
+    "fixpipe_ratio": MetricLabel("fixpipe", "Fixpipe"),
+    "ub_bw_vector_gbs": MetricLabel("ub GB/s", "UB vector GB/s (read+write)"),
+    "ub_read_bw_gbs": MetricLabel("ub read GB/s", "UB read GB/s"),
+    "ub_write_bw_gbs": MetricLabel("ub write GB/s", "UB write GB/s"),
+    "ub_read_bw_scalar_gbs": MetricLabel("ub scalar read GB/s", "UB scalar read GB/s"),
+    "ub_write_bw_scalar_gbs": MetricLabel("ub scalar write GB/s", "UB scalar write GB/s"),
+    "dram_ratio": MetricLabel("dram", "DRAM (ncu)"),
+    "l2_ratio": MetricLabel("l2", "L2 (ncu)"),
+}
+# `ascendopt analyze`'s bottleneck table, left to right: (header, column); other metrics are in --json.
+ANALYZE_TABLE_METRICS: tuple[tuple[str, str], ...] = tuple(
+    (METRIC_LABELS[c].short, c) for c in ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
+                                          "mte3_ratio", "fixpipe_ratio", "ub_bw_vector_gbs", "dram_ratio", "l2_ratio"))
+# The round summary's rows (docs/practice.md §10): (label, canonical columns in preference order).
+# Scalar/MTE2 exist on both core halves; the vector half comes first because most bundled kernels are
+# vector kernels. UB rows: MemoryUB's vector-pipe traffic (``ub_bw_vector_gbs`` = read + write, what the
+# ub_bandwidth_bound class checks), then the Memory group's plain UB columns.
+_SUMMARY_ROWS = (  # (the METRIC_LABELS key of the row, its columns)
+    ("mac_ratio", ("mac_ratio", "cube_utilization_pct")),
+    ("vec_ratio", ("vec_ratio",)),
+    ("scalar_ratio", ("vector_scalar_ratio", "cube_scalar_ratio", "scalar_ratio")),
+    ("mte1_ratio", ("mte1_ratio",)),
+    ("mte2_ratio", ("vector_mte2_ratio", "cube_mte2_ratio", "mte2_ratio")),
+    ("mte3_ratio", ("mte3_ratio",)),
+    ("ub_bw_vector_gbs", ("ub_bw_vector_gbs",)),
+    ("ub_read_bw_gbs", ("ub_read_bw_vector_gbs", "ub_read_bw_gbs")),
+    ("ub_write_bw_gbs", ("ub_write_bw_vector_gbs", "ub_write_bw_gbs")),
+    ("ub_read_bw_scalar_gbs", ("ub_read_bw_scalar_gbs",)),
+    ("ub_write_bw_scalar_gbs", ("ub_write_bw_scalar_gbs",)),
+    ("dram_ratio", ("dram_ratio",)),
+    ("l2_ratio", ("l2_ratio",)),
+)
+SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (METRIC_LABELS[key].long, columns) for key, columns in _SUMMARY_ROWS)
 
 # -- Nsight Compute (`ncu --csv --page raw`) -> the same canonical columns ----------------------
 # The CUDA mapping, one row per canonical column: raw metric names in order of preference (the

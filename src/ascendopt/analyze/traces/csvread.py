@@ -1,7 +1,7 @@
 """Fast, strict CSV reading for profiler tables (pyarrow), by column NAME, never by position.
 
 Profiler CSVs are big (a long training step gives 10^5-10^6 rows) and quirky
-(docs/reference/ascend-profiler.md §4.5): a TAB after the start time, quoted cells, ``N/A`` /
+(docs/profiler-formats.md §4.5): a TAB after the start time, quoted cells, ``N/A`` /
 ``NA`` / empty for "not collected", CRLF, no final newline, ragged rows, a trailing comma that
 makes an empty-named column. ``read_columns`` reads only the columns asked for, turns every
 "missing" marker into NaN (never 0), and raises ``ProfileError`` naming the file for anything

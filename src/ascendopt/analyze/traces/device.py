@@ -1,6 +1,6 @@
 """Device facts for a profile: chip, cube/vector core counts, clock — and where each came from.
 
-Order of trust (docs/reference/ascend-profiler.md §3, §6.5, §11.4):
+Order of trust (docs/profiler-formats.md §3, §6.5, §11.4):
 1. the profiler's own files: ``PROF_*/device_*/info.json.*`` (``ai_core_num``, ``aiv_num``,
    ``aic_frequency``) on Ascend, ``device__attribute_*`` columns in an ncu CSV on CUDA;
 2. ``ascendopt_profile.yaml``'s ``device`` name looked up in ``configs/chips.yaml``;

@@ -6,7 +6,7 @@ A run is one of: a torch_npu ``*_ascend_pt`` folder (or any folder holding
 folder (``OPPROF_*``, per-block CSVs), or this tool's cuda/cpu folder (``kernels.csv``,
 ``trace.json``, ``ncu_raw*.csv``, ``ascendopt_profile.yaml``). A parent folder's runs are
 ordered by the timestamp in their names (then by modification time); the newest is read unless
-the caller names one (docs/reference/ascend-profiler.md §2: never "the first glob match").
+the caller names one (docs/profiler-formats.md §2: never "the first glob match").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Merge metric groups collected in separate runs of one workload (PipeUtilization run +
 MemoryUB run + ...): kernels are paired by (device, name, occurrence), occurrence being the
 launch order of that name within its run (task and stream ids are assigned per run, so they
-cannot pair rows; docs/reference/ascend-profiler.md §9.5).
+cannot pair rows; docs/profiler-formats.md §9.5).
 
 Timing (durations, start times, core times, cycles) comes from the first run; every later run
 only adds the metric columns the first run lacks. Communication tasks are not paired (their

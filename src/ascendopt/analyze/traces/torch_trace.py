@@ -19,6 +19,8 @@ from ascendopt.analyze.traces.csvread import read_columns, read_header
 from ascendopt.errors import ProfileError
 
 _TEXT = {"name", "core_type", "op_type", "device"}
+# torch.profiler names the range of step N of its schedule "ProfilerStep#N" (a user_annotation event).
+STEP_PREFIX = "ProfilerStep#"
 _METRIC_SUFFIXES = ("_ratio", "_us", "_gbs", "_pct", "_kb", "_cycles", "_rate")
 
 
@@ -38,7 +40,11 @@ def read_kernels_csv(path: Path):
 
 def complete_events(path: Path) -> list[dict]:
     """A torch.profiler chrome trace's complete events (``ph`` X, with a ``dur``), as written; ProfileError
-    naming the file when it is not readable JSON or has no ``traceEvents`` list."""
+    naming the file when it is not readable JSON or has no ``traceEvents`` list.
+
+    The one chrome-trace reader: ``read_chrome_trace``, ``collect.kernel_table`` (kernels.csv) and
+    tools/kernel_gaps.py all read traces through it.
+    """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -57,9 +63,9 @@ def read_chrome_trace(path: Path):
     kernels = [e for e in complete if e.get("cat") == "kernel"]
     core = "cuda"
     if not kernels:
-        # CPU interpreter: a kernel is the profiler range kernels.common.launch opens
+        # CPU interpreter: a kernel is the profiler range kernels._lib.common.launch opens
         kernels = [e for e in complete if e.get("cat") == "user_annotation"
-                   and not str(e.get("name", "")).startswith("ProfilerStep#")]
+                   and not str(e.get("name", "")).startswith(STEP_PREFIX)]
         core = "cpu"
     if not kernels:
         raise ProfileError(f"{path}: no kernel events and no named launch ranges in the trace")

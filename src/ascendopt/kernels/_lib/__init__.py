@@ -1,2 +1,2 @@
-"""Helpers shared by the bundled kernels: launch and allocation (``common``), the row-wise tile plan
-(``rowwise``), CUDA residency (``resident``) and side streams (``streams``)."""
+"""Helpers shared by the bundled kernels: launch, allocation, dtypes and the UB context (``common``), the
+row-wise tile plan (``rowwise``), CUDA residency (``resident``) and side streams (``streams``)."""

@@ -1,4 +1,5 @@
-"""Helpers every bundled kernel launcher uses: core counts, output allocation, interpreter facts."""
+"""Helpers every bundled kernel launcher uses: core counts, output allocation, interpreter facts, spec
+dtype names, and the backend's UB budget (``ub_context``, ``requested_tile``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _poison = {"on": False}
+
+# Spec dtype names (``KernelSpec.dtypes``) -> torch dtype attribute names (named, so no torch import here).
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype of a spec dtype name: ``"bf16"`` -> ``torch.bfloat16``."""
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[dtype])
+
+
+def dtype_name(dtype) -> str:
+    """``torch.bfloat16`` -> ``"bf16"`` (names as in ``KernelSpec.dtypes``); names pass through."""
+    if isinstance(dtype, str):
+        return dtype
+    return {f"torch.{torch_name}": name for name, torch_name in TORCH_DTYPES.items()}[str(dtype)]
 
 
 def interpreting() -> bool:
@@ -19,6 +37,31 @@ def on_cuda() -> bool:
     from ascendopt.device import backends
 
     return backends.current().name == "cuda"
+
+
+def ub_context() -> tuple[int, str, bool]:
+    """(UB bytes per vector core, backend name, whether UB is enforced) of the current backend."""
+    from ascendopt.device import backends
+
+    backend = backends.current()
+    info = backend.info()
+    return info.ub_bytes, backend.name, info.ub_enforced
+
+
+def requested_tile(tunable: str, requested: int, tile: dict[str, int], multiplier: float, margin: float,
+                   context: tuple[int, str, bool], fixed: str) -> int:
+    """``requested``, a tunable's explicit tile size (> 0), once ``tile`` (fp32, holding it) is checked
+    against the UB budget of ``context`` (``ub_context()``). On a backend that enforces UB an overflow
+    is a UsageError (``fixed`` names the other tile sizes in it); elsewhere the value is taken as given."""
+    from ascendopt.device import ub
+    from ascendopt.errors import UsageError
+
+    ub_bytes, _, enforced = context
+    check = ub.check(tile, "fp32", multiplier, ub_bytes, margin)
+    if enforced and not check.safe:
+        raise UsageError(f"{tunable}={requested} with {fixed}: {check.describe()}",
+                         hint=f"use {tunable}=0 (UB model) or a smaller value")
+    return requested
 
 
 def num_cores(bound: str) -> int:

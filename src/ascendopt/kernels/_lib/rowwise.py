@@ -9,6 +9,7 @@ no compiled kernel carries both DMA paths (seed: "Constexpr-split mutually exclu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import triton
@@ -16,13 +17,13 @@ import triton.language as tl
 
 from ascendopt.device import ub
 from ascendopt.errors import UsageError
-from ascendopt.kernels._lib.common import grid_size
+from ascendopt.kernels._lib.common import grid_size, requested_tile, ub_context
 from ascendopt.kernels.spec import UBStage
 
 # fla caps its row tile at 128 (_MAX_BT in modules/norm/triton_ascend/l2norm.py) to bound compile variants.
 MAX_BLOCK_ROWS = 128
 # On CUDA the register file, not a UB, bounds a tile. Triton's default 4 warps (num_warps may not be
-# set, see kernels.common) are 128 threads; the multiplier that counts live fp32 tile copies in UB
+# set, see kernels._lib.common) are 128 threads; the multiplier that counts live fp32 tile copies in UB
 # counts them in registers too. Compiled for sm_90 (triton 3.7.1, cuobjdump), this budget gives the
 # default tiles 72-168 registers per thread and no spills; only rms_norm bwd at D=8192 (already one
 # row) spills 72 bytes. Twice the budget spills (rms_norm bwd at D=4096 with 4 rows: 488 bytes).
@@ -35,13 +36,9 @@ ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"
 
 
-def ub_context() -> tuple[int, str, bool]:
-    """(UB bytes, backend name, whether UB is enforced) of the current backend."""
-    from ascendopt.device import backends
-
-    backend = backends.current()
-    info = backend.info()
-    return info.ub_bytes, backend.name, info.ub_enforced
+def n_rows(shape: tuple[int, ...]) -> int:
+    """Rows of the ``[n_rows, D]`` view of a ``[..., D]`` shape (its leading extents multiplied)."""
+    return math.prod(shape[:-1])
 
 
 def row_block(d: int) -> int:
@@ -63,13 +60,11 @@ def block_rows(n_rows: int, d: int, multiplier: float, margin: float, requested:
     kernels, one program per tile, by ``CUDA_STREAM_MAX_ROWS``).
     """
     bd = row_block(d)
-    ub_bytes, backend, enforced = ub_context()
+    context = ub_context()  # looked up here, so tests can set this module's ub_context
+    ub_bytes, backend, _ = context
     if requested:
-        check = ub.check({"BR": requested, "BD": bd}, "fp32", multiplier, ub_bytes, margin)
-        if enforced and not check.safe:
-            raise UsageError(f"block_rows={requested} with BD={bd}: {check.describe()}",
-                             hint="use block_rows=0 (UB model) or a smaller value")
-        return requested
+        return requested_tile("block_rows", requested, {"BR": requested, "BD": bd}, multiplier, margin, context,
+                              f"BD={bd}")
     rows = ub.solve({"BR": 1, "BD": bd}, "BR", "fp32", multiplier, ub_bytes, margin, upper=max(n_rows, 1))
     rows = min(rows, MAX_BLOCK_ROWS)
     if backend == "cuda":

@@ -232,7 +232,7 @@ def causal_conv1d_bwd(x, dy, weight, bias=None, initial_state=None, dfinal_state
     ``taps``: 0 shifted tile loads, 1 register shifts (``tl.gather``), 2 row streaming (bulk tiles).
     ``resident_grid``: cap the bulk launch at the programs the SMs hold at once (CUDA; from the bulk kernel
     compiled, not launched, before the first call's launches, so every call sums its dweight partials in one
-    order; ``kernels.resident.residency_before_launch``). The launch plan is memoized per shape and device
+    order; ``kernels._lib.resident.residency_before_launch``). The launch plan is memoized per shape and device
     (host time, see ``causal_conv1d_fwd``)."""
     import torch
 

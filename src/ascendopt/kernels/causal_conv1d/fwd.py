@@ -7,9 +7,9 @@ Layout: x, y, residual ``[B, T, D]`` (varlen: ``B == 1`` and ``cu_seqlens``), we
 transposed on the host to ``wt [W, D]`` so each tap is one contiguous ``[BD]`` row; states
 ``[N, D, W-1]`` (slot ``W-2`` is the most recent token).
 
-Launches per call (``causal_conv1d_plan``), by ``edges``: bulk tiles with ``TAIL_MODE=0`` (no masks;
+Launches per call (``plan``), by ``edges``: bulk tiles with ``TAIL_MODE=0`` (no masks;
 the taps by the ``taps`` path: shifted tile loads, ``tl.gather`` register shifts, or row streaming, see
-``causal_conv1d_tiles`` and ``causal_conv1d_rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
+``tiles`` and ``rows``) and the remaining tiles with ``TAIL_MODE=1`` (masked
 2-D tiles, initial state for t < 0); or, on the row path, the remaining tiles as masked rows
 (``TAIL_MODE=3``), or every tile in one launch of masked rows; or bulk tiles that start W-1 rows into each
 sequence (constexpr ``OFF``) and the rows left around them as masked pieces (``TAIL_MODE=5``, or
@@ -264,7 +264,7 @@ def causal_conv1d_fwd(x, weight, bias=None, residual=None, initial_state=None, o
     final_state ``[N,D,W-1]`` in x's dtype or None. ``taps``: how bulk tiles form the W taps (0 shifted
     tile loads, 1 register shifts with ``tl.gather``, 2 row streaming; see the module docstring);
     ``ahead``: 4-row blocks the row path loads ahead (1 or 2); ``resident_grid``: size the grid by the
-    programs an SM holds at once (``kernels.resident``, CUDA only) instead of one program per task;
+    programs an SM holds at once (``kernels._lib.resident``, CUDA only) instead of one program per task;
     ``silu``: 1 ``z * sigmoid(z)``, 2 ``z / (1 + exp2(-z log2 e))`` (row path only); ``edges``: how tiles at
     sequence edges run (``EDGES_*``; row path only, the tile paths always take ``EDGES_TILES``);
     ``edge_bd``: channel tile of the edge tiles on the tile path (0: ``masked_bd(edge_bt, BD)``); ``edge_bt``:

@@ -4,9 +4,9 @@
 
 x ``[B,T,D]`` (varlen: ``B == 1`` with ``cu_seqlens`` int32 or int64), weight ``[D,W]``, bias ``[D]``,
 residual ``[B,T,D]``, initial_state / final_state ``[N,D,W-1]`` (the last W-1 inputs of each
-sequence; slot W-2 is the newest). Kernels: ``causal_conv1d_fwd.py`` and ``causal_conv1d_bwd.py``
-(launchers and kernels), ``causal_conv1d_plan.py`` (bulk/tail tile sets), ``causal_conv1d_tiles.py``
-and ``causal_conv1d_rows.py`` (the tap paths of tunable TAPS); this module holds the public entry,
+sequence; slot W-2 is the newest). Kernels (this package): ``fwd.py`` and ``bwd.py``
+(launchers and kernels), ``plan.py`` (bulk/tail tile sets), ``tiles.py``
+and ``rows.py`` (the tap paths of tunable TAPS); this module holds the public entry,
 the fp32 torch oracle and the ``KernelSpec``.
 
 Spec conventions: ``dims`` holds the extents ``B, T, D, W`` (or ``seqlens, D, W``) and 0/1 feature
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ascendopt.device.ub import DEFAULT_MARGIN as UB_MARGIN  # as fla's vector kernels (l2norm, layernorm)
 from ascendopt.device.ub import dtype_bytes
+from ascendopt.kernels._lib.common import torch_dtype
 from ascendopt.kernels.causal_conv1d.bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d.fwd import causal_conv1d_fwd
 from ascendopt.kernels.causal_conv1d.plan import masked_bd
@@ -50,8 +51,8 @@ FIN_MEM_MULT = 3.0  # finalize: accumulator + double-buffered partial tile
 # Ascend keeps the tile path the seed describes (big 2-D DMAs, UB-modelled [BT, BD] tiles).
 TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # AHEAD (row path, fwd): 4-row blocks loaded ahead; FWD_GRID: 1 = one program per task (up to
-# grid_size's cap), 2 = programs an SM holds at once (kernels.resident; CUDA, else as 1); BWD_GRID:
-# 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see causal_conv1d_bwd._grid); on
+# grid_size's cap), 2 = programs an SM holds at once (kernels._lib.resident; CUDA, else as 1); BWD_GRID:
+# 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see bwd._grid); on
 # cuda 2: H200 forward+backward device time 288.5 -> 248.1 us (realistic), 309.4 -> 269.8 (varlen), 3 programs
 # an SM, the first call's dweight equal to later calls' bit for bit (RESULTS.md session 5, run 7).
 # SILU on cuda: the exp2 form, H200 B4_T4096_D4096_W4 forward 73.4 us against 76.2 us for z * sigmoid(z)
@@ -181,7 +182,7 @@ def _extent(dims) -> tuple[int, int, int]:
 def _make_inputs(dims, dtype: str, device, seed: int = 0) -> dict:
     import torch
 
-    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    tdt = torch_dtype(dtype)
     gen = torch.Generator().manual_seed(seed)
     B, T, N = _extent(dims)
     D, W = dims["D"], dims["W"]
@@ -416,7 +417,7 @@ SPEC = KernelSpec(
                          "auto (1); 2 carries them unconverted so their loads stay in flight an iteration"),
         "FWD_GRID": Tunable("FWD_GRID", 0, (0, 1, 2),
                             "forward programs: 0 = auto (1), 1 = one per task up to the 1D core grid's cap, "
-                            "2 = as many as the SMs hold at once (kernels.resident; CUDA only, else as 1)"),
+                            "2 = as many as the SMs hold at once (kernels._lib.resident; CUDA only, else as 1)"),
         "BWD_GRID": Tunable("BWD_GRID", 0, (0, 1, 2),
                             "backward bulk programs: 0 = auto (2 on cuda, 1 elsewhere), 1 = up to 4 per core, "
                             "2 = up to the programs an SM holds at once (CUDA, known before the first launch; "

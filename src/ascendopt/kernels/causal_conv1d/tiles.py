@@ -4,7 +4,7 @@ A tile path works on ``[BT, BD]`` register tiles. The W taps come from W shifted
 loads (``TAPS=1``; the repeats are cache hits, HBM sees one read) or from one load plus register
 shifts with ``tl.gather`` (``TAPS=2``). Ascend code would cut one ``BT+W-1`` window with
 ``tl.extract_slice`` instead, but that op exists neither in upstream Triton nor in the interpreter
-(docs/reference/install.md §3.3).
+(docs/install.md §3.3).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import triton.language as tl
 @triton.jit
 def tile_of_task(i_r, tiles, n_per_seq, t_first, n_head, tail_start, IS_VARLEN: tl.constexpr,
                  TAIL_MODE: tl.constexpr):
-    """Sequence ``i_n`` and time tile ``i_t`` of tile ``i_r`` of a launch (``causal_conv1d_plan``
+    """Sequence ``i_n`` and time tile ``i_t`` of tile ``i_r`` of a launch (``plan``
     tile sets; ``TAIL_MODE=2``: the state tile of sequence ``i_r``)."""
     if TAIL_MODE == 2:
         i_n = i_r

@@ -24,6 +24,7 @@ from dataclasses import replace
 from functools import cache
 
 from ascendopt.errors import UsageError
+from ascendopt.kernels._lib.common import dtype_name
 from ascendopt.kernels.chunk_local_cumsum import SPEC as CUMSUM_SPEC
 from ascendopt.kernels.chunk_local_cumsum import chunk_local_cumsum
 from ascendopt.kernels.gdn import kkt, kkt_solve, kkt_solve_wy, output, solve, state, state_output, wy
@@ -33,7 +34,6 @@ from ascendopt.kernels.gdn.workload import (
     G_T_CONTIG,
     HeadMajor,
     dims_of,
-    dtype_name,
     element_bytes,
     make_base_inputs,
     stage_spec,

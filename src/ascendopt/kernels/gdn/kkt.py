@@ -22,6 +22,7 @@ from ascendopt.kernels.gdn.workload import (
     stage_spec,
     tile_tunable,
     value_heads,
+    with_varlen,
 )
 from ascendopt.kernels.spec import Cost
 
@@ -86,11 +87,8 @@ def gdn_kkt(k, beta, gc, *, cu_seqlens=None, config=None, packing=None):
 
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
-    out = {"k": base["k"], "beta": base["beta"],
-           "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}
-    if "cu_seqlens" in base:
-        out["cu_seqlens"] = base["cu_seqlens"]
-    return out
+    return with_varlen({"k": base["k"], "beta": base["beta"],
+                        "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}, base)
 
 
 def _run(inputs, config, mode):

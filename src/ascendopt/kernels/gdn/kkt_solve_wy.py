@@ -36,6 +36,7 @@ from ascendopt.kernels.gdn.workload import (
     stage_spec,
     tile_tunable,
     value_heads,
+    with_varlen,
 )
 from ascendopt.kernels.gdn.wy import SPEC as WY_SPEC
 from ascendopt.kernels.spec import Cost, Tunable
@@ -133,11 +134,8 @@ def gdn_kkt_solve_wy(k, v, beta, gc, *, q=None, cu_seqlens=None, config=None, pa
 
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
-    out = {"q": base["q"], "k": base["k"], "v": base["v"], "beta": base["beta"],
-           "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}
-    if "cu_seqlens" in base:
-        out["cu_seqlens"] = base["cu_seqlens"]
-    return out
+    return with_varlen({"q": base["q"], "k": base["k"], "v": base["v"], "beta": base["beta"],
+                        "gc": ref.gate_cumsum_reference(base["g"], base.get("cu_seqlens"))}, base)
 
 
 def _run(inputs, config, mode):

@@ -104,7 +104,7 @@ def token_major_to_head_major(x):
 def dot_dtype(dtype):
     """Element type fed to ``tl.dot``: the input type on hardware (bf16 tensor/cube units, fp32
     accumulation), fp32 under the interpreter, whose bf16 dot multiplies raw bits
-    (docs/reference/install.md §1.5)."""
+    (docs/install.md §1.5)."""
     import torch
     import triton.language as tl
 

@@ -27,6 +27,7 @@ from ascendopt.kernels.gdn.workload import (
     tile_tunable,
     token_scalar_arg,
     value_heads,
+    with_varlen,
 )
 from ascendopt.kernels.spec import Cost
 
@@ -112,10 +113,7 @@ def _make_inputs(dims, dtype, device, seed):
     gc, w, u = ref.wy_inputs_reference(base)
     h, v_new, _ = ref.state_reference(base["k"], w, u, gc, base["initial_state"], cu)
     dt = base["k"].dtype
-    out = {"q": base["q"], "k": base["k"], "v_new": v_new.to(dt), "h": h.to(dt), "gc": gc}
-    if cu is not None:
-        out["cu_seqlens"] = cu
-    return out
+    return with_varlen({"q": base["q"], "k": base["k"], "v_new": v_new.to(dt), "h": h.to(dt), "gc": gc}, base)
 
 
 def _scale(inputs) -> float:

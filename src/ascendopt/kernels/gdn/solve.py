@@ -20,7 +20,7 @@ from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import chunk_of
 from ascendopt.kernels.gdn.kkt import _make_inputs as _kkt_inputs
 from ascendopt.kernels.gdn.layout import CHUNK, pack
-from ascendopt.kernels.gdn.workload import UBStage, dims_of, stage_spec
+from ascendopt.kernels.gdn.workload import UBStage, dims_of, stage_spec, with_varlen
 from ascendopt.kernels.spec import Cost
 
 BC = 16  # diagonal block; 4 blocks per chunk
@@ -154,10 +154,7 @@ def gdn_solve_tril(A, *, cu_seqlens=None, output_dtype=None, packing=None):
 
 def _make_inputs(dims, dtype, device, seed):
     base = _kkt_inputs(dims, dtype, device, seed)
-    out = {"A": ref.kkt_reference(base["k"], base["beta"], base["gc"], base.get("cu_seqlens"))}
-    if "cu_seqlens" in base:
-        out["cu_seqlens"] = base["cu_seqlens"]
-    return out
+    return with_varlen({"A": ref.kkt_reference(base["k"], base["beta"], base["gc"], base.get("cu_seqlens"))}, base)
 
 
 def _run(inputs, config, mode):

@@ -37,6 +37,7 @@ from ascendopt.kernels.gdn.workload import (
     tile_tunable,
     token_scalar_arg,
     value_heads,
+    with_varlen,
 )
 from ascendopt.kernels.spec import Cost, Tunable
 
@@ -160,13 +161,10 @@ def gdn_state(k, w, u, gc, *, initial_state=None, output_final_state=False, cu_s
 
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
-    cu = base.get("cu_seqlens")
     gc, w, u = ref.wy_inputs_reference(base)
     dt = base["k"].dtype
-    out = {"k": base["k"], "w": w.to(dt), "u": u.to(dt), "gc": gc, "initial_state": base["initial_state"]}
-    if cu is not None:
-        out["cu_seqlens"] = cu
-    return out
+    return with_varlen({"k": base["k"], "w": w.to(dt), "u": u.to(dt), "gc": gc,
+                        "initial_state": base["initial_state"]}, base)
 
 
 def _run(inputs, config, mode):

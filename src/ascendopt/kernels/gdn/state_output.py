@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ascendopt.device import ub
 from ascendopt.errors import UsageError
-from ascendopt.kernels._lib.common import on_cuda
+from ascendopt.kernels._lib.common import dtype_name, on_cuda, ub_context
 from ascendopt.kernels.gdn import reference as ref
 from ascendopt.kernels.gdn.indexing import (
     load_last_token_scalar,
@@ -41,13 +41,11 @@ from ascendopt.kernels.gdn.workload import (
     UBStage,
     cuda_serial_tile,
     dims_of,
-    dtype_name,
     element_bytes,
     make_base_inputs,
     stage_spec,
     tile_tunable,
     token_scalar_arg,
-    ub_bytes,
 )
 from ascendopt.kernels.spec import Cost, Tunable
 
@@ -179,7 +177,7 @@ def fused_tile(K: int, V: int, dtype: str, requested: int = 0, rows: int | None 
     BV = min(V, 128)
     while BV >= 16:
         stage = ub_stage(K, BV, dtype)
-        if ub.check(stage.tile, stage.dtype, stage.multiplier, ub_bytes(), stage.margin).safe:
+        if ub.check(stage.tile, stage.dtype, stage.multiplier, ub_context()[0], stage.margin).safe:
             return BV
         BV //= 2
     return None

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ascendopt.kernels._lib.common import torch_dtype, ub_context
 from ascendopt.kernels.gdn.layout import SUPPORTED_HEAD_DIMS, pack, token_major_to_head_major
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable, UBStage
 
-TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
 # UB safety margins of the stages that budget less than ``ub.DEFAULT_MARGIN`` (0.85, kept by kkt and
-# solve as fla's chunk_scaled_dot_kkt), each taken from its fla Triton-Ascend counterpart rather than
+# solve as fla's chunk_scaled_dot_kkt). Kernels with several live matrices leave more room for what the
+# multiplier misses (docs/practice.md §6.2); each value is its fla Triton-Ascend counterpart's, not
 # re-derived: the chunk state recurrence and the output (chunk_delta_h fwd_h, chunk_o) budget 0.80 of
 # UB, the WY recompute (KDA wy_fast) 0.75.
 STATE_OUTPUT_MARGIN = 0.80  # gdn_state, gdn_output, gdn_state_output
@@ -29,7 +29,7 @@ def _preset(name: str, doc: str, **dims: Any) -> ShapePreset:
     return ShapePreset(name, dims, doc)
 
 
-# CPU presets stay tiny (interpreter: ~1 ms per program step, install.md §1.7); K=V=16/32 exist
+# CPU presets stay tiny (interpreter: ~1 ms per program step, docs/install.md §1.7); K=V=16/32 exist
 # only for them. The three realistic ones are the H200 comparison against fla's forward.
 PRESETS = {p.name: p for p in (
     _preset("tiny", "fixed length, tail chunk (T=100), grouped values", B=2, T=100, H=1, HV=2, K=32, V=32),
@@ -41,19 +41,6 @@ PRESETS = {p.name: p for p in (
     _preset("varlen_T16384_H16_K128_V128", "five packed sequences, unaligned lengths",
             seqlens=(517, 1500, 3001, 4999, 6367), H=16, HV=16, K=128, V=128),
 )}
-
-
-def torch_dtype(dtype: str):
-    import torch
-
-    return getattr(torch, TORCH_DTYPES[dtype])
-
-
-def dtype_name(dtype) -> str:
-    """``torch.bfloat16`` -> ``"bf16"`` (names as in ``KernelSpec.dtypes``); names pass through."""
-    if isinstance(dtype, str):
-        return dtype
-    return {f"torch.{torch_name}": name for name, torch_name in TORCH_DTYPES.items()}[str(dtype)]
 
 
 def make_base_inputs(dims, dtype: str, device, seed: int) -> dict:
@@ -85,6 +72,13 @@ def make_base_inputs(dims, dtype: str, device, seed: int) -> dict:
     if seqlens:
         inputs["cu_seqlens"] = torch.tensor([0, *torch.tensor(seqlens).cumsum(0).tolist()], dtype=torch.int64)
     return {name: t.to(device) for name, t in inputs.items()}
+
+
+def with_varlen(out: dict, base: dict) -> dict:
+    """A stage's inputs ``out`` plus ``base``'s ``cu_seqlens`` [N+1] when the case is varlen (else as is)."""
+    if "cu_seqlens" in base:
+        out["cu_seqlens"] = base["cu_seqlens"]
+    return out
 
 
 def unsupported_reason(dims, dtype: str, mode: str) -> str | None:
@@ -140,12 +134,6 @@ def value_heads(x) -> int:
     return x.data.shape[0] if isinstance(x, HeadMajor) else x.shape[-1]
 
 
-def ub_bytes() -> int:
-    from ascendopt.device import backends
-
-    return backends.current().info().ub_bytes
-
-
 # On CUDA registers, not a UB, bound a tile: with the default 4 warps (num_warps may not be set) a
 # 64 x 64 fp32 accumulator takes 32 registers per thread. AOT-compiled for sm_90 (triton 3.7, ptxas
 # resource usage), the wy kernel spills 1304 B/thread at BK = BV = 128 and 232 B at 64.
@@ -192,7 +180,7 @@ def pick_tile(requested: int, stage: UBStage, free: str, upper: int) -> int:
         for name, size in stage.tile.items():
             fixed *= size if name != free else 1
         upper = min(upper, max(16, CUDA_TILE_ELEMENTS // fixed))
-    return ub.solve(stage.tile, free, stage.dtype, stage.multiplier, ub_bytes(), stage.margin, upper=upper)
+    return ub.solve(stage.tile, free, stage.dtype, stage.multiplier, ub_context()[0], stage.margin, upper=upper)
 
 
 def tile_tunable(name: str, doc: str) -> Tunable:

@@ -25,6 +25,7 @@ from ascendopt.kernels.gdn.workload import (
     stage_spec,
     tile_tunable,
     value_heads,
+    with_varlen,
 )
 from ascendopt.kernels.spec import Cost
 
@@ -97,12 +98,9 @@ def gdn_wy(k, v, beta, Ai, gc, *, cu_seqlens=None, config=None, packing=None):
 
 def _make_inputs(dims, dtype, device, seed):
     base = make_base_inputs(dims, dtype, device, seed)
-    cu = base.get("cu_seqlens")
     gc, Ai = ref.solve_inputs_reference(base)
-    out = {"k": base["k"], "v": base["v"], "beta": base["beta"], "Ai": Ai.to(base["k"].dtype), "gc": gc}
-    if cu is not None:
-        out["cu_seqlens"] = cu
-    return out
+    return with_varlen({"k": base["k"], "v": base["v"], "beta": base["beta"], "Ai": Ai.to(base["k"].dtype),
+                        "gc": gc}, base)
 
 
 def _run(inputs, config, mode):

@@ -1,4 +1,4 @@
-"""Fake ``torch_npu.profiler``: the public names of torch_npu 2.13.0 (ascend-profiler.md §9.1) with
+"""Fake ``torch_npu.profiler``: the public names of torch_npu 2.13.0 (docs/profiler-formats.md §9.1) with
 the real signatures; ``analyse`` lives in ``torch_npu.profiler.profiler`` as in the real package.
 Every call is recorded in ``torch_npu.CALLS`` with its arguments as passed."""
 

@@ -1,4 +1,4 @@
-"""Fake of ``torch_npu.profiler.experimental_config`` (ascend-profiler.md §9.3, §9.4)."""
+"""Fake of ``torch_npu.profiler.experimental_config`` (docs/profiler-formats.md §9.3, §9.4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fake of ``torch_npu.profiler.profiler``: ``profile``, ``tensorboard_trace_handler``, ``analyse``.
 
 The trace handler writes a ``{worker or host}_{pid}_{YYYYmmddHHMMSSmmm}_ascend_pt`` folder
-(ascend-profiler.md §2): ``profiler_info.json`` (config as passed), ``profiler_metadata.json``,
+(docs/profiler-formats.md §2): ``profiler_info.json`` (config as passed), ``profiler_metadata.json``,
 ``FRAMEWORK/``, ``PROF_*/device_0/{info.json.0, sample.json}`` and, when parsing runs (the
 default ``analyse_flag=True``), ``ASCEND_PROFILER_OUTPUT/`` with REAL kernel_details /
 op_statistic files copied from tests/data/ascend_fake_output (chosen by level and group) and
