@@ -100,8 +100,8 @@ def test_a_clearly_slower_configuration_stops_sampling_early(tq):
 
 
 def test_search_on_the_recorded_h200_landscapes(tq, capsys):
-    """The search replayed over real H200 landscapes (benchmarks/data/h200_run3_tune_quality.json.gz, run 3 of
-    benchmarks/RESULTS.md): the cases where the earlier probe rule missed FORM=2 are now found, and the
+    """The search replayed over real H200 landscapes (tests/data/h200/tune_quality_landscapes.json.gz,
+    benchmarks/RESULTS.md, search quality): the cases where the earlier probe rule missed FORM=2 are now found, and the
     only judged miss left is gdn_kkt_solve_wy on a 15-of-32 sample (its FORM=2 neighbour unmeasured)."""
     data = DATA / "h200" / "tune_quality_landscapes.json.gz"
     assert tq.replay_file(data) == 0

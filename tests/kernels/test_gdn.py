@@ -172,7 +172,7 @@ def test_bf16_passes_both_gate_limits(name, preset):  # conftest rounds bf16 cas
                                     {"SCORES": 0, "G_T_CONTIG": 0, "PIPELINE": 1, "BV": 16}])
 def test_state_output_computing_its_own_scores(config):
     """SCORES=0: the scores made inside the kernel. BV=32 with the while loop is the configuration that
-    hit an illegal memory access on the H200 (benchmarks/RESULTS.md, run 5); here it passes the gate."""
+    hit an illegal memory access on the H200 (benchmarks/RESULTS.md, gated delta rule); here it passes the gate."""
     spec = get("gdn_state_output")
     reports = check_kernel(spec, spec.shape("tiny_varlen").dims, "bf16", "fwd", config)
     assert all(r.passed for r in reports), [r.line() for r in reports]

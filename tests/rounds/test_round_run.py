@@ -199,10 +199,11 @@ def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys, tmp_path):
 
     spec = kernels.get("rms_norm")
     tiny = ShapeCase("tiny", dict(spec.shapes["tiny"].dims))
-    contract = SimpleNamespace(workload=SimpleNamespace(config={}, shapes=(tiny,), dtype="fp32", mode="fwd"))
+    contract = SimpleNamespace(is_kernel=True, workload=SimpleNamespace(kernel="rms_norm", config={}, shapes=(tiny,),
+                                                                        dtype="fp32", mode="fwd"))
     auto_rows = spec.ub_model(tiny.dims, spec.config({}), "fp32")[0].tile["BR"]  # what block_rows=0 runs
     other = 16 if auto_rows != 16 else 8
-    ctx = RoundContext(Workspace(tmp_path), contract, spec)  # no rounds yet: the best is the baseline
+    ctx = RoundContext(Workspace(tmp_path), contract)  # no rounds yet: the best is the baseline
     round_run.plan_change(ctx, {"block_rows": str(auto_rows)})
     assert "resolves to the same tiles as the best so far" in capsys.readouterr().err
     plan = round_run.plan_change(ctx, {"block_rows": str(other)})

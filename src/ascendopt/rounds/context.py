@@ -34,12 +34,11 @@ def kernel_names(contract: Contract) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class RoundContext:
     """The loop's state for one command. ``spec`` is None for own code; configurations are tunables
-    (name -> int) of a bundled kernel, None for own code. The round records are read on first use
-    (the gate needs none of them)."""
+    (name -> int) of a bundled kernel, None for own code. The spec and the round records are read on
+    first use: the gate needs no rounds, and ``report`` needs no kernel (nor triton)."""
 
     ws: Workspace
     contract: Contract
-    spec: KernelSpec | None
 
     @classmethod
     def load(cls, ws: Workspace, *, check_digest: bool = True) -> RoundContext:
@@ -52,12 +51,16 @@ class RoundContext:
     @classmethod
     def for_contract(cls, ws: Workspace, contract: Contract) -> RoundContext:
         """The context of an already loaded (and checked) contract."""
-        spec = None
-        if contract.is_kernel:
-            from ascendopt import kernels
+        return cls(ws, contract)
 
-            spec = kernels.get(contract.workload.kernel)
-        return cls(ws, contract, spec)
+    @cached_property
+    def spec(self) -> KernelSpec | None:
+        """The bundled kernel's spec (the kernel registry is imported here), None for own code."""
+        if not self.contract.is_kernel:
+            return None
+        from ascendopt import kernels
+
+        return kernels.get(self.contract.workload.kernel)
 
     @cached_property
     def records(self) -> tuple[RoundRecord, ...]:
@@ -66,7 +69,7 @@ class RoundContext:
 
     @property
     def is_kernel(self) -> bool:
-        return self.spec is not None
+        return self.contract.is_kernel
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -102,4 +105,7 @@ class RoundContext:
 
     def reloaded(self) -> RoundContext:
         """The same contract and spec with the rounds read again (after a command recorded one)."""
-        return RoundContext(self.ws, self.contract, self.spec)
+        fresh = RoundContext(self.ws, self.contract)
+        if "spec" in self.__dict__:  # looked up once per command
+            fresh.__dict__["spec"] = self.__dict__["spec"]
+        return fresh

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ascendopt.rounds.records import RoundRecord, StopDecision, best_round, geomean, load_rounds, should_stop
+from ascendopt.rounds.records import RoundRecord, StopDecision, best_round, geomean, should_stop
 from ascendopt.workspace import Workspace
 
 OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
@@ -209,17 +209,16 @@ def workspace_report(ws: Workspace, *, plot_name: str | None, check_digest: bool
     ``plot_name``: how the markdown links the plot (``plot_link``), None for no link. The digest is
     not checked by default: a report only reads, and judging integrity is the gate's job.
     """
-    from ascendopt.contract import model as contract_mod
+    from ascendopt.rounds.context import RoundContext
 
-    contract = contract_mod.load(ws, check_digest=check_digest)
-    records = tuple(load_rounds(ws))
-    data = contract.to_dict()
-    best = best_round(records)
+    ctx = RoundContext.load(ws, check_digest=check_digest)
+    data = ctx.contract.to_dict()
+    best = ctx.best_round
     return WorkspaceReport(
-        contract=data, records=records,
-        markdown=render_markdown(data, records, plot_name=plot_name, max_rounds=contract.max_rounds),
+        contract=data, records=ctx.records,
+        markdown=render_markdown(data, ctx.records, plot_name=plot_name, max_rounds=ctx.contract.max_rounds),
         best_round=best.number if best else None,
-        stop=should_stop(records, max_rounds=contract.max_rounds),
+        stop=ctx.stop_decision(),
     )
 
 

@@ -131,7 +131,7 @@ def grid_size(bound: str, tasks: int, streaming: bool = False) -> int:
 CUDA_PROGRAMS_PER_SM = 16  # best of 8/16/32 for the vector kernels on the H200 (benchmarks/RESULTS.md)
 # Row kernels that only stream rows (rms_norm's forward, l2norm's forward and backward) launch one
 # program per task on CUDA (0): the hardware starts a program whenever a slot frees, and no persistent
-# loop waits on its own tile's loads. H200, device time (benchmarks/RESULTS.md, session 4): l2norm
+# loop waits on its own tile's loads. H200, device time (benchmarks/RESULTS.md, CUDA defaults): l2norm
 # B4_T4096_H32_D128 forward 66.7 us against 68.0 us at 32 per SM (16 rows a tile: 65.4 us, fla 65.1).
 # Kernels that write one partial row per program (rms_norm's backward) keep a bounded grid: every
 # program past the resident ones adds a partial row to write and sum.

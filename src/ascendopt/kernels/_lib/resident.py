@@ -18,7 +18,7 @@ results do not depend on the grid (no per-program partial sums).
 Default: off for these grids. Timed as device time (the device held busy while the host enqueues,
 ``bench.Sampler``), the capped grid made the forward passes of rms_norm, l2norm and chunk_local_cumsum
 1-14 % slower than the plain core grid on the H200 and left causal_conv1d's unchanged
-(``benchmarks/grid_study.py``, benchmarks/RESULTS.md): programs beyond the resident ones start as
+(``grid_study.py`` at af65bd0, benchmarks/RESULTS.md): programs beyond the resident ones start as
 soon as a slot frees, which hides each program's load-compute-store bubbles better than equal
 shares do. ``ASCENDOPT_CUDA_RESIDENT_GRID=1`` turns it on, ``0`` off everywhere. Kernels that write one
 partial row per program cap their grid by default (causal_conv1d's backward with ``BWD_GRID=2``, rms_norm's

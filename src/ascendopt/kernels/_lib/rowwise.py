@@ -30,7 +30,7 @@ MAX_BLOCK_ROWS = 128
 CUDA_LIVE_FP32_VALUES = 24576
 # Streaming row kernels on CUDA run one program per tile (common.CUDA_STREAMING_PROGRAMS_PER_SM); narrow
 # rows then do best with short tiles: l2norm D=128 forward 66.0 / 65.4 / 66.1 / 66.7 us at 8 / 16 / 32 /
-# 64 rows (H200 device time, benchmarks/RESULTS.md, session 4). Wide rows are bounded by cuda_cap first.
+# 64 rows (H200 device time, benchmarks/RESULTS.md, CUDA defaults). Wide rows are bounded by cuda_cap first.
 CUDA_STREAM_MAX_ROWS = 16
 ROW_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 ROW_DOC = "rows per [BR, BD] tile; 0 = the largest power of two the UB model allows"

@@ -223,7 +223,7 @@ def _plan(B: int, T: int, D: int, W: int, BT: int, BD: int, cu_seqlens, edges: i
     bt_e = edge_bt or BT
     bd_e = edge_bd or masked_bd(bt_e, BD)
     # Varlen bulk tiles of the row-path edge modes as their first packed rows (STARTS): one load a tile, not an
-    # (i_n, i_t) entry and then its sequence's bounds. H200 (RESULTS.md session 6, runs 3 and 5): that decode
+    # (i_n, i_t) entry and then its sequence's bounds. H200 (benchmarks/RESULTS.md, CUDA defaults): that decode
     # chain cost the varlen bulk launch 1.2 % a row against fixed length.
     rows = cu_seqlens is not None and edges >= EDGES_ROWS
     off = 0 if rows else W - 1  # plan_offset's first packed rows already include the W-1 offset

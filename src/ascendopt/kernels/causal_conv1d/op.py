@@ -54,11 +54,11 @@ TAPS_TILES, TAPS_GATHER, TAPS_ROWS = 1, 2, 3
 # grid_size's cap), 2 = programs an SM holds at once (kernels._lib.resident; CUDA, else as 1); BWD_GRID:
 # 1 = up to 4 bwd programs per core, 2 = up to the programs an SM holds (see bwd._grid); on
 # cuda 2: H200 forward+backward device time 288.5 -> 248.1 us (realistic), 309.4 -> 269.8 (varlen), 3 programs
-# an SM, the first call's dweight equal to later calls' bit for bit (RESULTS.md session 5, run 7).
+# an SM, the first call's dweight equal to later calls' bit for bit (benchmarks/RESULTS.md, CUDA defaults).
 # SILU on cuda: the exp2 form, H200 B4_T4096_D4096_W4 forward 73.4 us against 76.2 us for z * sigmoid(z)
-# (profiled kernel time, benchmarks/stage_breakdown.py, RESULTS.md session 3).
+# (profiled kernel time, tools/stage_breakdown.py; benchmarks/RESULTS.md, CUDA defaults).
 # EDGES/BT_EDGE on cuda: bulk tiles W-1 rows into each sequence, the rows left as 8-row masked-row pieces on a side
-# stream (7). H200 forward, four runs against EDGES=4 (RESULTS.md session 6, runs 1, 2, 3, 5): varlen 74.4-75.0 us
+# stream (7). H200 forward, four runs against EDGES=4 (benchmarks/RESULTS.md, CUDA defaults): varlen 74.4-75.0 us
 # against 74.8-75.8, realistic 73.9-74.2 against 74.1-74.5; the gate's check passes.
 _AUTO = {
     "cuda": {"TAPS": TAPS_ROWS, "BT": 64, "BD": 512, "BT_BWD": 32, "BD_BWD": 512, "AHEAD": 1, "FWD_GRID": 1,

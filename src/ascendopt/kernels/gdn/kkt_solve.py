@@ -244,7 +244,7 @@ def solve_products(form: int, dtype) -> dict:
     FORM 3: as FORM 1 over 8-row diagonal blocks. FORM 2: operands in the input dtype (bf16 tensor/cube
     core rate): each product rounds M, M^2 and P to bf16 first. That passes the gate at the CPU tests'
     tiny shapes but not at B4_T4096_H16_K128_V128 on the H200 (forward o relative RMS 0.0176 against the
-    gate's 2 x torch-bf16 = 0.0076, benchmarks/RESULTS.md session 3), so it is never the default; the
+    gate's 2 x torch-bf16 = 0.0076, benchmarks/RESULTS.md, gated delta rule), so it is never the default; the
     loop's gate rejects it where it is too coarse. fp32 inputs keep exact fp32 products in both.
     """
     import triton.language as tl

@@ -142,8 +142,8 @@ CUDA_TILE_ELEMENTS = 64 * 64
 
 # The serial chunk-recurrent kernels (gdn_state, gdn_state_output) on CUDA: one task per (sequence,
 # value head, value slab) walks all its chunks, and their counted chunk loop is software-pipelined into
-# shared memory (one program per SM at K = 128). H200, B4_T4096_H16_K128_V128 bf16 (RESULTS.md, session
-# 3): the state kernel took 171 us at BV = 32 (256 tasks, two rounds on 132 SMs) and 122 us at BV = 64
+# shared memory (one program per SM at K = 128). H200, B4_T4096_H16_K128_V128 bf16 (benchmarks/RESULTS.md,
+# CUDA defaults): the state kernel took 171 us at BV = 32 (256 tasks, two rounds on 132 SMs) and 122 us at BV = 64
 # (128 tasks, one round); the fused state + output kernel 277 us at BV = 32 with its while loop and 143 us
 # at BV = 64 counted. So the slab is the widest <= CUDA_SERIAL_BV that still gives at least half as many
 # tasks as SMs (narrower slabs only where the batch is too small to fill the device).
