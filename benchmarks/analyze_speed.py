@@ -33,8 +33,8 @@ import json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 import pyarrow, pyarrow.csv, pandas
 if mode == "analyze":
-    from ascendopt.traces import load_profile
-    from ascendopt.analysis import analyze
+    from ascendopt.analyze.traces import load_profile
+    from ascendopt.analyze.diagnosis import analyze
 def rss_kib():  # current resident set, from /proc (Linux)
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))

@@ -213,8 +213,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ascendopt import ub
-from ascendopt.kernels.common import alloc, grid_size, launch
+from ascendopt.device import ub
+from ascendopt.kernels._lib.common import alloc, grid_size, launch
 
 
 def ub_bytes():

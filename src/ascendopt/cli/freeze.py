@@ -63,7 +63,7 @@ def freeze(
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
-    groups = [g.strip() for g in aic_metrics.split(",") if g.strip()]
+    groups = aic_metrics  # freeze parses and checks the names (collect.metrics)
     if bool(kernel) == bool(exec_file):
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
     if kernel:

@@ -35,13 +35,11 @@ def _refuse_overwrite(ws: Workspace, force: bool) -> None:
                          hint="pass --force to replace it (the old baseline and frozen scope are lost)")
 
 
-def _metric_groups(groups: Sequence[str] | None) -> tuple[str, ...]:
-    groups = tuple(groups or DEFAULT_METRIC_GROUPS)
-    try:
-        from ascendopt.collect import normalize_metric_group
-    except ImportError:  # collect not installed in this build: keep the names as given
-        return groups
-    return tuple(normalize_metric_group(g) for g in groups)
+def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The contract's metric groups, canonical (``"pipe,ub"`` -> PipeUtilization, MemoryUB)."""
+    from ascendopt.collect.metrics import parse_metric_groups
+
+    return tuple(parse_metric_groups(groups or DEFAULT_METRIC_GROUPS))
 
 
 def _fingerprint() -> tuple[str, dict[str, Any]]:
