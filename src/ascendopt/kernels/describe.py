@@ -6,16 +6,9 @@ be imported before the registry arranges the backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from ascendopt.kernels.spec import KernelSpec
-
-
-def dims_text(dims: Mapping[str, Any]) -> str:
-    """Dimensions as ``B=1,T=64,D=1024``, sequences (seqlens) joined by ``:``: the text
-    ``spec.parse_dims`` reads back."""
-    return ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in dims.items())
+from ascendopt.kernels.spec import KernelSpec, dims_text
 
 
 def describe_spec(spec: KernelSpec, *, detail: bool) -> dict[str, Any]:

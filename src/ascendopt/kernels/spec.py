@@ -177,3 +177,9 @@ def parse_dims(text: str) -> dict[str, Any]:
     if not dims:
         raise UsageError(f"shape {text!r}: empty")
     return dims
+
+
+def dims_text(dims: Mapping[str, Any]) -> str:
+    """Dims as the text ``parse_dims`` reads back: ``B=2,T=64,D=128``, sequences joined by ``:``
+    (``seqlens=3:17``)."""
+    return ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in dims.items())

@@ -97,11 +97,12 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     from ascendopt.collect import collect_kernel
     from ascendopt.contract.freeze import freeze_kernel
     from ascendopt.gate import stages as gate_stages
+    from ascendopt.kernels.spec import dims_text
     from ascendopt.rounds import profiles as round_profiles
     from ascendopt.rounds import reprofile as rp
     from ascendopt.rounds import run as round_run
     from ascendopt.rounds import summary as round_summary
-    from ascendopt.rounds.context import RoundContext
+    from ascendopt.rounds.context import RoundContext, kernel_names
     from ascendopt.tune.choose import choose_change
 
     spec = kernels.get(plan.kernel)
@@ -119,7 +120,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     advance()
 
     step(f"demo 2/7 collect: {', '.join(contract.metric_groups)}")
-    profiles = [str(p) for p in collect_kernel(plan.kernel, shape=round_profiles.dims_text(w.shapes[0].dims),
+    profiles = [str(p) for p in collect_kernel(plan.kernel, shape=dims_text(w.shapes[0].dims),
                                                dtype=w.dtype, mode=w.mode, config=dict(w.config),
                                                metric_groups=list(contract.metric_groups),
                                                out_dir=ws.profiles_dir, name="baseline")]
@@ -128,7 +129,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
 
     step("demo 3/7 analyze: rank kernels, classify the bottleneck")
     analysis = round_profiles.analyze_paths(profiles)
-    hot = round_summary.target_kernel(analysis, list(contract.expected_kernels)) or {}
+    hot = round_summary.target_kernel(analysis, kernel_names(contract)) or {}
     advance()
     if on_analysis is not None:
         on_analysis(analysis)

@@ -11,15 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ascendopt.kernels.spec import dims_text
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
 Step = Callable[[str], None]
-
-
-def dims_text(dims: Mapping[str, Any]) -> str:
-    """Dims as the ``B=2,T=64`` string ``collect_kernel`` accepts (``seqlens=3:17``)."""
-    return ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in dims.items())
 
 
 def profile_kernel_config(ctx: RoundContext, config: Mapping[str, int], name: str) -> list[str]:
