@@ -30,6 +30,12 @@ FILE_ROLES = ("test", "reference", "workload", "oracle")
 # Iteration cap of the loop when freeze is given none: generous next to the stall (3 non-keep rounds)
 # and directions (3 tried) criteria, which usually end a loop first.
 DEFAULT_MAX_ROUNDS = 20
+# Time limits in seconds of the child processes the loop starts, frozen with the task (``--timeout``
+# overrides them per command): one run of the frozen tests, one call of the workload (load, warm-up,
+# the correctness and kernel-hit calls), one timing phase (all interleaved pairs), one profile collection.
+# Generous against the interpreter's speed on a CPU; their job is to end a hang, not to judge speed.
+DEFAULT_TIMEOUTS: dict[str, float] = {"tests_s": 1800.0, "workload_s": 600.0, "timing_s": 1800.0,
+                                      "profile_s": 1200.0}
 # Fields outside the digest: the digest itself and the schema marker read_yaml already checks.
 _UNDIGESTED = ("integrity", "schema")
 
@@ -157,6 +163,14 @@ class Contract:
     git: dict[str, Any]  # {"commit": sha or None, "dirty": bool}
     created_at: str
     max_rounds: int = DEFAULT_MAX_ROUNDS  # iteration cap of the loop (rounds.records.should_stop)
+    timeouts: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))  # DEFAULT_TIMEOUTS' keys
+
+    def timeout(self, key: str, override: float | None = None) -> float:
+        """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
+        ``override`` (a command's ``--timeout``) if given, else the frozen one, else the default."""
+        if override is not None:
+            return float(override)
+        return float(self.timeouts.get(key, DEFAULT_TIMEOUTS[key]))
 
     @property
     def is_kernel(self) -> bool:
@@ -224,6 +238,11 @@ class Contract:
         max_rounds = data.get("max_rounds", DEFAULT_MAX_ROUNDS)
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise f.fail("max_rounds", f"expected a positive integer, found {max_rounds!r}")
+        timeouts = dict(DEFAULT_TIMEOUTS)
+        for key, value in f.mapping(data.get("timeouts", {}), "timeouts").items():
+            if key not in DEFAULT_TIMEOUTS:
+                raise f.fail(f"timeouts.{key}", f"unknown key (expected {', '.join(DEFAULT_TIMEOUTS)})")
+            timeouts[key] = f.positive(value, f"timeouts.{key}")
         return cls(
             op=f.text(f.get(data, "op", ""), "op"),
             entry_point=f.text(f.get(data, "entry_point", ""), "entry_point"),
@@ -240,6 +259,7 @@ class Contract:
             git=dict(git),
             created_at=f.text(f.get(data, "created_at", ""), "created_at"),
             max_rounds=max_rounds,
+            timeouts=timeouts,
         )
 
 
