@@ -8,8 +8,8 @@ defect each: ``wrong`` (scale 2.5), ``unwritten`` (the last block of ``y`` is ne
 
 The tunable ``EXTRA`` plants a slowdown: an extra pass over ``EXTRA`` percent of the elements.
 ``VIRTUAL`` is a deterministic clock (ms): each launch advances it by 1 us per element with a
-seeded +-0.3 % jitter, so the gate's verdict on a planted 5 % slowdown does not depend on this
-machine's load.
+seeded +-0.3 % jitter (``VIRTUAL["jitter"]``: a test may widen it to plant a noisy device), so the
+gate's verdict on a planted 5 % slowdown does not depend on this machine's load.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import triton.language as tl
 from ascendopt.kernels._lib.common import alloc, grid_size, launch
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable
 
-VIRTUAL = {"ms": 0.0, "rng": np.random.default_rng(7)}
+VIRTUAL = {"ms": 0.0, "rng": np.random.default_rng(7), "jitter": 0.003}
 
 
 def virtual_clock() -> float:
@@ -48,7 +48,7 @@ def _scale(x, out, scale: float, block: int, skip_last: bool = False, count: int
     tasks = triton.cdiv(n, block)
     launch(_t_scale_kernel, (grid_size("vector", tasks),), x, out, n, scale, tasks, BLOCK=block,
            SKIP_LAST=skip_last)
-    VIRTUAL["ms"] += n * 1e-3 * (1.0 + 0.003 * float(VIRTUAL["rng"].standard_normal()))
+    VIRTUAL["ms"] += n * 1e-3 * (1.0 + VIRTUAL["jitter"] * float(VIRTUAL["rng"].standard_normal()))
     return out
 
 
@@ -140,3 +140,9 @@ def install(monkeypatch, spec: KernelSpec = SPEC) -> None:
     from ascendopt import kernels
 
     monkeypatch.setattr(kernels, "_registry", {spec.name: spec})
+
+
+def noisy_device(monkeypatch, jitter: float = 0.15) -> None:
+    """Plant a noisy device for this test: each launch's virtual time varies by ``jitter`` (0.15 =
+    +-15 %, one sigma), far beyond what the A/B rule's band can narrow to "same"."""
+    monkeypatch.setitem(VIRTUAL, "jitter", jitter)

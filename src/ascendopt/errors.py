@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     INTEGRITY = 3  # frozen contract or frozen files changed
     PERFORMANCE = 4  # measured regression against the baseline
     ENVIRONMENT = 5  # backend, device or profiler not available
+    INCONCLUSIVE = 6  # performance inconclusive: the noise band stayed wider than DecisionRule.max_band (5 %)
 
 
 class AscendoptError(Exception):
@@ -65,6 +66,13 @@ class RegressionError(AscendoptError):
     """The candidate is measurably slower than the baseline."""
 
     exit_code = ExitCode.PERFORMANCE
+
+
+class InconclusiveError(AscendoptError):
+    """The performance measurement cannot tell: its noise band stayed wider than ``DecisionRule.max_band``
+    after the extra pairs (not a pass: the noise could hide a regression)."""
+
+    exit_code = ExitCode.INCONCLUSIVE
 
 
 class EnvironmentProblem(AscendoptError):

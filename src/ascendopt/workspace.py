@@ -4,17 +4,26 @@ Layout (``root`` defaults to ``./.ascendopt``, or ``$ASCENDOPT_WORKSPACE``, or `
 
     contract.yaml          the frozen task contract (schema 1)
     rounds/0001.yaml ...   one record per optimize-round
+    tune-cache.json        configurations measured by optimize-round --auto
+    report.md, rounds.png  the last ``ascendopt report`` (default paths)
     profiles/<name>/ ...   profile folders collected by freeze/optimize-round/reprofile
+    archive/<UTC stamp>/   the ledger of an earlier contract, moved aside by ``freeze --force``
     lock                   held (flock) by the command that writes
 
 Every YAML document carries ``schema: 1``. Writes go to a temp file in the same folder, are
 fsync'ed and renamed over the target, so a killed command leaves the previous file intact.
+
+The *ledger* of a contract is the contract with everything measured under it: ``LEDGER``. A
+re-freeze archives it (``archive_ledger``) so the new contract's rounds, stop criteria, report and
+tune cache start over; profiles stay in ``profiles/`` (archived round records name them by path).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +36,8 @@ import yaml
 from ascendopt.errors import ContractError, UsageError
 
 SCHEMA = 1
+# What one contract's loop wrote, archived together on a re-freeze (profiles stay: see the docstring).
+LEDGER = ("contract.yaml", "rounds", "tune-cache.json", "report.md", "rounds.png")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -104,6 +115,59 @@ class Workspace:
     @property
     def profiles_dir(self) -> Path:
         return self.root / "profiles"
+
+    @property
+    def tune_cache_path(self) -> Path:
+        return self.root / "tune-cache.json"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.root / "archive"
+
+    def archive_ledger(self) -> Path | None:
+        """Move this workspace's ledger (``LEDGER``) aside into ``archive/<UTC stamp>/``; the caller holds
+        the lock and writes the new contract in between (``replace``). Returns the archive folder, None
+        when there was nothing to archive.
+
+        Crash-safe in this order: the ledger is *copied* into a hidden folder that is renamed into place
+        complete, then ``replace()`` (the new contract's atomic write) runs, then the old files are
+        removed. An interruption before the new contract leaves the old state intact (plus at most a
+        finished archive copy); after it, the new contract plus the archive, and old round files not yet
+        removed are ignored by ``RoundContext`` as another contract's.
+        """
+        present = [name for name in LEDGER if (self.root / name).exists()]
+        if not present:
+            return None
+        self.archive_dir.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".archive-", dir=self.archive_dir))
+        try:
+            for name in present:
+                src = self.root / name
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, stage / name)
+            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            target, n = self.archive_dir / stamp, 1
+            while target.exists():  # two re-freezes within one second
+                n += 1
+                target = self.archive_dir / f"{stamp}-{n}"
+            os.rename(stage, target)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        return target
+
+    def drop_archived(self, archive: Path) -> None:
+        """Remove the ledger files that ``archive`` holds copies of (after the new contract is written).
+        ``rounds/`` is renamed away first, so it vanishes at once rather than file by file."""
+        for name in LEDGER:
+            src = self.root / name
+            if name == "contract.yaml" or not (archive / name).exists() or not src.exists():
+                continue
+            if src.is_dir():
+                doomed = Path(tempfile.mkdtemp(prefix=f".{name}-archived-", dir=self.root))
+                os.replace(src, doomed / name)
+                shutil.rmtree(doomed, ignore_errors=True)
+            else:
+                src.unlink()
 
     def round_path(self, number: int) -> Path:
         return self.rounds_dir / f"{number:04d}.yaml"

@@ -144,16 +144,52 @@ def test_re_sealing_by_hand_edit_of_the_overall_digest_is_detected():
         contract_mod.verify_digest(data)
 
 
+TEST_SET = {"runner": "pytest", "tests": {"tests/test_op.py::test_a": "passed", "tests/test_op.py::test_b[2]": "skipped"}}
+
+
+def _own(**changes) -> Contract:
+    return _contract(**{"workload": Workload(kind="exec-file", exec_file="bench.py", kernel_filter="chunk_fwd"),
+                        "tolerances": {}, "expected_kernels": ("chunk_fwd",), "test_set": TEST_SET,
+                        "frozen_files": (FrozenFile("tests/conftest.py", "test-config", "b" * 64),
+                                         FrozenFile("pyproject.toml::[tool.pytest]", "test-config", "c" * 64)),
+                        **changes})
+
+
 def test_own_code_contract_needs_no_tolerances(tmp_path):
     ws = Workspace(tmp_path / "ws")
-    own = _contract(workload=Workload(kind="exec-file", exec_file="bench.py", kernel_filter="chunk_fwd"),
-                    tolerances={}, expected_kernels=("chunk_fwd",))
+    own = _own()
     save(ws, own)
     assert load(ws) == own
     data = sealed(own)
     del data["workload"]["kernel_filter"]
     with pytest.raises(ContractError, match="workload.kernel_filter: missing"):
         Contract.from_dict(data)
+
+
+@pytest.mark.parametrize("test_set, message", [
+    (None, "contract.yaml: test_set: missing (own code records which frozen tests passed on the baseline)"),
+    ({"runner": "nose", "tests": {}}, "contract.yaml: test_set.runner: 'nose' is not one of pytest, command"),
+    ({"runner": "pytest"}, "contract.yaml: test_set.tests: missing"),
+    ({"runner": "pytest", "tests": {"t.py::a": "failed"}},
+     "contract.yaml: test_set.tests['t.py::a']: 'failed' is not one of passed, skipped, xfailed, xpassed"),
+    ({"runner": "pytest", "tests": {"t.py::a": "skipped"}}, "contract.yaml: test_set.tests: no test passed"),
+    ({"runner": "command", "passed": 0}, "contract.yaml: test_set.passed: expected a positive integer"),
+])
+def test_own_code_test_set_is_validated_naming_the_field(test_set, message):
+    data = sealed(_own())
+    data["test_set"] = test_set
+    with pytest.raises(ContractError) as err:
+        Contract.from_dict(data)
+    assert str(err.value).startswith(message)
+
+
+def test_an_edited_frozen_test_outcome_is_an_integrity_error(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    save(ws, _own())
+    text = ws.contract_path.read_text()
+    ws.contract_path.write_text(text.replace("tests/test_op.py::test_b[2]: skipped", "tests/test_op.py::test_b[2]: passed"))
+    with pytest.raises(IntegrityError, match=r"contract.yaml: test_set: changed after freeze"):
+        load(ws)
 
 
 def test_missing_contract_says_run_freeze(tmp_path):

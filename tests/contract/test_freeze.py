@@ -173,3 +173,27 @@ def test_freeze_own_code_sees_a_directly_launched_triton_kernel(tmp_path, monkey
                          "--kernel-filter", "_my_copy", "--json")
     assert code == 0, err
     assert "_my_copy_kernel" in json.loads(out)["kernels_seen"]
+
+
+def test_pytest_configuration_on_the_tests_paths_is_pinned_section_by_section(tmp_path):
+    from ascendopt.contract.frozen import pytest_config_entries
+
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    files = {"tests/unit/test_a.py": "", "tests/conftest.py": "", "other/conftest.py": "",  # other/: not on the path
+             "tox.ini": "[tox]\nenvlist = py\n\n[pytest]\naddopts = -q\n",
+             "setup.cfg": "[metadata]\nname = x\n",  # no [tool:pytest] section: nothing of it is pinned
+             "ci.ini": "[pytest]\n"}  # named by the command's -c
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    def pinned():
+        entries = pytest_config_entries(["tests/unit/test_a.py"], tmp_path, ["pytest", "-c", "ci.ini", "tests"])
+        return {e.path: e.sha256 for e in entries}
+
+    before = pinned()
+    assert list(before) == ["tests/conftest.py", "tox.ini::[pytest]", "ci.ini"]
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py311\n\n[pytest]\naddopts = -q\n")  # outside the section
+    assert pinned() == before
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py\n\n[pytest]\naddopts = -q -k fast\n")
+    assert pinned()["tox.ini::[pytest]"] != before["tox.ini::[pytest]"]

@@ -64,6 +64,33 @@ def test_absolute_floor_blocks_tiny_differences():
     assert bench.decide(a, b).verdict == "same"
 
 
+def test_a_band_wider_than_max_band_is_inconclusive_not_same():
+    """The CPU case of issue 19: a noise band of hundreds of percent used to say "same" (and pass)."""
+    rule = bench.DecisionRule()
+    for seed in range(20):
+        r = bench.decide(*_pairs(0.0, 30, seed, noise=0.5))
+        assert r.verdict == "inconclusive" and r.threshold_rel > rule.max_band
+        assert f"wider than the ±{rule.max_band:.0%}" in r.reason
+    # even a real -60 % change inside a band that wide is no verdict
+    r = bench.decide(*_pairs(-0.6, 30, 3, noise=1.5))
+    assert r.verdict == "inconclusive" and r.threshold_rel > 1.0
+
+
+def test_a_wide_band_below_the_absolute_floor_still_says_same():
+    """A 1 ns kernel with 50 % noise: the band is wide in percent but far below the 0.5 us the rule
+    calls at all, so nothing the rule would call can hide in it."""
+    r = bench.decide(*_pairs(0.0, 30, 4, noise=0.5, base=1e-6))
+    assert r.threshold_rel > bench.DecisionRule().max_band and r.verdict == "same"
+
+
+def test_max_band_bounds_what_same_can_hide():
+    """Just over the limit is inconclusive; the same data with a wider limit is "same"."""
+    a, b = _pairs(0.0, 30, 5, noise=0.06)
+    r = bench.decide(a, b)
+    assert r.verdict == "inconclusive" and 0.05 < r.threshold_rel < 0.2
+    assert bench.decide(a, b, bench.DecisionRule(max_band=r.threshold_rel + 0.01)).verdict == "same"
+
+
 def test_decide_rejects_bad_input():
     with pytest.raises(ValueError):
         bench.decide([1.0] * 3, [1.0] * 3)
@@ -106,7 +133,8 @@ def test_compare_detects_real_sleep_slowdown_on_cpu():
 
 
 def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
-    """A real 8 % slowdown under heavy noise: 12 pairs cannot call it, more pairs can."""
+    """A real 8 % slowdown under heavy noise: 12 pairs cannot call it (their band is far wider than
+    max_band: inconclusive, not "same"), more pairs can."""
     import itertools
 
     rng = np.random.default_rng(7)
@@ -124,8 +152,39 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
                           min_sample_ms=0)
     extended = bench.compare(fast, slow, backend=backend, pairs=12, max_pairs=120, warmup=1, warmup_ms=0,
                              min_sample_ms=0)
-    assert short.verdict == "same" and short.noise_rel > 0.015
+    assert short.verdict == "inconclusive" and short.threshold_rel > bench.DecisionRule().max_band
     assert extended.verdict == "slower" and extended.baseline.n > 12
+
+
+def test_more_pairs_turn_an_inconclusive_band_into_a_verdict():
+    """No change under 4 % noise per sample: 12 pairs leave the band above max_band (inconclusive);
+    compare keeps sampling and the narrower band says "same"."""
+    import itertools
+
+    rng = np.random.default_rng(11)
+    noise = itertools.cycle(np.exp(rng.normal(0, 0.04, 4000)))
+    clock = {"t": 0.0}
+    backend = VirtualBackend(clock)
+
+    def side():
+        clock["t"] += 1.0 * next(noise)
+
+    kw = dict(backend=backend, pairs=12, warmup=1, warmup_ms=0, min_sample_ms=0)
+    short = bench.compare(side, side, max_pairs=12, **kw)
+    extended = bench.compare(side, side, max_pairs=120, **kw)
+    assert short.verdict == "inconclusive" and short.baseline.n == 12
+    assert extended.verdict == "same" and extended.threshold_rel <= bench.DecisionRule().max_band
+    assert extended.baseline.n > 12
+
+
+def test_a_recheck_that_cannot_tell_stays_inconclusive():
+    base = [1.0 + 0.001 * (i % 3) for i in range(20)]
+    first = bench.decide(base, [b * 0.1 for b in base])  # an implausible 10x faster
+    again = bench.decide(*_pairs(0.0, 30, 1, noise=0.5))
+    assert first.verdict == "faster" and again.verdict == "inconclusive"
+    assert bench.after_recheck(first, again).verdict == "inconclusive"
+    quiet = bench.decide(*_pairs(0.0, 30, 1))
+    assert bench.after_recheck(first, quiet).verdict == "same"
 
 
 def test_interleaved_samples_rotate_the_order_and_share_one_batch_size():

@@ -4,7 +4,8 @@ Command modules are imported here to build ``--help``; they must import torch, t
 and the rest inside their functions so that ``ascendopt --help`` stays fast and torch-free.
 
 Exit codes: 0 pass, 1 correctness, 2 usage/bad input, 3 contract integrity, 4 performance
-regression, 5 environment (backend/profiler unavailable), 70 internal error (a bug: please report).
+regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive (noise band too
+wide to tell), 70 internal error (a bug: please report).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ascendopt import __version__
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 pass, 1 correctness failure, 2 usage or bad input, 3 contract integrity violation, "
-    "4 performance regression, 5 environment (backend/profiler unavailable)."
+    "4 performance regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive "
+    "(noise band too wide to tell)."
 )
 
 app = typer.Typer(

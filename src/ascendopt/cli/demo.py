@@ -67,8 +67,9 @@ def demo(
         record, gate = result.record, result.gate
         console.out(f"round {record.number} hypothesis: {result.hypothesis}")
         render_round_summary(record.summary, f"round {record.number} ({record.direction})")
-        console.out(f"gate: {'GREEN' if gate.passed else 'RED at ' + gate.failed_stage.name}: "
-                    + "; ".join(f"{s.name} {s.status}" for s in gate.stages))
+        state = "GREEN" if gate.passed else (f"RED at {gate.failed_stage.name}" if gate.failed_stage else
+                                             f"INCONCLUSIVE at {gate.inconclusive_stage.name} (noise band too wide)")
+        console.out(f"gate: {state}: " + "; ".join(f"{s.name} {s.status}" for s in gate.stages))
         console.out(f"stop criteria: {result.reprofile['stop']['reason']}")
         console.out("")
         console.out(f"files under {ws.root}:")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
 from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
@@ -46,6 +46,7 @@ def freeze(
     aic_metrics: MetricsOpt = "PipeUtilization",
     max_rounds: MaxRoundsOpt = DEFAULT_MAX_ROUNDS,
     force: ForceOpt = False,
+    timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -53,8 +54,10 @@ def freeze(
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
     Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...].
-    Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen) and an existing
-    contract without --force (exit 2).
+    Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
+    workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
+    existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
+    as the contract's frozen limits (default: contract.model.DEFAULT_TIMEOUTS).
     """
     from ascendopt import console
     from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
@@ -73,7 +76,7 @@ def freeze(
             raise UsageError(f"{', '.join(given)}: only for own code (--exec-file)")
         contract = freeze_kernel(ws, kernel=kernel, shapes=shapes, dtype=dtype, mode=mode, varlen=varlen,
                                  config=parse_assignments(set_), metric_groups=groups, max_rounds=max_rounds,
-                                 force=force)
+                                 force=force, timeout=timeout)
     else:
         given = [k for k, v in {"--shapes": shapes, "--dtype": dtype, "--mode": mode, "--varlen": varlen,
                                 "--set": set_}.items() if v]
@@ -81,7 +84,7 @@ def freeze(
             raise UsageError(f"{', '.join(given)}: only for bundled kernels (--kernel)")
         contract = freeze_exec_file(ws, exec_file=exec_file, tests=test or [], kernel_filter=kernel_filter or "",
                                     test_cmd=test_cmd, references=reference or [], metric_groups=groups,
-                                    max_rounds=max_rounds, force=force)
+                                    max_rounds=max_rounds, force=force, timeout=timeout)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
         return

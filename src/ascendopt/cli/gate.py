@@ -6,16 +6,18 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
 
-_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-"}
+_STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE"}
 
 
 def _render(result) -> None:
     """Stage table, per-tensor report, verdict lines and the final line (stdout)."""
     from ascendopt import console
     from ascendopt.cli.render import tensor_report_lines
+    from ascendopt.gate.bench import DecisionRule
     from ascendopt.gate.correctness import TensorReport
+    from ascendopt.gate.result import INCONCLUSIVE_ADVICE
 
     console.table(["stage", "status", "summary"],
                   [(s.name, _STATUS[s.status], s.summary) for s in result.stages], title="ascendopt gate")
@@ -26,9 +28,14 @@ def _render(result) -> None:
                 console.out(line)
         if stage.name == "kernel_hit" and stage.status == "fail":
             console.out("kernels seen: " + ", ".join(stage.data.get("seen", [])[:15]))
+        if stage.name == "correctness" and stage.status == "fail" and "outcomes" in stage.data:
+            for check in stage.checks:  # own code: each frozen test that does not pass, with its own error lines
+                if not check.passed:
+                    first, *rest = check.message.splitlines() or [""]
+                    console.out(f"{check.name}: {first}" + "".join(f"\n    {line}" for line in rest))
         if stage.name == "correctness" and stage.status == "fail" and "output_tail" in stage.data:
             console.out(stage.data["output_tail"])
-        if stage.name == "performance" and stage.status in ("pass", "fail"):
+        if stage.name == "performance" and stage.status in ("pass", "fail", "inconclusive"):
             for check in stage.checks:
                 console.out(check.message)
     for note in result.notes:
@@ -38,8 +45,14 @@ def _render(result) -> None:
         faster = [c for c in perf.data.get("comparisons", []) if c["verdict"] == "faster"]
         extra = "; ".join(f"{c['case']} {c['speedup']:.3f}x faster" for c in faster)
         console.out("gate: PASS" + (f" ({extra})" if extra else ""))
-    else:
+    elif result.failed_stage is not None:
         console.out(f"gate: FAIL at {result.failed_stage.name} (exit {result.exit_code})")
+    else:
+        stage = result.inconclusive_stage
+        bands = [c["threshold_rel"] for c in stage.data.get("comparisons", []) if c["verdict"] == "inconclusive"]
+        console.out(f"gate: INCONCLUSIVE at {stage.name} (exit {result.exit_code}): noise band "
+                    f"±{max(bands):.2%} stayed wider than ±{DecisionRule().max_band:.0%}; not a pass")
+        console.out(f"advice: {INCONCLUSIVE_ADVICE}")
 
 
 def gate(
@@ -52,16 +65,20 @@ def gate(
     junit: Annotated[
         str | None, typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")
     ] = None,
+    timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4).
+    """Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4;
+    6 when the noise band is too wide to tell).
 
     Stages run in that order and stop at the first red one. Correctness of a bundled kernel compares
     every output and gradient with the fp32 oracle over the frozen shape matrix with NaN-poisoned
-    outputs; own code runs the frozen test command. Performance interleaves baseline and candidate
-    (bundled: two configurations in this process; own code: the frozen commit in a temporary git
-    worktree against the working tree). A speedup is only printed on a green gate.
+    outputs; own code runs the frozen test command, then calls workload() in a child process.
+    Performance interleaves baseline and candidate (bundled: two configurations in this process; own
+    code: the frozen commit in a temporary git worktree against the working tree). A workload or test
+    that raises, crashes or outlives its limit is a red stage (exit 1) naming file:line or the limit;
+    the table, --json and --junit are written all the same. A speedup is only printed on a green gate.
     """
     from pathlib import Path
 
@@ -71,16 +88,17 @@ def gate(
     from ascendopt.workspace import Workspace, atomic_write_text
 
     ws = Workspace.resolve(workspace)
-    result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs)
+    result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs,
+                      timeout=timeout)
     if junit:
         atomic_write_text(Path(junit), result.to_junit())
     if json:
         console.print_json(result.to_dict())
     else:
         _render(result)
-    failed = result.failed_stage
-    if failed is not None:
-        raise failed.error()
+    blocking = result.blocking_stage  # red, else inconclusive: either way not a pass
+    if blocking is not None:
+        raise blocking.error()
 
 
 def register(app: typer.Typer, name: str) -> None:

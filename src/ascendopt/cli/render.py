@@ -28,6 +28,13 @@ def speedup_text(ratio: float | None) -> str:
     return "-" if ratio is None or not math.isfinite(ratio) or ratio <= 0 else f"{1 / ratio:.3f}x"
 
 
+def ub_text(ub: Mapping[str, Any] | None) -> str:
+    """A round's predicted UB use in a table cell: ``40%``, ``118% OVER`` (over budget), ``-`` if not modelled."""
+    if not ub or ub.get("share") is None:
+        return "-"
+    return f"{ub['share']:.0%}" + ("" if ub.get("safe", True) else " OVER")
+
+
 def _fmt(v: float | None, column: str = "") -> str:
     """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
     if v is None:
@@ -69,6 +76,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
     if summary.get("ub"):
         ub = summary["ub"]
         lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
+        if ub.get("warning"):
+            lines.append(f"UB: {ub['warning']}")
     speed = summary.get("speed")
     if summary["verdict"] == "drop":
         lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
@@ -76,7 +85,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
         lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
                      f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
-    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}")
+    reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
+    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}")
     lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
                  + summary["stop_reason"])
     for line in lines:

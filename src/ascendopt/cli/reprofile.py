@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
 
 
 def reprofile(
     target_metric: Annotated[
         str | None, typer.Option("--target-metric", help="Metric to judge (default: the last round's).")
     ] = None,
+    timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -30,7 +31,7 @@ def reprofile(
     ws = Workspace.resolve(workspace)
     ws.require_contract()
     with ws.lock(), console.progress("reprofile") as bar:
-        result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update)
+        result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update, timeout=timeout)
     if json:
         console.print_json(result)
         return

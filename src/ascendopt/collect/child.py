@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import Any
 
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, IntegrityError, RegressionError
+from ascendopt.process import kill_group
 
 
 class ChildDied(WorkloadFailure):
@@ -134,10 +134,11 @@ def run_child(spec: dict[str, Any], *, label: str, timeout: float | None, prefix
         try:
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise WorkloadFailure(f"{label}: timed out after {timeout:g} s", hint=f"output so far: {log}") from None
+            kill_group(proc)
+            raise WorkloadFailure(f"{label}: timed out after {timeout:g} s (killed with its process group)",
+                                  hint=f"output so far: {log}") from None
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
             raise
     result_path = work / "result.json"
     if not result_path.exists():
@@ -154,15 +155,6 @@ def run_child(spec: dict[str, Any], *, label: str, timeout: float | None, prefix
     if code not in _ERRORS:
         raise RuntimeError(f"{result['message']} (traceback in {log})")
     raise _ERRORS[code](result["message"], hint=f"full output: {log}")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the child and everything it started (its own session, so its group id is its pid)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 if __name__ == "__main__":

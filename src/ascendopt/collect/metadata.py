@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,9 @@ def sha256_file(path: Path) -> str:
 
 def git_commit(where: Path) -> str | None:
     """HEAD of the git checkout holding ``where``; None outside a checkout or without git."""
-    try:
-        proc = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.strip() or None
+    from ascendopt.process import git
+
+    return git("rev-parse", "HEAD", cwd=where) or None
 
 
 def exec_file_workload(path: Path) -> dict[str, Any]:

@@ -7,9 +7,13 @@
    matrix, NaN-poisoned; own code: the frozen test command passes) — a wrong baseline is refused;
 3. prove the target kernel runs: a profile of one call must show the expected kernel names; a torch
    fallback (none of them) is refused with the names the profile did show;
-4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV);
+4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV); own
+   code's ``workload()`` runs (steps 3 and 4) in a child process under the contract's time limits,
+   so a hanging baseline ends freeze (exit 1, naming the limit) instead of hanging it;
 5. record the device fingerprint, git commit and frozen files, and write the contract atomically
-   under the workspace lock (an interrupted freeze leaves the previous contract intact).
+   under the workspace lock (an interrupted freeze leaves the previous contract intact); a previous
+   contract's ledger (its rounds, tune cache, report) is archived under ``archive/<UTC stamp>/`` first
+   (``Workspace.archive_ledger``), so a re-freeze starts a new ledger.
 """
 
 from __future__ import annotations
@@ -21,8 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt import console
-from ascendopt.contract.frozen import file_entry, git_state, oracle_entries, project_root, resolve_command
-from ascendopt.contract.model import DEFAULT_MAX_ROUNDS, BaselineTiming, Contract, ShapeCase, Workload, save
+from ascendopt.contract.frozen import file_entry, git_state, oracle_entries, project_root, pytest_config_entries
+from ascendopt.contract.model import (
+    DEFAULT_MAX_ROUNDS,
+    BaselineTiming,
+    Contract,
+    ShapeCase,
+    Workload,
+    frozen_timeouts,
+    save,
+)
 from ascendopt.errors import CorrectnessError, UsageError
 from ascendopt.workspace import Workspace
 
@@ -32,7 +44,23 @@ DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
 def _refuse_overwrite(ws: Workspace, force: bool) -> None:
     if ws.contract_path.exists() and not force:
         raise UsageError(f"{ws.contract_path}: a contract already exists",
-                         hint="pass --force to replace it (the old baseline and frozen scope are lost)")
+                         hint="pass --force to replace it (the old contract and its rounds are archived)")
+
+
+def _save(ws: Workspace, contract: Contract, force: bool) -> None:
+    """Write the new contract under the workspace lock; a previous ledger (contract, rounds, tune cache,
+    report) is archived first, so the new contract's rounds, stop criteria and report start over at
+    round 1. Profiles stay in ``profiles/`` as evidence (the archived rounds name them by path)."""
+    with ws.lock():
+        _refuse_overwrite(ws, force)  # re-checked under the lock: another freeze may have won
+        archive = ws.archive_ledger()
+        save(ws, contract)
+        if archive is not None:
+            ws.drop_archived(archive)
+            kept = len(list((archive / "rounds").glob("*.yaml")))
+            names = ", ".join(sorted(p.name for p in archive.iterdir()))
+            console.info(f"freeze: the previous ledger is archived in {archive} ({names}; {kept} round(s)); "
+                         "rounds, stop criteria and the report start over at round 1")
 
 
 def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -109,9 +137,10 @@ def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
 def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = None, dtype: str | None = None,
                   mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
                   metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                  force: bool = False) -> Contract:
+                  force: bool = False, timeout: float | None = None) -> Contract:
     """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
-    shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere."""
+    shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere. The kernel runs in this process;
+    ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``)."""
     from ascendopt import kernels
     from ascendopt.device import backends
     from ascendopt.gate import bench
@@ -176,26 +205,30 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
         git=git_state(root),
         created_at=_now(),
         max_rounds=max_rounds,
+        timeouts=frozen_timeouts(timeout),
     )
-    with ws.lock():
-        _refuse_overwrite(ws, force)  # re-checked under the lock: another freeze may have won
-        save(ws, contract)
+    _save(ws, contract, force)
     return contract
 
 
 def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], kernel_filter: str,
                      test_cmd: str | None = None, references: Sequence[str] = (),
                      metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                     force: bool = False) -> Contract:
-    """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned."""
-    import subprocess
+                     force: bool = False, timeout: float | None = None) -> Contract:
+    """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
 
-    from ascendopt.device import backends
-    from ascendopt.gate import bench
-    from ascendopt.gate.interleave import load_workload
-    from ascendopt.gate.stages import missing_kernels, observed_kernels
+    ``workload()`` is called in a child process (``gate.interleave.workload_process``): its kernel-hit
+    calls within ``workload_s``, the baseline measurement within ``timing_s``. A workload that raises,
+    crashes or outlives a limit is refused like a failing test (CorrectnessError, exit 1), naming
+    ``file:line`` or the limit. ``timeout`` (``--timeout``): every limit of this freeze, and the
+    contract's frozen limits (``frozen_timeouts``).
+    """
+    from ascendopt.gate.interleave import FAILURES, workload_process
+    from ascendopt.gate.stages import missing_kernels
+    from ascendopt.gate.testset import baseline_refusal, run_tests
 
     _refuse_overwrite(ws, force)
+    timeouts = frozen_timeouts(timeout)
     if not tests:
         raise UsageError("--test: at least one frozen test file is needed for own code")
     if not kernel_filter:
@@ -206,20 +239,31 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     files += [file_entry(r, "reference", root) for r in references]
     argv = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q", *[f.path for f in files
                                                                                    if f.role == "test"]]
-    console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)}")
+    # the pytest configuration that decides which tests run, and how, is frozen with the tests
+    files += pytest_config_entries([f.path for f in files if f.role == "test"], root, argv)
+    console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
+                   f"(limit {timeouts['tests_s']:g} s)")
     # the tests run on the backend this process selected (--backend), as the gate will run them
-    proc = subprocess.run(resolve_command(argv), cwd=root, capture_output=True, text=True, env=backends.child_env())
-    if proc.returncode != 0:
-        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-        raise CorrectnessError(f"the baseline fails its tests (exit {proc.returncode}), refusing to freeze: {tail}")
+    test_run = run_tests(argv, root, timeout=timeouts["tests_s"])
+    refusal = baseline_refusal(test_run)
+    if refusal:
+        raise CorrectnessError(refusal)
 
-    fn = load_workload(root / files[0].path)
-    seen = observed_kernels(fn)
-    if missing_kernels([kernel_filter], seen):
-        raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch fallback?); "
-                               f"the profile shows: {', '.join(seen[:10]) or 'nothing'}")
-    console.status(f"freeze: measuring the baseline workload() of {files[0].path} (synchronized)")
-    timing = bench.measure(lambda: fn(), backend=backends.current())
+    exec_rel = files[0].path
+    console.status(f"freeze: calling workload() of {exec_rel} in a child process "
+                   f"(limit {timeouts['workload_s']:g} s)")
+    try:
+        with workload_process(root, exec_rel, "baseline", load_s=timeouts["workload_s"]) as child:
+            seen = child.kernels(timeouts["workload_s"])
+            if missing_kernels([kernel_filter], seen):
+                raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch fallback?); "
+                                       f"the profile shows: {', '.join(seen[:10]) or 'nothing'}")
+            console.status(f"freeze: measuring the baseline workload() of {exec_rel} (synchronized, "
+                           f"limit {timeouts['timing_s']:g} s)")
+            timing = child.measure(timeouts["timing_s"])
+    except FAILURES as exc:
+        raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
+                               hint="fix the workload, or give it more time with --timeout SECONDS") from None
     git = git_state(root)
     if git["commit"] is None:
         console.warn(f"{root} is not a git repository: `ascendopt gate` cannot time the baseline "
@@ -244,8 +288,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         git=git,
         created_at=_now(),
         max_rounds=max_rounds,
+        timeouts=timeouts,
+        test_set=test_run.test_set(),
     )
-    with ws.lock():
-        _refuse_overwrite(ws, force)
-        save(ws, contract)
+    _save(ws, contract, force)
     return contract

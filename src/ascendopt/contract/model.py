@@ -26,7 +26,12 @@ from ascendopt.workspace import Workspace, read_yaml, write_yaml
 KINDS = ("kernel", "exec-file")
 MODES = ("fwd", "fwdbwd")
 TOLERANCE_KEYS = ("fwd", "bwd")
-FILE_ROLES = ("test", "reference", "workload", "oracle")
+# test-config: pytest configuration on the frozen tests' paths (conftest.py, pytest.ini, a config section)
+FILE_ROLES = ("test", "reference", "workload", "oracle", "test-config")
+# How the frozen test command is judged (ascendopt.gate.testset): pytest test by test, another command
+# by its "N passed" summary line; and the outcomes a test may have had on the baseline.
+TEST_RUNNERS = ("pytest", "command")
+FROZEN_TEST_OUTCOMES = ("passed", "skipped", "xfailed", "xpassed")
 # Iteration cap of the loop when freeze is given none: generous next to the stall (3 non-keep rounds)
 # and directions (3 tried) criteria, which usually end a loop first.
 DEFAULT_MAX_ROUNDS = 20
@@ -36,6 +41,12 @@ DEFAULT_MAX_ROUNDS = 20
 # Generous against the interpreter's speed on a CPU; their job is to end a hang, not to judge speed.
 DEFAULT_TIMEOUTS: dict[str, float] = {"tests_s": 1800.0, "workload_s": 600.0, "timing_s": 1800.0,
                                       "profile_s": 1200.0}
+
+
+def frozen_timeouts(timeout: float | None = None) -> dict[str, float]:
+    """The limits freeze writes into a contract: ``DEFAULT_TIMEOUTS``, or freeze's ``--timeout`` (seconds)
+    for every key, so the later commands of the task allow what its freeze needed."""
+    return dict.fromkeys(DEFAULT_TIMEOUTS, float(timeout)) if timeout is not None else dict(DEFAULT_TIMEOUTS)
 # Fields outside the digest: the digest itself and the schema marker read_yaml already checks.
 _UNDIGESTED = ("integrity", "schema")
 
@@ -164,6 +175,9 @@ class Contract:
     created_at: str
     max_rounds: int = DEFAULT_MAX_ROUNDS  # iteration cap of the loop (rounds.records.should_stop)
     timeouts: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))  # DEFAULT_TIMEOUTS' keys
+    # own code: what the frozen test command did on the baseline; pytest: {"runner": "pytest",
+    # "tests": {node id: outcome}}, another command: {"runner": "command", "passed": N}; None for a bundled kernel
+    test_set: dict[str, Any] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -243,6 +257,7 @@ class Contract:
             if key not in DEFAULT_TIMEOUTS:
                 raise f.fail(f"timeouts.{key}", f"unknown key (expected {', '.join(DEFAULT_TIMEOUTS)})")
             timeouts[key] = f.positive(value, f"timeouts.{key}")
+        test_set = _test_set(f, data.get("test_set"), required=workload.kind == "exec-file")
         return cls(
             op=f.text(f.get(data, "op", ""), "op"),
             entry_point=f.text(f.get(data, "entry_point", ""), "entry_point"),
@@ -260,7 +275,29 @@ class Contract:
             created_at=f.text(f.get(data, "created_at", ""), "created_at"),
             max_rounds=max_rounds,
             timeouts=timeouts,
+            test_set=test_set,
         )
+
+
+def _test_set(f: _Fields, value: Any, *, required: bool) -> dict[str, Any] | None:
+    if value is None:
+        if required:
+            raise f.fail("test_set", "missing (own code records which frozen tests passed on the baseline)")
+        return None
+    ts = f.mapping(value, "test_set")
+    runner = f.text(f.get(ts, "runner", "test_set."), "test_set.runner", choices=TEST_RUNNERS)
+    if runner == "command":
+        passed = f.get(ts, "passed", "test_set.")
+        if isinstance(passed, bool) or not isinstance(passed, int) or passed < 1:
+            raise f.fail("test_set.passed", f"expected a positive integer, found {passed!r}")
+        return {"runner": runner, "passed": passed}
+    tests = {}
+    for nodeid, outcome in f.mapping(f.get(ts, "tests", "test_set."), "test_set.tests").items():
+        path = f"test_set.tests[{nodeid!r}]"
+        tests[f.text(nodeid, path)] = f.text(outcome, path, choices=FROZEN_TEST_OUTCOMES)
+    if "passed" not in tests.values():
+        raise f.fail("test_set.tests", "no test passed on the baseline")
+    return {"runner": runner, "tests": tests}
 
 
 def _list(f: _Fields, value: Any, path: str) -> list:
@@ -331,6 +368,15 @@ def field_digests(data: Mapping[str, Any]) -> dict[str, str]:
 
 def digest(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(field_digests(data))).hexdigest()
+
+
+def stored_digest(data: Mapping[str, Any]) -> str:
+    """The digest that names a contract in its round records (``RoundRecord.contract_digest``): the
+    stored ``integrity.digest``, else (no integrity block) the digest of the fields as they are."""
+    stored = data.get("integrity")
+    if isinstance(stored, Mapping) and isinstance(stored.get("digest"), str):
+        return stored["digest"]
+    return digest(data)
 
 
 def verify_digest(data: Mapping[str, Any], source: str = "contract.yaml") -> None:

@@ -285,16 +285,20 @@ def current() -> Backend:
     return _selected
 
 
-def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(base: dict[str, str] | None = None, *, kernels: bool = False) -> dict[str, str]:
     """The environment for a child process that must use this process's backend choice.
 
     A copy of ``base`` (default ``os.environ``) with ``ASCENDOPT_BACKEND`` set to the selected
     backend when one was selected; without a selection the child detects the backend as this
     process does (``$ASCENDOPT_BACKEND`` already in the environment passes on unchanged).
+    ``kernels``: the child imports Triton kernels of its own (a user's tests), so on the cpu backend
+    it gets ``TRITON_INTERPRET=1``: the flag must be set before their decorators run.
     """
     env = dict(os.environ if base is None else base)
     if _explicit:
         env["ASCENDOPT_BACKEND"] = _explicit
+    if kernels and current().name == "cpu":
+        env["TRITON_INTERPRET"] = "1"
     return env
 
 

@@ -13,7 +13,9 @@ ABBA so neither side always runs second):
   error of a median of normal data (1.2533·σ/√n, σ from the MAD) at the chosen confidence;
 * a change is called only if |effect| exceeds ``max(min_rel, noise)``, the absolute difference
   of medians exceeds ``abs_floor_ms``, and the Wilcoxon signed-rank test rejects "no shift"
-  at ``alpha``. Otherwise the verdict is "same".
+  at ``alpha``. Otherwise the verdict is "same" — but only while the band is narrow enough for
+  "same" to mean something: a "same" whose band is wider than ``max_band`` (and, in ms, not below
+  ``abs_floor_ms``) is "inconclusive" (the noise could hide a change the rule exists to catch).
 
 An implausible result (> 5x either way) is measured again before it is reported.
 """
@@ -243,7 +245,7 @@ def measure(
 class Comparison:
     """Candidate vs baseline. ``ratio`` = candidate time / baseline time (< 1 means faster)."""
 
-    verdict: str  # "faster" | "slower" | "same"
+    verdict: str  # "faster" | "slower" | "same" | "inconclusive" (band wider than DecisionRule.max_band)
     ratio: float
     threshold_rel: float  # relative change needed to call a difference
     noise_rel: float  # A/A spread of the paired log-ratios, relative
@@ -265,10 +267,21 @@ class Comparison:
 
 @dataclass(frozen=True)
 class DecisionRule:
+    """The A/B rule's constants (relative values are fractions: 0.015 = 1.5 %).
+
+    ``max_band``: the widest noise band at which "same" still means "no change the rule should
+    call"; a wider one makes the verdict "inconclusive". 5 %: the gate exists to catch the 5 %
+    slowdown of the gate-stability target (benchmarks/RESULTS.md), and a "same" inside a wider band
+    could be hiding it. It leaves room for honest noise: the H200 A/A bands sit at the 1.5 % floor
+    (noise < min_rel), and paired samples with 2 % noise per side reach at most ~3.6 % at 30 pairs;
+    the CPU interpreter's 2-14 % bands at 16 pairs mostly exceed it, as they should.
+    """
+
     min_rel: float = 0.015  # smallest change we call at all (1.5 %)
     abs_floor_ms: float = 0.0005  # 0.5 us: below this, event resolution and launch jitter dominate
     alpha: float = 0.002  # significance level of the Wilcoxon signed-rank test
     z: float = 3.29  # two-sided 99.9 % for the noise band: a false alarm costs a wrong "keep"
+    max_band: float = 0.05  # widest band at which "same" is a verdict (5 %); wider: "inconclusive"
 
 
 def decide(
@@ -307,7 +320,30 @@ def decide(
     else:
         verdict = "slower" if effect > 0 else "faster"
         why = f"change {math.expm1(effect):+.2%} beyond ±{threshold:.2%}, p={p:.2g}"
+    # A band narrower than the absolute floor in ms hides nothing the rule would call either.
+    if verdict == "same" and threshold > rule.max_band and threshold * ta.median_ms >= rule.abs_floor_ms:
+        verdict = "inconclusive"
+        why = (f"noise band ±{threshold:.2%} wider than the ±{rule.max_band:.0%} at which 'same' rules out a "
+               f"change (change {math.expm1(effect):+.2%})")
     return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why)
+
+
+def undecided(result: Comparison, rule: DecisionRule = DecisionRule()) -> bool:
+    """True when more pairs could change ``result``: "same" or "inconclusive" only because the noise
+    band is wider than ``rule.min_rel`` (the band shrinks as 1/sqrt(pairs))."""
+    return result.verdict in ("same", "inconclusive") and result.noise_rel > rule.min_rel
+
+
+def take_until_decided(taker: Interleaved, pairs: int, max_pairs: int | None, rule: DecisionRule = DecisionRule(),
+                       on_pair: Callable[[], None] | None = None) -> Comparison:
+    """``pairs`` interleaved pairs from ``taker`` (two sides), decided; while the verdict is
+    ``undecided``, ``pairs`` more, up to ``max_pairs`` in all (default ``3 * pairs``)."""
+    limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
+    while True:
+        a, b = taker.take(pairs, on_pair)
+        result = decide(a, b, rule, taker.calls)
+        if not undecided(result, rule) or len(a) + pairs > limit:
+            return result
 
 
 def compare(
@@ -328,22 +364,17 @@ def compare(
 ) -> Comparison:
     """Interleaved A/B timing of two callables in this process, decided by ``decide``.
 
-    If the first ``pairs`` end in "same" only because the noise band is wider than ``rule.min_rel``
-    (a noisy stretch on the device), sampling continues in steps of ``pairs`` up to ``max_pairs``
-    (default ``3 * pairs``): more pairs narrow the band (it shrinks as 1/sqrt(n)) instead of
-    letting noise hide a real change.
+    If the first ``pairs`` end in "same" or "inconclusive" only because the noise band is wider
+    than ``rule.min_rel`` (a noisy stretch on the device), sampling continues in steps of ``pairs``
+    up to ``max_pairs`` (default ``3 * pairs``, ``take_until_decided``): more pairs narrow the band
+    (it shrinks as 1/sqrt(n)) instead of letting noise hide a real change. A band still wider than
+    ``rule.max_band`` after that is "inconclusive".
     """
     backend = _backend(backend)
     sides = [Sampler(baseline, inputs, backend),
              Sampler(candidate, candidate_inputs if candidate_inputs is not None else inputs, backend)]
     taker = Interleaved(sides, warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
-    limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
-    while True:
-        a, b = taker.take(pairs, on_pair)
-        result = decide(a, b, rule, taker.calls)
-        noisy = result.verdict == "same" and result.noise_rel > rule.min_rel
-        if not noisy or len(a) + pairs > limit:
-            break
+    result = take_until_decided(taker, pairs, max_pairs, rule, on_pair)
     # The host's enqueue time per call, last batch of each side (device time hides it; show it).
     result = replace(result, baseline=replace(result.baseline, host_ms=getattr(sides[0], "host_ms", None)),
                      candidate=replace(result.candidate, host_ms=getattr(sides[1], "host_ms", None)))
@@ -362,9 +393,10 @@ def implausible(ratio: float) -> bool:
 
 def after_recheck(first: Comparison, again: Comparison) -> Comparison:
     """What to report once an implausible ``first`` was measured ``again``: the second measurement,
-    with its verdict only if it reproduced the first one's, else "same"."""
+    with its verdict only if it reproduced the first one's, else "same" ("inconclusive" if the second
+    measurement was)."""
     if again.verdict != first.verdict:
-        return replace(again, verdict="same", rechecked=True,
+        return replace(again, verdict="inconclusive" if again.verdict == "inconclusive" else "same", rechecked=True,
                        reason=f"implausible {first.ratio:.2f}x did not reproduce ({again.ratio:.2f}x)")
     return replace(again, rechecked=True, reason=f"{again.reason} (re-checked: > {IMPLAUSIBLE_RATIO:g}x)")
 

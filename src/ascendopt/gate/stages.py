@@ -4,11 +4,18 @@ the first red stage.
 * integrity (red: exit 3): the contract digest; bundled kernels: the sources of the oracle and
   input factory; own code: the frozen files' sha256;
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
-  frozen shape matrix, NaN-poisoned; own code: the frozen test command, failures listed;
-* kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call;
+  frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
+  against the frozen test set (``gate.testset``: what "passed" means), then
+  ``workload()`` loaded and called in a child process (a workload that raises, crashes or outlives
+  its limit is red here, with ``file:line`` or the limit);
+* kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call
+  (own code: the call the correctness stage's child profiled);
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
   process; own code: the frozen commit (a temporary git worktree) vs the working tree,
-  interleaved in two child processes (``ascendopt.gate.interleave``).
+  interleaved in two child processes (``ascendopt.gate.interleave``); a side whose workload
+  raises, dies or outlives ``timing_s`` there turns the stage red with exit 1, not 4. A noise band
+  that stays wider than ``bench.DecisionRule.max_band`` makes the stage ``inconclusive`` (exit 6,
+  not a pass).
 
 ``run_gate`` returns a ``GateResult`` (never prints data; status lines go to stderr). A speedup is
 only ever reported on a green gate.
@@ -16,9 +23,7 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -26,13 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt import console
-from ascendopt.contract.frozen import check_frozen_files, project_root, resolve_command
+from ascendopt.contract.frozen import check_frozen_files, project_root
 from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, EnvironmentProblem, IntegrityError, UsageError
 from ascendopt.gate import bench
+from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
+from ascendopt.process import git
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
@@ -92,6 +99,17 @@ def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResu
                        checks), contract
 
 
+def kernel_raised(exc: Exception, kernel: str, config: Mapping[str, int]) -> str:
+    """``Type: first line`` of what a bundled kernel raised at ``config``; raises DeviceFault (exit 5)
+    instead when the error broke the device (nothing after it can be trusted in this process)."""
+    what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if backends.sticky_device_fault(exc):
+        raise DeviceFault(f"{kernel} at {dict(config)} broke the device ({what}); nothing more can run in this "
+                          "process", config=dict(config),
+                          hint="this configuration is unsafe: leave it out and run again") from exc
+    return what
+
+
 def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResult:
     from ascendopt.gate.correctness import check_kernel
 
@@ -106,11 +124,7 @@ def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResul
         except AscendoptError:
             raise
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot run at this configuration is a red gate
-            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            if backends.sticky_device_fault(exc):
-                raise DeviceFault(
-                    f"{spec.name} at {config} broke the device ({what}); nothing more can run in this process",
-                    config=config, hint="this configuration is unsafe: leave it out and run again") from exc
+            what = kernel_raised(exc, spec.name, config)
             summary = f"{case.name}/{w.mode}: the kernel raised {what}"
             return StageResult("correctness", "fail", summary, [Check(f"{case.name}/{w.mode}", False, what)],
                                {"tensors": [r.to_dict() for r in reports], "raised": what})
@@ -123,40 +137,71 @@ def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResul
                        {"tensors": [r.to_dict() for r in reports]})
 
 
-_FAILED_LINE = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
+def _correctness_tests(contract: Contract, root: Path, timeout: float | None = None) -> StageResult:
+    """Own code: the frozen test command, judged test by test against the test set frozen with it
+    (``gate.testset``: every test that passed at freeze must pass, none may fail); one check per test.
+    ``timeout``: the command's ``--timeout`` (else the contract's ``tests_s``)."""
+    from ascendopt.gate.testset import judge, run_tests
+    from ascendopt.process import ProcessTimeout
+
+    argv = contract.commands["validation"]
+    limit = contract.timeout("tests_s", timeout)
+    console.status(f"gate: running frozen tests: {' '.join(argv)} (limit {limit:g} s)")
+    try:
+        # the frozen tests run on the backend this process selected (--backend), as they did at freeze
+        run = run_tests(argv, root, timeout=limit)
+    except ProcessTimeout as exc:
+        tail = "\n".join(exc.output.strip().splitlines()[-20:])
+        return StageResult("correctness", "fail", str(exc), [Check("frozen tests", False, str(exc))],
+                           {"output_tail": tail})
+    results, summary = judge(contract.test_set, run)
+    checks = [Check(*item) for item in results]
+    data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
+    if run.problem and not run.outcomes:  # no test to show: the command's own last lines say why
+        data["output_tail"] = run.output_tail
+    return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
+                       data)
 
 
-def _correctness_tests(contract: Contract, root: Path) -> StageResult:
-    argv = resolve_command(contract.commands["validation"])
-    console.status(f"gate: running frozen tests: {' '.join(argv)}")
-    # the frozen tests run on the backend this process selected (--backend), as they did at freeze
-    proc = subprocess.run(argv, cwd=root, capture_output=True, text=True, env=backends.child_env())
-    output = proc.stdout + proc.stderr
-    failures = [m for m in (_FAILED_LINE.match(line.strip()) for line in output.splitlines()) if m]
-    tail = "\n".join(output.strip().splitlines()[-20:])
-    if proc.returncode == 0:
-        last = output.strip().splitlines()[-1] if output.strip() else "passed"
-        return StageResult("correctness", "pass", f"frozen tests passed: {last.strip('= ')}",
-                           [Check("frozen tests", True, last)], {"returncode": 0})
-    checks = [Check(m.group(2), False, f"{m.group(1)} {m.group(2)}" + (f" - {m.group(3)}" if m.group(3) else ""))
-              for m in failures] or [Check("frozen tests", False, tail)]
-    names = ", ".join(c.name for c in checks[:5])
-    return StageResult("correctness", "fail",
-                       f"frozen tests failed (exit {proc.returncode}): {names}" if failures else
-                       f"frozen test command exited {proc.returncode}", checks,
-                       {"returncode": proc.returncode, "output_tail": tail})
+def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:
+    """Own code: the frozen tests, then ``workload()`` of the working tree loaded and called in a child
+    process (a warm call and one profiled call: the names the kernel-hit stage matches, in
+    ``data["seen"]``). A workload that raises, crashes or outlives ``workload_s`` is a red stage
+    naming ``file:line`` or the limit, never an exception out of the gate."""
+    from ascendopt.gate.interleave import workload_process
+
+    tests = _correctness_tests(contract, root, timeout)
+    if tests.status != "pass":
+        return tests
+    exec_rel = contract.workload.exec_file
+    limit = contract.timeout("workload_s", timeout)
+    console.status(f"gate: calling workload() of {exec_rel} in a child process (limit {limit:g} s)")
+    try:
+        with workload_process(root, exec_rel, "candidate", load_s=limit) as child:
+            seen = child.kernels(limit)
+    except WORKLOAD_FAILURES as exc:
+        return _workload_failed("correctness", str(exc), tests.checks, tests.data)
+    checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a child process")]
+    return StageResult("correctness", "pass", f"{tests.summary}; workload() ran", checks,
+                       {**tests.data, "seen": seen})
 
 
-def _kernel_hit(ctx: RoundContext, config: dict[str, int], root: Path) -> StageResult:
+def _workload_failed(stage: str, message: str, checks: list[Check] = (), data: Mapping[str, Any] | None = None
+                     ) -> StageResult:
+    """A stage red because the workload raised, crashed or timed out: exit 1 whatever the stage."""
+    return StageResult(stage, "fail", message, [*checks, Check("workload()", False, message)],
+                       {**(data or {}), "error": message}, workload_error=message)
+
+
+def _kernel_hit(ctx: RoundContext, config: dict[str, int], seen: list[str] | None) -> StageResult:
+    """``seen``: own code, the names the correctness stage's workload child observed; bundled kernels
+    are observed here, in this process."""
     contract, spec = ctx.contract, ctx.spec
     if spec is not None:
         case = contract.workload.shapes[0]
         inputs = spec.make_inputs(dict(case.dims), contract.workload.dtype, backends.current().torch_device(), 0)
         seen = observed_kernels(lambda: spec.run(inputs, config, contract.workload.mode))
-    else:
-        from ascendopt.gate.interleave import load_workload
-
-        seen = observed_kernels(load_workload(root / contract.workload.exec_file))
+    seen = list(seen or [])
     missing = missing_kernels(contract.expected_kernels, seen)
     checks = [Check(name, name not in missing, "seen" if name not in missing else "not in the profile")
               for name in contract.expected_kernels]
@@ -195,7 +240,13 @@ def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs:
     return _performance_result(comparisons)
 
 
-def _performance_own(contract: Contract, root: Path, pairs: int) -> StageResult:
+def _performance_own(contract: Contract, root: Path, pairs: int, timeout: float | None) -> StageResult:
+    """The frozen commit (a temporary git worktree) vs the working tree, interleaved in two children.
+
+    A side that raises, dies or outlives its limit (``workload_s`` for the module code, ``timing_s``
+    for the timing phase) makes this stage red with exit 1 (``workload_error``): the code under test
+    failed, which is a correctness finding, not a regression; ``optimize-round`` records it as a drop.
+    """
     from ascendopt.gate.interleave import compare_trees
 
     commit = contract.git.get("commit")
@@ -205,30 +256,25 @@ def _performance_own(contract: Contract, root: Path, pairs: int) -> StageResult:
                                  hint="freeze inside a git repository, or run `ascendopt gate --skip-perf`")
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-baseline-"))
     tree = tmp / "tree"
-    _git(root, "worktree", "add", "--detach", str(tree), commit)
+    git("worktree", "add", "--detach", str(tree), commit, cwd=root, check=True)
+    limits = {"load_s": contract.timeout("workload_s", timeout), "timing_s": contract.timeout("timing_s", timeout)}
     try:
         # The workload file is frozen (integrity checked it); run the same file against both trees.
         exec_rel = contract.workload.exec_file
         (tree / exec_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / exec_rel, tree / exec_rel)
-        console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved)")
-        result = compare_trees(exec_rel, tree, root, pairs=pairs)
+        console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
+                       f"limit {limits['timing_s']:g} s)")
+        result = compare_trees(exec_rel, tree, root, pairs=pairs, **limits)
         if bench.implausible(result.ratio):
-            result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs))
+            result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs, **limits))
+    except WORKLOAD_FAILURES as exc:
+        return _workload_failed("performance", str(exc))
     finally:
-        _git(root, "worktree", "remove", "--force", str(tree), check=False)
+        git("worktree", "remove", "--force", str(tree), cwd=root)
         shutil.rmtree(tmp, ignore_errors=True)
-        _git(root, "worktree", "prune", check=False)
+        git("worktree", "prune", cwd=root)
     return _performance_result([(contract.workload.exec_file, result)])
-
-
-def _git(root: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise EnvironmentProblem(f"git {' '.join(args[:2])} failed in {root}: {last}",
-                                 hint="the frozen commit must be reachable (CI: fetch the full history)")
-    return proc.stdout.strip()
 
 
 def verdict_line(case: str, c) -> str:
@@ -239,14 +285,20 @@ def verdict_line(case: str, c) -> str:
 
 
 def _performance_result(comparisons) -> StageResult:
+    """fail if any case is slower; else inconclusive if any case's band was too wide to tell
+    (``bench.DecisionRule.max_band``: not a pass, exit 6); else pass."""
     checks, data = [], []
     for case, c in comparisons:
-        checks.append(Check(case, c.verdict != "slower", verdict_line(case, c)))
+        checks.append(Check(case, c.verdict not in ("slower", "inconclusive"), verdict_line(case, c)))
         entry = {"case": case, **c.to_dict()}
         data.append(entry)
-    slower = [c for c in checks if not c.passed]
+    slower = [ch for ch, (_, c) in zip(checks, comparisons, strict=True) if c.verdict == "slower"]
     if slower:
         return StageResult("performance", "fail", "regression: " + slower[0].message, checks,
+                           {"comparisons": data})
+    undecided = [ch for ch in checks if not ch.passed]
+    if undecided:
+        return StageResult("performance", "inconclusive", "inconclusive: " + undecided[0].message, checks,
                            {"comparisons": data})
     return StageResult("performance", "pass", "; ".join(c.message for c in checks), checks, {"comparisons": data})
 
@@ -256,14 +308,18 @@ def _performance_result(comparisons) -> StageResult:
 
 def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: bool = False,
              config_override: Mapping[str, Any] | None = None, timer: Callable[[], float] | None = None,
-             pairs: int = 30) -> GateResult:
+             pairs: int = 30, timeout: float | None = None) -> GateResult:
     """Run the stages in order and stop at the first red one.
 
     ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the
     gate loads the contract itself and reports a hand edit as a red integrity stage.
     ``config_override``: candidate tunables for a bundled kernel (default: the frozen config, an
     A/A check). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
-    performance stage (tests). ``pairs``: interleaved sample pairs per timed case.
+    performance stage (tests). ``pairs``: interleaved sample pairs per timed case. ``timeout``: a
+    command's ``--timeout`` in seconds, replacing every frozen limit of the children it starts.
+
+    A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
+    error in its summary; run_gate raises only for usage and environment problems.
     """
     bench.check_pairs(pairs)
     started = time.monotonic()
@@ -279,11 +335,11 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
         config = ctx.candidate_config(dict(config_override or {})) or {}
         runners = [
-            lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_tests(contract, root)),
-            lambda: _kernel_hit(ctx, config, root),
+            lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_own(contract, root, timeout)),
+            lambda: _kernel_hit(ctx, config, stages[-1].data.get("seen")),  # own code: seen at correctness
             lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
                      _performance_kernel(ctx, config, timer, pairs) if ctx.is_kernel else
-                     _performance_own(contract, root, pairs)),
+                     _performance_own(contract, root, pairs, timeout)),
         ]
         for run in runners:
             stage = run()

@@ -3,6 +3,11 @@
 The space and the search are ``ascendopt.tune.search``'s; this module supplies the evaluator: one full
 round per candidate (gate on the candidate, then baseline/best/candidate timed interleaved), with
 the candidate's own verdict deciding whether it becomes the incumbent.
+
+Tiles the UB model says overflow are pruned on every backend: on npu they would not compile, and
+off-NPU the model chip's verdict (``ASCENDOPT_CHIP``) stands in for it, so a search on cuda or the
+interpreter never keeps a tile the NPU would reject. ``allow_ub_overflow`` (``--allow-ub-overflow``)
+keeps them searchable off-NPU; each such round's ``ub["warning"]`` then says so.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 from ascendopt.errors import DeviceFault, UsageError
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds.context import RoundContext
-from ascendopt.rounds.run import Plan, RoundOutcome, Step, check_stop, command_line, record_round
+from ascendopt.rounds.run import Plan, RoundOutcome, Step, check_stop, command_line, record_round, ub_use
 from ascendopt.tune import search as tune
 from ascendopt.tune import space as tune_space
 from ascendopt.workspace import Workspace
@@ -21,11 +26,15 @@ from ascendopt.workspace import Workspace
 
 def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force: bool = False, pairs: int = 20,
              step: Step | None = None, on_round: Callable[[RoundOutcome], None] | None = None,
-             timer: Callable[[], float] | None = None) -> dict[str, Any]:
+             timer: Callable[[], float] | None = None, allow_ub_overflow: bool = False) -> dict[str, Any]:
     """``--auto``: search the bundled kernel's tunables; each fresh candidate is a recorded round.
 
-    Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config}``.
-    The workspace stays locked for the whole search: its rounds are one sequence.
+    Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config,
+    "ub_chip": the chip whose UB judged the tiles, "ub_overflow_allowed": bool,
+    "over_budget_rounds": [rounds whose tile overflows that UB], "best_ub_warning": str | None}``.
+    ``allow_ub_overflow``: off-NPU, search tiles the UB model says overflow too (no effect on npu,
+    where they would not compile). The workspace stays locked for the whole search: its rounds are
+    one sequence.
     """
     with ws.lock():
         ctx = RoundContext.load(ws)
@@ -33,11 +42,13 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
             raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
         check_stop(ctx, force)
         return _search(ctx, hypothesis=hypothesis, budget=budget, pairs=pairs, step=step or (lambda text: None),
-                       on_round=on_round, timer=timer)
+                       on_round=on_round, timer=timer, allow_ub_overflow=allow_ub_overflow)
 
 
 def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: int, step: Step,
-            on_round: Callable[[RoundOutcome], None] | None, timer: Callable[[], float] | None) -> dict[str, Any]:
+            on_round: Callable[[RoundOutcome], None] | None, timer: Callable[[], float] | None,
+            allow_ub_overflow: bool = False) -> dict[str, Any]:
+    from ascendopt import console
     from ascendopt.device import backends
 
     ws, contract, spec, records = ctx.ws, ctx.contract, ctx.spec, ctx.records
@@ -47,17 +58,24 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
     baseline = ctx.baseline_config
     best_rec = ctx.best_round
     start = ctx.best_config
-    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=info.ub_enforced,
+    if allow_ub_overflow and info.ub_enforced:
+        console.warn("--allow-ub-overflow has no effect on npu: a tile over the UB does not compile there")
+    # npu: the device's UB; elsewhere the model chip's, unless overflowing tiles are asked for
+    enforce = info.ub_enforced or not allow_ub_overflow
+    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=enforce,
                                                   mode=w.mode, around=start)
     # a candidate must fit every shape case of the contract, not only the first
     for other in w.shapes[1:]:
         ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
-                                                                            enforce_ub=info.ub_enforced, mode=w.mode,
+                                                                            enforce_ub=enforce, mode=w.mode,
                                                                             around=start)[0]}
         pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
         feasible = [c for c in feasible if tune.config_key(c.config) in ok]
     if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
-        raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space")
+        raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space "
+                         f"({info.chip or info.backend}, {info.ub_bytes} B UB)",
+                         hint=None if info.ub_enforced else
+                         "off-NPU, --allow-ub-overflow searches tiles over the model chip's UB (ASCENDOPT_CHIP)")
     distinct, _ = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
     space = [c.config for c in distinct]
     budget = budget if budget is not None else tune.default_budget(len(space))
@@ -68,13 +86,15 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
         if r.summary.get("bound"):
             bound = r.summary["bound"]
             break
-    key = tune.cache_key(spec.name, case.dims, w.dtype, w.mode, info.name, tune.source_hash(spec))
-    cache = tune.TuneCache(ws.root / "tune-cache.json", key)
+    key = tune.cache_key(spec.name, case.dims, w.dtype, w.mode, info.name, tune.source_hash(spec),
+                         ctx.contract_digest)
+    cache = tune.TuneCache(ws.tune_cache_path, key)
     step(f"auto: {len(space)} distinct feasible configurations of {len(feasible)} ({len(pruned)} pruned by the UB "
-         f"model), budget {budget}, "
+         f"model of {info.chip or info.backend}), budget {budget}, "
          f"bound {bound or 'unknown'} -> "
          f"{'larger' if tune_space.preferred_direction(bound) > 0 else 'smaller'} tiles first")
     recorded: list[int] = []
+    over_budget: list[int] = []  # rounds whose tile overflows the UB (only with allow_ub_overflow, off-NPU)
     start_ms = None
     if best_rec and best_rec.timing:
         start_ms = best_rec.candidate_ms
@@ -91,13 +111,16 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
             # each candidate sees the rounds recorded before it (its number, the best so far)
             outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
                                    step=step, timer=timer, plan=plan,
-                                   command_text=command_line(hypothesis, {}, ["--auto", "--budget", str(budget)]))
+                                   command_text=command_line(hypothesis, {}, ["--auto", "--budget", str(budget)]
+                                                             + (["--allow-ub-overflow"] if allow_ub_overflow else [])))
         except DeviceFault as exc:
             # The search cannot go on in this process; remember the configuration as failed so the
             # next --auto run (a fresh process) skips it instead of breaking the device again.
             cache.put(tune.Trial(cfg, None, note=f"device fault: {exc.message}"))
             raise
         recorded.append(outcome.record.number)
+        if (outcome.record.ub or {}).get("warning"):
+            over_budget.append(outcome.record.number)
         if on_round:
             on_round(outcome)
         rec = outcome.record
@@ -116,4 +139,6 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
         evaluate(dict(result.best.config), dict(start))
     return {"search": result.to_dict(), "rounds": recorded, "pruned": len(pruned), "space": len(space),
             "feasible": len(feasible),
-            "best": result.best.config, "budget": budget, "cache": str(cache.path)}
+            "best": result.best.config, "budget": budget, "cache": str(cache.path),
+            "ub_chip": info.chip, "ub_overflow_allowed": not enforce, "over_budget_rounds": over_budget,
+            "best_ub_warning": ub_use(ctx, result.best.config, info)["warning"]}

@@ -63,9 +63,34 @@ class RoundContext:
         return kernels.get(self.contract.workload.kernel)
 
     @cached_property
+    def contract_digest(self) -> str:
+        """The contract's stored ``integrity.digest``: what its rounds record as ``contract_digest``."""
+        from ascendopt.contract import model as contract_mod
+
+        return contract_mod.stored_digest(contract_mod.load_raw(self.ws))
+
+    @cached_property
     def records(self) -> tuple[RoundRecord, ...]:
-        """The rounds recorded so far, oldest first."""
-        return tuple(rounds.load_rounds(self.ws))
+        """This contract's rounds recorded so far, oldest first. Round files of another contract (after
+        a re-freeze, e.g. copied back from ``archive/``) are left out with one warning naming them, so
+        reports, stop criteria and the best so far count only this contract's ledger."""
+        from ascendopt import console
+
+        loaded = rounds.load_rounds(self.ws)
+        if not loaded:
+            return ()
+        mine: list[RoundRecord] = []
+        other: list[RoundRecord] = []
+        for r in loaded:
+            (mine if rounds.belongs_to(r, self.contract_digest, self.contract.created_at) else other).append(r)
+        names = ", ".join([self.ws.round_path(r.number).name for r in other[:4]]
+                          + ([f"and {len(other) - 4} more"] if len(other) > 4 else []))
+        if names and names != self.__dict__.get("_ignored_warned"):  # once per command, not per reload
+            self.__dict__["_ignored_warned"] = names
+            console.warn(f"{self.ws.rounds_dir}: {names}: recorded under another contract (not digest "
+                         f"{self.contract_digest[:12]}); ignored (`freeze --force` archives a contract's rounds "
+                         f"under {self.ws.archive_dir.name}/)")
+        return tuple(mine)
 
     @property
     def is_kernel(self) -> bool:
@@ -106,6 +131,7 @@ class RoundContext:
     def reloaded(self) -> RoundContext:
         """The same contract and spec with the rounds read again (after a command recorded one)."""
         fresh = RoundContext(self.ws, self.contract)
-        if "spec" in self.__dict__:  # looked up once per command
-            fresh.__dict__["spec"] = self.__dict__["spec"]
+        for name in ("spec", "contract_digest", "_ignored_warned"):  # looked up (and said) once per command
+            if name in self.__dict__:
+                fresh.__dict__[name] = self.__dict__[name]
         return fresh

@@ -147,9 +147,11 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     step("demo 5/7 gate: integrity, correctness, kernel hit, performance of the best so far")
     best = record.config if record.verdict == "keep" else None  # a revert leaves the frozen config the best
     gate = gate_stages.run_gate(ws, config_override=best, pairs=plan.pairs)
+    # not green: red (failed_stage) or inconclusive (the CPU interpreter's noise band is often too wide)
+    blocking = gate.blocking_stage
     out["gate"] = {"passed": gate.passed, "exit_code": gate.exit_code,
                    "failed_stage": gate.failed_stage.name if gate.failed_stage else None,
-                   "why": gate.failed_stage.summary if gate.failed_stage else None}
+                   "why": blocking.summary if blocking else None}
     advance()
 
     step("demo 6/7 reprofile: collect again, diff, reclassify")

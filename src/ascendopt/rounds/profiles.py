@@ -18,20 +18,25 @@ from ascendopt.workspace import Workspace
 Step = Callable[[str], None]
 
 
-def profile_kernel_config(ctx: RoundContext, config: Mapping[str, int], name: str) -> list[str]:
-    """Collect the first shape case with ``config`` under each of the contract's metric groups."""
+def profile_kernel_config(ctx: RoundContext, config: Mapping[str, int], name: str,
+                          timeout: float | None = None) -> list[str]:
+    """Collect the first shape case with ``config`` under each of the contract's metric groups
+    (in this process; ``profile_s``, or ``timeout``, limits each Nsight Compute replay on cuda)."""
     from ascendopt.collect import collect_kernel
 
     contract = ctx.contract
     w = contract.workload
     case = w.shapes[0]
     paths = collect_kernel(w.kernel, shape=dims_text(case.dims), dtype=w.dtype, mode=w.mode, config=dict(config),
-                           metric_groups=list(contract.metric_groups), out_dir=ctx.ws.profiles_dir, name=name)
+                           metric_groups=list(contract.metric_groups), out_dir=ctx.ws.profiles_dir, name=name,
+                           timeout=contract.timeout("profile_s", timeout))
     return [str(p) for p in paths]
 
 
-def profile_own_code(ctx: RoundContext, name: str) -> list[str]:
-    """Profile the working tree's ``workload()`` once per metric group, in a fresh child process.
+def profile_own_code(ctx: RoundContext, name: str, timeout: float | None = None) -> list[str]:
+    """Profile the working tree's ``workload()`` once per metric group, in a fresh child process
+    limited to ``profile_s`` (or ``timeout``) per metric group; a workload that raises, dies or
+    outlives it raises ``WorkloadFailure`` with ``file:line`` or the limit.
 
     A child, not this process: modules the workload imports are loaded from the edited tree, never
     from a stale ``sys.modules`` entry of an earlier load.
@@ -41,7 +46,8 @@ def profile_own_code(ctx: RoundContext, name: str) -> list[str]:
 
     w = ctx.contract.workload
     paths = collect_exec_file(project_root() / w.exec_file, metric_groups=list(ctx.contract.metric_groups),
-                              out_dir=ctx.ws.profiles_dir, name=name, kernel_filter=w.kernel_filter)
+                              out_dir=ctx.ws.profiles_dir, name=name, kernel_filter=w.kernel_filter,
+                              timeout=ctx.contract.timeout("profile_s", timeout))
     return [str(p) for p in paths]
 
 
@@ -55,11 +61,13 @@ def analyze_paths(paths: Sequence[str] | None, kernel_filter: str | None = None)
     return analyze(load_profiles([Path(p) for p in paths]), kernel_filter=kernel_filter)
 
 
-def collect_profiles(ctx: RoundContext, config: Mapping[str, int] | None, name: str) -> list[str]:
-    """Profile ``config`` (bundled kernel) or the working tree (own code) into the workspace's ``profiles/``."""
+def collect_profiles(ctx: RoundContext, config: Mapping[str, int] | None, name: str,
+                     timeout: float | None = None) -> list[str]:
+    """Profile ``config`` (bundled kernel) or the working tree (own code) into the workspace's ``profiles/``.
+    ``timeout``: a command's ``--timeout``, replacing the contract's ``profile_s``."""
     if ctx.is_kernel:
-        return profile_kernel_config(ctx, config or {}, name)
-    return profile_own_code(ctx, name)
+        return profile_kernel_config(ctx, config or {}, name, timeout)
+    return profile_own_code(ctx, name, timeout)
 
 
 def newest_profiles(ws: Workspace) -> list[str]:
@@ -83,7 +91,7 @@ def previous_profiles(ctx: RoundContext) -> list[str]:
     return newest_profiles(ctx.ws)
 
 
-def reference_profiles(ctx: RoundContext, step: Step | None = None) -> list[str]:
+def reference_profiles(ctx: RoundContext, step: Step | None = None, timeout: float | None = None) -> list[str]:
     """The best-so-far profile: the best round's, else the baseline's (collected once, then reused)."""
     best = ctx.best_round
     if best and best.profiles:
@@ -97,4 +105,4 @@ def reference_profiles(ctx: RoundContext, step: Step | None = None) -> list[str]
         return newest_profiles(ctx.ws)
     if step:
         step("profiling the baseline configuration (first round)")
-    return collect_profiles(ctx, ctx.best_config, "baseline")
+    return collect_profiles(ctx, ctx.best_config, "baseline", timeout)

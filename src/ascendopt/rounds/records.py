@@ -10,7 +10,9 @@ Verdicts (fla's OPT_LOG ``Status``):
 * ``keep``   - gate green and measurably faster than the best so far (``bench.decide``: beyond the
   noise band, significant); the change becomes the new best;
 * ``floor``  - gate green, no gain, and a hardware bound is reached (named bound with its number);
-* ``revert`` - gate green and no measurable gain: the change is undone.
+* ``revert`` - gate green and no measurable gain: the change is undone. An *inconclusive* timing
+  (the noise band stayed wider than ``bench.DecisionRule.max_band``) is always a revert: nothing is
+  kept, and no floor claimed, on a measurement that cannot tell (``verdict_reason`` says so).
 
 Stop criteria (``should_stop``), checked in this order: floor evidence on the last round; the
 iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds; >= 3
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -84,6 +85,8 @@ class RoundRecord:
     candidate / reference time), "samples_ms"}], "ratio_vs_baseline", "ratio_vs_best" (geomeans),
     "vs_best", "vs_baseline" (faster|same|slower over all cases)}``.
     ``metrics``: the re-profile diff per hot kernel (``analysis.compare`` output, trimmed).
+    Own code's ``change`` also has ``tree_digest`` (``rounds.tree.TreeState.digest``: the measured
+    working tree's content) and ``committed`` (whether that tree is exactly ``commit``).
     """
 
     number: int
@@ -104,6 +107,10 @@ class RoundRecord:
     profiles: list[str] = field(default_factory=list)  # folders of this round's re-profile (one per group)
     profiles_before: list[str] = field(default_factory=list)  # the best-so-far profile it was compared with
     command: str = ""
+    # ``integrity.digest`` of the contract this round was recorded under ("": recorded before rounds
+    # carried it); rounds of another contract are not this contract's ledger (``belongs_to``)
+    contract_digest: str = ""
+    notes: list[str] = field(default_factory=list)  # the warnings printed while the round ran
 
     def __post_init__(self) -> None:
         where = f"rounds/{self.number:04d}.yaml" if isinstance(self.number, int) else "round"
@@ -184,15 +191,34 @@ class RoundRecord:
 def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None) -> str:
     """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
 
-    ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower"), None on a red gate.
+    ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower" | "inconclusive"), None
+    on a red gate. Inconclusive is a revert: neither a gain nor "no gain at a bound" can be claimed.
     """
     if not gate_passed:
         return "drop"  # never benchmarked, never a speed claim
     if vs_best == "faster":
         return "keep"
+    if vs_best == "inconclusive":
+        return "revert"
     if floor is not None:
         return "floor"
     return "revert"
+
+
+def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
+    """Why a round was reverted without a verdict on its speed: the widest noise band of an
+    inconclusive comparison with the best so far (None when the timing could tell)."""
+    from ascendopt.gate.bench import DecisionRule
+
+    if not timing or timing.get("vs_best") != "inconclusive":
+        return None
+    undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
+        [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
+    band = max((c["threshold_rel"] for c in undecided), default=None)
+    wide = (f"the noise band ±{band:.2%} stayed wider than ±{DecisionRule().max_band:.0%}" if band is not None
+            else "the noise band stayed too wide")
+    return (f"timing inconclusive: {wide}; nothing is kept on a measurement that cannot tell "
+            "(quieter device, more --pairs)")
 
 
 def detect_floor(
@@ -300,6 +326,22 @@ def load_rounds(ws: Workspace) -> list[RoundRecord]:
     return out
 
 
+def belongs_to(record: RoundRecord, digest: str, frozen_at: str) -> bool:
+    """Whether ``record`` is a round of the contract with ``digest`` frozen at ``frozen_at`` (ISO time).
+
+    A round without ``contract_digest`` was recorded before rounds carried it: it is the contract's
+    when recorded at or after the freeze (an older one belongs to an earlier contract, e.g. copied
+    back from an archive); a time that does not parse gives it the benefit of the doubt.
+    """
+    if record.contract_digest:
+        return record.contract_digest == digest
+    try:
+        recorded, frozen = _dt.datetime.fromisoformat(record.created_at), _dt.datetime.fromisoformat(frozen_at)
+        return recorded >= frozen
+    except (TypeError, ValueError):
+        return True
+
+
 def next_number(ws: Workspace) -> int:
     nums = ws.round_numbers()
     return (nums[-1] + 1) if nums else 1
@@ -347,14 +389,11 @@ def environment_line(facts: Mapping[str, Any], cwd: str | Path | None = None) ->
 
 
 def git_head(cwd: str | Path | None = None) -> str | None:
-    """``branch[sha12]`` of the git checkout at ``cwd``, or None outside git."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                             timeout=10, check=False)
-        br = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                            timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
+    """``branch[sha12]`` of the git checkout at ``cwd`` (default: the current directory), or None outside git."""
+    from ascendopt.process import git
+
+    where = cwd or Path.cwd()
+    sha = git("rev-parse", "--short=12", "HEAD", cwd=where)
+    if sha is None:
         return None
-    if sha.returncode != 0:
-        return None
-    return f"{br.stdout.strip()}[{sha.stdout.strip()}]"
+    return f"{git('rev-parse', '--abbrev-ref', 'HEAD', cwd=where) or ''}[{sha}]"

@@ -60,9 +60,17 @@ def opt_log_rows(contract: Mapping[str, Any], records: Sequence[RoundRecord]) ->
         # Change of the candidate's time against the best so far, from the round's interleaved
         # samples (not from the frozen baseline row, which was timed at freeze): +x % is slower.
         vs_best = _DASH if ratio is None else f"{ratio - 1:+.1%} time"
+        if r.timing and r.timing.get("vs_best") == "inconclusive":
+            vs_best += " (inconclusive)"  # the noise band was too wide to call it: reverted
         rows.append((str(r.number), _one_line(f"{_change_text(r)}: {r.hypothesis}"), gate,
                      _ms(r.candidate_ms), vs_best, r.verdict))
     return rows
+
+
+def ub_warnings(records: Sequence[RoundRecord]) -> list[str]:
+    """One line per round whose tile overflows the UB model's budget (off-NPU, reported not refused)."""
+    return [f"round {r.number} ({_change_text(r)}): UB {r.ub['warning']}" for r in records
+            if (r.ub or {}).get("warning")]
 
 
 def _stats(samples: Sequence[float] | None, timing: Mapping[str, Any]) -> list[str]:
@@ -147,6 +155,10 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
                       str(b["n"])) for b in contract.get("baseline") or []])
     lines += ["", "## Rounds (OPT_LOG)", ""]
     lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
+    over = ub_warnings(records)
+    if over:
+        lines += ["", "UB over budget (predicted off-NPU for the model chip; these tiles would not compile on "
+                      "the NPU):", ""] + [f"- {line}" for line in over]
     stop = should_stop(records, max_rounds=max_rounds)
     lines += ["", f"Stop decision: stop ({stop.criterion}): {stop.reason}" if stop.stop else
               f"Stop decision: {stop.reason}"]
@@ -169,6 +181,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
                         str(best.change.get("commit") or "working tree")))
         lines.append(f"Device: {best.environment}")
+        if (best.ub or {}).get("warning"):
+            lines.append(f"**UB: {best.ub['warning']}**: do not promote this configuration to an NPU as it is.")
     lines += ["", "## No-go bar", ""]
     lines += _table(("item", "status", "evidence"),
                     [(item, "yes" if ok else "NO", _one_line(ev, 160))

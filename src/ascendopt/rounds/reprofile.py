@@ -17,9 +17,10 @@ from ascendopt.rounds import summary as round_summary
 from ascendopt.rounds.context import RoundContext
 
 
-def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Callable[[str], None] | None = None
-              ) -> dict[str, Any]:
-    """Collect the current best again and compare. Returns a JSON-ready dict (see ``cli/reprofile.py``)."""
+def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Callable[[str], None] | None = None,
+              timeout: float | None = None) -> dict[str, Any]:
+    """Collect the current best again and compare. Returns a JSON-ready dict (see ``cli/reprofile.py``).
+    ``timeout``: ``--timeout`` in seconds, replacing the contract's ``profile_s`` for the collection."""
     from ascendopt.analyze.diagnosis import compare
 
     step = step or (lambda text: None)
@@ -31,7 +32,7 @@ def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Call
     config = ctx.best_config
     label = f"reprofile-{records[-1].number:04d}" if records else "reprofile"
     step(f"re-profiling {contract.op} with {', '.join(contract.metric_groups)}")
-    now = round_profiles.collect_profiles(ctx, config, label)
+    now = round_profiles.collect_profiles(ctx, config, label, timeout)
     step("analyzing and comparing with the previous profile")
     before = round_profiles.analyze_paths(previous)
     after = round_profiles.analyze_paths(now)

@@ -15,25 +15,32 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
 
 Own code (``workload.kind == "exec-file"``): the gate's own performance stage times the frozen
 commit against the working tree; "vs best" then compares that ratio with the best round's ratio.
+``--set`` is refused first (own code changes by editing the tree). The round's direction is
+``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling: larger row tile``), else
+"code" (all such rounds are one direction to the stop criteria). The round warns, and keeps in its
+``notes``, when the working tree is unchanged since an earlier round of the ledger and when a keep
+is not committed (``rounds.tree``).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console
+from ascendopt import console, process
 from ascendopt.analyze.matching import matches_any
-from ascendopt.errors import AscendoptError, UsageError
-from ascendopt.gate.stages import ClockBackend
+from ascendopt.collect.workload import WorkloadFailure
+from ascendopt.errors import AscendoptError, ExitCode, UsageError
+from ascendopt.gate.stages import ClockBackend, kernel_raised
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import summary as round_summary
 from ascendopt.rounds import timing as rt
+from ascendopt.rounds import tree as rtree
 from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.records import RoundRecord, StopDecision
 from ascendopt.tune import search as tune
@@ -119,7 +126,12 @@ def plan_change(ctx: RoundContext, sets: Mapping[str, Any]) -> Plan:
 
 
 def ub_use(ctx: RoundContext, config: Mapping[str, int], info) -> dict[str, Any]:
-    """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows."""
+    """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows.
+
+    Off-NPU an overflow is recorded, not refused (the UB is the model chip's, ``ASCENDOPT_CHIP``):
+    ``warning`` then says so in words (``"118 % of Ascend910B2's UB (over budget: would not compile
+    on the NPU)"``) for the round summary, the ``--auto`` table and the report; None when it fits.
+    """
     spec, contract = ctx.spec, ctx.contract
     worst = None
     for case in contract.workload.shapes:
@@ -127,8 +139,12 @@ def ub_use(ctx: RoundContext, config: Mapping[str, int], info) -> dict[str, Any]
                                   contract.workload.mode)
         if worst is None or (not cand.ub_safe and worst.ub_safe) or cand.ub_share > worst.ub_share:
             worst = cand
+    whose = f"{info.chip}'s UB" if info.chip and info.ub_source != "ASCENDOPT_UB_BYTES" else \
+        f"the {info.ub_bytes} B UB ({info.ub_source})"
     out = {"ub_bytes": info.ub_bytes, "enforced": bool(info.ub_enforced), "safe": worst.ub_safe,
-           "share": worst.ub_share, "detail": worst.ub_detail, "source": info.ub_source}
+           "share": worst.ub_share, "detail": worst.ub_detail, "source": info.ub_source, "chip": info.chip,
+           "warning": None if worst.ub_safe else
+           f"{worst.ub_share:.0%} of {whose} (over budget: would not compile on the NPU)"}
     if info.ub_enforced and not worst.ub_safe:
         raise UsageError(f"config {tune.config_key(config)} is refused by the UB model: {worst.ub_detail}",
                          hint="pick smaller tiles (`ascendopt ub` shows the largest safe tile)")
@@ -142,7 +158,8 @@ def gate_passed(result) -> bool:
     """Green for a round: integrity, correctness and kernel hit. A slower own-code candidate fails
     the gate's performance stage, but that is the bench's verdict (revert), not a drop."""
     failed = result.failed_stage
-    return failed is None or failed.name == "performance"
+    # A workload that raised, died or hung while timed is the candidate failing, not a slower one: red.
+    return failed is None or (failed.name == "performance" and not failed.workload_error)
 
 
 def gate_summary(result) -> dict[str, Any]:
@@ -151,7 +168,16 @@ def gate_summary(result) -> dict[str, Any]:
     red = not gate_passed(result)
     return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
             "failed_stage": failed.name if red else None,
-            "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages)}
+            "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages),
+            "error": failed.workload_error if red else None}
+
+
+def failed_after_gate(stage: str, error: str) -> dict[str, Any]:
+    """The ``gate`` part of a round whose candidate passed the gate but then failed while the round
+    timed or re-profiled it (raised, died, timed out): red at ``stage`` with the error, so the round
+    is recorded as a drop and the command exits 1, like a correctness failure."""
+    return {"passed": False, "exit_code": int(ExitCode.CORRECTNESS), "failed_stage": stage,
+            "summary": error, "error": error}
 
 
 # -- the round ---------------------------------------------------------------------------------
@@ -164,12 +190,46 @@ class RoundOutcome:
     exit_code: int  # 0, or the gate's exit code on a drop
 
 
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+# A direction name: one word, so it reads as one axis in the stop criteria and the report.
+DIRECTION = re.compile(r"[A-Za-z0-9_.-]+")
+# The hypothesis's direction tag: a leading ``NAME:`` word followed by a space (``tiling: larger row tile``).
+_DIRECTION_TAG = re.compile(r"\s*([A-Za-z0-9_.-]+):(?:\s|$)")
+OWN_CODE_DIRECTION = "code"  # an own-code round that names no direction
+
+
+def check_direction(name: str | None) -> str | None:
+    """``--direction NAME`` validated (None when not given); raises UsageError (exit 2) otherwise."""
+    if name is None:
+        return None
+    if not DIRECTION.fullmatch(name):
+        raise UsageError(f"--direction {name!r}: expected one word of letters, digits, '_', '.' or '-' "
+                         "(e.g. tiling, vectorize, pipeline)")
+    return name
+
+
+def check_sets(ctx: RoundContext, sets: Mapping[str, Any] | None) -> None:
+    """``--set`` on own code is a usage error (exit 2), checked before anything else runs."""
+    if sets and not ctx.is_kernel:
+        raise UsageError("--set applies to bundled kernels only: own code is changed by editing the working tree "
+                         "(then run optimize-round without --set)")
+
+
+def round_direction(direction: str | None, hypothesis: str, plan: Plan | None) -> str:
+    """The direction a round is recorded under: an explicit ``--direction`` always wins (it may group
+    several tunables under one strategy); a bundled kernel's default is the changed tunables; own code's
+    the hypothesis's leading ``NAME:`` tag, else "code", with a hint (the "directions" stop criterion
+    counts names, and every unnamed own-code round is the same one)."""
+    if direction:
+        return direction
+    if plan is not None:
+        return plan.direction
+    tag = _DIRECTION_TAG.match(hypothesis)
+    if tag:
+        return tag.group(1)
+    console.info(f"hint: this round's direction is {OWN_CODE_DIRECTION!r}: pass --direction NAME or start the "
+                 "hypothesis with 'NAME: ' (e.g. 'tiling: larger row tile'); unnamed rounds all count as one "
+                 "direction, so the 'directions' stop criterion cannot fire")
+    return OWN_CODE_DIRECTION
 
 
 def command_line(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
@@ -182,19 +242,24 @@ def command_line(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] 
 def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None = None, force: bool = False,
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
-              timer: Callable[[], float] | None = None) -> RoundOutcome:
+              timer: Callable[[], float] | None = None, direction: str | None = None,
+              timeout: float | None = None) -> RoundOutcome:
     """Run and record one round under the workspace lock. Returns the record, its path and the exit code.
 
     Refuses past a stop criterion unless ``force``. ``before_profiles``: the best-so-far profile when
     the caller has one (else found or collected). ``reprofile=False`` skips both profiles. ``timer``: a
-    clock in ms replacing the device timer (tests, like ``gate.run_gate``).
+    clock in ms replacing the device timer (tests, like ``gate.run_gate``). ``direction``: the round's
+    direction name (``round_direction``). ``timeout``: ``--timeout`` (see ``record_round``).
     """
     _check_hypothesis(hypothesis)
+    check_direction(direction)
     with ws.lock():
         ctx = RoundContext.load(ws)
+        check_sets(ctx, sets)
         check_stop(ctx, force)
         return record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
-                            reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer)
+                            reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
+                            direction=direction, timeout=timeout)
 
 
 def _check_hypothesis(hypothesis: str) -> None:
@@ -206,16 +271,31 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  target_metric: str | None = None, reprofile: bool = True,
                  before_profiles: Sequence[str] | None = None, step: Step | None = None,
                  timer: Callable[[], float] | None = None, plan: Plan | None = None,
-                 command_text: str | None = None) -> RoundOutcome:
+                 command_text: str | None = None, direction: str | None = None,
+                 timeout: float | None = None) -> RoundOutcome:
     """One round on an already loaded context; the caller holds the workspace lock and has applied the
     stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
-    ``sets`` and the best so far."""
+    ``sets`` and the best so far. ``timeout``: ``--timeout`` in seconds, replacing the contract's
+    limits for every child the round starts (frozen tests, workload calls, timing, profiles).
+
+    Every attempt is recorded: a candidate that raises, crashes or hangs at the gate, while timed or
+    while re-profiled is a ``drop`` whose ``gate`` holds the error (``summary``, ``error``), and the
+    outcome's exit code is 1."""
     from ascendopt.device import backends
     from ascendopt.gate.stages import run_gate
 
     _check_hypothesis(hypothesis)
+    check_direction(direction)
+    check_sets(ctx, sets)
     step = step or (lambda text: None)
     sets = dict(sets or {})
+    notes: list[str] = []
+
+    def note(text: str | None) -> None:
+        if text:
+            console.warn(text)
+            notes.append(text)
+
     ws, contract, spec = ctx.ws, ctx.contract, ctx.spec
     names = ctx.kernel_names
     backend = backends.current()
@@ -227,24 +307,29 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         plan = plan or plan_change(ctx, sets)
         ub = ub_use(ctx, plan.candidate, info)
         change = {"kind": "tunables", "set": dict(plan.changed), "config": dict(plan.candidate)}
-        direction = plan.direction
+        tree = None
     else:
-        if sets:
-            raise UsageError("--set applies to bundled kernels only; for own code edit the working tree")
-        change = {"kind": "code", "commit": _git("rev-parse", "HEAD") or None,
-                  "diff_stat": _git("diff", "--stat", "HEAD")[-2000:]}
-        direction = "code"
-    command = command_text or command_line(hypothesis, sets)
+        from ascendopt.contract.frozen import project_root
+
+        root = project_root()
+        tree = rtree.tree_state(root, exclude=[ws.root])
+        change = {"kind": "code", "commit": tree.commit,
+                  "diff_stat": (process.git("diff", "--stat", "HEAD", cwd=root) or "")[-2000:],
+                  "tree_digest": tree.digest, "committed": not tree.uncommitted}
+        note(rtree.same_tree_note(tree, ctx.records))
+    command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
+    direction = round_direction(direction, hypothesis, plan)
 
     step(f"round {number}: gate on the candidate")
-    gate = run_gate(ws, context=ctx, skip_perf=ctx.is_kernel, config_override=plan.candidate if plan else None)
+    gate = run_gate(ws, context=ctx, skip_perf=ctx.is_kernel, config_override=plan.candidate if plan else None,
+                    timeout=timeout)
     gsum = gate_summary(gate)
     green = gsum["passed"]
     before_paths: list[str] = []
     before_report = None
     if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
         try:
-            before_paths = list(before_profiles or []) or rp.reference_profiles(ctx, step)
+            before_paths = list(before_profiles or []) or rp.reference_profiles(ctx, step, timeout=timeout)
             before_report = rp.analyze_paths(before_paths)
         except AscendoptError as exc:
             console.warn(f"profile of the best so far unavailable: {exc}")
@@ -254,7 +339,14 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     if green:
         if ctx.is_kernel:
             clocked = ClockBackend(backend, timer) if timer is not None else backend
-            timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
+            try:
+                timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
+            except AscendoptError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a candidate that raises while timed is a recorded drop
+                what = kernel_raised(exc, spec.name, plan.candidate)  # a device fault is raised, not recorded
+                gsum = failed_after_gate("performance", f"the candidate raised while being timed: {what}")
+                green = False
         else:
             timing = rt.timing_from_gate(gate, ctx.best_round)
 
@@ -263,8 +355,12 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     if green and reprofile:
         step(f"round {number}: re-profiling with {', '.join(contract.metric_groups)}")
         try:
-            after_paths = rp.collect_profiles(ctx, plan.candidate if plan else None, f"round-{number:04d}")
+            after_paths = rp.collect_profiles(ctx, plan.candidate if plan else None, f"round-{number:04d}",
+                                              timeout=timeout)
             after_report = rp.analyze_paths(after_paths)
+        except WorkloadFailure as exc:  # the candidate's workload raised, died or hung while profiled: a drop
+            gsum = failed_after_gate("reprofile", f"re-profile of the candidate: {exc}")
+            green, timing = False, None
         except AscendoptError as exc:
             console.warn(f"re-profile failed: {exc}")
     floor = None
@@ -278,6 +374,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
     verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
+    if tree is not None and verdict == "keep":
+        note(rtree.uncommitted_keep_note(tree, number))
     metrics = {}
     if before_report and after_report:
         from ascendopt.analyze.diagnosis import compare
@@ -286,8 +384,9 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     draft = RoundRecord(number=number, hypothesis=hypothesis.strip(), direction=direction, change=change,
                         gate=gsum, verdict=verdict, stop=StopDecision(False, None, ""),
                         environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
-                        target_metric=target, floor=floor if verdict != "drop" else None,
-                        profiles=after_paths, profiles_before=before_paths, command=command)
+                        target_metric=target, floor=floor if verdict in ("keep", "floor") else None,
+                        profiles=after_paths, profiles_before=before_paths, command=command,
+                        contract_digest=ctx.contract_digest, notes=notes)
     stop = ctx.stop_decision([draft])
     speed = None
     if timing:
@@ -295,7 +394,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  "ratio_vs_best": timing["ratio_vs_best"], "ratio_vs_baseline": timing["ratio_vs_baseline"]}
     summary = round_summary.build(kernel_names=names, before=before_report, after=after_report,
                                   verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
-                                  target_metric=target, ub=ub, speed=speed)
+                                  target_metric=target, ub=ub, speed=speed,
+                                  verdict_reason=rounds.verdict_reason(timing))
     record = replace(draft, stop=stop, summary=summary)
     path = rounds.save_round(ws, record)
     return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])

@@ -120,11 +120,14 @@ def build(
     target_metric: str,
     ub: Mapping[str, Any] | None = None,
     speed: Mapping[str, Any] | None = None,
+    verdict_reason: str | None = None,
 ) -> dict[str, Any]:
     """The round summary as a plain dict (stored in the round record, printed by
     ``cli.render.render_round_summary``).
 
     ``speed``: ``{"ratio_vs_best", "ratio_vs_baseline", "candidate_ms"}``, None on a red gate.
+    ``verdict_reason``: why the verdict is not what the speed suggests (``records.verdict_reason``:
+    an inconclusive timing), else None.
     """
     kb, ka = target_kernel(before, kernel_names), target_kernel(after, kernel_names)
     rows = []
@@ -151,6 +154,7 @@ def build(
         "ub": dict(ub) if ub else None,
         "speed": dict(speed) if speed else None,
         "verdict": verdict,
+        "verdict_reason": verdict_reason,
         "another_round": another_round,
         "stop_reason": stop_reason,
     }

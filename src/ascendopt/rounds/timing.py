@@ -18,20 +18,30 @@ Step = Callable[[str], None]
 
 
 def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequence[tuple], backend, *, pairs: int,
-                        warmup: int = 5, warmup_ms: float = 25.0, min_sample_ms: float = 1.0,
-                        on_pair: Callable[[], None] | None = None) -> tuple[dict[str, list[float]], int]:
+                        max_pairs: int | None = None, warmup: int = 5, warmup_ms: float = 25.0,
+                        min_sample_ms: float = 1.0, on_pair: Callable[[], None] | None = None
+                        ) -> tuple[dict[str, list[float]], int]:
     """Samples (ms per call) of every side, by name, and the calls per sample they share.
 
-    ``bench.interleaved_samples`` takes them: one batch size for all sides, order alternating
-    forward/backward (ABC, CBA, ...) so no side always runs first.
+    ``bench.Interleaved`` takes them: one batch size for all sides, order alternating
+    forward/backward (ABC, CBA, ...) so no side always runs first. As in ``bench.compare``, while
+    the ``candidate`` vs ``baseline`` or ``best`` verdict is undecided only because the noise band
+    is wide (``bench.undecided``), ``pairs`` more rounds are taken, up to ``max_pairs`` in all
+    (default ``3 * pairs``).
     """
     from ascendopt.gate import bench
 
     names = list(fns)
-    samples, calls = bench.interleaved_samples([fns[n] for n in names], inputs=inputs, backend=backend, pairs=pairs,
-                                               warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms,
-                                               on_pair=on_pair)
-    return dict(zip(names, samples, strict=True)), calls
+    taker = bench.Interleaved([bench.Sampler(fns[n], inputs, backend) for n in names], warmup=warmup,
+                              warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
+    limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
+    while True:
+        samples = dict(zip(names, taker.take(pairs, on_pair), strict=True))
+        refs = [samples[n] for n in ("baseline", "best") if n in samples]
+        if "candidate" not in samples or len(samples[names[0]]) + pairs > limit or not any(
+                bench.undecided(bench.decide(ref, samples["candidate"], calls_per_sample=taker.calls))
+                for ref in refs):
+            return samples, taker.calls
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
@@ -43,9 +53,13 @@ def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, An
 
 
 def _aggregate(verdicts: Sequence[str]) -> str:
-    """faster if some case is faster and none slower (no trading one shape for another), slower if any is."""
+    """slower if any case is; else inconclusive if any case could not tell (its noise band was wider
+    than ``bench.DecisionRule.max_band``); else faster if some case is faster (no trading one shape
+    for another); else same."""
     if "slower" in verdicts:
         return "slower"
+    if "inconclusive" in verdicts:
+        return "inconclusive"
     return "faster" if "faster" in verdicts else "same"
 
 
@@ -95,7 +109,9 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
     again = measure_sides(spec, contract, sides, pairs=pairs, backend=backend, step=step, _recheck=False)
     again["rechecked"] = True
     if again["vs_baseline"] != result["vs_baseline"]:
-        again["vs_baseline"] = again["vs_best"] = "same"
+        # as bench.after_recheck: not reproduced is "same", unless the second measurement could not tell
+        undecided = again["vs_baseline"] == "inconclusive"
+        again["vs_baseline"] = again["vs_best"] = "inconclusive" if undecided else "same"
         again["recheck"] = (f"implausible {ratio_base:.2f}x did not reproduce "
                             f"({again['ratio_vs_baseline']:.2f}x)")
     return again
@@ -116,7 +132,8 @@ def timing_from_gate(result, best: RoundRecord | None) -> dict[str, Any]:
     # reference there is without a second worktree. A gain must clear this round's noise band.
     threshold = max(c["vs_baseline"]["threshold_rel"] for c in cases)
     ratio_best = ratio_base / best_ratio
-    vs_best = "faster" if (ratio_best < 1 - threshold and _aggregate([c["vs_baseline"]["verdict"] for c in cases])
-                           == "faster") else ("slower" if ratio_best > 1 + threshold else "same")
+    vs_baseline = _aggregate([c["vs_baseline"]["verdict"] for c in cases])
+    vs_best = "faster" if (ratio_best < 1 - threshold and vs_baseline == "faster") else (
+        "slower" if ratio_best > 1 + threshold else "inconclusive" if vs_baseline == "inconclusive" else "same")
     return {"cases": cases, "ratio_vs_baseline": ratio_base, "ratio_vs_best": ratio_best,
-            "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]), "vs_best": vs_best}
+            "vs_baseline": vs_baseline, "vs_best": vs_best}

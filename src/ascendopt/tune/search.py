@@ -17,8 +17,9 @@ neighbour improves. Compare kernel_tuner's greedy_mls and Triton's exhaustive au
 (docs/peers.md §2.4-2.5); the H200 study in benchmarks/tune_quality.py measures the
 distance to the exhaustive best (``--replay`` re-runs it offline over a recorded landscape).
 
-Measured configurations are cached (JSON) keyed by kernel, shape, dtype, mode, device and the
-kernel source hash, so an edit of the kernel invalidates its entries.
+Measured configurations are cached (JSON) keyed by kernel, shape, dtype, mode, device, the
+kernel source hash and the contract's digest, so an edit of the kernel or a re-freeze invalidates
+its entries.
 """
 
 from __future__ import annotations
@@ -238,13 +239,17 @@ def source_hash(spec) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def cache_key(kernel: str, dims: Mapping[str, Any], dtype: str, mode: str, device: str, src_hash: str) -> str:
+def cache_key(kernel: str, dims: Mapping[str, Any], dtype: str, mode: str, device: str, src_hash: str,
+              contract_digest: str = "") -> str:
+    """The cache entry of one search setting. ``contract_digest``: the frozen contract's digest, so a
+    re-freeze (a new baseline, a new ledger) never reuses the numbers measured under another contract."""
     shape = ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in dims.items())
-    return f"{kernel}|{shape}|{dtype}|{mode}|{device}|{src_hash}"
+    key = f"{kernel}|{shape}|{dtype}|{mode}|{device}|{src_hash}"
+    return f"{key}|{contract_digest[:16]}" if contract_digest else key
 
 
 class TuneCache:
-    """Measured configurations of one (kernel, shape, dtype, mode, device, source) key, in a JSON file.
+    """Measured configurations of one (kernel, shape, dtype, mode, device, source, contract) key, in a JSON file.
 
     File layout: ``{"schema": 1, "entries": {key: {config_key: {"ms": float|null, "note": str}}}}``.
     Every ``put`` rewrites the file atomically, so a killed search keeps what it measured.

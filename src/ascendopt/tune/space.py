@@ -1,12 +1,14 @@
 """The space of a bundled kernel's tunables, as the UB model sees it.
 
 The space is the product of each ``Tunable.choices``. Every candidate's live tile sets
-(``KernelSpec.ub_model``) are checked against the UB (``ascendopt.device.ub``): on npu a candidate that
-overflows is pruned before anything runs (it would not compile); elsewhere the predicted UB use for
-the model chip is reported next to it and the candidate stays in. Configurations that launch the
-same resolved tiles (an auto 0 and the value it resolves to, a tile clamped to the extent) are
-collapsed (``dedupe``), and each tunable's values get a search order (``axes``) and a preferred
-direction from the bottleneck class (``preferred_direction``).
+(``KernelSpec.ub_model``) are checked against the UB (``ascendopt.device.ub``): a candidate that
+overflows is pruned before anything runs (``enforce_ub``): on npu always (it would not compile),
+elsewhere by the model chip's verdict unless the caller allows overflowing tiles
+(``optimize-round --auto --allow-ub-overflow``: they stay in, their predicted UB use next to them),
+so a tile tuned off-NPU is never one the NPU would reject without saying so. Configurations that
+launch the same resolved tiles (an auto 0 and the value it resolves to, a tile clamped to the
+extent) are collapsed (``dedupe``), and each tunable's values get a search order (``axes``) and a
+preferred direction from the bottleneck class (``preferred_direction``).
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ def enumerate_space(spec, dims, dtype: str, ub_bytes: int, *, enforce_ub: bool,
                     ) -> tuple[list[Candidate], list[Candidate]]:
     """All configurations (``fixed`` tunables held) -> (feasible, pruned by the UB model).
 
-    With ``enforce_ub`` False (cuda/cpu) nothing is pruned; each candidate still carries its UB
-    prediction for the model chip. A space of more than ``limit`` raw configurations (the end-to-end
+    ``enforce_ub``: prune the candidates whose UB prediction for ``ub_bytes`` (the device's, or the
+    model chip's off-NPU) overflows; with it False nothing is pruned and each candidate still carries
+    its UB prediction (``ub_safe``, ``ub_share``). A space of more than ``limit`` raw configurations (the end-to-end
     gated delta rule's product of every stage's tunables has ~4e9) is cut to the configurations
     within two changed tunables of ``around`` (the search's start; coordinate descent moves one
     tunable at a time, and trades two), so enumerating it stays seconds; without ``around`` such a

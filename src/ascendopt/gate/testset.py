@@ -1,0 +1,222 @@
+"""The frozen tests of own code: run the frozen test command, read what each test did, judge it.
+
+What "passed" means:
+
+* a pytest command (``pytest ...``, ``py.test ...``, ``python -m pytest ...``) runs with this
+  interpreter and the plugin ``ascendopt.gate.pytest_report``, which reports every test by node id.
+  Freeze records each test's outcome on the baseline (``Contract.test_set``) and refuses a baseline
+  with a failing test, a run of no test, or no test passed. The gate requires every test that passed
+  at freeze to pass again: skipped, deselected, xfailed, missing (renamed or removed), failed or
+  error is red, as is any failing test, a run of no test, or a pytest exit status other than 0.
+* another command must exit 0 and print a summary line with ``N passed`` (``3 passed``,
+  ``Tests: 3 passed, 1 skipped``: a word and colon may precede it, other counts may follow) with
+  N >= 1 and no failed or error count above 0 (``COMMAND_RULE``); the gate applies the same rule and
+  also wants at least as many passed as at freeze.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendopt import process
+from ascendopt.contract.frozen import pytest_args, resolve_command
+from ascendopt.gate.pytest_report import REPORT_ENV
+
+PLUGIN = "ascendopt.gate.pytest_report"
+FAILING = ("failed", "error")
+NOT_RUN = ("deselected", "not run")  # collected but not run (deselected, or stopped early by -x)
+COMMAND_RULE = ("a frozen test command that is not pytest must exit 0 and print a summary line 'N passed' "
+                "(a word and colon may precede it, ', M failed' and other counts may follow) with N >= 1 "
+                "and no failures")
+_PASSED = re.compile(r"(?<![\w.])(\d+) passed\b", re.IGNORECASE)
+_FAILURES = re.compile(r"(?<![\w.])(\d+) (?:failed|failures?|errors?)\b", re.IGNORECASE)
+_PYTEST_EXIT = {1: "tests failed", 2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+_TAIL_LINES = 20
+
+
+@dataclass
+class SuiteRun:
+    """One run of the frozen test command.
+
+    ``outcomes`` (pytest): node id -> passed / failed / error / skipped / xfailed / xpassed, or
+    deselected / not run. ``details``: node id -> ``{"where": "path:line", "lines": [...]}`` for
+    every test that did not pass (a failure's ``E`` lines, a skip's reason). ``passed``: the number
+    of tests passed (another command: N of its summary line). ``problem``: why the run as a whole
+    does not count (no report, no test ran, a bad exit status, the non-pytest rule), else None.
+    """
+
+    runner: str  # "pytest" | "command" (contract.model.TEST_RUNNERS)
+    returncode: int
+    outcomes: dict[str, str] = field(default_factory=dict)
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
+    passed: int = 0
+    problem: str | None = None
+    output_tail: str = ""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(self.outcomes.values()))
+
+    def counts_text(self) -> str:
+        return ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.counts.items())) or "no test"
+
+    def failing(self) -> list[str]:
+        return [nodeid for nodeid, outcome in self.outcomes.items() if outcome in FAILING]
+
+    def brief(self, nodeid: str) -> str:
+        """One line: ``nodeid (where): its error lines``."""
+        detail = self.details.get(nodeid, {})
+        lines = [ln[1:].strip() if ln.startswith("E ") else ln.strip() for ln in detail.get("lines", [])]
+        where = f" ({detail['where']})" if detail.get("where") else ""
+        return f"{nodeid}{where}: " + ("; ".join(ln for ln in lines[:4] if ln) or self.outcomes.get(nodeid, "?"))
+
+    def detail_text(self, nodeid: str) -> str:
+        """The test's location and error lines, one per line (empty when it passed)."""
+        detail = self.details.get(nodeid, {})
+        head = [f"at {detail['where']}"] if detail.get("where") else []
+        return "\n".join(head + list(detail.get("lines", [])))
+
+    def test_set(self) -> dict[str, Any]:
+        """What freeze records (``Contract.test_set``)."""
+        if self.runner == "command":
+            return {"runner": "command", "passed": self.passed}
+        return {"runner": "pytest", "tests": {n: o for n, o in self.outcomes.items() if o not in NOT_RUN}}
+
+
+def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
+    """Run the frozen test command ``argv`` in ``root`` on this process's backend and read what each
+    test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised."""
+    from ascendopt.device import backends
+
+    env = backends.child_env(kernels=True)  # the tests run on the backend this process selected
+    args = pytest_args(argv)
+    if args is None:
+        proc = _run(resolve_command(argv), root, env, timeout)
+        return proc if isinstance(proc, SuiteRun) else _command_run(proc)
+    with tempfile.TemporaryDirectory(prefix="ascendopt-tests-") as tmp:
+        report = Path(tmp) / "report.json"
+        env[REPORT_ENV] = str(report)
+        # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
+        proc = _run([sys.executable, "-m", "pytest", "-p", PLUGIN, *args], root, env, timeout)
+        if isinstance(proc, SuiteRun):
+            return proc
+        return _pytest_run(proc, _read_report(report))
+
+
+def _run(argv: list[str], root: Path, env: dict[str, str], timeout: float):
+    try:
+        return process.run(argv, label="frozen tests", timeout=timeout, cwd=root, env=env)
+    except OSError as exc:  # not found, not executable
+        return SuiteRun("pytest" if pytest_args(argv) is not None else "command", -1,
+                        problem=f"cannot start {argv[0]}: {exc.strerror or exc}")
+
+
+def _read_report(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("version") == 1 else None
+
+
+def _tail(proc) -> str:
+    return "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-_TAIL_LINES:])
+
+
+def _pytest_run(proc, data: Mapping[str, Any] | None) -> SuiteRun:
+    rc, tail = proc.returncode, _tail(proc)
+    status = f"pytest exited {rc}" + (f" ({_PYTEST_EXIT[rc]})" if rc in _PYTEST_EXIT else "")
+    if data is None:
+        last = tail.splitlines()[-1] if tail else "no output"
+        return SuiteRun("pytest", rc, problem=f"{status} and wrote no test report: {last}", output_tail=tail)
+    outcomes = {str(k): str(v) for k, v in data.get("outcomes", {}).items()}
+    for nodeid in data.get("collected", []):
+        outcomes.setdefault(nodeid, "not run")
+    for nodeid in data.get("deselected", []):
+        outcomes.setdefault(nodeid, "deselected")
+    run = SuiteRun("pytest", rc, outcomes, dict(data.get("details", {})),
+                   passed=sum(o == "passed" for o in outcomes.values()), output_tail=tail)
+    if all(o in NOT_RUN for o in outcomes.values()):
+        run.problem = f"ran no test ({run.counts_text()})"
+    elif rc != 0 and not run.failing():
+        run.problem = status
+    return run
+
+
+def _command_run(proc) -> SuiteRun:
+    lines = (proc.stdout + "\n" + proc.stderr).splitlines()
+    summary = next((ln.strip() for ln in reversed(lines) if _PASSED.search(ln)), None)
+    passed = int(_PASSED.search(summary).group(1)) if summary else 0
+    failures = sum(int(n) for n in _FAILURES.findall(summary)) if summary else 0
+    run = SuiteRun("command", proc.returncode, passed=passed, output_tail=_tail(proc))
+    if proc.returncode != 0:
+        run.problem = f"exited {proc.returncode}"
+    elif summary is None:
+        run.problem = "printed no 'N passed' line"
+    elif passed < 1 or failures:
+        run.problem = f"printed {summary!r}"
+    if run.problem:
+        run.problem += f"; {COMMAND_RULE}"
+    return run
+
+
+def baseline_refusal(run: SuiteRun) -> str | None:
+    """Why freeze refuses this run of the baseline's tests (one line naming the failing tests and
+    their own error lines), or None when the baseline's tests count as passed."""
+    failing = run.failing()
+    if failing:
+        more = f" (and {len(failing) - 3} more)" if len(failing) > 3 else ""
+        return ("the baseline fails its tests, refusing to freeze: "
+                + " | ".join(run.brief(nodeid) for nodeid in failing[:3]) + more)
+    if run.problem:
+        return f"refusing to freeze: the frozen test command {run.problem}"
+    if run.passed < 1:
+        return f"refusing to freeze: no frozen test passed on the baseline ({run.counts_text()})"
+    return None
+
+
+def judge(frozen: Mapping[str, Any] | None, run: SuiteRun) -> tuple[list[tuple[str, bool, str]], str]:
+    """The gate's checks ``(name, ok, message)`` of ``run`` against the frozen test set
+    (``Contract.test_set``) and the stage summary; any check not ok (or ``run.problem``) is red."""
+    frozen = frozen or {"runner": run.runner, "tests": {}, "passed": 1}
+    if run.runner == "command":
+        least = int(frozen.get("passed", 1))
+        problem = run.problem or (f"{run.passed} passed, fewer than the {least} at freeze"
+                                  if run.passed < least else None)
+        message = problem or f"{run.passed} passed ({least} at freeze)"
+        return [("frozen tests", problem is None, message)], \
+            (f"the frozen test command {problem}" if problem else f"frozen tests passed: {message}")
+    checks: list[tuple[str, bool, str]] = []
+    bad = []
+    tests = dict(frozen.get("tests", {}))
+    for nodeid, before in tests.items():
+        now = run.outcomes.get(nodeid, "missing")
+        ok = now == "passed" if before == "passed" else now not in FAILING
+        text = now if now == before else f"{now} (it was {before} at freeze)"
+        checks.append((nodeid, ok, "\n".join(filter(None, [text, run.detail_text(nodeid)]))))
+        if not ok:
+            bad.append(f"{nodeid} ({now})")
+    for nodeid, now in run.outcomes.items():
+        if nodeid not in tests and now not in NOT_RUN:  # a test new since freeze: it must not fail
+            ok = now not in FAILING
+            checks.append((nodeid, ok, "\n".join(filter(None, [f"{now} (not in the frozen test set)",
+                                                                 run.detail_text(nodeid)]))))
+            if not ok:
+                bad.append(f"{nodeid} ({now}, new since freeze)")
+    if run.problem:
+        checks.append(("frozen tests", False, run.problem))
+        if not bad or all(o in NOT_RUN for o in run.outcomes.values()):
+            return checks, f"the frozen test command {run.problem}"
+    if bad:
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        return checks, f"{len(bad)} frozen test(s) not passing: " + ", ".join(bad[:5]) + more
+    must = sum(o == "passed" for o in tests.values())
+    return checks, f"frozen tests passed: {must} of {must} that passed at freeze ({run.counts_text()})"

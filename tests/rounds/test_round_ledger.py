@@ -1,0 +1,255 @@
+"""A contract's ledger: only its own rounds count; own-code rounds name their direction and warn on an
+unchanged tree and an uncommitted keep; --set on own code is refused first.
+
+Bundled-kernel rounds use the gate's test kernel with its virtual clock (tests/_gate_kernels.py);
+own-code rounds a small git repository made once per module and copied for each test.
+"""
+
+import json
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+import _gate_kernels as gk
+from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.errors import UsageError
+from ascendopt.rounds import auto as round_auto
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds import run as round_run
+from ascendopt.rounds.context import RoundContext
+from ascendopt.rounds.records import RoundRecord, StopDecision
+from ascendopt.workspace import Workspace, read_yaml, write_yaml
+
+FREEZE = dict(kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", config={"EXTRA": 50}, max_rounds=8)
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    gk.install(monkeypatch)
+    w = Workspace(tmp_path / ".ascendopt")
+    freeze_kernel(w, **FREEZE)
+    return w
+
+
+def _round(ws, sets, hypothesis="vector-bound: drop the planted extra pass"):
+    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
+                               timer=gk.virtual_clock).record
+
+
+def test_rounds_of_another_contract_are_ignored_with_a_warning(ws, capsys):
+    _round(ws, {"EXTRA": "0"})
+    _round(ws, {"BLOCK": "32"}, hypothesis="smaller blocks")
+    freeze_kernel(ws, **FREEZE, force=True)
+    (archive,) = ws.archive_dir.iterdir()
+    ws.rounds_dir.mkdir()
+    shutil.copy(archive / "rounds" / "0001.yaml", ws.round_path(1))  # copied back by hand
+    # a round recorded before rounds carried their contract's digest, older than this contract's freeze
+    legacy = {k: v for k, v in read_yaml(archive / "rounds" / "0002.yaml").items() if k != "contract_digest"}
+    write_yaml(ws.round_path(2), {**legacy, "created_at": "2000-01-01T00:00:00+00:00"})
+    capsys.readouterr()
+
+    ctx = RoundContext.load(ws)
+    assert ctx.records == () and ctx.best_round is None and ctx.stop_decision().reason == "no rounds yet"
+    err = capsys.readouterr().err
+    assert f"{ws.rounds_dir}: 0001.yaml, 0002.yaml: recorded under another contract (not digest " \
+           f"{ctx.contract_digest[:12]}); ignored" in err and len(err.strip().splitlines()) == 1
+    new = _round(ws, {"BLOCK": "32"}, hypothesis="smaller blocks")
+    assert new.number == 3 and new.contract_digest == ctx.contract_digest  # never overwrites a file
+    assert [r.number for r in RoundContext.load(ws).records] == [3]
+
+    # a round without the digest recorded after this contract's freeze is this contract's
+    write_yaml(ws.round_path(4), {**legacy, "number": 4, "created_at": "2999-01-01T00:00:00+00:00"})
+    assert [r.number for r in RoundContext.load(ws).records] == [3, 4]
+
+
+def test_the_tune_cache_is_not_reused_across_a_refreeze(ws):
+    first = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock)
+    assert len(first["search"]["trials"]) > 1
+    again = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock, force=True)
+    assert any(t["cached"] for t in again["search"]["trials"])  # same contract: measured entries are reused
+
+    freeze_kernel(ws, **FREEZE, force=True)
+    (archive,) = ws.archive_dir.iterdir()
+    assert not ws.tune_cache_path.exists()
+    shutil.copy(archive / "tune-cache.json", ws.tune_cache_path)  # restored by hand: still not this contract's
+    fresh = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock)
+    assert len(fresh["search"]["trials"]) > 1 and not any(t["cached"] for t in fresh["search"]["trials"])
+    assert [r.number for r in RoundContext.load(ws).records] == fresh["rounds"] and fresh["rounds"][0] == 1
+
+
+def test_direction_names(capsys):
+    plan = round_run.Plan({"BT": 16}, {"BT": 16}, {"BT": 32}, {"BT": 32})
+    assert round_run.round_direction(None, "tiling: larger row tile", None) == "tiling"
+    assert round_run.round_direction(None, "  v2.load-order: reorder", None) == "v2.load-order"
+    assert round_run.round_direction("pipeline", "tiling: larger row tile", None) == "pipeline"
+    assert round_run.round_direction(None, "tiling: larger", plan) == "BT"  # a bundled kernel: its tunables
+    assert round_run.round_direction("tiling", "x", plan) == "tiling"  # ... unless named explicitly
+    assert capsys.readouterr().err == ""
+    for text in ("halve the work", "see http://example.org", "tiling:no space"):
+        assert round_run.round_direction(None, text, None) == "code"
+    assert "hint: this round's direction is 'code': pass --direction NAME or start the hypothesis with 'NAME: '" \
+           in capsys.readouterr().err
+    assert round_run.check_direction("tile_v2.1-a") == "tile_v2.1-a"
+    for bad in ("two words", "", "a/b", "tiling:"):
+        with pytest.raises(UsageError, match="--direction .*: expected one word of letters, digits") as info:
+            round_run.check_direction(bad)
+        assert info.value.exit_code == 2
+
+
+def test_the_direction_option(ws, cli):
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0",
+                       "--direction", "two words")
+    assert code == 2 and "--direction 'two words': expected one word of letters, digits" in err
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--auto", "--direction", "tiling")
+    assert code == 2 and "--auto and --direction exclude each other" in err
+    assert ws.round_numbers() == []
+    # a bundled kernel's round is named by its tunables unless --direction names the strategy
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "drop the extra pass", "--set",
+                         "EXTRA=0", "--direction", "passes", "--pairs", "12", "--json")
+    assert code == 0, err[-2000:]
+    assert json.loads(out)["direction"] == "passes" and rounds.load_rounds(ws)[0].direction == "passes"
+
+
+# -- own code ----------------------------------------------------------------------------------
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def own_frozen(tmp_path_factory):
+    """A tiny own-code repository (op + test + workload), committed and frozen once; its workspace is
+    inside the repository and not ignored by git, as a user's often is."""
+    from conftest import run_cli
+
+    root = tmp_path_factory.mktemp("own") / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "op.py").write_text("import time\n\nDELAY_S = 0.004\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n"
+                                "    return x * 2\n")
+    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
+                                               "    assert my_op(2) == 4\n")
+    (root / "bench.py").write_text(textwrap.dedent("""\
+        import torch
+        from op import my_op
+
+
+        def workload():
+            with torch.profiler.record_function("my_op_kernel"):
+                my_op(3)
+        """))
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "baseline")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        mp.chdir(root)
+        code, _, err = run_cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                               "--kernel-filter", "my_op_kernel")
+    assert code == 0, err
+    return root
+
+
+@pytest.fixture
+def repo(own_frozen, tmp_path, monkeypatch):
+    copy = tmp_path / "repo"
+    shutil.copytree(own_frozen, copy, symlinks=True)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+def _recorded(ws, number, direction, verdict, ratio=0.5, tree_digest=None):
+    """A round of this contract as ``record_round`` writes it (an earlier round of the ledger)."""
+    case = {"case": "bench.py", "candidate": {"median_ms": 4.0 * ratio, "p20_ms": 1.9, "p80_ms": 2.1, "cv": 0.01,
+                                              "n": 12}}
+    timing = {"cases": [case], "ratio_vs_baseline": ratio, "ratio_vs_best": ratio,
+              "vs_best": "faster" if verdict == "keep" else "same", "vs_baseline": "faster"}
+    rec = RoundRecord(number=number, hypothesis=f"{direction}: an earlier round", direction=direction,
+                      change={"kind": "code", "commit": None, "diff_stat": "", "tree_digest": tree_digest},
+                      gate={"passed": True, "exit_code": 0}, verdict=verdict, stop=StopDecision(False, None, "go"),
+                      environment="Device: cpu", timing=timing, contract_digest=RoundContext.load(ws).contract_digest)
+    rounds.save_round(ws, rec)
+
+
+def test_set_on_own_code_is_refused_before_anything_runs(repo, cli, monkeypatch):
+    ws = Workspace(repo / ".ascendopt")
+    for n in (1, 2, 3):  # three rounds without a keep: the stall criterion is reached
+        _recorded(ws, n, f"d{n}", "revert")
+
+    def no_gate(*args, **kwargs):
+        raise AssertionError("the gate ran")
+
+    monkeypatch.setattr("ascendopt.gate.stages.run_gate", no_gate)
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "A=1", "--force")
+    assert code == 2 and ("--set applies to bundled kernels only: own code is changed by editing the working tree"
+                          in err)
+    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "A=1")
+    assert code == 2 and "--set applies to bundled kernels only" in err and "stop criterion" not in err
+    assert ws.round_numbers() == [1, 2, 3]
+
+
+def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo, capsys):
+    """Round 1 (direction a) was kept; round 2 named none ("code") and measured the tree as it is now
+    (its tree digest). Round 3, --direction c, measures that same committed tree, slower than the best:
+    a revert, and the third named direction, so the directions criterion stops the loop; it warns that
+    nothing changed since round 2 and keeps the warning in its notes."""
+    from ascendopt.rounds import tree as rtree
+
+    ws = Workspace(repo / ".ascendopt")
+    now = rtree.tree_state(repo, exclude=[ws.root])
+    _recorded(ws, 1, "a", "keep")
+    _recorded(ws, 2, "code", "revert", tree_digest=now.digest)
+    capsys.readouterr()
+
+    third = round_run.run_round(ws, hypothesis="overlap the loads", direction="c", pairs=12, reprofile=False).record
+    assert third.direction == "c" and third.verdict == "revert" and third.command.endswith("--direction c")
+    assert third.stop.stop and third.stop.criterion == "directions" and "(a, code, c)" in third.stop.reason
+    assert third.change["tree_digest"] == now.digest and third.change["committed"] is True
+    warning = (f"the working tree is unchanged since round 2 (the last round, revert; tree digest "
+               f"{now.digest[:12]}): this round measures the same code again")
+    assert warning in capsys.readouterr().err
+    assert len(third.notes) == 1 and third.notes[0].startswith(warning)
+    assert read_yaml(ws.round_path(3))["notes"] == third.notes
+
+
+def test_tree_state_digest_and_uncommitted_paths(tmp_path):
+    from ascendopt.rounds import tree as rtree
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text("A = 1\n")
+    (root / "old.py").write_text("gone soon\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "baseline")
+    ws_root = root / ".ascendopt"
+    clean = rtree.tree_state(root, exclude=[ws_root])
+    assert clean.commit and clean.uncommitted == () and rtree.uncommitted_keep_note(clean, 4) is None
+
+    (ws_root / "rounds").mkdir(parents=True)
+    (ws_root / "rounds" / "0001.yaml").write_text("schema: 1\n")  # the workspace is not the code
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "op.cpython-312.pyc").write_bytes(b"\0")
+    assert rtree.tree_state(root, exclude=[ws_root]) == clean
+
+    (root / "op.py").write_text("A = 2\n")
+    (root / "new.py").write_text("B = 1\n")
+    (root / "old.py").unlink()
+    edited = rtree.tree_state(root, exclude=[ws_root])
+    assert edited.digest != clean.digest and edited.uncommitted == ("new.py", "old.py", "op.py")
+    assert rtree.uncommitted_keep_note(edited, 4) == (
+        f"round 4 is a keep on uncommitted changes (new.py, old.py, op.py differ from HEAD {clean.commit[:10]}): "
+        "commit the kept state now (git add, git commit) so the next rounds, and a checkout of the best round, "
+        "start from it")
+
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "keep")
+    committed = rtree.tree_state(root, exclude=[ws_root])
+    # the same content committed: the same tree digest (no "new" code), and nothing left to commit
+    assert committed.digest == edited.digest and committed.commit != clean.commit and committed.uncommitted == ()
+    assert rtree.uncommitted_keep_note(committed, 4) is None
+    (tmp_path / "plain").mkdir()
+    assert rtree.tree_state(tmp_path / "plain") == rtree.TreeState(None, None)  # not a git repository
