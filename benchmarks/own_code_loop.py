@@ -60,7 +60,8 @@ def pytest_collection_modifyitems(items):
 '''
 
 OP = "src/liger_kernel/ops/layer_norm.py"
-LAUNCH = "        num_warps=num_warps,\n        **kernel_args,\n    )\n\n    return Y.view(*shape), X, Mean, RSTD, BLOCK_SIZE, num_warps"
+LAUNCH = ("        num_warps=num_warps,\n        **kernel_args,\n    )\n\n"
+          "    return Y.view(*shape), X, Mean, RSTD, BLOCK_SIZE, num_warps")
 DETUNED = LAUNCH.replace("num_warps=num_warps,\n", "num_warps=1,\n", 1)
 KERNEL_CALL = "    _layer_norm_forward_kernel[grid](\n"
 
@@ -148,8 +149,8 @@ def main() -> int:
               "--kernel-filter", "_layer_norm_forward_kernel"], 0)
     loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
 
-    edit(repo, OP, KERNEL_CALL, KERNEL_CALL.replace("    _layer_norm_forward_kernel[grid](\n",
-                                                     "    for _twice in range(2):\n      _layer_norm_forward_kernel[grid](\n"))
+    twice = "    for _twice in range(2):\n      _layer_norm_forward_kernel[grid](\n"
+    edit(repo, OP, KERNEL_CALL, twice)
     loop.run("slower change: gate", ["gate", *ws], 4)
     loop.run("slower change: optimize-round (revert)",
              ["optimize-round", *ws, "--hypothesis", "launch: forward twice (planted slowdown)"], 0)

@@ -306,7 +306,8 @@ def test_own_code_failing_test_is_exit_1_and_listed(repo, cli):
     op.write_text(op.read_text().replace("return x * 2", "return x * 3"))
     code, out, err = cli("gate", "--skip-perf")
     assert code == 1
-    assert "tests/test_op.py::test_doubles: failed\n    at tests/test_op.py:7\n    E       assert [3.0, 3.0, 3.0] == " in out
+    assert ("tests/test_op.py::test_doubles: failed (passed at freeze)\n    at tests/test_op.py:8\n"
+            "    E       assert [3.0, 3.0, 3.0] == [2.0, 2.0, 2.0]") in out  # the test's own error lines
     assert "1 frozen test(s) not passing: tests/test_op.py::test_doubles (failed)" in err
 
 

@@ -152,7 +152,7 @@ def test_a_test_skipped_by_the_environment_is_red_naming_it(repo, cli, monkeypat
     assert correctness["summary"] == "1 frozen test(s) not passing: tests/test_op.py::test_doubles (skipped)"
     check = correctness["checks"][0]
     assert check["name"] == "tests/test_op.py::test_doubles" and not check["passed"]
-    assert check["message"].startswith("skipped (it was passed at freeze)") and "OP_SKIP is set" in check["message"]
+    assert check["message"].startswith("skipped (passed at freeze)") and "OP_SKIP is set" in check["message"]
     cases = ET.parse(tmp_path / "gate.xml").getroot().iter("testcase")
     tests = {c.get("name"): c.find("failure") is not None for c in cases if c.get("classname") == "gate.correctness"}
     assert tests == {"tests/test_op.py::test_doubles": True, "tests/test_op.py::test_sizes[3]": False}
@@ -189,11 +189,18 @@ def test_a_run_of_no_test_is_red(repo, cli, monkeypatch):
     assert result["stages"][1]["summary"] == "the frozen test command ran no test (2 not run)"
 
 
+def test_hanging_tests_are_red_at_their_limit(repo, cli):
+    (repo / "op.py").write_text("import time\n\n" + OP.replace("    return", "    time.sleep(300)\n    return"))
+    code, result, err = _gate(cli, "--timeout", "10")
+    assert code == 1, err
+    assert result["stages"][1]["summary"] == "frozen tests: timed out after 10 s (killed with its process group)"
+
+
 def test_freeze_shows_the_failing_tests_own_error_lines(repo, cli):
     (repo / "op.py").write_text(OP.replace("x * 2", "x * 3"))
     code, out, err = cli(*FREEZE, "--force")
     assert code == 1
-    assert "the baseline fails its tests, refusing to freeze: tests/test_op.py::test_doubles (tests/test_op.py:10)" in err
+    assert "refusing to freeze: tests/test_op.py::test_doubles (tests/test_op.py:10): assert [3.0" in err
     assert "At index 0 diff: 3.0 != 2.0" in err  # an E line of the traceback, not in pytest's summary line
 
 

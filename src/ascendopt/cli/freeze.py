@@ -22,13 +22,15 @@ SetOpt = Annotated[Strs, typer.Option("--set", help="Baseline tunables NAME=VALU
 ExecFileOpt = Annotated[Str, typer.Option("--exec-file", help="Own code: a Python file defining workload().")]
 TestOpt = Annotated[Strs, typer.Option("--test", help="Own code: frozen test file(s); repeat.")]
 TestCmdOpt = Annotated[Str, typer.Option(
-    "--test-cmd", help="Own code: validation command (default: python -m pytest -q TESTS).")]
+    "--test-cmd", help="Own code: validation command (default: python -m pytest -q TESTS); not pytest: it must "
+                       "exit 0 and print a summary line 'N passed' (N >= 1, no failures).")]
 ReferenceOpt = Annotated[Strs, typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")]
 KernelFilterOpt = Annotated[Str, typer.Option(
     "--kernel-filter", help="Own code: substring of the target kernel's name that must appear in the profile.")]
 MetricsOpt = Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")]
 MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing contract.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Replace an existing contract; its rounds, tune cache and report move to .ascendopt/archive/.")]
 
 
 def freeze(

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from ascendopt import process
 from ascendopt.errors import EnvironmentProblem, ProfileError
 
 _COMPUTE = ["SpeedOfLight", "ComputeWorkloadAnalysis", "InstructionStats"]
@@ -40,6 +40,7 @@ SECTIONS: dict[str, list[str]] = {
 }
 MAX_LAUNCHES = 64  # bounds the replay time: each profiled launch is replayed once per counter pass
 TOP_KERNELS = 8
+IMPORT_TIMEOUT_S = 600.0  # converting a report to CSV takes seconds; ten minutes means ncu is stuck
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -112,8 +113,11 @@ def collect(folder: Path, group: str, spec: dict[str, Any], *, kernel_filter: st
         which = f"matching regex:{regex}" if regex else "at all"
         raise ProfileError(f"Nsight Compute profiled no kernel {which}",
                            hint="pass --kernel-filter with a substring of the kernel name")
-    proc = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "raw"], capture_output=True, text=True,
-                          timeout=600, check=False)
+    try:
+        proc = process.run([ncu, "--import", str(rep), "--csv", "--page", "raw"], label=f"ncu --import {rep}",
+                           timeout=IMPORT_TIMEOUT_S)
+    except process.ProcessTimeout as exc:
+        raise EnvironmentProblem(str(exc)) from None
     if proc.returncode != 0 or not proc.stdout.strip():
         raise EnvironmentProblem(f"ncu --import {rep} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
     (folder / "ncu_raw.csv").write_text(proc.stdout, encoding="utf-8")

@@ -226,6 +226,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     from ascendopt.gate.interleave import FAILURES, workload_process
     from ascendopt.gate.stages import missing_kernels
     from ascendopt.gate.testset import baseline_refusal, run_tests
+    from ascendopt.process import ProcessTimeout
 
     _refuse_overwrite(ws, force)
     timeouts = frozen_timeouts(timeout)
@@ -244,7 +245,11 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
                    f"(limit {timeouts['tests_s']:g} s)")
     # the tests run on the backend this process selected (--backend), as the gate will run them
-    test_run = run_tests(argv, root, timeout=timeouts["tests_s"])
+    try:
+        test_run = run_tests(argv, root, timeout=timeouts["tests_s"])
+    except ProcessTimeout as exc:
+        raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
+                               hint="fix the hanging test, or give it more time with --timeout SECONDS") from None
     refusal = baseline_refusal(test_run)
     if refusal:
         raise CorrectnessError(refusal)

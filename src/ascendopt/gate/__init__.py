@@ -1,2 +1,3 @@
 """Step 5, the gate: integrity, correctness, kernel hit and performance stages (``stages``), what they
-found (``result``), and the measurement core they share (``bench``, ``interleave``)."""
+found (``result``), the frozen tests of own code and what "passed" means (``testset``, with the pytest
+plugin ``pytest_report``), and the measurement core they share (``bench``, ``interleave``)."""

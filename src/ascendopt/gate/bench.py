@@ -323,8 +323,8 @@ def decide(
     # A band narrower than the absolute floor in ms hides nothing the rule would call either.
     if verdict == "same" and threshold > rule.max_band and threshold * ta.median_ms >= rule.abs_floor_ms:
         verdict = "inconclusive"
-        why = (f"noise band ±{threshold:.2%} wider than the ±{rule.max_band:.0%} at which 'same' rules out a "
-               f"change (change {math.expm1(effect):+.2%})")
+        why = (f"change {math.expm1(effect):+.2%} within a ±{threshold:.2%} noise band, wider than the "
+               f"±{rule.max_band:.0%} at which 'same' rules out a change")
     return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why)
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt.collect.workload import WorkloadFailure
+from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import ProcessTimeout, kill_group
 
@@ -144,7 +145,7 @@ class _Child:
         self.side = side
         self.exec_rel = exec_rel
         self.exec_file = (tree / exec_rel).resolve()
-        self.phase = Phase("workload", float("inf"))
+        self.phase = Phase("workload() calls", DEFAULT_TIMEOUTS["workload_s"])  # callers set their own
         # the child must run on the backend this process selected (cpu: in Triton's interpreter)
         env = backends.child_env(kernels=True)
         paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
@@ -196,7 +197,7 @@ class _Child:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buf:
                 left = phase.left()
-                if left <= 0 or not sel.select(left):
+                if left <= 0 or not sel.select(None if left == float("inf") else left):
                     kill_group(self.proc)
                     raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
                                          output="\n".join(self._tail()))
@@ -276,12 +277,12 @@ def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float) -> 
 
 
 def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, pairs: int = 30, warmup: int = 5,
-                  warmup_ms: float = 25.0, min_sample_ms: float = 1.0, rule=None, load_s: float = float("inf"),
-                  timing_s: float = float("inf")):
+                  warmup_ms: float = 25.0, min_sample_ms: float = 1.0, rule=None,
+                  load_s: float = DEFAULT_TIMEOUTS["workload_s"], timing_s: float = DEFAULT_TIMEOUTS["timing_s"]):
     """Interleaved timing of ``<tree>/<exec_rel>``'s ``workload()`` in both trees -> ``bench.Comparison``.
 
     ``load_s``: limit of each side's module code (both load at once); ``timing_s``: limit of the
-    whole timing phase (warm-up and all pairs of both sides).
+    whole timing phase (warm-up and all pairs of both sides, the extra pairs of a wide band included).
     """
     from ascendopt.gate import bench
 
@@ -294,8 +295,8 @@ def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, p
             b.start(load_s)
             a.phase = b.phase = Phase("workload() warm-up and timing", timing_s)
             taker = bench.Interleaved([a, b], warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
-            base, cand = taker.take(pairs)
-            return bench.decide(base, cand, rule, taker.calls)
+            # as bench.compare: a band too wide to tell gets up to 3 x the pairs before it is inconclusive
+            return bench.take_until_decided(taker, pairs, None, rule)
         finally:
             b.close()
     finally:

@@ -23,10 +23,8 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +32,12 @@ from ascendopt import console
 from ascendopt.contract.frozen import check_frozen_files, project_root
 from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.device import backends
-from ascendopt.errors import AscendoptError, DeviceFault, EnvironmentProblem, IntegrityError, UsageError
+from ascendopt.errors import AscendoptError, DeviceFault, IntegrityError, UsageError
 from ascendopt.gate import bench
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
-from ascendopt.process import git
+from ascendopt.gate.worktrees import checkout, frozen_commit
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
@@ -186,8 +184,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
                        {**tests.data, "seen": seen})
 
 
-def _workload_failed(stage: str, message: str, checks: list[Check] = (), data: Mapping[str, Any] | None = None
-                     ) -> StageResult:
+def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
+                     data: Mapping[str, Any] | None = None) -> StageResult:
     """A stage red because the workload raised, crashed or timed out: exit 1 whatever the stage."""
     return StageResult(stage, "fail", message, [*checks, Check("workload()", False, message)],
                        {**(data or {}), "error": message}, workload_error=message)
@@ -249,31 +247,18 @@ def _performance_own(contract: Contract, root: Path, pairs: int, timeout: float 
     """
     from ascendopt.gate.interleave import compare_trees
 
-    commit = contract.git.get("commit")
-    if not commit:
-        raise EnvironmentProblem("contract.yaml: git.commit: none recorded (frozen outside a git repository); "
-                                 "the own-code performance stage times the frozen commit in a git worktree",
-                                 hint="freeze inside a git repository, or run `ascendopt gate --skip-perf`")
-    tmp = Path(tempfile.mkdtemp(prefix="ascendopt-baseline-"))
-    tree = tmp / "tree"
-    git("worktree", "add", "--detach", str(tree), commit, cwd=root, check=True)
+    commit = frozen_commit(contract)
+    exec_rel = contract.workload.exec_file
     limits = {"load_s": contract.timeout("workload_s", timeout), "timing_s": contract.timeout("timing_s", timeout)}
     try:
-        # The workload file is frozen (integrity checked it); run the same file against both trees.
-        exec_rel = contract.workload.exec_file
-        (tree / exec_rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / exec_rel, tree / exec_rel)
-        console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
-                       f"limit {limits['timing_s']:g} s)")
-        result = compare_trees(exec_rel, tree, root, pairs=pairs, **limits)
-        if bench.implausible(result.ratio):
-            result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs, **limits))
+        with checkout(root, commit, exec_rel) as tree:
+            console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
+                           f"limit {limits['timing_s']:g} s)")
+            result = compare_trees(exec_rel, tree, root, pairs=pairs, **limits)
+            if bench.implausible(result.ratio):
+                result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs, **limits))
     except WORKLOAD_FAILURES as exc:
         return _workload_failed("performance", str(exc))
-    finally:
-        git("worktree", "remove", "--force", str(tree), cwd=root)
-        shutil.rmtree(tmp, ignore_errors=True)
-        git("worktree", "prune", cwd=root)
     return _performance_result([(contract.workload.exec_file, result)])
 
 

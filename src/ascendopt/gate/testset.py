@@ -200,7 +200,7 @@ def judge(frozen: Mapping[str, Any] | None, run: SuiteRun) -> tuple[list[tuple[s
     for nodeid, before in tests.items():
         now = run.outcomes.get(nodeid, "missing")
         ok = now == "passed" if before == "passed" else now not in FAILING
-        text = now if now == before else f"{now} (it was {before} at freeze)"
+        text = now if now == before else f"{now} ({before} at freeze)"
         checks.append((nodeid, ok, "\n".join(filter(None, [text, run.detail_text(nodeid)]))))
         if not ok:
             bad.append(f"{nodeid} ({now})")

@@ -91,7 +91,7 @@ class RoundRecord:
 
     number: int
     hypothesis: str
-    direction: str  # the axis this round moves along, e.g. "BLOCK_D" or "code"
+    direction: str  # the axis this round moves along: the tunables ("BLOCK_D"), a name ("tiling") or "code"
     change: dict[str, Any]
     gate: dict[str, Any]
     verdict: str

@@ -129,7 +129,7 @@ def ub_use(ctx: RoundContext, config: Mapping[str, int], info) -> dict[str, Any]
     """UB use of ``config`` over the contract's shape cases (worst case); raises on npu if it overflows.
 
     Off-NPU an overflow is recorded, not refused (the UB is the model chip's, ``ASCENDOPT_CHIP``):
-    ``warning`` then says so in words (``"118 % of Ascend910B2's UB (over budget: would not compile
+    ``warning`` then says so in words (``"118% of Ascend910B2's UB (over budget: would not compile
     on the NPU)"``) for the round summary, the ``--auto`` table and the report; None when it fits.
     """
     spec, contract = ctx.spec, ctx.contract
