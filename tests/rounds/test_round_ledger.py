@@ -193,9 +193,10 @@ def test_set_on_own_code_is_refused_before_anything_runs(repo, cli, monkeypatch)
 
 def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo, capsys):
     """Round 1 (direction a) was kept; round 2 named none ("code") and measured the tree as it is now
-    (its tree digest). Round 3, --direction c, measures that same committed tree, slower than the best:
-    a revert, and the third named direction, so the directions criterion stops the loop; it warns that
-    nothing changed since round 2 and keeps the warning in its notes."""
+    (its tree digest). Round 3, --direction c, measures that same committed tree: a revert (round 1's
+    record names no commit, so the best cannot be timed and nothing is kept), and the third named
+    direction, so the directions criterion stops the loop; it warns that nothing changed since round 2
+    and keeps the warning in its notes."""
     from ascendopt.rounds import tree as rtree
 
     ws = Workspace(repo / ".ascendopt")
@@ -211,7 +212,8 @@ def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo,
     warning = (f"the working tree is unchanged since round 2 (the last round, revert; tree digest "
                f"{now.digest[:12]}): this round measures the same code again")
     assert warning in capsys.readouterr().err
-    assert len(third.notes) == 1 and third.notes[0].startswith(warning)
+    assert len(third.notes) == 2 and third.notes[0].startswith(warning)
+    assert third.notes[1].startswith("best not reproducible: round 1: its record has no tree digest")
     assert read_yaml(ws.round_path(3))["notes"] == third.notes
 
 

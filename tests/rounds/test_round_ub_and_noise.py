@@ -83,7 +83,7 @@ def test_a_quiet_round_has_no_verdict_reason(ws):
     assert rec.timing["vs_best"] == "same" and rec.summary["verdict_reason"] is None
 
 
-def test_own_code_timing_from_an_inconclusive_gate_is_inconclusive():
+def test_own_code_timing_on_inconclusive_samples_is_inconclusive():
     import numpy as np
 
     from ascendopt.gate import bench
@@ -97,8 +97,11 @@ def test_own_code_timing_from_an_inconclusive_gate_is_inconclusive():
     assert perf.status == "inconclusive" and perf.exit_code == 6
     gate = GateResult([StageResult("integrity", "pass", ""), perf])
     assert not gate.passed and gate.exit_code == 6 and round_run.gate_passed(gate)  # green for a round
-    timing = rt.timing_from_gate(gate, None)
+    # a round times own code itself (rt.measure_own): no keep yet, so the best is the baseline
+    case = rt.case_timing("bench.py", {"baseline": list(a), "candidate": list(b)}, 1)
+    timing = rt.round_timing([case], {"round": None, "commit": "0" * 40})
     assert timing["vs_baseline"] == timing["vs_best"] == "inconclusive"
+    assert case["best"] == case["baseline"] and timing["ratio_vs_best"] == timing["ratio_vs_baseline"]
     assert rounds.verdict(round_run.gate_passed(gate), timing["vs_best"]) == "revert"
     assert rounds.verdict_reason(timing).startswith("timing inconclusive")
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt
 
 # The short alias of every group (the first one the table lists), so the help cannot drift from the parser.
 _GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: "
@@ -50,7 +50,9 @@ def collect(
         "--level", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",
     name: Annotated[str | None, typer.Option(
         "--name", help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,
-    out_dir: Annotated[str, typer.Option("--out-dir", help="Parent folder of the profile folders.")] = "npu_prof",
+    out_dir: Annotated[str | None, typer.Option(
+        "--out-dir", help="Parent folder of the profile folders (default: the workspace's profiles/ when -w is "
+                          "given or ./.ascendopt (or $ASCENDOPT_WORKSPACE) holds a contract, else npu_prof).")] = None,
     timeout: Annotated[float, typer.Option(
         "--timeout", help="Seconds per profiler run: a workload process running N metric groups gets N x this; "
                           "each ncu replay on cuda gets this.")] = 600.0,
@@ -68,9 +70,13 @@ def collect(
                                 "(cuda); passed on to --analyze.")] = None,
     analyze: Annotated[bool, typer.Option(
         "--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
+    workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Profile a workload with the backend's profiler and print the profile folder(s).
+
+    Inside a workspace (-w, or ./.ascendopt with a contract) the folders go to its profiles/, where
+    optimize-round and reprofile find them; --out-dir still wins.
 
     npu: torch_npu.profiler (CPU+NPU, Level1, the asked AiCMetrics group); cuda: torch.profiler, plus
     an Nsight Compute replay for the counters; cpu: torch.profiler over the Triton interpreter (no
@@ -79,6 +85,7 @@ def collect(
     """
     from ascendopt import console
     from ascendopt.collect import collect_exec_file, collect_kernel
+    from ascendopt.collect.api import out_dir_for
     from ascendopt.device import backends
     from ascendopt.errors import UsageError
 
@@ -86,6 +93,11 @@ def collect(
         raise UsageError("collect needs exactly one of --exec-file FILE or --kernel NAME")
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be > 0 seconds")
+    target, in_workspace = out_dir_for(out_dir, workspace)
+    if in_workspace:
+        console.info(f"collect: writing into the workspace's {target} (the loop reads its profiles there; "
+                     "--out-dir writes elsewhere)")
+    out_dir = str(target)
     schedule = {"profiler_level": level, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat,
                 "skip_first": skip_first, "steps": steps}
     common = [("--aic-metrics", aic_metrics), ("--level", level), ("--name", name), ("--out-dir", out_dir),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated
 
 import typer
@@ -27,8 +28,18 @@ TestCmdOpt = Annotated[Str, typer.Option(
 ReferenceOpt = Annotated[Strs, typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")]
 KernelFilterOpt = Annotated[Str, typer.Option(
     "--kernel-filter", help="Own code: substring of the target kernel's name that must appear in the profile.")]
+EquivTolOpt = Annotated[Strs, typer.Option(
+    "--equivalence-tol", metavar="DTYPE=RTOL[:ATOL]",
+    help="Own code: tolerance of the output equivalence check for one output dtype (fp32, bf16, fp16, fp64), "
+         "e.g. bf16=2e-2 or fp32=1e-4:1e-5; repeat. Defaults: contract.model.EQUIVALENCE_TOLERANCES.")]
+NoEquivOpt = Annotated[bool, typer.Option(
+    "--no-equivalence", help="Own code: do not compare workload() outputs with the frozen commit's (the contract "
+                             "says it is off).")]
 MetricsOpt = Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")]
 MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")]
+NoProfileOpt = Annotated[bool, typer.Option(
+    "--no-profile", help="Do not profile the baseline into the workspace's profiles/ (round 1 then has no "
+                         "'before' profile unless `ascendopt collect -w WS` makes one).")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace an existing contract; its rounds, tune cache and report move to .ascendopt/archive/.")]
 
@@ -45,9 +56,12 @@ def freeze(
     test_cmd: TestCmdOpt = None,
     reference: ReferenceOpt = None,
     kernel_filter: KernelFilterOpt = None,
+    equivalence_tol: EquivTolOpt = None,
+    no_equivalence: NoEquivOpt = False,
     aic_metrics: MetricsOpt = "PipeUtilization",
     max_rounds: MaxRoundsOpt = DEFAULT_MAX_ROUNDS,
     force: ForceOpt = False,
+    no_profile: NoProfileOpt = False,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
@@ -55,16 +69,20 @@ def freeze(
     """Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
-    Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...].
+    Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...]
+    [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence].
     Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
     existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
-    as the contract's frozen limits (default: contract.model.DEFAULT_TIMEOUTS).
+    as the contract's frozen limits (default: contract.model.DEFAULT_TIMEOUTS). Then the baseline is
+    profiled into the workspace's profiles/ (a failure only warns; --no-profile skips it).
     """
     from ascendopt import console
     from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.errors import UsageError
     from ascendopt.kernels.spec import parse_assignments
+    from ascendopt.rounds.context import RoundContext
+    from ascendopt.rounds.profiles import baseline_profiles, collect_command
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
@@ -72,21 +90,27 @@ def freeze(
     if bool(kernel) == bool(exec_file):
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
     if kernel:
-        own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--kernel-filter": kernel_filter}
+        own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--kernel-filter": kernel_filter,
+                    "--equivalence-tol": equivalence_tol, "--no-equivalence": no_equivalence}
         given = [k for k, v in own_only.items() if v]
         if given:
             raise UsageError(f"{', '.join(given)}: only for own code (--exec-file)")
         contract = freeze_kernel(ws, kernel=kernel, shapes=shapes, dtype=dtype, mode=mode, varlen=varlen,
                                  config=parse_assignments(set_), metric_groups=groups, max_rounds=max_rounds,
-                                 force=force, timeout=timeout)
+                                 force=force, timeout=timeout, profile=not no_profile)
     else:
+        from ascendopt.gate.equivalence import parse_tolerances
+
+        if equivalence_tol and no_equivalence:
+            raise UsageError("--equivalence-tol and --no-equivalence: give one (the tolerances of a check that is off)")
         given = [k for k, v in {"--shapes": shapes, "--dtype": dtype, "--mode": mode, "--varlen": varlen,
                                 "--set": set_}.items() if v]
         if given:
             raise UsageError(f"{', '.join(given)}: only for bundled kernels (--kernel)")
         contract = freeze_exec_file(ws, exec_file=exec_file, tests=test or [], kernel_filter=kernel_filter or "",
                                     test_cmd=test_cmd, references=reference or [], metric_groups=groups,
-                                    max_rounds=max_rounds, force=force, timeout=timeout)
+                                    max_rounds=max_rounds, force=force, timeout=timeout, profile=not no_profile,
+                                    equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol))
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
         return
@@ -98,6 +122,12 @@ def freeze(
                  ("shapes", "; ".join(f"{s.name} {s.dims}" for s in w.shapes)),
                  ("tolerances", ", ".join(f"{k}: rtol {t.rtol:g}, {t.lowp_factor:g}x torch low-precision"
                                           for k, t in contract.tolerances.items()))]
+    eq = contract.equivalence
+    if eq:
+        rows.append(("output equivalence",
+                     f"on: {', '.join(eq['outputs'][:6])}{' ...' if len(eq['outputs']) > 6 else ''}; "
+                     + ", ".join(f"{k} rtol {t['rtol']:g} atol {t['atol']:g}" for k, t in eq["tolerances"].items())
+                     if eq["enabled"] else f"off: {eq['reason']}"))
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
     rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
               f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
@@ -105,7 +135,11 @@ def freeze(
              ("git commit",
               (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
     console.table(["field", "value"], rows, title="ascendopt freeze")
-    console.info("next: `ascendopt collect` (profile), then `ascendopt analyze`; `ascendopt gate` checks the contract")
+    ctx = RoundContext.for_contract(ws, contract)
+    profiled = baseline_profiles(ctx)
+    first = (f"`{shlex.join(['ascendopt', 'analyze', *profiled])}` (the baseline profile)" if profiled else
+             f"`{collect_command(ctx)}` (profile), then `ascendopt analyze`")
+    console.info(f"next: {first}; `ascendopt gate` checks the contract")
 
 
 def register(app: typer.Typer, name: str) -> None:

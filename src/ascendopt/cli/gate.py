@@ -28,7 +28,11 @@ def _render(result) -> None:
                 console.out(line)
         if stage.name == "kernel_hit" and stage.status == "fail":
             console.out("kernels seen: " + ", ".join(stage.data.get("seen", [])[:15]))
-        if stage.name == "correctness" and stage.status == "fail" and "outcomes" in stage.data:
+        if stage.name == "correctness" and stage.status == "fail" and "equivalence" in stage.data:
+            for check in stage.checks:  # own code: each output (or input) that differs from the frozen commit's
+                if not check.passed:
+                    console.out(check.message)
+        elif stage.name == "correctness" and stage.status == "fail" and "outcomes" in stage.data:
             for check in stage.checks:  # own code: each frozen test that does not pass, with its own error lines
                 if not check.passed:
                     first, *rest = check.message.splitlines() or [""]

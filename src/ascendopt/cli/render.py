@@ -83,8 +83,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
     elif speed:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
-        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {1 / speed['ratio_vs_best']:.3f}x, "
-                     f"vs baseline {1 / speed['ratio_vs_baseline']:.3f}x")
+        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {speedup_text(speed['ratio_vs_best'])}, "
+                     f"vs baseline {speedup_text(speed['ratio_vs_baseline'])}")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
     lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}")
     lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")

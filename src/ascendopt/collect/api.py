@@ -23,6 +23,20 @@ DEFAULT_OUT_DIR = "npu_prof"
 DEFAULT_TIMEOUT_S = 600.0
 
 
+def out_dir_for(out_dir: str | os.PathLike | None, workspace: str | os.PathLike | None) -> tuple[Path, bool]:
+    """Where ``ascendopt collect`` writes, and whether that is a workspace's ``profiles/``: an explicit
+    ``out_dir`` always; else the workspace's ``profiles/`` (where the loop looks for profiles) when
+    ``workspace`` is given or the default one (``Workspace.resolve``) holds a contract; else ``DEFAULT_OUT_DIR``."""
+    from ascendopt.workspace import Workspace
+
+    if out_dir is not None:
+        return Path(out_dir), False
+    ws = Workspace.resolve(workspace)
+    if workspace is not None or ws.contract_path.is_file():
+        return ws.profiles_dir, True
+    return Path(DEFAULT_OUT_DIR), False
+
+
 def _backend() -> str:
     from ascendopt.device import backends
 

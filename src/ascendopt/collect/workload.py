@@ -76,7 +76,8 @@ def _compile(source: str, path: Path):
 
 
 def load_exec_file(path: Path) -> Callable[[], Any]:
-    """Run the module code once and return a guarded ``workload``; see the module docstring."""
+    """Run the module code once and return a guarded ``workload``; see the module docstring. The
+    module's namespace (its globals) is the returned function's ``module_globals``."""
     path = Path(path).resolve()
     source = path.read_text(encoding="utf-8")
     sys.path.insert(0, str(path.parent))
@@ -96,7 +97,9 @@ def load_exec_file(path: Path) -> Callable[[], Any]:
         found = "is not callable" if "workload" in namespace else "is not defined"
         raise WorkloadFailure(f"{where}: workload() {found}",
                               hint="define `def workload(): ...`; it runs once per step")
-    return guard(workload, path)
+    guarded = guard(workload, path)
+    guarded.module_globals = namespace  # the module's inputs, which the gate checks for in-place writes
+    return guarded
 
 
 def guard(workload: Callable[[], Any], path: Path) -> Callable[[], Any]:

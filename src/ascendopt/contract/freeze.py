@@ -13,13 +13,16 @@
 5. record the device fingerprint, git commit and frozen files, and write the contract atomically
    under the workspace lock (an interrupted freeze leaves the previous contract intact); a previous
    contract's ledger (its rounds, tune cache, report) is archived under ``archive/<UTC stamp>/`` first
-   (``Workspace.archive_ledger``), so a re-freeze starts a new ledger.
+   (``Workspace.archive_ledger``), so a re-freeze starts a new ledger;
+6. profile the baseline with the contract's metric groups into ``profiles/`` (``profile=False``:
+   skipped), so the first round has a "before"; a failure only warns.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from ascendopt import console
 from ascendopt.contract.frozen import file_entry, git_state, oracle_entries, project_root, pytest_config_entries
 from ascendopt.contract.model import (
     DEFAULT_MAX_ROUNDS,
+    EQUIVALENCE_TOLERANCES,
     BaselineTiming,
     Contract,
     ShapeCase,
@@ -61,6 +65,26 @@ def _save(ws: Workspace, contract: Contract, force: bool) -> None:
             names = ", ".join(sorted(p.name for p in archive.iterdir()))
             console.info(f"freeze: the previous ledger is archived in {archive} ({names}; {kept} round(s)); "
                          "rounds, stop criteria and the report start over at round 1")
+
+
+def _profile_baseline(ws: Workspace, contract: Contract, timeout: float | None) -> None:
+    """Step 6 (``profile``, the default; ``freeze --no-profile`` skips it): the baseline profiled with the
+    contract's metric groups into the workspace's ``profiles/`` as ``rounds.profiles.BASELINE``, so the
+    first round has a "before". Each metric group within ``profile_s`` (``timeout``: ``--timeout``). The
+    contract is saved by now: a failure warns and freeze still succeeds."""
+    from ascendopt.rounds import profiles as rp
+    from ascendopt.rounds.context import RoundContext
+
+    ctx = RoundContext.for_contract(ws, contract)
+    console.status(f"freeze: profiling the baseline with {', '.join(contract.metric_groups)} into {ws.profiles_dir} "
+                   f"(limit {contract.timeout('profile_s', timeout):g} s per metric group)")
+    try:
+        paths = rp.collect_profiles(ctx, ctx.baseline_config, rp.BASELINE, timeout)
+    except Exception as exc:  # noqa: BLE001 - a profile is evidence, not a precondition: the contract stands
+        console.warn(f"freeze: the baseline profile was not collected ({exc}); round 1 has no 'before' profile "
+                     f"unless one is collected: `{rp.collect_command(ctx)}`")
+        return
+    console.info(f"freeze: baseline profile: {', '.join(paths)}")
 
 
 def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -137,7 +161,7 @@ def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
 def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = None, dtype: str | None = None,
                   mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
                   metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                  force: bool = False, timeout: float | None = None) -> Contract:
+                  force: bool = False, timeout: float | None = None, profile: bool = True) -> Contract:
     """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
     shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere. The kernel runs in this process;
     ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``)."""
@@ -208,13 +232,17 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
         timeouts=frozen_timeouts(timeout),
     )
     _save(ws, contract, force)
+    if profile:
+        _profile_baseline(ws, contract, timeout)
     return contract
 
 
 def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], kernel_filter: str,
                      test_cmd: str | None = None, references: Sequence[str] = (),
                      metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                     force: bool = False, timeout: float | None = None) -> Contract:
+                     force: bool = False, timeout: float | None = None, equivalence: bool = True,
+                     equivalence_tol: Mapping[str, Mapping[str, float]] | None = None,
+                     profile: bool = True) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
 
     ``workload()`` is called in a child process (``gate.interleave.workload_process``): its kernel-hit
@@ -222,7 +250,14 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     crashes or outlives a limit is refused like a failing test (CorrectnessError, exit 1), naming
     ``file:line`` or the limit. ``timeout`` (``--timeout``): every limit of this freeze, and the
     contract's frozen limits (``frozen_timeouts``).
+
+    Output equivalence (``gate.equivalence``; ``equivalence=False``: off, said in the contract): the
+    child's first call saves what ``workload()`` returned; with tensors, a second seeded child repeats the
+    call and both must agree within the tolerances (``EQUIVALENCE_TOLERANCES`` updated by
+    ``equivalence_tol``), else the check is stored off with the reason (``_equivalence_record``).
     """
+    import tempfile
+
     from ascendopt.gate.interleave import FAILURES, workload_process
     from ascendopt.gate.stages import missing_kernels
     from ascendopt.gate.testset import baseline_refusal, run_tests
@@ -257,8 +292,11 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     exec_rel = files[0].path
     console.status(f"freeze: calling workload() of {exec_rel} in a child process "
                    f"(limit {timeouts['workload_s']:g} s)")
+    git = git_state(root)
+    tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
     try:
-        with workload_process(root, exec_rel, "baseline", load_s=timeouts["workload_s"]) as child:
+        with workload_process(root, exec_rel, "baseline", load_s=timeouts["workload_s"], seed=equivalence) as child:
+            first = child.outputs(tmp / "first.pt", timeouts["workload_s"]) if equivalence else None
             seen = child.kernels(timeouts["workload_s"])
             if missing_kernels([kernel_filter], seen):
                 raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch fallback?); "
@@ -266,10 +304,13 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             console.status(f"freeze: measuring the baseline workload() of {exec_rel} (synchronized, "
                            f"limit {timeouts['timing_s']:g} s)")
             timing = child.measure(timeouts["timing_s"])
+        outputs = _equivalence_record(root, exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES, **(equivalence_tol or {})},
+                                      git["commit"], timeouts["workload_s"])
     except FAILURES as exc:
         raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                hint="fix the workload, or give it more time with --timeout SECONDS") from None
-    git = git_state(root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if git["commit"] is None:
         console.warn(f"{root} is not a git repository: `ascendopt gate` cannot time the baseline "
                      "(it checks out the frozen commit); use `gate --skip-perf`")
@@ -295,6 +336,41 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         max_rounds=max_rounds,
         timeouts=timeouts,
         test_set=test_run.test_set(),
+        equivalence=outputs,
     )
     _save(ws, contract, force)
+    if profile:
+        _profile_baseline(ws, contract, timeout)
     return contract
+
+
+def _equivalence_record(root: Path, exec_rel: str, first: Mapping[str, Any] | None, tmp: Path,
+                        tolerances: Mapping[str, Mapping[str, float]], commit: str | None,
+                        limit_s: float) -> dict[str, Any]:
+    """The contract's ``equivalence``: on when the baseline's first call (``first``, saved as
+    ``tmp/first.pt``; None: switched off) returned tensors, a frozen commit exists to compare against,
+    and a second run in a fresh child (``limit_s`` seconds) gives the same outputs within ``tolerances``;
+    else off with the reason. A raising second run raises (``interleave.FAILURES``)."""
+    from ascendopt.gate.equivalence import compare_outputs, load
+    from ascendopt.gate.interleave import outputs_of
+
+    names = list(first["outputs"]) if first else []
+    if first is None:
+        reason = "switched off at freeze (--no-equivalence)"
+    elif not names:
+        reason = f"workload() returned {first['returned']}: no tensors to compare"
+    elif commit is None:
+        reason = "frozen outside a git repository: no frozen commit to compare against"
+    else:
+        console.status(f"freeze: calling workload() of {exec_rel} again, to check that its {len(names)} output(s) "
+                       f"repeat within the frozen tolerances (limit {limit_s:g} s)")
+        outputs_of(root, exec_rel, "baseline", tmp / "second.pt", limit_s=limit_s)
+        differ = [c for c in compare_outputs(load(tmp / "first.pt"), load(tmp / "second.pt"), tolerances)
+                  if not c.passed]
+        reason = (f"the baseline is not deterministic within the tolerances (two runs differ): {differ[0].message}"
+                  if differ else None)
+        if reason:
+            console.warn(f"freeze: output equivalence is off: {reason}; seed the workload's randomness, or loosen "
+                         "the limit with --equivalence-tol DTYPE=RTOL[:ATOL]")
+    return {"enabled": reason is None, "reason": reason, "outputs": names,
+            "tolerances": {k: dict(v) for k, v in tolerances.items()}}

@@ -47,6 +47,21 @@ def frozen_timeouts(timeout: float | None = None) -> dict[str, float]:
     """The limits freeze writes into a contract: ``DEFAULT_TIMEOUTS``, or freeze's ``--timeout`` (seconds)
     for every key, so the later commands of the task allow what its freeze needed."""
     return dict.fromkeys(DEFAULT_TIMEOUTS, float(timeout)) if timeout is not None else dict(DEFAULT_TIMEOUTS)
+# Output equivalence of own code (``gate.equivalence``): the working tree's ``workload()`` outputs against
+# the frozen commit's, elementwise |candidate - baseline| <= atol + rtol * |baseline|, per output dtype
+# (integers and bool exact). The two sides are different kernels, so the limits allow what a legitimate
+# change of tiling or accumulation order moves: bf16/fp16 outputs (accumulated in fp32, rounded once)
+# two units in the last place at 1.0 (2 x 2**-7, 2 x 2**-10); fp32 outputs carry the reordered fp32
+# accumulation itself, about sqrt(K) ulps for a K-term reduction (~1e-5 at K = 4096, rtol and, for
+# values cancelled to near zero, atol); fp64 as torch.testing. A float dtype not listed gets two units
+# in the last place at 1.0 as rtol and atol (``gate.equivalence.tolerance_for``). ``freeze
+# --equivalence-tol`` overrides an entry; the table is frozen in the contract's ``equivalence``.
+EQUIVALENCE_TOLERANCES: dict[str, dict[str, float]] = {
+    "fp64": {"rtol": 1e-7, "atol": 1e-7},
+    "fp32": {"rtol": 1e-5, "atol": 1e-5},
+    "fp16": {"rtol": 2e-3, "atol": 1e-5},
+    "bf16": {"rtol": 1.6e-2, "atol": 1e-5},
+}
 # Fields outside the digest: the digest itself and the schema marker read_yaml already checks.
 _UNDIGESTED = ("integrity", "schema")
 
@@ -178,6 +193,10 @@ class Contract:
     # own code: what the frozen test command did on the baseline; pytest: {"runner": "pytest",
     # "tests": {node id: outcome}}, another command: {"runner": "command", "passed": N}; None for a bundled kernel
     test_set: dict[str, Any] | None = None
+    # own code: output equivalence vs the frozen commit (gate.equivalence): {"enabled": bool, "reason": why
+    # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}}};
+    # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
+    equivalence: dict[str, Any] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -258,6 +277,7 @@ class Contract:
                 raise f.fail(f"timeouts.{key}", f"unknown key (expected {', '.join(DEFAULT_TIMEOUTS)})")
             timeouts[key] = f.positive(value, f"timeouts.{key}")
         test_set = _test_set(f, data.get("test_set"), required=workload.kind == "exec-file")
+        equivalence = _equivalence(f, data.get("equivalence"))
         return cls(
             op=f.text(f.get(data, "op", ""), "op"),
             entry_point=f.text(f.get(data, "entry_point", ""), "entry_point"),
@@ -276,6 +296,7 @@ class Contract:
             max_rounds=max_rounds,
             timeouts=timeouts,
             test_set=test_set,
+            equivalence=equivalence,
         )
 
 
@@ -298,6 +319,33 @@ def _test_set(f: _Fields, value: Any, *, required: bool) -> dict[str, Any] | Non
     if "passed" not in tests.values():
         raise f.fail("test_set.tests", "no test passed on the baseline")
     return {"runner": runner, "tests": tests}
+
+
+def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    eq = f.mapping(value, "equivalence")
+    enabled = f.get(eq, "enabled", "equivalence.")
+    if not isinstance(enabled, bool):
+        raise f.fail("equivalence.enabled", f"expected true or false, found {enabled!r}")
+    reason = eq.get("reason")
+    if not enabled or reason is not None:
+        reason = f.text(reason, "equivalence.reason")  # off: the contract says why
+    outputs = f.strings(eq.get("outputs", []), "equivalence.outputs")
+    if enabled and not outputs:
+        raise f.fail("equivalence.outputs", "empty (the check compares the outputs the baseline returned)")
+    tolerances = {}
+    for key, item in f.mapping(f.get(eq, "tolerances", "equivalence."), "equivalence.tolerances").items():
+        path = f"equivalence.tolerances.{key}"
+        if not isinstance(key, str) or not key.isidentifier():
+            raise f.fail(path, "expected a dtype name (fp32, bf16, ...)")
+        tol = f.mapping(item, path)
+        unknown = sorted(set(tol) - {"rtol", "atol"})
+        if unknown:
+            raise f.fail(f"{path}.{unknown[0]}", "unknown key (expected rtol, atol)")
+        tolerances[key] = {k: f.positive(f.get(tol, k, path + "."), f"{path}.{k}", allow_zero=True)
+                           for k in ("rtol", "atol")}
+    return {"enabled": enabled, "reason": reason, "outputs": list(outputs), "tolerances": tolerances}
 
 
 def _list(f: _Fields, value: Any, path: str) -> list:

@@ -1,16 +1,17 @@
 """Own-code workloads in child processes: the kernel-hit call, the freeze baseline, and interleaved
-A/B timing of the same workload in two source trees, one child process per tree.
+timing of the same workload in several source trees, one child process per tree (the gate: frozen
+commit and working tree; a round: baseline, best kept commit and working tree).
 
 Why child processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
 the working tree define the same module names, so they cannot share one interpreter; and a workload
 can hang or crash the interpreter, which must end the command with a named stage, not hang it or
-take it down. The parent keeps the measurement core's discipline anyway: both children warm up, use
-one batch size, and take samples alternately (ABBA) so slow drift of clocks and temperature cancels
-in the pairs that ``bench.decide`` judges.
+take it down. The parent keeps the measurement core's discipline anyway: all children warm up, use
+one batch size, and take samples in rotating order (AB BA, ABC CBA) so slow drift of clocks and
+temperature cancels in the pairs that ``bench.decide`` judges.
 
 Every child runs in its own session and every request has a deadline: on expiry the child's process
-group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline or
-candidate), the phase and the limit. A workload that raises, or a child that dies, is a
+group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline,
+best or candidate), the phase and the limit. A workload that raises, or a child that dies, is a
 ``WorkloadError`` naming the side and the workload's ``file:line``.
 
 Child protocol (one JSON object per line; the child's own stdout is redirected to stderr so a
@@ -18,8 +19,12 @@ workload's prints cannot corrupt it): after the module code ran the child says `
 ``{"cmd": "kernels"}`` -> ``{"seen": [names]}`` (``kernel_hit.observed_kernels``: a warm call, then
 one profiled call); ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
 ``{"cmd": "sample", "calls"}`` -> ``{"ms"}`` (per call); ``{"cmd": "measure", "repeats"}`` ->
-``{"timing": bench.Timing as a dict}``; ``{"cmd": "exit"}``. A failure is answered
-``{"error": message, "exit_code": N}`` and the child exits.
+``{"timing": bench.Timing as a dict}``; ``{"cmd": "outputs", "path"}`` -> one call whose returned tensors
+are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outputs", "skipped",
+"inputs_changed"}``); ``{"cmd": "exit"}``. A failure is answered ``{"error": message, "exit_code": N}``
+and the child exits. A child started with ``--seed`` (those whose outputs are compared) seeds ``random``,
+numpy and torch with 0 before the module code runs, so inputs drawn without a seed are the same on both
+sides.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +75,21 @@ def load_workload(path: Path) -> Callable[[], Any]:
 # -- the child -------------------------------------------------------------------------------------
 
 
-def _child_main(exec_file: str) -> None:
+def _seed() -> None:
+    """Seed ``random``, numpy and torch (every device) with 0."""
+    import random
+
+    import torch
+
+    random.seed(0)
+    torch.manual_seed(0)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(0)
+
+
+def _child_main(exec_file: str, seed: bool = False) -> None:
     import faulthandler
 
     from ascendopt.errors import AscendoptError
@@ -80,6 +99,8 @@ def _child_main(exec_file: str) -> None:
     sys.stdout = sys.stderr
     faulthandler.enable()  # a crash leaves the Python stack (with the workload's line) on stderr
     try:
+        if seed:
+            _seed()
         fn = load_workload(Path(exec_file))
         proto.write(json.dumps({"ready": True}) + "\n")
         _serve(fn, proto)
@@ -110,6 +131,10 @@ def _serve(fn: Callable[[], Any], proto) -> None:
             reply = {"ms": run.sample(int(msg["calls"]))}
         elif msg["cmd"] == "measure":
             reply = {"timing": bench.measure(lambda: fn(), backend=backend, repeats=int(msg["repeats"])).to_dict()}
+        elif msg["cmd"] == "outputs":
+            from ascendopt.gate.equivalence import call_and_save
+
+            reply = call_and_save(fn, Path(msg["path"]), getattr(fn, "module_globals", {}))
         else:
             break
         proto.write(json.dumps(reply) + "\n")
@@ -134,12 +159,12 @@ class _Child:
     """One workload process rooted at ``tree`` (cwd and first on PYTHONPATH), in its own session;
     a ``bench.Side`` whose warmup and samples run in the child, each bounded by ``self.phase``.
 
-    ``side``: "baseline" or "candidate", named in every error. The child's stderr goes to a
+    ``side``: "baseline", "best" or "candidate", named in every error. The child's stderr goes to a
     temporary file (a pipe nobody reads could fill and stall the workload); its last lines are
     quoted when the child fails.
     """
 
-    def __init__(self, tree: Path, exec_rel: str, side: str):
+    def __init__(self, tree: Path, exec_rel: str, side: str, *, seed: bool = False):
         from ascendopt.device import backends
 
         self.side = side
@@ -153,7 +178,8 @@ class _Child:
         env["PYTHONUNBUFFERED"] = "1"
         self.log = tempfile.TemporaryFile()
         self._buf = b""
-        self.proc = subprocess.Popen([sys.executable, "-m", "ascendopt.gate.interleave", str(self.exec_file)],
+        argv = [sys.executable, "-m", "ascendopt.gate.interleave", str(self.exec_file)] + (["--seed"] if seed else [])
+        self.proc = subprocess.Popen(argv,
                                      cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
 
@@ -248,6 +274,11 @@ class _Child:
         reply = self.ask({"cmd": "measure", "repeats": repeats}, Phase("workload() timing", limit_s))
         return bench.Timing(**reply["timing"])
 
+    def outputs(self, path: Path, limit_s: float) -> dict[str, Any]:
+        """One call of ``workload()`` within ``limit_s``; the tensors it returned are saved to ``path``
+        (``gate.equivalence.call_and_save``, whose reply this returns)."""
+        return self.ask({"cmd": "outputs", "path": str(path)}, Phase("workload() output call", limit_s))
+
     def close(self) -> None:
         """Ask the child to exit, then kill its process group (whatever the workload started goes too)."""
         if self.proc.poll() is None:
@@ -265,15 +296,42 @@ class _Child:
 
 
 @contextlib.contextmanager
-def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float) -> Iterator[_Child]:
-    """A ready child running ``<tree>/<exec_rel>`` (module code done within ``load_s`` seconds);
-    closed, with its process group, on exit."""
-    child = _Child(tree, exec_rel, side)
+def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, seed: bool = False) -> Iterator[_Child]:
+    """A ready child running ``<tree>/<exec_rel>`` (module code done within ``load_s`` seconds; ``seed``:
+    seeded first, see the module docstring); closed, with its process group, on exit."""
+    child = _Child(tree, exec_rel, side, seed=seed)
     try:
         child.start(load_s)
         yield child
     finally:
         child.close()
+
+
+@contextlib.contextmanager
+def tree_processes(exec_rel: str, trees: Mapping[str, Path], *, load_s: float = DEFAULT_TIMEOUTS["workload_s"],
+                   timing_s: float = DEFAULT_TIMEOUTS["timing_s"]) -> Iterator[dict[str, _Child]]:
+    """One ready child per source tree (``{side: tree}``, e.g. baseline, best, candidate; the side names
+    every error), all started at once, each one's module code within ``load_s`` seconds; they share
+    one timing phase of ``timing_s`` seconds (the warm-up and every sample of every side). Closed,
+    with their process groups, on exit."""
+    with contextlib.ExitStack() as stack:
+        children: dict[str, _Child] = {}
+        for side, tree in trees.items():
+            children[side] = _Child(tree, exec_rel, side)
+            stack.callback(children[side].close)
+        for child in children.values():
+            child.start(load_s)
+        phase = Phase("workload() warm-up and timing", timing_s)
+        for child in children.values():
+            child.phase = phase
+        yield children
+
+
+def outputs_of(tree: Path, exec_rel: str, side: str, path: Path, *, limit_s: float) -> dict[str, Any]:
+    """A fresh seeded child's first ``workload()`` call, its outputs saved to ``path`` (module code and
+    call each within ``limit_s``) -> the reply of ``_Child.outputs``."""
+    with workload_process(tree, exec_rel, side, load_s=limit_s, seed=True) as child:
+        return child.outputs(path, limit_s)
 
 
 def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, pairs: int = 30, warmup: int = 5,
@@ -283,25 +341,18 @@ def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, p
 
     ``load_s``: limit of each side's module code (both load at once); ``timing_s``: limit of the
     whole timing phase (warm-up and all pairs of both sides, the extra pairs of a wide band included).
+    More trees (a round's baseline, best and candidate): ``tree_processes`` with ``bench.Interleaved``.
     """
     from ascendopt.gate import bench
 
     rule = rule or bench.DecisionRule()
-    a = _Child(baseline_tree, exec_rel, "baseline")
-    try:
-        b = _Child(candidate_tree, exec_rel, "candidate")
-        try:
-            a.start(load_s)
-            b.start(load_s)
-            a.phase = b.phase = Phase("workload() warm-up and timing", timing_s)
-            taker = bench.Interleaved([a, b], warmup=warmup, warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
-            # as bench.compare: a band too wide to tell gets up to 3 x the pairs before it is inconclusive
-            return bench.take_until_decided(taker, pairs, None, rule)
-        finally:
-            b.close()
-    finally:
-        a.close()
+    trees = {"baseline": baseline_tree, "candidate": candidate_tree}
+    with tree_processes(exec_rel, trees, load_s=load_s, timing_s=timing_s) as sides:
+        taker = bench.Interleaved([sides["baseline"], sides["candidate"]], warmup=warmup, warmup_ms=warmup_ms,
+                                  min_sample_ms=min_sample_ms)
+        # as bench.compare: a band too wide to tell gets up to 3 x the pairs before it is inconclusive
+        return bench.take_until_decided(taker, pairs, None, rule)
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1])
+    _child_main(sys.argv[1], seed="--seed" in sys.argv[2:])

@@ -165,7 +165,14 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
     """Own code: the frozen tests, then ``workload()`` of the working tree loaded and called in a child
     process (a warm call and one profiled call: the names the kernel-hit stage matches, in
     ``data["seen"]``). A workload that raises, crashes or outlives ``workload_s`` is a red stage
-    naming ``file:line`` or the limit, never an exception out of the gate."""
+    naming ``file:line`` or the limit, never an exception out of the gate.
+
+    With output equivalence frozen on, that child's first call saves what ``workload()`` returned and the
+    frozen commit's workload (a temporary worktree, a fresh child) does the same; an output out of
+    tolerance, missing or extra, or an input the working tree writes in place and the baseline does not,
+    is a red stage naming it (``_output_checks``; one check per output)."""
+    import tempfile
+
     from ascendopt.gate.interleave import workload_process
 
     tests = _correctness_tests(contract, root, timeout)
@@ -173,15 +180,54 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
         return tests
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
+    frozen = contract.equivalence or {}
+    compare = bool(frozen.get("enabled"))
     console.status(f"gate: calling workload() of {exec_rel} in a child process (limit {limit:g} s)")
-    try:
-        with workload_process(root, exec_rel, "candidate", load_s=limit) as child:
-            seen = child.kernels(limit)
-    except WORKLOAD_FAILURES as exc:
-        return _workload_failed("correctness", str(exc), tests.checks, tests.data)
+    with tempfile.TemporaryDirectory(prefix="ascendopt-outputs-") as tmp:
+        try:
+            with workload_process(root, exec_rel, "candidate", load_s=limit, seed=compare) as child:
+                candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
+                seen = child.kernels(limit)
+            outputs, data = (_output_checks(contract, root, candidate, Path(tmp), limit) if candidate is not None
+                             else ([], {}))
+        except WORKLOAD_FAILURES as exc:
+            return _workload_failed("correctness", str(exc), tests.checks, tests.data)
     checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a child process")]
-    return StageResult("correctness", "pass", f"{tests.summary}; workload() ran", checks,
-                       {**tests.data, "seen": seen})
+    if not compare:
+        why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
+        checks.append(Check("output equivalence", True, f"not checked: {why}"))
+    checks += outputs
+    data = {**tests.data, "seen": seen, **({"equivalence": data} if data else {})}
+    bad = [c for c in outputs if not c.passed]
+    if bad:
+        more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+        return StageResult("correctness", "fail", "output equivalence vs the frozen commit: "
+                           + "; ".join(c.message for c in bad[:3]) + more, checks, data)
+    same = f"; {len(outputs)} output(s) match the frozen commit's" if compare else ""
+    return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
+
+
+def _output_checks(contract: Contract, root: Path, candidate: Mapping[str, Any], tmp: Path,
+                   limit: float) -> tuple[list[Check], dict[str, Any]]:
+    """The frozen commit's first ``workload()`` call (its outputs saved beside the working tree's,
+    ``tmp/candidate.pt``, whose reply is ``candidate``) -> one check per output (``gate.equivalence``)
+    and one per input written in place by the working tree only; and the stage's ``equivalence`` data."""
+    from ascendopt.gate.equivalence import compare_outputs, load
+    from ascendopt.gate.interleave import outputs_of
+
+    commit = frozen_commit(contract)
+    exec_rel = contract.workload.exec_file
+    console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s "
+                   f"(limit {limit:g} s)")
+    with checkout(root, commit, exec_rel) as tree:
+        baseline = outputs_of(tree, exec_rel, "baseline", tmp / "baseline.pt", limit_s=limit)
+    checks = compare_outputs(load(tmp / "baseline.pt"), load(tmp / "candidate.pt"),
+                             contract.equivalence["tolerances"])
+    written = candidate["inputs_changed"]
+    checks += [Check(f"input {name}", False, message + " (the frozen commit's workload() does not write it)")
+               for name, message in written.items() if name not in baseline["inputs_changed"]]
+    return checks, {"commit": commit, "outputs": [c.to_dict() for c in checks],
+                    "inputs_changed": {"candidate": written, "baseline": baseline["inputs_changed"]}}
 
 
 def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),

@@ -113,8 +113,9 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     if plan.backend == "cuda" and shutil.which("ncu") is None:
         console.warn("ncu (Nsight Compute) is not on PATH: the demo collects durations only (metric group none)")
         groups = ["none"]
+    # profile=False: step 2 collects the baseline profile itself, as its own step of the loop
     contract = freeze_kernel(ws, kernel=plan.kernel, shapes=[plan.preset], dtype=plan.dtype, mode=plan.mode,
-                             metric_groups=groups)
+                             metric_groups=groups, profile=False)
     w = contract.workload
     out["baseline_ms"] = contract.baseline[0].median_ms
     advance()

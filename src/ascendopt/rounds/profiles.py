@@ -2,11 +2,15 @@
 
 Bundled kernels are collected with ``collect.collect_kernel`` (one run per metric group) on the
 contract's first shape case; own code with ``collect.collect_exec_file`` over the working tree's
-``workload()``. Folders go to the workspace's ``profiles/``.
+``workload()``. Folders go to the workspace's ``profiles/``, where ``ascendopt collect`` run inside
+the workspace puts its profiles too. Freeze profiles the baseline there as ``BASELINE``, so round 1
+has a "before" (``reference_profiles``).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
 Step = Callable[[str], None]
+BASELINE = "baseline"  # the name of the baseline's profile set (freeze collects it; metadata ``name``)
 
 
 def profile_kernel_config(ctx: RoundContext, config: Mapping[str, int], name: str,
@@ -91,18 +96,80 @@ def previous_profiles(ctx: RoundContext) -> list[str]:
     return newest_profiles(ctx.ws)
 
 
+def _when(stamp: Any) -> _dt.datetime | None:
+    """An ISO time (``...Z`` or ``...+00:00``) as an aware datetime; None when absent or unreadable."""
+    try:
+        when = _dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def baseline_profiles(ctx: RoundContext) -> list[str]:
+    """This contract's baseline profile set in ``profiles/``: the newest set of folders named ``BASELINE``
+    in their metadata and made no earlier than the contract (an older contract's baseline, kept there
+    as evidence after a re-freeze, is not this one's); [] when there is none."""
+    from ascendopt.collect.metadata import FILENAME
+    from ascendopt.errors import AscendoptError
+    from ascendopt.workspace import read_yaml
+
+    frozen = _when(ctx.contract.created_at)
+    if frozen is None or not ctx.ws.profiles_dir.is_dir():
+        return []
+    sets: dict[str, list[tuple[_dt.datetime, Path]]] = {}
+    for folder in ctx.ws.profiles_dir.iterdir():
+        if not (folder / FILENAME).is_file():
+            continue
+        try:
+            meta = read_yaml(folder / FILENAME)
+        except AscendoptError:
+            continue  # not a profile this loop wrote; analyze reports it if it is ever named
+        made = _when(meta.get("created_at"))
+        if meta.get("name") == BASELINE and made is not None and made >= frozen:
+            sets.setdefault(str(meta.get("set_id")), []).append((made, folder))
+    if not sets:
+        return []
+    newest = max(sets.values(), key=lambda runs: max(made for made, _ in runs))
+    return [str(folder) for _, folder in sorted(newest)]
+
+
 def reference_profiles(ctx: RoundContext, step: Step | None = None, timeout: float | None = None) -> list[str]:
-    """The best-so-far profile: the best round's, else the baseline's (collected once, then reused)."""
+    """The best-so-far profile: the best round's, else the "before" of an earlier round, else the
+    baseline's (freeze's ``baseline_profiles``; a bundled kernel's is collected here when missing, then
+    reused)."""
     best = ctx.best_round
     if best and best.profiles:
         return list(best.profiles)
     for r in ctx.records:
         if r.profiles_before:
             return list(r.profiles_before)
+    baseline = baseline_profiles(ctx)
+    if baseline:
+        return baseline
     if not ctx.is_kernel:
         # Own code: the working tree already holds the candidate, so only a profile collected
         # before the edit (``ascendopt collect`` into the workspace) can stand for "before".
         return newest_profiles(ctx.ws)
     if step:
         step("profiling the baseline configuration (first round)")
-    return collect_profiles(ctx, ctx.best_config, "baseline", timeout)
+    return collect_profiles(ctx, ctx.best_config, BASELINE, timeout)
+
+
+def collect_command(ctx: RoundContext) -> str:
+    """The ``ascendopt collect`` command that profiles this task's workload into the workspace's
+    ``profiles/`` with the contract's metric groups: the exec-file (by its path in the repository), or
+    the bundled kernel at the best configuration so far on the first shape case."""
+    contract = ctx.contract
+    w = contract.workload
+    if ctx.is_kernel:
+        sets = [a for k, v in (ctx.best_config or {}).items() for a in ("--set", f"{k}={v}")]
+        target = ["--kernel", str(w.kernel), "--shape", dims_text(w.shapes[0].dims), "--dtype", w.dtype,
+                  "--mode", w.mode, *sets]
+    else:
+        from ascendopt.contract.frozen import project_root
+
+        target = ["--exec-file", str(project_root() / str(w.exec_file))]
+        if w.kernel_filter:
+            target += ["--kernel-filter", w.kernel_filter]
+    return shlex.join(["ascendopt", "collect", *target, "--aic-metrics", ",".join(contract.metric_groups),
+                       "-w", str(ctx.ws.root)])

@@ -86,7 +86,10 @@ class RoundRecord:
     "vs_best", "vs_baseline" (faster|same|slower over all cases)}``.
     ``metrics``: the re-profile diff per hot kernel (``analysis.compare`` output, trimmed).
     Own code's ``change`` also has ``tree_digest`` (``rounds.tree.TreeState.digest``: the measured
-    working tree's content) and ``committed`` (whether that tree is exactly ``commit``).
+    working tree's content) and ``committed`` (whether that tree is exactly ``commit``); its ``timing``
+    has ``best``: ``{"round", "commit"}`` of the state timed as the best (round None: the baseline), or
+    with ``"unverified": why`` when no commit holds it (then the cases' ``best`` and ``vs_best`` and
+    ``ratio_vs_best`` are None and ``vs_best`` is "inconclusive").
     """
 
     number: int
@@ -207,11 +210,15 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     """Why a round was reverted without a verdict on its speed: the widest noise band of an
-    inconclusive comparison with the best so far (None when the timing could tell)."""
+    inconclusive comparison with the best so far, or (own code) why the best could not be timed
+    (None when the timing could tell)."""
     from ascendopt.gate.bench import DecisionRule
 
     if not timing or timing.get("vs_best") != "inconclusive":
         return None
+    unverified = (timing.get("best") or {}).get("unverified")
+    if unverified:  # own code: the best kept state is in no commit, so it was not timed
+        return unverified
     undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
         [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
     band = max((c["threshold_rel"] for c in undecided), default=None)

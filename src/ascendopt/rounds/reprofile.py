@@ -8,6 +8,7 @@ newest profile in the workspace (freeze/collect/demo put theirs under ``profiles
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,9 @@ def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Call
     previous = round_profiles.previous_profiles(ctx)
     if not previous:
         raise UsageError(f"{ctx.ws.profiles_dir}: no previous profile to compare with",
-                         hint="run `ascendopt collect` or `ascendopt optimize-round` first")
+                         hint=f"profile the workload into it first: `{round_profiles.collect_command(ctx)}` "
+                              f"(or run a round: `ascendopt optimize-round -w {shlex.quote(str(ctx.ws.root))} "
+                              "--hypothesis ...`)")
     config = ctx.best_config
     label = f"reprofile-{records[-1].number:04d}" if records else "reprofile"
     step(f"re-profiling {contract.op} with {', '.join(contract.metric_groups)}")

@@ -9,13 +9,14 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
 2. the candidate = the best configuration so far + this round's ``--set`` change (one change);
    the UB model checks its tiles (on npu an overflow is refused with the numbers);
 3. the gate without its performance stage, on the candidate (red -> ``drop``; nothing is timed);
-4. baseline, best and candidate timed interleaved in this process (``bench``), per shape case;
+4. baseline, best and candidate timed interleaved (``bench``), per shape case;
 5. the candidate re-profiled with the contract's metric groups and compared with the best's profile;
 6. verdict, stop decision, round record, round summary.
 
-Own code (``workload.kind == "exec-file"``): the gate's own performance stage times the frozen
-commit against the working tree; "vs best" then compares that ratio with the best round's ratio.
-``--set`` is refused first (own code changes by editing the tree). The round's direction is
+Own code (``workload.kind == "exec-file"``): step 4 runs three child processes, the frozen commit and
+the best kept round's commit each checked out in a temporary worktree, and the working tree
+(``rounds.timing.measure_own``); a best whose state no commit holds is not timed, and the round
+cannot keep. ``--set`` is refused first (own code changes by editing the tree). The round's direction is
 ``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling: larger row tile``), else
 "code" (all such rounds are one direction to the stop criteria). The round warns, and keeps in its
 ``notes``, when the working tree is unchanged since an earlier round of the ledger and when a keep
@@ -321,7 +322,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     direction = round_direction(direction, hypothesis, plan)
 
     step(f"round {number}: gate on the candidate")
-    gate = run_gate(ws, context=ctx, skip_perf=ctx.is_kernel, config_override=plan.candidate if plan else None,
+    # the gate without its performance stage: the round times the candidate itself, against the best too
+    gate = run_gate(ws, context=ctx, skip_perf=True, config_override=plan.candidate if plan else None,
                     timeout=timeout)
     gsum = gate_summary(gate)
     green = gsum["passed"]
@@ -348,7 +350,13 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                 gsum = failed_after_gate("performance", f"the candidate raised while being timed: {what}")
                 green = False
         else:
-            timing = rt.timing_from_gate(gate, ctx.best_round)
+            from ascendopt.gate.interleave import FAILURES
+
+            try:
+                timing = rt.measure_own(ctx, root, pairs=pairs, timeout=timeout, step=step, note=note)
+            except FAILURES as exc:  # a side raised, died or hung while timed: the candidate's is a drop
+                gsum = failed_after_gate("performance", str(exc))
+                green = False
 
     after_paths: list[str] = []
     after_report = None

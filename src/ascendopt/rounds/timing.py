@@ -1,18 +1,21 @@
-"""Timing of one round: baseline, best so far and candidate measured interleaved in this process.
+"""Timing of one round: baseline, best so far and candidate measured interleaved.
 
 Samples are taken in a rotating order (ABC, CBA, ...) with one batch size for all sides, like
 ``bench.compare`` does for two; each side's samples are kept in the round record so the report can
-give min/p10/p90. Verdicts come from ``bench.decide`` on the paired samples. Own code is timed by
-the gate (frozen commit in a git worktree vs the working tree) and converted here.
+give min/p10/p90. Verdicts come from ``bench.decide`` on the paired samples, so ``vs_best`` and
+``ratio_vs_best`` are measured, never derived from another round's numbers. Bundled kernels run in
+this process (three configurations); own code in three child processes (``measure_own``): the frozen
+commit and the best kept round's commit, each in a temporary git worktree, and the working tree.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ascendopt.rounds import records as rounds
-from ascendopt.rounds.records import RoundRecord
 
 Step = Callable[[str], None]
 
@@ -24,16 +27,24 @@ def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequenc
     """Samples (ms per call) of every side, by name, and the calls per sample they share.
 
     ``bench.Interleaved`` takes them: one batch size for all sides, order alternating
-    forward/backward (ABC, CBA, ...) so no side always runs first. As in ``bench.compare``, while
-    the ``candidate`` vs ``baseline`` or ``best`` verdict is undecided only because the noise band
-    is wide (``bench.undecided``), ``pairs`` more rounds are taken, up to ``max_pairs`` in all
-    (default ``3 * pairs``).
+    forward/backward (ABC, CBA, ...) so no side always runs first; ``take_decided`` says how many.
     """
     from ascendopt.gate import bench
 
     names = list(fns)
     taker = bench.Interleaved([bench.Sampler(fns[n], inputs, backend) for n in names], warmup=warmup,
                               warmup_ms=warmup_ms, min_sample_ms=min_sample_ms)
+    return take_decided(taker, names, pairs, max_pairs, on_pair), taker.calls
+
+
+def take_decided(taker, names: Sequence[str], pairs: int, max_pairs: int | None = None,
+                 on_pair: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """``pairs`` rounds of samples from ``taker`` (a ``bench.Interleaved`` over the sides ``names``), by
+    name. As in ``bench.compare``, while the ``candidate`` vs ``baseline`` or ``best`` verdict is
+    undecided only because the noise band is wide (``bench.undecided``), ``pairs`` more rounds are
+    taken, up to ``max_pairs`` in all (default ``3 * pairs``)."""
+    from ascendopt.gate import bench
+
     limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
     while True:
         samples = dict(zip(names, taker.take(pairs, on_pair), strict=True))
@@ -41,7 +52,7 @@ def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequenc
         if "candidate" not in samples or len(samples[names[0]]) + pairs > limit or not any(
                 bench.undecided(bench.decide(ref, samples["candidate"], calls_per_sample=taker.calls))
                 for ref in refs):
-            return samples, taker.calls
+            return samples
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
@@ -68,45 +79,51 @@ def _runner(spec, config: Mapping[str, int], mode: str) -> Callable[[Any], Any]:
     return lambda inputs: spec.run(inputs, dict(config), mode)
 
 
-def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pairs: int, backend=None,
-                  step: Step | None = None, _recheck: bool = True) -> dict[str, Any]:
-    """Time ``sides`` (``baseline``, optional ``best``, ``candidate`` -> config) interleaved per shape case.
-
-    Returns the round's ``timing`` dict (see ``rounds.RoundRecord``); ``best`` defaults to the
-    baseline while no round has been kept.
-    """
-    from ascendopt.device import backends
+def case_timing(case: str, samples: Mapping[str, list[float]], calls: int, *, best_timed: bool = True
+                ) -> dict[str, Any]:
+    """One case of a round's ``timing``: each side's summary, ``vs_baseline``/``vs_best`` decided on the
+    paired samples, the samples themselves. Without ``best`` samples the best is the baseline (no
+    round kept yet), unless ``best_timed`` is False: a best exists but could not be timed, and its side
+    and ``vs_best`` are None."""
     from ascendopt.gate import bench
-    from ascendopt.gate.stages import timing_inputs
 
-    backend = backend or backends.current()
-    w = contract.workload
-    cases = []
-    for case in w.shapes:
-        if step:
-            step(f"timing {case.name}: {', '.join(sides)} interleaved, {pairs} rounds")
-        inputs = timing_inputs(spec, case.dims, w.dtype, w.mode, backend.torch_device())
-        fns = {name: _runner(spec, cfg, w.mode) for name, cfg in sides.items()}
-        samples, calls = interleaved_samples(fns, inputs, backend, pairs=pairs)
-        entry: dict[str, Any] = {"case": case.name}
-        for name in ("baseline", "best", "candidate"):
-            src = samples.get(name) or samples["baseline"]  # best == baseline until a round is kept
-            entry[name] = bench.summarize(src, calls).to_dict()
-        entry["vs_baseline"] = _comparison(samples["baseline"], samples["candidate"], calls)
-        entry["vs_best"] = _comparison(samples.get("best") or samples["baseline"], samples["candidate"], calls)
-        entry["samples_ms"] = {k: [round(x, 7) for x in v] for k, v in samples.items()}
-        cases.append(entry)
-    ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
-    result = {"cases": cases, "ratio_vs_baseline": ratio_base,
-              "ratio_vs_best": rounds.geomean([c["vs_best"]["ratio"] for c in cases]),
-              "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]),
-              "vs_best": _aggregate([c["vs_best"]["verdict"] for c in cases])}
-    if not (_recheck and bench.implausible(ratio_base)):
+    best = samples.get("best") or (samples["baseline"] if best_timed else None)
+    entry: dict[str, Any] = {"case": case}
+    for name, src in (("baseline", samples["baseline"]), ("best", best), ("candidate", samples["candidate"])):
+        entry[name] = bench.summarize(src, calls).to_dict() if src is not None else None
+    entry["vs_baseline"] = _comparison(samples["baseline"], samples["candidate"], calls)
+    entry["vs_best"] = _comparison(best, samples["candidate"], calls) if best is not None else None
+    entry["samples_ms"] = {k: [round(x, 7) for x in v] for k, v in samples.items()}
+    return entry
+
+
+def round_timing(cases: Sequence[dict[str, Any]], best: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A round's ``timing`` from its cases (``case_timing``): geomean ratios and aggregate verdicts;
+    ``best``: which state the best side is (own code, ``measure_own``). A best that was not timed
+    makes ``vs_best`` "inconclusive" and ``ratio_vs_best`` None: nothing can be kept on it."""
+    timed = all(c["vs_best"] is not None for c in cases)
+    result: dict[str, Any] = {
+        "cases": list(cases), "ratio_vs_baseline": rounds.geomean([c["vs_baseline"]["ratio"] for c in cases]),
+        "ratio_vs_best": rounds.geomean([c["vs_best"]["ratio"] for c in cases]) if timed else None,
+        "vs_baseline": _aggregate([c["vs_baseline"]["verdict"] for c in cases]),
+        "vs_best": _aggregate([c["vs_best"]["verdict"] for c in cases]) if timed else "inconclusive"}
+    if best is not None:
+        result["best"] = dict(best)
+    return result
+
+
+def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[str, Any]:
+    """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again, keeping
+    a verdict only if it reproduced."""
+    from ascendopt.gate import bench
+
+    result = once()
+    ratio_base = result["ratio_vs_baseline"]
+    if not bench.implausible(ratio_base):
         return result
-    # bench's rule for an implausible ratio: measure again, keep a verdict only if it reproduced
     if step:
         step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
-    again = measure_sides(spec, contract, sides, pairs=pairs, backend=backend, step=step, _recheck=False)
+    again = once()
     again["rechecked"] = True
     if again["vs_baseline"] != result["vs_baseline"]:
         # as bench.after_recheck: not reproduced is "same", unless the second measurement could not tell
@@ -117,23 +134,80 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
     return again
 
 
-def timing_from_gate(result, best: RoundRecord | None) -> dict[str, Any]:
-    """Own code: the gate's frozen-commit vs working-tree comparisons as a round ``timing`` dict;
-    ``best``: the best kept round so far (None: the baseline is the best)."""
-    perf = next(s for s in result.stages if s.name == "performance")
-    cases = []
-    for c in perf.data.get("comparisons", []):
-        cmp = {k: c[k] for k in ("verdict", "ratio", "threshold_rel", "noise_rel", "p_value", "reason")}
-        cases.append({"case": c["case"], "baseline": c["baseline"], "best": c["baseline"], "candidate": c["candidate"],
-                      "vs_baseline": cmp, "vs_best": dict(cmp)})
-    ratio_base = rounds.geomean([c["vs_baseline"]["ratio"] for c in cases])
-    best_ratio = best.timing["ratio_vs_baseline"] if best else 1.0
-    # Separate runs do not compose exactly; the best's ratio vs the same frozen baseline is the fairest
-    # reference there is without a second worktree. A gain must clear this round's noise band.
-    threshold = max(c["vs_baseline"]["threshold_rel"] for c in cases)
-    ratio_best = ratio_base / best_ratio
-    vs_baseline = _aggregate([c["vs_baseline"]["verdict"] for c in cases])
-    vs_best = "faster" if (ratio_best < 1 - threshold and vs_baseline == "faster") else (
-        "slower" if ratio_best > 1 + threshold else "inconclusive" if vs_baseline == "inconclusive" else "same")
-    return {"cases": cases, "ratio_vs_baseline": ratio_base, "ratio_vs_best": ratio_best,
-            "vs_baseline": vs_baseline, "vs_best": vs_best}
+def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pairs: int, backend=None,
+                  step: Step | None = None, _recheck: bool = True) -> dict[str, Any]:
+    """Time ``sides`` (``baseline``, optional ``best``, ``candidate`` -> config) interleaved per shape case.
+
+    Returns the round's ``timing`` dict (see ``rounds.RoundRecord``); ``best`` defaults to the
+    baseline while no round has been kept.
+    """
+    from ascendopt.device import backends
+    from ascendopt.gate.stages import timing_inputs
+
+    backend = backend or backends.current()
+    w = contract.workload
+
+    def once() -> dict[str, Any]:
+        cases = []
+        for case in w.shapes:
+            if step:
+                step(f"timing {case.name}: {', '.join(sides)} interleaved, {pairs} rounds")
+            inputs = timing_inputs(spec, case.dims, w.dtype, w.mode, backend.torch_device())
+            fns = {name: _runner(spec, cfg, w.mode) for name, cfg in sides.items()}
+            samples, calls = interleaved_samples(fns, inputs, backend, pairs=pairs)
+            cases.append(case_timing(case.name, samples, calls))
+        return round_timing(cases)
+
+    return _rechecked(once, step) if _recheck else once()
+
+
+def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, step: Step | None = None,
+                note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Own code: baseline (the frozen commit), best (the best kept round's commit) and candidate (the
+    working tree ``root``) timed interleaved, one child process each (``gate.interleave.tree_processes``),
+    the commits checked out in temporary worktrees. Returns the round's ``timing``, with ``best``:
+    ``{"round", "commit"}`` of the state timed as the best (round None: no keep yet, the baseline is the
+    best), or ``{"round", "commit": None, "unverified": why}`` when no commit verifiably holds the best
+    round's state (``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
+    ``vs_best`` is "inconclusive".
+
+    ``workload_s`` limits each side's module code, ``timing_s`` the whole timing phase (``timeout``:
+    ``--timeout`` for both). A side that raises, dies or outlives a limit raises one of
+    ``gate.interleave.FAILURES`` naming the side.
+    """
+    from ascendopt.gate import bench
+    from ascendopt.gate.interleave import tree_processes
+    from ascendopt.gate.worktrees import checkout, frozen_commit
+    from ascendopt.rounds import tree as rtree
+
+    contract = ctx.contract
+    exec_rel = contract.workload.exec_file
+    frozen = frozen_commit(contract)
+    limits = {"load_s": contract.timeout("workload_s", timeout), "timing_s": contract.timeout("timing_s", timeout)}
+    kept = ctx.best_round
+    with contextlib.ExitStack() as stack:
+        trees = {"baseline": stack.enter_context(checkout(root, frozen, exec_rel, label="baseline"))}
+        best: dict[str, Any] = {"round": None, "commit": frozen}
+        if kept is not None:
+            found = stack.enter_context(rtree.best_checkout(root, kept, exec_rel, ctx.ws.root))
+            best = {"round": kept.number, "commit": found.commit}
+            if found.tree is not None:
+                trees["best"] = found.tree
+            else:
+                best["unverified"] = found.note
+                if note:
+                    note(found.note)
+        trees["candidate"] = root
+        names = list(trees)
+
+        def once() -> dict[str, Any]:
+            if step:
+                step(f"timing {exec_rel}: {', '.join(names)} interleaved in {len(names)} processes, {pairs} rounds "
+                     f"(limit {limits['timing_s']:g} s)")
+            with tree_processes(exec_rel, trees, **limits) as sides:
+                taker = bench.Interleaved([sides[n] for n in names])
+                samples = take_decided(taker, names, pairs)
+            return round_timing([case_timing(exec_rel, samples, taker.calls, best_timed=kept is None or
+                                             "best" in trees)], best)
+
+        return _rechecked(once, step)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from ascendopt import process
 from ascendopt.rounds.records import RoundRecord
 
 _SHOWN_PATHS = 3  # paths named in a warning line; the rest are counted
+# Commits after a kept round's own that may hold its state (committed after the round, as the
+# uncommitted-keep warning asks); each candidate costs one worktree checkout to verify.
+MAX_LATER_COMMITS = 5
 
 
 @dataclass(frozen=True)
@@ -133,3 +137,58 @@ def uncommitted_keep_note(state: TreeState, number: int) -> str | None:
     return (f"round {number} is a keep on uncommitted changes ({_paths_text(state.uncommitted)} differ from HEAD "
             f"{state.commit[:10]}): commit the kept state now (git add, git commit) so the next rounds, and a "
             "checkout of the best round, start from it")
+
+
+@dataclass(frozen=True)
+class BestTree:
+    """The best kept round's state as a source tree: ``commit`` checked out at ``tree``; both None when
+    no commit verifiably holds it, and ``note`` then says why (the round times against the baseline only)."""
+
+    round: int
+    commit: str | None
+    tree: Path | None
+    note: str | None = None
+
+
+def _candidate_commits(root: Path, change: dict) -> list[str]:
+    """The round's own commit (unless its tree was recorded as uncommitted), then the first commits after it
+    on the way to HEAD, oldest first."""
+    commit = change.get("commit")
+    if not commit:
+        return []
+    later = process.git("rev-list", "--reverse", "--ancestry-path", f"{commit}..HEAD", cwd=root) or ""
+    return ([] if change.get("committed") is False else [commit]) + later.split()[:MAX_LATER_COMMITS]
+
+
+@contextmanager
+def best_checkout(root: Path, record: RoundRecord, exec_rel: str, workspace: Path) -> Iterator[BestTree]:
+    """The best kept round's state checked out in a temporary worktree (``gate.worktrees.checkout``, with
+    the frozen workload file), removed on exit.
+
+    The state is the round's ``change.commit`` when the round recorded its tree as committed, else one
+    of the ``MAX_LATER_COMMITS`` commits after it up to HEAD; a commit counts only if its checkout's
+    content digest (``tree_state``, the workspace left out) equals the round's ``tree_digest``. When none
+    does (never committed, or the record has no digest or commit), ``BestTree.tree`` is None and ``note``
+    names the round and what is missing: the best cannot be timed, and a round must not keep on that."""
+    from ascendopt.gate.worktrees import checkout
+
+    change = record.change or {}
+    digest = change.get("tree_digest")
+    inside = _prefixes(root, [workspace])  # the workspace's path in the repository: left out as at the round
+    tried = _candidate_commits(root, change) if digest else []
+    for commit in tried:
+        with checkout(root, commit, exec_rel, label="best") as tree:
+            if tree_state(tree, exclude=[tree / p for p in inside]).digest == digest:
+                yield BestTree(record.number, commit, tree)
+                return
+    if not digest:
+        why = "its record has no tree digest to verify a commit against"
+    elif not change.get("commit"):
+        why = "it was measured outside git"
+    else:
+        where = ", ".join(c[:10] for c in tried) or f"no commit after {change['commit'][:10]}"
+        why = f"its kept state (tree digest {digest[:12]}) is in no commit ({where} checked)"
+    yield BestTree(record.number, None, None,
+                   f"best not reproducible: round {record.number}: {why}; timing vs baseline only, and nothing is "
+                   f"kept on a comparison with a best that was not measured (commit round {record.number}'s state, "
+                   "or `ascendopt freeze --force` to start a new ledger from the working tree)")

@@ -1,0 +1,152 @@
+"""Own code: a round times baseline (the frozen commit), best (the best kept round's commit) and candidate
+(the working tree) interleaved in three child processes, and keeps only on a measured gain over the best;
+the baseline profiled at freeze is round 1's "before".
+
+The workload sleeps ``DELAY_S`` (set in op.py per test step), so the three sides differ by 2x steps that
+no machine load turns around; equal delays are "same" (the bands of sleep timings stay near 1-2 %).
+"""
+
+import shlex
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ascendopt.contract.freeze import freeze_exec_file
+from ascendopt.gate import bench
+from ascendopt.rounds import profiles as rp
+from ascendopt.rounds import records as rounds
+from ascendopt.rounds import run as round_run
+from ascendopt.rounds.context import RoundContext
+from ascendopt.workspace import Workspace
+
+OP = "import time\n\nDELAY_S = {delay}\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2\n"
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+def _head(root) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _delay(root, seconds: float) -> None:
+    (root / "op.py").write_text(OP.format(delay=seconds))
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A committed own-code repository whose workload sleeps 8 ms, frozen with its baseline profile."""
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    _delay(root, 0.008)
+    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
+                                               "    assert my_op(2) == 4\n")
+    (root / "bench.py").write_text(textwrap.dedent("""\
+        import torch
+        from op import my_op
+
+
+        def workload():
+            with torch.profiler.record_function("my_op_kernel"):
+                my_op(3)
+        """))
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "baseline")
+    monkeypatch.chdir(root)
+    freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
+                     kernel_filter="my_op_kernel")
+    return root
+
+
+def _round(root, hypothesis, reprofile=False):
+    return round_run.run_round(Workspace(root / ".ascendopt"), hypothesis=hypothesis, pairs=12,
+                               reprofile=reprofile).record
+
+
+def _consistent(timing) -> None:
+    """Every field of a round's timing says what its samples say: the sides are the samples' summaries,
+    each verdict is bench.decide on the paired samples, the ratios and aggregate verdicts follow."""
+    ratios = []
+    for case in timing["cases"]:
+        samples = case["samples_ms"]
+        calls = case["candidate"]["calls_per_sample"]
+        best = samples.get("best", samples["baseline"])
+        for side, src in (("baseline", samples["baseline"]), ("best", best), ("candidate", samples["candidate"])):
+            assert case[side]["median_ms"] == pytest.approx(bench.summarize(src, calls).median_ms, rel=1e-4)
+        for key, ref in (("vs_baseline", samples["baseline"]), ("vs_best", best)):
+            again = bench.decide(ref, samples["candidate"], calls_per_sample=calls)
+            assert case[key]["verdict"] == again.verdict and case[key]["ratio"] == pytest.approx(again.ratio, rel=1e-4)
+        ratios.append(case["vs_best"]["ratio"])
+    assert timing["ratio_vs_best"] == pytest.approx(rounds.geomean(ratios))
+    assert timing["vs_best"] == timing["cases"][0]["vs_best"]["verdict"]  # one case: the aggregate is its verdict
+
+
+def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain_over_the_best(repo, capsys, cli):
+    ws = Workspace(repo / ".ascendopt")
+    frozen = RoundContext.load(ws).contract.git["commit"]
+    baseline_profile = rp.baseline_profiles(RoundContext.load(ws))
+    assert baseline_profile  # freeze profiled the baseline into profiles/
+    # the command reprofile's hint names works, and lands in the workspace; it does not displace the
+    # baseline as round 1's "before"
+    command = rp.collect_command(RoundContext.load(ws))
+    assert command == (f"ascendopt collect --exec-file {repo.resolve() / 'bench.py'} --kernel-filter my_op_kernel "
+                       f"--aic-metrics PipeUtilization -w {ws.root}")
+    code, out, err = cli(*shlex.split(command)[1:])
+    assert code == 0, err
+    assert Path(out.split()[0]).parent == ws.profiles_dir
+
+    # round 1, committed 2x gain: the best is still the baseline (no keep yet); the freeze profile is "before"
+    _delay(repo, 0.004)
+    _git(repo, "commit", "-q", "-am", "halve the sleep")
+    first = _round(repo, "halve the sleep", reprofile=True)
+    assert first.verdict == "keep" and first.change["committed"] is True
+    assert first.timing["best"] == {"round": None, "commit": frozen} and "best" not in first.timing["cases"][0][
+        "samples_ms"]
+    assert first.profiles_before == baseline_profile and first.summary["duration_us"]["before"] > 0
+    _consistent(first.timing)
+
+    # round 2, the tree as kept: faster than the baseline, the same as the measured best -> revert
+    second = _round(repo, "measure the kept tree again")
+    case = second.timing["cases"][0]
+    assert second.verdict == "revert" and second.timing["vs_best"] == "same"
+    assert second.timing["vs_baseline"] == "faster"
+    assert second.timing["best"] == {"round": 1, "commit": first.change["commit"]}
+    assert len(case["samples_ms"]["best"]) == len(case["samples_ms"]["candidate"])  # timed with the others
+    assert case["best"]["median_ms"] < 0.75 * case["baseline"]["median_ms"]  # the best commit, not a baseline copy
+    assert case["best"] != case["baseline"] and second.timing["ratio_vs_best"] == pytest.approx(1.0, abs=0.1)
+    _consistent(second.timing)
+
+    # round 3, faster than the best (left uncommitted): keep
+    _delay(repo, 0.002)
+    third = _round(repo, "halve it again")
+    assert third.verdict == "keep" and third.timing["vs_best"] == "faster" and third.change["committed"] is False
+    assert third.timing["best"] == {"round": 1, "commit": first.change["commit"]}
+    _consistent(third.timing)
+
+    # round 4: round 3's kept state is in no commit, so the best cannot be timed: never a keep on that
+    capsys.readouterr()
+    fourth = _round(repo, "still uncommitted")
+    assert fourth.verdict == "revert" and fourth.timing["vs_best"] == "inconclusive"
+    assert fourth.timing["ratio_vs_best"] is None and fourth.timing["cases"][0]["best"] is None
+    assert fourth.timing["cases"][0]["vs_best"] is None and fourth.timing["vs_baseline"] == "faster"
+    unverified = fourth.timing["best"]["unverified"]
+    assert fourth.timing["best"]["round"] == 3 and fourth.timing["best"]["commit"] is None
+    assert unverified.startswith("best not reproducible: round 3: its kept state (tree digest ")
+    assert "timing vs baseline only, and nothing is kept" in unverified
+    assert fourth.summary["verdict_reason"] == unverified and unverified in fourth.notes
+    assert "best not reproducible: round 3" in " ".join(capsys.readouterr().err.split())
+
+    # round 5: round 3's state committed after the round is found (digest-verified) and timed as the best
+    _git(repo, "commit", "-q", "-am", "keep round 3")
+    kept = _head(repo)
+    _delay(repo, 0.001)
+    fifth = _round(repo, "halve it once more")
+    assert fifth.timing["best"] == {"round": 3, "commit": kept}
+    assert fifth.verdict == "keep" and fifth.timing["vs_best"] == "faster"
+    _consistent(fifth.timing)
