@@ -177,6 +177,18 @@ def test_an_in_place_write_to_a_module_level_input_is_red_naming_it(repo, cli):
     assert stage["data"]["equivalence"]["inputs_changed"]["baseline"] == {}
 
 
+def test_an_input_the_frozen_commit_writes_in_place_too_is_not_red(repo, cli):
+    op = repo / "op.py"
+    op.write_text(op.read_text().replace("    return y\n", "    x[-1] += 1\n    return y\n"))
+    _git(repo, "commit", "-qam", "the baseline writes its input")
+    code, out, err = _freeze("--force")
+    assert code == 0, err
+    code, out, err = cli("gate", "--skip-perf", "--json")
+    assert code == 0, err
+    written = _correctness(out)["data"]["equivalence"]["inputs_changed"]
+    assert list(written["baseline"]) == list(written["candidate"]) == ["x"]
+
+
 def test_a_workload_raising_in_the_output_call_is_a_workload_error(repo, cli):
     op = repo / "op.py"  # the frozen test calls my_op on 3 values, the workload on 64
     op.write_text(op.read_text().replace("    y = torch", "    if x.numel() > 3:\n"
@@ -345,6 +357,7 @@ def test_flatten_names_nested_outputs_and_lists_what_is_not_compared():
     assert list(tensors) == ["output['y']", "output['parts'][0]", "output['parts'][1][0]"]
     assert skipped == ["output['n'] (int)"]
     assert eq.flatten(None) == ({}, []) and list(eq.flatten(t)[0]) == ["output"]
+    assert eq.flatten([t.to_sparse()]) == ({}, ["output[0] (torch.sparse_coo tensor)"])
 
 
 def test_inputs_are_module_level_tensors_one_level_deep_and_writes_are_reported():

@@ -78,7 +78,8 @@ def gate(
 
     Stages run in that order and stop at the first red one. Correctness of a bundled kernel compares
     every output and gradient with the fp32 oracle over the frozen shape matrix with NaN-poisoned
-    outputs; own code runs the frozen test command, then calls workload() in a child process.
+    outputs; own code runs the frozen test command, then calls workload() in a child process and
+    compares what it returns with the frozen commit's (tolerances frozen at freeze).
     Performance interleaves baseline and candidate (bundled: two configurations in this process; own
     code: the frozen commit in a temporary git worktree against the working tree). A workload or test
     that raises, crashes or outlives its limit is a red stage (exit 1) naming file:line or the limit;

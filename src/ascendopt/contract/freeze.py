@@ -9,7 +9,8 @@
    fallback (none of them) is refused with the names the profile did show;
 4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV); own
    code's ``workload()`` runs (steps 3 and 4) in a child process under the contract's time limits,
-   so a hanging baseline ends freeze (exit 1, naming the limit) instead of hanging it;
+   so a hanging baseline ends freeze (exit 1, naming the limit) instead of hanging it; its first call
+   records the tensors it returns, for the gate's output equivalence (``gate.equivalence``);
 5. record the device fingerprint, git commit and frozen files, and write the contract atomically
    under the workspace lock (an interrupted freeze leaves the previous contract intact); a previous
    contract's ledger (its rounds, tune cache, report) is archived under ``archive/<UTC stamp>/`` first

@@ -101,7 +101,10 @@ def flatten(value: Any, name: str = ROOT) -> tuple[dict[str, Any], list[str]]:
 
     def walk(item: Any, path: str, depth: int) -> None:
         if isinstance(item, torch.Tensor):
-            tensors[path] = item
+            if item.layout == torch.strided and not item.is_meta:
+                tensors[path] = item
+            else:  # sparse, nested or meta: no dense values to compare elementwise
+                skipped.append(f"{path} ({'meta' if item.is_meta else item.layout} tensor)")
         elif item is None:
             return
         elif depth >= MAX_DEPTH:

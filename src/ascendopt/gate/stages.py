@@ -7,7 +7,8 @@ the first red stage.
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
   against the frozen test set (``gate.testset``: what "passed" means), then
   ``workload()`` loaded and called in a child process (a workload that raises, crashes or outlives
-  its limit is red here, with ``file:line`` or the limit);
+  its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
+  returns, its outputs compared with the frozen commit's (``gate.equivalence``);
 * kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call
   (own code: the call the correctness stage's child profiled);
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this

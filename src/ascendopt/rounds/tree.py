@@ -185,9 +185,12 @@ def best_checkout(root: Path, record: RoundRecord, exec_rel: str, workspace: Pat
         why = "its record has no tree digest to verify a commit against"
     elif not change.get("commit"):
         why = "it was measured outside git"
+    elif tried:
+        why = (f"its kept state (tree digest {digest[:12]}) is in none of the commits checked "
+               f"({', '.join(c[:10] for c in tried)})")
     else:
-        where = ", ".join(c[:10] for c in tried) or f"no commit after {change['commit'][:10]}"
-        why = f"its kept state (tree digest {digest[:12]}) is in no commit ({where} checked)"
+        why = (f"its kept state (tree digest {digest[:12]}) was never committed (measured on uncommitted changes "
+               f"to {change['commit'][:10]}, and no commit follows it)")
     yield BestTree(record.number, None, None,
                    f"best not reproducible: round {record.number}: {why}; timing vs baseline only, and nothing is "
                    f"kept on a comparison with a best that was not measured (commit round {record.number}'s state, "
