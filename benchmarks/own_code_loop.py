@@ -105,10 +105,35 @@ def setup(sdist: Path, work: Path) -> Path:
 
 
 class Loop:
-    def __init__(self, repo: Path, timeout: int):
+    def __init__(self, repo: Path, timeout: int, out: Path):
         self.repo = repo
         self.timeout = timeout
+        self.out = out
         self.steps: list[dict] = []
+
+    def save(self, final: bool = False) -> None:
+        """Write the steps so far (after every step: a run cut short still leaves its evidence)."""
+        result = {"repo": self.repo.name, "steps": self.steps, "rounds": self.rounds(), "complete": final,
+                  "python": sys.version.split()[0], "env_backend": os.environ.get("ASCENDOPT_BACKEND")}
+        report = self.repo / "report.md"
+        if final and report.exists():
+            result["report"] = report.read_text()
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(result, indent=2))
+
+    def rounds(self) -> list[dict]:
+        import yaml
+
+        folder = self.repo / ".ascendopt" / "rounds"
+        out = []
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            rec = yaml.safe_load(path.read_text())
+            timing = rec.get("timing") or {}
+            out.append({"round": rec.get("number"), "hypothesis": rec.get("hypothesis"), "verdict": rec.get("verdict"),
+                        "direction": rec.get("direction"), "ratio_vs_baseline": timing.get("ratio_vs_baseline"),
+                        "ratio_vs_best": timing.get("ratio_vs_best"), "vs_best": timing.get("vs_best"),
+                        "gate": (rec.get("gate") or {}).get("summary")})
+        return out
 
     def run(self, name: str, args: list[str], expect: int) -> dict:
         argv = [sys.executable, "-m", "ascendopt", *args]
@@ -126,6 +151,7 @@ class Loop:
               flush=True)
         if not step["ok"]:
             print("\n".join(step["tail"]), flush=True)
+        self.save()
         return step
 
     def restore(self) -> None:
@@ -133,72 +159,73 @@ class Loop:
         git(self.repo, "clean", "-fdq", "--", "test", "src")
 
 
+STEPS = ("aa", "slower", "wrong", "skipall", "raise", "hang", "faster")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sdist", type=Path, required=True, help="Liger-Kernel's .tar.gz from PyPI")
     parser.add_argument("--work", type=Path, required=True, help="an empty folder to unpack it into")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for the steps")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file for the steps (rewritten after each)")
     parser.add_argument("--timeout", type=int, default=180, help="--timeout of the hanging step, seconds")
+    parser.add_argument("--steps", default=",".join(STEPS),
+                        help=f"comma-separated subset of {', '.join(STEPS)} (freeze and report always run)")
     args = parser.parse_args()
+    chosen = [s for s in args.steps.split(",") if s]
+    unknown = sorted(set(chosen) - set(STEPS))
+    if unknown:
+        parser.error(f"--steps: unknown {', '.join(unknown)} (choose from {', '.join(STEPS)})")
     repo = setup(args.sdist.resolve(), args.work.resolve())
-    loop = Loop(repo, args.timeout)
+    loop = Loop(repo, args.timeout, args.out)
     ws = ["-w", ".ascendopt"]
 
     loop.run("freeze (baseline, Liger's own layer-norm tests)",
              ["freeze", *ws, "--exec-file", "ascendopt_workload.py", "--test", "test/transformers/test_layer_norm.py",
               "--kernel-filter", "_layer_norm_forward_kernel"], 0)
-    loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
+    if "aa" in chosen:
+        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
 
-    twice = "    for _twice in range(2):\n      _layer_norm_forward_kernel[grid](\n"
-    edit(repo, OP, KERNEL_CALL, twice)
-    loop.run("slower change: gate", ["gate", *ws], 4)
-    loop.run("slower change: optimize-round (revert)",
-             ["optimize-round", *ws, "--hypothesis", "launch: forward twice (planted slowdown)"], 0)
-    loop.restore()
+    if "slower" in chosen:
+        twice = "    for _twice in range(2):\n      _layer_norm_forward_kernel[grid](\n"
+        edit(repo, OP, KERNEL_CALL, twice)
+        loop.run("slower change: gate", ["gate", *ws], 4)
+        loop.run("slower change: optimize-round (revert)",
+                 ["optimize-round", *ws, "--hypothesis", "launch: forward twice (planted slowdown)"], 0)
+        loop.restore()
 
-    edit(repo, "src/liger_kernel/ops/layer_norm.py", "B,\n        B.stride(0),", "W,\n        B.stride(0),")
-    loop.run("wrong change (bias read from the weight): gate", ["gate", *ws], 1)
-    loop.run("wrong change: optimize-round (drop, recorded)",
-             ["optimize-round", *ws, "--hypothesis", "bias: planted wrong bias"], 1)
-    loop.restore()
+    if "wrong" in chosen:
+        edit(repo, OP, "B,\n        B.stride(0),", "W,\n        B.stride(0),")
+        loop.run("wrong change (bias read from the weight): gate", ["gate", *ws], 1)
+        loop.run("wrong change: optimize-round (drop, recorded)",
+                 ["optimize-round", *ws, "--hypothesis", "bias: planted wrong bias"], 1)
+        loop.restore()
 
-    (repo / "test" / "transformers" / "conftest.py").write_text(SKIP_ALL_CONFTEST)
-    loop.run("skip-all conftest.py: gate", ["gate", *ws], 3)
-    loop.restore()
+    if "skipall" in chosen:
+        (repo / "test" / "transformers" / "conftest.py").write_text(SKIP_ALL_CONFTEST)
+        loop.run("skip-all conftest.py: gate", ["gate", *ws], 3)
+        loop.restore()
 
-    edit(repo, OP, "    shape = X.shape\n    dim = shape[-1]\n",
-         "    shape = X.shape\n    raise RuntimeError('planted: the forward raises')\n    dim = shape[-1]\n")
-    loop.run("raising change: gate", ["gate", *ws, "--junit", "gate-raise.xml"], 1)
-    loop.run("raising change: optimize-round (drop, recorded)",
-             ["optimize-round", *ws, "--hypothesis", "raise: planted exception"], 1)
-    loop.restore()
+    if "raise" in chosen:
+        edit(repo, OP, "    shape = X.shape\n    dim = shape[-1]\n",
+             "    shape = X.shape\n    raise RuntimeError('planted: the forward raises')\n    dim = shape[-1]\n")
+        loop.run("raising change: gate", ["gate", *ws, "--junit", "gate-raise.xml"], 1)
+        loop.run("raising change: optimize-round (drop, recorded)",
+                 ["optimize-round", *ws, "--hypothesis", "raise: planted exception"], 1)
+        loop.restore()
 
-    edit(repo, OP, "    shape = X.shape\n    dim = shape[-1]\n",
-         "    shape = X.shape\n    import time; time.sleep(3600)\n    dim = shape[-1]\n")
-    loop.run(f"hanging change: gate --timeout {args.timeout}", ["gate", *ws, "--timeout", str(args.timeout)], 1)
-    loop.restore()
+    if "hang" in chosen:
+        edit(repo, OP, "    shape = X.shape\n    dim = shape[-1]\n",
+             "    shape = X.shape\n    import time; time.sleep(3600)\n    dim = shape[-1]\n")
+        loop.run(f"hanging change: gate --timeout {args.timeout}", ["gate", *ws, "--timeout", str(args.timeout)], 1)
+        loop.restore()
 
-    edit(repo, OP, DETUNED, LAUNCH)
-    keep = loop.run("faster change (Liger's own num_warps back): optimize-round (keep)",
-                    ["optimize-round", *ws, "--hypothesis", "launch: Liger's num_warps for the forward", "--json"], 0)
-    git(repo, "commit", "-qam", "layer norm forward: Liger's own num_warps (kept by ascendopt)")
-    loop.run("gate after the keep", ["gate", *ws], 0)
+    if "faster" in chosen:
+        edit(repo, OP, DETUNED, LAUNCH)
+        loop.run("faster change (Liger's own num_warps back): optimize-round (keep)",
+                 ["optimize-round", *ws, "--hypothesis", "launch: Liger's num_warps for the forward"], 0)
+        git(repo, "commit", "-qam", "layer norm forward: Liger's own num_warps (kept by ascendopt)")
     loop.run("report", ["report", *ws, "--out", "report.md"], 0)
-
-    verdicts = []
-    rounds = repo / ".ascendopt" / "rounds"
-    for path in sorted(rounds.glob("*.yaml")) if rounds.is_dir() else []:
-        import yaml
-
-        rec = yaml.safe_load(path.read_text())
-        verdicts.append({"round": rec.get("number"), "hypothesis": rec.get("hypothesis"),
-                         "verdict": rec.get("verdict"), "direction": rec.get("direction"),
-                         "ratio_vs_baseline": (rec.get("timing") or {}).get("ratio_vs_baseline")})
-    result = {"repo": repo.name, "steps": loop.steps, "rounds": verdicts, "keep_step_ok": keep["ok"],
-              "report": (repo / "report.md").read_text() if (repo / "report.md").exists() else None,
-              "python": sys.version.split()[0], "env_backend": os.environ.get("ASCENDOPT_BACKEND")}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    loop.save(final=True)
     wrong = [s["step"] for s in loop.steps if not s["ok"]]
     print(f"{len(loop.steps) - len(wrong)} of {len(loop.steps)} steps gave their expected exit code")
     return 0 if not wrong else 1
