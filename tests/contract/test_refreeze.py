@@ -5,10 +5,9 @@ Rounds run on the gate's test kernel with its virtual clock (tests/_gate_kernels
 
 import pytest
 
-import _gate_kernels as gk
+from _own_code import frozen_kernel_workspace, kernel_round
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.rounds import report as rep
-from ascendopt.rounds import run as round_run
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
@@ -17,15 +16,10 @@ FREEZE = dict(kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", confi
 
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
-    gk.install(monkeypatch)
-    w = Workspace(tmp_path / ".ascendopt")
-    freeze_kernel(w, **FREEZE)
-    return w
+    return frozen_kernel_workspace(tmp_path, monkeypatch, **FREEZE)
 
 
-def _round(ws, sets, hypothesis="vector-bound: drop the planted extra pass"):
-    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
-                               timer=gk.virtual_clock).record
+_round = kernel_round
 
 
 def test_refreeze_archives_the_ledger_and_the_new_contract_starts_over(ws, cli):

@@ -8,8 +8,6 @@ output children seed torch, so both sides draw the same ``x``).
 
 import json
 import re
-import shutil
-import subprocess
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -17,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import git as _git
 from ascendopt.contract.model import EQUIVALENCE_TOLERANCES, Contract
 from ascendopt.errors import ContractError, UsageError
 from ascendopt.gate import equivalence as eq
@@ -56,11 +56,6 @@ BENCH = textwrap.dedent("""\
 OUTPUTS = ["output['y']", "output['sum']", "output['n']"]
 
 
-def _git(root, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
-
-
 def _freeze(*extra: str):
     from conftest import run_cli
 
@@ -70,28 +65,19 @@ def _freeze(*extra: str):
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("equiv") / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "op.py").write_text(OP)
-    (root / "tests" / "test_op.py").write_text("import torch\nfrom op import my_op\n\n\ndef test_shape():\n"
-                                               "    assert my_op(torch.ones(3)).shape == (3,)\n")
-    (root / "bench.py").write_text(BENCH)
-    _git(root, "init", "-q")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASCENDOPT_BACKEND", "cpu")
-        mp.chdir(root)
-        code, out, err = _freeze()
+    root = commit_repo(tmp_path_factory.mktemp("equiv") / "repo", {
+        "op.py": OP, "bench.py": BENCH,
+        "tests/test_op.py": "import torch\nfrom op import my_op\n\n\ndef test_shape():\n"
+                            "    assert my_op(torch.ones(3)).shape == (3,)\n"})
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                               "_scale_kernel")
     assert code == 0, err
     return root
 
 
 @pytest.fixture
 def repo(frozen_repo, tmp_path, monkeypatch):
-    copy = tmp_path / "repo"
-    shutil.copytree(frozen_repo, copy)
-    monkeypatch.chdir(copy)
+    copy = working_copy(frozen_repo, tmp_path, monkeypatch)
     return copy
 
 

@@ -10,7 +10,6 @@ instead of stalling the suite.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from _own_code import commit_repo, freeze_in, working_copy
 from ascendopt.process import ProcessTimeout
 from ascendopt.rounds import records as rounds
 from ascendopt.workspace import Workspace
@@ -41,42 +41,24 @@ CALL_LINE = 8  # the line of my_op(...) in BENCH
 GUARD_S = 120  # wall-clock guard of a CLI child: far above the 5 s limits, far below "hangs forever"
 
 
-def _git(root, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
-
-
 def _make_repo(root: Path) -> None:
-    (root / "tests").mkdir(parents=True)
-    (root / "op.py").write_text(OP)
-    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
-                                               "    assert my_op([1, 2, 3]) == [2, 4, 6]\n")
-    (root / "bench.py").write_text(BENCH)
-    _git(root, "init", "-q")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "baseline")
+    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": "from op import my_op\n\n\n"
+                       "def test_doubles():\n    assert my_op([1, 2, 3]) == [2, 4, 6]\n"})
 
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    from conftest import run_cli
-
     root = tmp_path_factory.mktemp("own") / "repo"
     _make_repo(root)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASCENDOPT_BACKEND", "cpu")
-        mp.chdir(root)
-        code, out, err = run_cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                                 "--kernel-filter", "my_op_kernel")
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                               "--kernel-filter", "my_op_kernel")
     assert code == 0, err
     return root
 
 
 @pytest.fixture
 def repo(frozen_repo, tmp_path, monkeypatch):
-    copy = tmp_path / "repo"
-    shutil.copytree(frozen_repo, copy)
-    monkeypatch.chdir(copy)
+    copy = working_copy(frozen_repo, tmp_path, monkeypatch)
     return copy
 
 

@@ -8,13 +8,14 @@ parametrization, a run that collects but runs nothing, a non-pytest command that
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
+
+from _own_code import working_copy
 
 OP = textwrap.dedent("""\
     CASES = [3]  # the sizes the tests use (their node ids follow them)
@@ -97,9 +98,7 @@ def frozen_repo(tmp_path_factory):
 
 @pytest.fixture
 def repo(frozen_repo, tmp_path, monkeypatch):
-    copy = tmp_path / "repo"
-    shutil.copytree(frozen_repo, copy)
-    monkeypatch.chdir(copy)
+    copy = working_copy(frozen_repo, tmp_path, monkeypatch)
     monkeypatch.delenv("OP_SKIP", raising=False)
     return copy
 

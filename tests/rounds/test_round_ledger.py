@@ -7,12 +7,12 @@ own-code rounds a small git repository made once per module and copied for each 
 
 import json
 import shutil
-import subprocess
-import textwrap
 
 import pytest
 
 import _gate_kernels as gk
+from _own_code import commit_repo, freeze_in, frozen_kernel_workspace, kernel_round, sleep_repo_files, working_copy
+from _own_code import git as _git
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
 from ascendopt.rounds import auto as round_auto
@@ -27,15 +27,10 @@ FREEZE = dict(kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", confi
 
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
-    gk.install(monkeypatch)
-    w = Workspace(tmp_path / ".ascendopt")
-    freeze_kernel(w, **FREEZE)
-    return w
+    return frozen_kernel_workspace(tmp_path, monkeypatch, **FREEZE)
 
 
-def _round(ws, sets, hypothesis="vector-bound: drop the planted extra pass"):
-    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
-                               timer=gk.virtual_clock).record
+_round = kernel_round
 
 
 def test_rounds_of_another_contract_are_ignored_with_a_warning(ws, capsys):
@@ -115,49 +110,20 @@ def test_the_direction_option(ws, cli):
 # -- own code ----------------------------------------------------------------------------------
 
 
-def _git(root, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def own_frozen(tmp_path_factory):
     """A tiny own-code repository (op + test + workload), committed and frozen once; its workspace is
     inside the repository and not ignored by git, as a user's often is."""
-    from conftest import run_cli
-
-    root = tmp_path_factory.mktemp("own") / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "op.py").write_text("import time\n\nDELAY_S = 0.004\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n"
-                                "    return x * 2\n")
-    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
-                                               "    assert my_op(2) == 4\n")
-    (root / "bench.py").write_text(textwrap.dedent("""\
-        import torch
-        from op import my_op
-
-
-        def workload():
-            with torch.profiler.record_function("my_op_kernel"):
-                my_op(3)
-        """))
-    _git(root, "init", "-q")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASCENDOPT_BACKEND", "cpu")
-        mp.chdir(root)
-        code, _, err = run_cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                               "--kernel-filter", "my_op_kernel")
+    root = commit_repo(tmp_path_factory.mktemp("own") / "repo", sleep_repo_files(0.004))
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                             "--kernel-filter", "my_op_kernel")
     assert code == 0, err
     return root
 
 
 @pytest.fixture
 def repo(own_frozen, tmp_path, monkeypatch):
-    copy = tmp_path / "repo"
-    shutil.copytree(own_frozen, copy, symlinks=True)
-    monkeypatch.chdir(copy)
+    copy = working_copy(own_frozen, tmp_path, monkeypatch)
     return copy
 
 

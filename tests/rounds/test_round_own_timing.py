@@ -7,12 +7,13 @@ no machine load turns around; equal delays are "same" (the bands of sleep timing
 """
 
 import shlex
-import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
+from _own_code import git as _git
+from _own_code import head as _head
 from ascendopt.contract.freeze import freeze_exec_file
 from ascendopt.gate import bench
 from ascendopt.rounds import profiles as rp
@@ -21,43 +22,15 @@ from ascendopt.rounds import run as round_run
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
 
-OP = "import time\n\nDELAY_S = {delay}\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2\n"
-
-
-def _git(root, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
-
-
-def _head(root) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
 
 def _delay(root, seconds: float) -> None:
-    (root / "op.py").write_text(OP.format(delay=seconds))
+    (root / "op.py").write_text(SLEEP_OP.format(delay=seconds))
 
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A committed own-code repository whose workload sleeps 8 ms, frozen with its baseline profile."""
-    root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    _delay(root, 0.008)
-    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
-                                               "    assert my_op(2) == 4\n")
-    (root / "bench.py").write_text(textwrap.dedent("""\
-        import torch
-        from op import my_op
-
-
-        def workload():
-            with torch.profiler.record_function("my_op_kernel"):
-                my_op(3)
-        """))
-    _git(root, "init", "-q")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "baseline")
+    root = commit_repo(tmp_path / "repo", sleep_repo_files(0.008))
     monkeypatch.chdir(root)
     freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
                      kernel_filter="my_op_kernel")

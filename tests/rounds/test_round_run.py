@@ -133,26 +133,10 @@ def test_parse_sets():
 def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     """Own code: the gate times the frozen commit (git worktree) against the edited working tree."""
     import json
-    import subprocess
-    import textwrap
 
-    root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "op.py").write_text("import time\n\nDELAY_S = 0.004\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n"
-                                "    return x * 2\n")
-    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_doubles():\n"
-                                               "    assert my_op(2) == 4\n")
-    (root / "bench.py").write_text(textwrap.dedent("""\
-        import torch
-        from op import my_op
+    from _own_code import commit_repo, sleep_repo_files
 
-
-        def workload():
-            with torch.profiler.record_function("my_op_kernel"):
-                my_op(3)
-        """))
-    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "baseline"]):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True)
+    root = commit_repo(tmp_path / "repo", sleep_repo_files(0.004))
     monkeypatch.chdir(root)
     code, _, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
                        "my_op_kernel", "-w", str(root / ".ascendopt"))

@@ -1,0 +1,95 @@
+"""Small own-code repositories for tests: files written, committed with git, frozen, and copied per test.
+
+The repositories stand for a user's project: an op, its frozen test and a workload file defining
+``workload()``. Freezing once per module and copying the frozen tree into each test keeps the tests fast
+(freeze runs the tests, the workload and a profile) while each test edits its own copy.
+"""
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# op.py whose my_op sleeps DELAY_S: a workload whose speed a test sets by editing one number
+SLEEP_OP = "import time\n\nDELAY_S = {delay}\n\n\ndef my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2\n"
+DOUBLES_TEST = "from op import my_op\n\n\ndef test_doubles():\n    assert my_op(2) == 4\n"
+PROFILED_BENCH = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def workload():
+        with torch.profiler.record_function("my_op_kernel"):
+            my_op(3)
+    """)
+
+
+def sleep_repo_files(delay_s: float = 0.004) -> dict[str, str]:
+    """op.py (sleeping ``delay_s`` seconds a call), tests/test_op.py and bench.py (kernel my_op_kernel)."""
+    return {"op.py": SLEEP_OP.format(delay=delay_s), "tests/test_op.py": DOUBLES_TEST, "bench.py": PROFILED_BENCH}
+
+
+def git(root: Path, *args: str) -> None:
+    """``git args`` in ``root`` with a fixed identity (test machines may have none configured)."""
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+def head(root: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit_repo(root: Path, files: dict[str, str], message: str = "baseline") -> Path:
+    """Write ``files`` (relative path -> text) under ``root``, ``git init`` and commit them all."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", message)
+    return root
+
+
+def freeze_in(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``ascendopt freeze ARGS`` run in ``root`` on the cpu backend (the CLI in this process)."""
+    from conftest import run_cli
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        for key, value in (env or {}).items():
+            mp.setenv(key, value)
+        mp.chdir(root)
+        return run_cli("freeze", *args)
+
+
+def working_copy(frozen: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A copy of the frozen repository ``frozen`` for one test, made the current directory."""
+    copy = tmp_path / "repo"
+    shutil.copytree(frozen, copy, symlinks=True)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+def frozen_kernel_workspace(tmp_path: Path, monkeypatch, **freeze):
+    """A workspace frozen on the tests' tiny bundled kernels (``_gate_kernels``) with ``freeze`` arguments."""
+    import _gate_kernels as gk
+    from ascendopt.contract.freeze import freeze_kernel
+    from ascendopt.workspace import Workspace
+
+    gk.install(monkeypatch)
+    ws = Workspace(tmp_path / ".ascendopt")
+    freeze_kernel(ws, **freeze)
+    return ws
+
+
+def kernel_round(ws, sets, hypothesis: str = "vector-bound: drop the planted extra pass"):
+    """One recorded round on a ``frozen_kernel_workspace``, timed by the virtual clock; its record."""
+    import _gate_kernels as gk
+    from ascendopt.rounds import run as round_run
+
+    return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
+                               timer=gk.virtual_clock).record
