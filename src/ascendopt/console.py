@@ -56,8 +56,9 @@ def error(message: str) -> None:
 
 
 def out(text: str = "") -> None:
-    """Data for stdout, printed as is."""
-    stdout().print(text)
+    """Data for stdout, printed as is: never wrapped at the terminal width (a path or a markdown line
+    must survive a pipe or a redirect whole)."""
+    stdout().print(text, soft_wrap=True)
 
 
 def finite_or_none(value: Any) -> Any:

@@ -91,9 +91,10 @@ class _SleepSpec:
 
 def test_a_clearly_slower_configuration_stops_sampling_early(tq):
     backend = backends.current()
-    slow = tq.measure_config(_SleepSpec(), {"ms": 6.0}, backend, [({},)], repeats=8, cut_ms=2.0)
-    assert slow["samples"] == 3 and slow["p20_ms"] > 2.0
-    fast = tq.measure_config(_SleepSpec(), {"ms": 1.0}, backend, [({},)], repeats=8, cut_ms=2.0)
+    # a wide gap between the cut and both sides: a loaded runner oversleeps by milliseconds
+    slow = tq.measure_config(_SleepSpec(), {"ms": 30.0}, backend, [({},)], repeats=8, cut_ms=12.0)
+    assert slow["samples"] == 3 and slow["p20_ms"] > 12.0
+    fast = tq.measure_config(_SleepSpec(), {"ms": 1.0}, backend, [({},)], repeats=8, cut_ms=12.0)
     assert fast["samples"] == 8 and fast["median_ms"] == pytest.approx(1.0, abs=0.8)
     broken = tq.measure_config(None, {"ms": 1.0}, backend, [({},)], repeats=8, cut_ms=None)
     assert broken["median_ms"] is None and "AttributeError" in broken["note"]
