@@ -9,6 +9,7 @@ treat it as compile-time (precision matters more than recall).
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from functools import cached_property
 
@@ -27,6 +28,10 @@ from ascendopt.lint.astutil import (
 _CONST_CALLS = {"min", "max", "abs", "int", "bool", "tl.constexpr", "triton.cdiv", "triton.next_power_of_2"}
 # Triton jit helpers that very likely fold on constexpr arguments; used only where "compile-time" means "do not flag".
 _MAYBE_CONST_CALLS = _CONST_CALLS | {"tl.cdiv", "float", "len", "tl.static_range"}
+
+
+# A loop stepping by a tile size (``range(start, end, TILE_SIZE)``) walks one program's tiles.
+_TILE_STEP = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*|block_size)$")
 
 
 def _is_jit_decorator(dec: ast.AST) -> bool:
@@ -129,8 +134,27 @@ class Kernel:
         return _const(node, known, strict=strict, params=self.params, local=self.assigns)
 
     @cached_property
+    def int64_params(self) -> set[str]:
+        """Parameters typed int64 in the signature (``T: tl.int64``); FileContext adds a jit helper's
+        parameters that every call site in the file passes an int64 value."""
+        all_args = self.fn.args.posonlyargs + self.fn.args.args + self.fn.args.kwonlyargs
+        return {a.arg for a in all_args if a.annotation is not None and is_int64_dtype(a.annotation)}
+
+    @cached_property
     def int64_names(self) -> set[str]:
-        return self._fixed_point(set(), lambda v, k: _int64(v, k))
+        """Names certainly holding int64: typed parameters, locals bound only to int64 values, and the
+        variables of loops whose only binding is a ``range``/``tl.range`` with an int64 bound (Triton
+        gives the induction variable the bounds' type: ``for t in tl.range(pid, task_num_i64, n)``)."""
+        loops = [n for n in self.nodes(ast.For) if isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Call)
+                 and dotted(n.iter.func) in ("range", "tl.range", "triton.language.range")
+                 and len(self.assigns.get(n.target.id, [])) == 1]
+        known = set(self.int64_params)
+        while True:
+            known = self._fixed_point(known, lambda v, k: _int64(v, k))
+            widened = {n.target.id for n in loops if any(_int64(a, known) for a in n.iter.args)} - known
+            if not widened:
+                return known
+            known |= widened
 
     def is_int64(self, node: ast.AST) -> bool:
         return _int64(node, self.int64_names)
@@ -161,7 +185,8 @@ class Kernel:
         """1D core-grid task loops: ``for t in tl.range(pid, tasks, num_cores)`` (start derived from program_id)."""
         strided = [n for n in self.nodes(ast.For) if isinstance(n.iter, ast.Call)
                    and dotted(n.iter.func) in ("range", "tl.range", "triton.language.range")
-                   and len(n.iter.args) >= 3 and not isinstance(n.iter.args[2], ast.Constant)]
+                   and len(n.iter.args) >= 3 and not isinstance(n.iter.args[2], ast.Constant)
+                   and not _TILE_STEP.match(dotted(n.iter.args[2]) or "")]  # a tile walk, not a task loop
         if not strided:
             return []
         pid: set[str] = set()  # names derived from tl.program_id
@@ -303,6 +328,29 @@ class FileContext:
                     if parent is not None:
                         parent[value] = node
                     stack.append((value, kernel))
+
+        self._int64_helper_arguments()
+
+    def _int64_helper_arguments(self) -> None:
+        """A jit helper's parameter is int64 when every call of the helper in this file passes an int64
+        value there (``_base(x, tl.cast(i_b, tl.int64) * T)``): one level, callers judged on their own."""
+        helpers = {k.fn.name: k for k in self.kernels.values()}
+        passed: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        for caller in self.kernels.values():
+            for call in caller.nodes(ast.Call):
+                helper = helpers.get(call.func.id) if isinstance(call.func, ast.Name) else None
+                if helper is None or helper is caller:
+                    continue
+                bound = dict(zip(helper.params, call.args, strict=False))
+                bound.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
+                for name in helper.params:
+                    value = bound.get(name)
+                    passed[(helper.fn.name, name)].append(value is not None and caller.is_int64(value))
+        for (helper_name, name), int64_at_every_call in passed.items():
+            if int64_at_every_call and all(int64_at_every_call):
+                helpers[helper_name].int64_params.add(name)
+        for kernel in self.kernels.values():  # recomputed on demand with the parameters found above
+            kernel.__dict__.pop("int64_names", None)
 
     def nodes(self, *types: type) -> list[ast.AST]:
         """Nodes of ``types`` anywhere in the file (walk order)."""

@@ -49,7 +49,9 @@ def _has_constexpr_part(kernel: Kernel, test: ast.AST) -> bool:
           ("Do not OR a constexpr optional-pointer flag with a runtime check: if USE_INITIAL_STATE or i_t*BT < W "
           "still lowers the else and compiles initial_state + \u2026 when the pointer is None. Nest: if not "
           "FLAG: \u2026 elif runtime: \u2026 else: \u2026.")),
-    limits="a flag OR-ed with a runtime value through an intermediate local variable.",
+    limits="a flag OR-ed with a runtime value through an intermediate local variable; a branch that tests the "
+           "flag again at compile time (`if USE_INITIAL_STATE:` inside) is taken as nested correctly, without "
+           "checking that every use of the optional pointer is under it.",
 )
 def check_constexpr_or(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp, ast.While):
@@ -59,10 +61,23 @@ def check_constexpr_or(ctx: FileContext):
             flags = [v for v in sub.values if kernel.is_constexpr(v, strict=False)
                      and names_in(v) & kernel.constexpr_params]
             runtime = [v for v in sub.values if not kernel.is_constexpr(v, strict=False)]
-            if flags and runtime:
+            if flags and runtime and not _retested(kernel, node, set().union(*(names_in(f) for f in flags))):
                 yield sub, (f"`{snippet(sub)}` ORs tl.constexpr `{snippet(flags[0])}` "
                             f"with runtime `{snippet(runtime[0])}`: "
                             "both branches compile (a None pointer too); nest `if not FLAG: ... elif ...`")
+
+
+def _retested(kernel: Kernel, node: ast.AST, flags: set[str]) -> bool:
+    """Whether a branch of ``node`` tests the flag again at compile time (``if USE_INITIAL_STATE:`` around the
+    optional pointer): the nesting the practice asks for, done one level down."""
+    if isinstance(node, ast.IfExp):
+        return False
+    for stmt in node.body + node.orelse:
+        for sub in ast.walk(stmt):
+            if (isinstance(sub, ast.If) and kernel.names(sub.test) & flags
+                    and kernel.is_constexpr(sub.test, strict=False)):
+                return True
+    return False
 
 
 def _dma_kind(kernel: Kernel, call: ast.AST) -> str | None:
@@ -79,11 +94,41 @@ def _dma_kind(kernel: Kernel, call: ast.AST) -> str | None:
 
 
 def _first_dma(kernel: Kernel, nodes, kind: str) -> ast.AST | None:
-    for stmt in nodes:
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Call) and _dma_kind(kernel, sub) == kind:
-                return sub
+    """The first DMA of ``kind`` that the branch itself performs: one inside a nested ``if`` is that
+    branch's choice (judged on its own), not this one's."""
+    stack = list(reversed(nodes))
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, ast.If):
+            continue
+        if isinstance(sub, ast.Call) and _dma_kind(kernel, sub) == kind:
+            return sub
+        stack.extend(reversed(list(ast.iter_child_nodes(sub))))
     return None
+
+
+def _mode_split(ctx: FileContext, kernel: Kernel, test: ast.AST) -> bool:
+    """Whether the runtime part of ``test`` is a flag that a constexpr mode fixes: every binding of its
+    names is a constant or sits under a compile-time branch, and some mode binds a constant
+    (``if TAIL_MODE == 0: is_tail = False ... else: is_tail = <runtime>``): the host launches bulk and
+    tail separately and each compile keeps one DMA path."""
+    names = [n for n in kernel.names(test) if n not in kernel.maybe_constexpr_names]
+    if not names:
+        return False
+    for name in names:
+        bindings = [n for n in kernel.nodes(ast.Assign) if any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        if not bindings or len(bindings) != len(kernel.assigns.get(name, [])):
+            return False
+        constant_under_mode = False
+        for node in bindings:
+            guards = [a for a in ctx.ancestors(node) if isinstance(a, ast.If) and kernel.is_constexpr(a.test, False)]
+            if not guards:
+                return False
+            constant_under_mode |= isinstance(node.value, ast.Constant)
+        if not constant_under_mode:
+            return False
+    return True
 
 
 @rule(
@@ -97,11 +142,14 @@ def _first_dma(kernel: Kernel, nodes, kind: str) -> ast.AST | None:
           ("Constexpr-split mutually exclusive DMA paths (critical on Ascend): a runtime if is_tail_chunk that "
           "chooses make_block_ptr vs masked tl.load keeps both paths live in UB.")),
     limits="branches under a compile-time TAIL/MODE/VARLEN/SPLIT switch are accepted (the seed's "
-           "TAIL_MODE == 2 runtime path).",
+           "TAIL_MODE == 2 runtime path), and so are tests on a flag that a constexpr mode sets to a constant "
+           "(`if TAIL_MODE == 0: is_tail = False`); a DMA inside a nested `if` belongs to that branch; whether "
+           "the host really launches the bulk and the tail separately is not checked.",
 )
 def check_runtime_dma_branch(ctx: FileContext):
     for kernel, node in ctx.kernel_nodes(ast.If, ast.IfExp):
-        if _has_constexpr_part(kernel, node.test) or _compile_time_guard(ctx, kernel, node, DMA_SWITCH):
+        if (_has_constexpr_part(kernel, node.test) or _compile_time_guard(ctx, kernel, node, DMA_SWITCH)
+                or _mode_split(ctx, kernel, node.test)):
             continue
         body = node.body if isinstance(node.body, list) else [node.body]
         orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]

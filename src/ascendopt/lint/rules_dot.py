@@ -18,8 +18,9 @@ class _DotFlow:
     one iteration and read in the next is seen. Assigning a name (a reload) clears it.
     """
 
-    def __init__(self):
+    def __init__(self, lhs_helpers: dict[str, set[int]] | None = None):
         self.found: dict[int, tuple[ast.Name, int, str]] = {}
+        self.lhs_helpers = lhs_helpers or {}  # jit helper name -> argument positions it passes to tl.dot as lhs
 
     def block(self, stmts, state: Clobbered) -> Clobbered:
         for stmt in stmts:
@@ -86,6 +87,15 @@ class _DotFlow:
             if isinstance(lhs, ast.Name):
                 state[lhs.id] = node.lineno
             return
+        helper = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+        if helper in self.lhs_helpers:
+            lhs_args = [a for i, a in enumerate(node.args) if i in self.lhs_helpers[helper]]
+            for child in node.args + [k.value for k in node.keywords]:
+                self.expr(child, state, f"as tl.dot lhs again (in {helper})" if child in lhs_args else role)
+            for lhs in lhs_args:
+                if isinstance(lhs, ast.Name):
+                    state[lhs.id] = node.lineno
+            return
         if func == "store":
             role = "stored"
         for child in ast.iter_child_nodes(node):
@@ -116,6 +126,30 @@ def _merge(a: Clobbered, b: Clobbered) -> Clobbered:
     return merged
 
 
+def _lhs_helpers(ctx: FileContext) -> dict[str, set[int]]:
+    """Jit helpers of this file that pass a parameter to tl.dot as the left operand -> its positions
+    (``def mm(a, b): return tl.dot(a, b)`` -> ``{"mm": {0}}``); helpers calling such helpers count too."""
+    helpers: dict[str, set[int]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for kernel in ctx.kernels.values():
+            positions = set(helpers.get(kernel.fn.name, set()))
+            for call in kernel.nodes(ast.Call):
+                if tl_func(call) == "dot":
+                    lhs = [arg(call, 0, "input")]
+                elif isinstance(call.func, ast.Name) and call.func.id in helpers:
+                    lhs = [a for i, a in enumerate(call.args) if i in helpers[call.func.id]]
+                else:
+                    continue
+                positions |= {kernel.params.index(a.id) for a in lhs
+                              if isinstance(a, ast.Name) and a.id in kernel.params and a.id not in kernel.assigns}
+            if positions and positions != helpers.get(kernel.fn.name):
+                helpers[kernel.fn.name] = positions
+                changed = True
+    return helpers
+
+
 @rule(
     "AO401", "dot-lhs-reuse",
     summary="A tl.dot left operand read again after the dot (as lhs, rhs, stored or in arithmetic).",
@@ -128,14 +162,17 @@ def _merge(a: Clobbered, b: Clobbered) -> Clobbered:
           "(CUDA Triton does not). Any later read of that tile (second lhs, rhs, store) sees corrupted data "
           "unless you reload from GM or copy with tile + 0.0before the first lhs dot."),
           "Reused tl.dot left-hand tiles: GM reload or tile + 0.0before first lhs dot (post-dot copy invalid)"),
-    limits="left operands that are expressions (tl.dot(x.to(...), y)), aliases (y = x) and tiles handed "
-           "to helper functions.",
+    limits="left operands that are expressions (tl.dot(x.to(...), y)), aliases (y = x), and helpers imported "
+           "from other modules (a jit helper of the same file that passes its argument to tl.dot as lhs is "
+           "followed); a dot whose lhs is dead afterwards on the path taken but read on another is reported.",
 )
 def check_dot_lhs(ctx: FileContext):
+    lhs_helpers = _lhs_helpers(ctx)
     for kernel in ctx.kernels.values():
-        if not any(tl_func(n) == "dot" for n in kernel.nodes(ast.Call)):
+        if not any(tl_func(n) == "dot" or (isinstance(n.func, ast.Name) and n.func.id in lhs_helpers)
+                   for n in kernel.nodes(ast.Call)):
             continue
-        flow = _DotFlow()
+        flow = _DotFlow(lhs_helpers)
         flow.block(kernel.fn.body, {})
         for node, dot_line, role in flow.found.values():
             yield node, (f"`{node.id}` was the left operand of tl.dot on line {dot_line} and is read again "

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ascendopt.lint.astutil import (
     add_terms,
     arg,
     cast_target,
+    dotted,
     int64_cast_of,
     is_int32_dtype,
     names_in,
@@ -90,17 +92,25 @@ def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
     return False
 
 
+_TILE_NAME = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*)$")
+# Calls whose value is made of their arguments' values (so a product inside is part of the value cast).
+_VALUE_CALLS = {"where", "minimum", "maximum", "min", "max", "abs"}
+
+
 def _tile_size(node: ast.AST) -> bool:
-    """A block-size name by the kernels' convention (BT, BK, BV, BD, BLOCK_SIZE...), not a stride or extent."""
-    return isinstance(node, ast.Name) and (node.id in TILE_NAMES or node.id.startswith("BLOCK"))
+    """A block-size name by the kernels' convention (BT, BK, BL, BLOCK_SIZE, TILE_N...), not a stride or extent."""
+    return isinstance(node, ast.Name) and (node.id in TILE_NAMES or bool(_TILE_NAME.match(node.id)))
 
 
 def _products(node: ast.AST):
-    """Multiplications inside ``node``, not looking into nested casts (those are separate values)."""
+    """Multiplications that make up the value of ``node``: not inside nested casts (separate values) and not
+    inside other calls, ``tl.load(p + i * s).to(tl.int64)`` casts the loaded value, not the address."""
     stack = [node]
     while stack:
         sub = stack.pop()
         if sub is not node and cast_target(sub) is not None:
+            continue
+        if isinstance(sub, ast.Call) and (tl_func(sub) or dotted(sub.func) or "").split(".")[-1] not in _VALUE_CALLS:
             continue
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mult):
             yield sub
@@ -192,3 +202,103 @@ def check_cu_seqlens(ctx: FileContext):
             how = "narrowed to int32" if kind == "int32" else "loaded without .to(tl.int64)"
             yield load, (f"`{name}` from cu_seqlens is {how} and multiplied at line {product.lineno} "
                          f"(`{snippet(product)}`): int32 wraps; load it with .to(tl.int64)")
+
+
+# Sequence-length extents by the kernels' convention: a batch index times one of these is a token offset.
+SEQ_EXTENTS = {"T", "T_max", "T_seq", "T_total", "seq_len", "seqlen", "max_seqlen"}
+
+
+def _int32_token_offset(kernel: Kernel, node: ast.AST) -> ast.BinOp | None:
+    """The product ``i_b * T`` when ``node`` is one made in int32: a runtime index (not int64, not
+    compile-time) times a sequence extent, with no cast first."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+        return None
+    for index, extent in ((node.left, node.right), (node.right, node.left)):
+        if (isinstance(extent, ast.Name) and extent.id in SEQ_EXTENTS and not kernel.is_int64(extent)
+                and not kernel.is_int64(index) and not kernel.is_constexpr(index, strict=False)
+                and _runtime_index(kernel, index)):
+            return node
+    return None
+
+
+# Factors that make an offset large on their own: head/feature dims and strides (elements per row).
+_WIDE_FACTOR = re.compile(r"^(K|V|D|DK|DV|HD|HK|HV_K|head_dim|hidden\w*|stride\w*|\w*_stride)$")
+WRAP_WEIGHT = 4  # index * T (2) times at least a head count and a dim, or one stride
+
+
+def _factor_weight(node: ast.AST) -> int:
+    """How many 'sizes' a multiplier stands for: a dim or a stride 2, another name or literal > 1 one."""
+    if isinstance(node, ast.Constant):
+        return 1 if isinstance(node.value, int) and node.value > 1 else 0
+    if isinstance(node, ast.Name):
+        return 2 if _WIDE_FACTOR.match(node.id) else 1
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factor_weight(node.left) + _factor_weight(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return max(_factor_weight(node.left), _factor_weight(node.right))
+    return 1
+
+
+def _chain_weight(ctx: FileContext, kernel: Kernel, node: ast.AST) -> tuple[int, ast.AST]:
+    """Sizes multiplied onto the token offset ``node`` (itself 2: index times T) up through ``+`` and ``*``
+    in int32, and the outermost product; 0 when a factor on the way is int64 (the product is int64)."""
+    weight, top, child = 2, node, node
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub)):
+            child = parent
+            continue
+        if not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mult)):
+            break
+        other = parent.right if parent.left is child else parent.left
+        if kernel.is_int64(other):
+            return 0, top
+        weight += _factor_weight(other)
+        top = child = parent
+    return weight, top
+
+
+@rule(
+    "AO205", "int32-token-offset",
+    summary="A sequence start `i_b * T` made in int32 (never cast) and then multiplied by a stride.",
+    why="`i_b * T` is a token offset into the packed batch; times heads and head dim (`bos * H * K`, "
+        "`i_n * T * H * D`) it passes 2^31 long before memory runs out (H*K = 4096: at 524K tokens) and the "
+        "pointer wraps. No cast anywhere means nothing widens it later.",
+    fix="Cast the index before multiplying: `bos = tl.cast(i_b, tl.int64) * T` (then `bos * H * K` is int64).",
+    seed=(("Non-varlen: bos = tl.cast(i_b, tl.int64) * T (CUDA/repo often writes (i_b * T).to(tl.int64), which "
+          "still wraps if i_b * T exceeds 2\u00b3\u00b9)."),
+          ("Runtime indices (NT, i_t, i_b, B, program IDs) via stride / / multiply \u2014 including packed . "
+          "Not gated on . Do not call on specialized kernel args ( has no )")),
+    limits="token offsets under other names than T, T_max, T_seq, T_total, seq_len, seqlen, max_seqlen; "
+           "in-sequence offsets (`o_t * stride`, `i_t * BT * D`), which need a single sequence past 2^31 / stride; "
+           "values from cu_seqlens (AO204 reports those).",
+)
+def check_int32_token_offset(ctx: FileContext):
+    for kernel in ctx.kernels.values():
+        offsets: dict[str, ast.BinOp] = {}  # local name -> the int32 product ``i_b * T`` bound to it
+        for name, values in kernel.assigns.items():
+            if name in kernel.int64_names:
+                continue
+            for value in values:
+                product = value is not None and _int32_token_offset(kernel, value)
+                if product:
+                    offsets.setdefault(name, product)
+        bound_products = {id(p) for p in offsets.values()}
+        worst: dict[str, tuple[int, ast.AST]] = {}
+        for use in kernel.nodes(ast.Name):
+            if isinstance(use.ctx, ast.Load) and use.id in offsets:
+                weight, top = _chain_weight(ctx, kernel, use)
+                if weight > worst.get(use.id, (0, None))[0]:
+                    worst[use.id] = (weight, top)
+        for name, (weight, top) in worst.items():
+            if weight >= WRAP_WEIGHT:
+                bound = offsets[name]
+                yield bound, (f"`{name} = {snippet(bound)}` is a token offset made in int32 and scaled at line "
+                              f"{top.lineno} (`{snippet(top)}`): it wraps past 2^31; "
+                              "use tl.cast(index, tl.int64) * T")
+        for product in (n for n in kernel.nodes(ast.BinOp) if isinstance(n.op, ast.Mult)):
+            if id(product) in bound_products or not _int32_token_offset(kernel, product):
+                continue
+            weight, top = _chain_weight(ctx, kernel, product)
+            if weight >= WRAP_WEIGHT:
+                yield product, (f"`{snippet(product)}` is a token offset made in int32 and scaled by a stride "
+                                f"(`{snippet(top)}`): it wraps past 2^31; use tl.cast(index, tl.int64) * T")

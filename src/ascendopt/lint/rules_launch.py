@@ -210,16 +210,54 @@ def _do_not_specialize(fn: ast.FunctionDef, params: list[str]) -> set[str] | Non
     return names
 
 
+# Calls through which a loop extent keeps the dependence on its arguments (a load does not: its value is data).
+_EXTENT_CALLS = {"cdiv", "min", "max", "minimum", "maximum", "int", "abs", "cast"}
+_TILE_NAME = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*)$")
+
+
+def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> dict[str, str]:
+    """Kernel parameters that the loop extent ``node`` is computed from -> the local that carries it
+    (``{"M": "total_tasks"}`` for ``total_tasks = tl.cdiv(M, BLOCK_M) * n``); tile sizes are left out."""
+    seen = set() if seen is None else seen
+    found: dict[str, str] = {}
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, ast.Call):
+            name = (dotted(sub.func) or "").split(".")[-1]
+            if name == "to" and isinstance(sub.func, ast.Attribute):
+                stack.append(sub.func.value)
+            elif name in _EXTENT_CALLS:
+                stack.extend(sub.args)
+            continue
+        if isinstance(sub, ast.Name):
+            if sub.id in seen or _TILE_NAME.match(sub.id):
+                continue
+            seen.add(sub.id)
+            if sub.id in kernel.params and sub.id not in kernel.assigns:
+                found.setdefault(sub.id, "")
+            for value in kernel.assigns.get(sub.id, []):
+                if value is not None:
+                    for param, via in _extent_params(kernel, value, seen).items():
+                        found.setdefault(param, via or sub.id)
+            continue
+        stack.extend(ast.iter_child_nodes(sub))
+    return found
+
+
 @rule(
     "AO103", "task-extent-specialized",
-    summary="A core-grid task loop's extent (task count, core count) is a constexpr or a specialized int argument.",
+    summary="A core-grid task loop's extent (its stop bound: the task count) is, or is computed from, a constexpr "
+            "or a specialized int argument.",
     why="Triton compiles one kernel per constexpr value and per specialization of int arguments (equal to 1, "
         "divisible by 16); the task count changes with every shape, so the kernel recompiles, and Ascend "
         "compiles are slow.",
     fix="Pass the extent as a plain argument and list it in `@triton.jit(do_not_specialize=[\"task_num\", ...])`.",
     seed=("Keep do_not_specialize on T / task_num / num_core / dynamic extents.",),
-    limits="other dynamic extents (T, NT) that are not the task loop's own bounds; do_not_specialize lists that "
-           "are built in a variable.",
+    limits="the loop's step (the program or core count, a few values per device) and tile sizes (BT, BLOCK_M): "
+           "their recompiles are few, so they are not reported; stop bounds written as an expression in the "
+           "range() call itself (`range(a, min(b, T), G)`) are not followed; dynamic extents that are not the "
+           "task loop's bound (T, NT); do_not_specialize lists that are built in a variable.",
 )
 def check_task_extent_specialized(ctx: FileContext):
     for kernel in ctx.kernels.values():
@@ -228,12 +266,22 @@ def check_task_extent_specialized(ctx: FileContext):
             continue
         listed = _do_not_specialize(kernel.fn, kernel.params)
         for loop in loops:
-            for bound in loop.iter.args[1:3]:
-                if not isinstance(bound, ast.Name) or bound.id not in kernel.params:
-                    continue
-                if bound.id in kernel.constexpr_params:
-                    yield bound, (f"task-loop bound `{bound.id}` is tl.constexpr: one compile per value; make it a "
-                                  "plain argument listed in do_not_specialize")
-                elif listed is not None and bound.id not in listed:
-                    yield bound, (f"task-loop bound `{bound.id}` is specialized (==1, %16): add it to "
-                                  "@triton.jit(do_not_specialize=[...])")
+            bound = loop.iter.args[1]
+            if not isinstance(bound, ast.Name):
+                continue
+            params = _extent_params(kernel, bound)
+            if kernel.is_constexpr(bound, strict=False):
+                # the whole task count is known at compile time (a constexpr, or a local computed from them);
+                # a constexpr factor of a runtime count (a head count) is a model constant, not reported
+                named = ", ".join(f"`{p}`" for p in sorted(params) if p in kernel.constexpr_params) or f"`{bound.id}`"
+                yield bound, (f"task-loop bound `{bound.id}` is compile-time (from tl.constexpr {named}): one "
+                              "compile per value; pass the task count as a plain argument listed in "
+                              "do_not_specialize")
+                continue
+            specialized = sorted(p for p in params if p not in kernel.constexpr_params and p not in
+                                 kernel.int64_params and listed is not None and p not in listed)
+            if specialized:
+                names = ", ".join(f"`{p}`" for p in specialized)
+                where = "" if specialized == [bound.id] else f" (computed from {names})"
+                yield bound, (f"task-loop bound `{bound.id}`{where} is specialized (==1, %16): add {names} to "
+                              "@triton.jit(do_not_specialize=[...])")
