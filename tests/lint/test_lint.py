@@ -77,7 +77,7 @@ POSITIVE = [
             for task in tl.range(tl.program_id(0), num_tasks,
                                  NUM_CORES):
                 tl.store(x + task * BD + tl.arange(0, BD), 0.0)
-        """, [3, 4]),
+        """, [3]),  # the step (a core count: a few values per device) is not the task extent
     ("AO201", """
         @triton.jit
         def k(x, B: tl.constexpr, T: tl.constexpr):
@@ -185,6 +185,14 @@ POSITIVE = [
                 else:
                     b = tl.load(tl.make_block_ptr(x, (T, D), (D, 1), (i_t * BT, 0), (BT, BD), (1, 0)))
         """, [6]),
+    ("AO205", """
+        @triton.jit(do_not_specialize=["T"])
+        def k(q, T, H: tl.constexpr, K: tl.constexpr):
+            i_b, i_h = tl.program_id(0), tl.program_id(1)
+            bos = i_b * T
+            tl.store(q + (bos * H + i_h) * K, 0.0)
+            tl.store(q + i_b * T * H * K, 0.0)
+        """, [4, 6]),
     ("AO401", """
         @triton.jit
         def k(q, h, kk, w, o, BT: tl.constexpr, BK: tl.constexpr):
@@ -253,6 +261,14 @@ NEGATIVE = [
         def k2(x, num_tasks, BD: tl.constexpr):
             for task in tl.range(tl.program_id(0), num_tasks, tl.num_programs(0)):
                 tl.store(x + task * BD + tl.arange(0, BD), 0.0)
+        """),
+    ("AO205", """
+        @triton.jit(do_not_specialize=["T"])
+        def k(q, g, T, H: tl.constexpr, K: tl.constexpr):
+            i_b, i_h = tl.program_id(0), tl.program_id(1)
+            bos = tl.cast(i_b, tl.int64) * T
+            tl.store(q + (bos * H + i_h) * K, 0.0)
+            tl.store(g + i_b * T * H, 0.0)  # tokens x heads: a gate-sized offset, far from 2^31
         """),
     ("AO201", """
         @triton.jit(do_not_specialize=["T"])
@@ -431,7 +447,7 @@ def test_noqa_specific_prefix_and_bare():
 
 
 def test_select_and_ignore():
-    assert [r.id for r in active_rules("AO2", None) if r.check] == ["AO201", "AO202", "AO203", "AO204"]
+    assert [r.id for r in active_rules("AO2", None) if r.check] == ["AO201", "AO202", "AO203", "AO204", "AO205"]
     assert "AO101" not in [r.id for r in active_rules(None, "AO101,AO4")]
     assert "AO401" not in [r.id for r in active_rules(None, "AO101,AO4")]
     with pytest.raises(UsageError, match="AO999"):
