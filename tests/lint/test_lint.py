@@ -542,3 +542,15 @@ def test_cli_explain_and_list(cli):
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == sorted(RULES)
     code, _, err = cli("lint", "--explain", "AO999")
     assert code == 2 and "unknown lint rule" in err
+
+
+def test_cli_explain_all_says_what_each_rule_does_not_see(cli):
+    from _cli_json import json_payload
+
+    code, out, _ = cli("lint", "--explain", "all")
+    checks = sorted(rid for rid, r in RULES.items() if r.check is not None)
+    assert code == 0 and [line.split()[0] for line in out.splitlines() if line[:2] == "AO"] == checks
+    assert out.count("Does not see (known blind spots):") == len(checks)
+    code, out, _ = cli("lint", "--explain", "ALL", "--json")
+    docs = json_payload(out)
+    assert code == 0 and [d["id"] for d in docs] == checks and all(d["limits"] for d in docs)

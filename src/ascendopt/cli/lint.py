@@ -18,7 +18,8 @@ def lint(
     ] = None,
     ignore: Annotated[str | None, typer.Option("--ignore", help="Skip these rule ids or prefixes.")] = None,
     explain: Annotated[
-        str | None, typer.Option("--explain", help="Print what a rule checks, why, the fix and the seed's words.")
+        str | None, typer.Option("--explain", help="Print what a rule checks, why, the fix, what it does not see "
+                                                   "(its blind spots) and the seed's words; `all` for every rule.")
     ] = None,
     list_rules: Annotated[bool, typer.Option("--list-rules", help="List every rule id with its summary.")] = False,
     json: JsonOpt = False,
@@ -37,12 +38,14 @@ def lint(
     if fmt not in FORMATS:
         raise UsageError(f"--format {format}: unknown output format", hint=f"choose one of {', '.join(FORMATS)}")
     if explain:
-        rule = get_rule(explain)
+        rules = [r for r in iter_rules() if r.check is not None] if explain.strip().lower() == "all" \
+            else [get_rule(explain)]
         if fmt == "json":
-            console.print_json({"id": rule.id, "name": rule.name, "summary": rule.summary, "why": rule.why,
-                                "fix": rule.fix, "limits": rule.limits, "seed": list(rule.seed)})
+            docs = [{"id": r.id, "name": r.name, "summary": r.summary, "why": r.why, "fix": r.fix,
+                     "limits": r.limits, "seed": list(r.seed)} for r in rules]
+            console.print_json(docs if len(rules) > 1 else docs[0])
         else:
-            sys.stdout.write(rule.explain())
+            sys.stdout.write("\n".join(r.explain() for r in rules))
         return
     if list_rules:
         rules = list(iter_rules())

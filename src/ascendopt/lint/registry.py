@@ -47,7 +47,7 @@ class Rule:
     def explain(self) -> str:
         """The rule's documentation as plain text (what ``ascendopt lint --explain ID`` prints)."""
         quotes = "\n".join(f'  "{q}"' for q in self.seed)
-        limits = f"Not detected: {self.limits}\n\n" if self.limits else ""
+        limits = f"Does not see (known blind spots): {self.limits}\n\n" if self.limits else ""
         return (f"{self.id} {self.name}: {self.summary}\n\nWhy: {self.why}\n\nFix: {self.fix}\n\n{limits}"
                 f"From the practice (fla-ascend-performance skill):\n{quotes}\n")
 

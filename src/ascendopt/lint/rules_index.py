@@ -128,8 +128,13 @@ def _products(node: ast.AST):
     seed=(("Cast the index first with tl.cast (not .to on specialized ints): tl.cast(i_t, tl.int64) * BT, "
           "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS."),
           "Never (i_b * T).to(tl.int64) or ((NT - 1) * DH_CS).to(tl.int64)."),
-    limits="products that are never cast at all (they stay int32 and may wrap too); a factor named like "
-           "a tile size (BT, BK, BV, BD, BLOCK_*) is taken as small on purpose.",
+    limits="products never cast at all (AO205 reports the token-offset ones); a factor named like a tile size "
+           "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; products bounded by an int32 count "
+           "(`i_bh * NT + i_t` below the task count) are still reported. int64 is known from explicit casts, "
+           "`tl.int64`-typed parameters, jit-helper arguments every caller in the file passes as int64, and "
+           "loops over int64 bounds; not from the dtype of a tensor a value was loaded from. A `.to(tl.int64)` "
+           "of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the address, and is not read as "
+           "a late cast.",
 )
 def check_late_cast(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
@@ -269,8 +274,10 @@ def _chain_weight(ctx: FileContext, kernel: Kernel, node: ast.AST) -> tuple[int,
           ("Runtime indices (NT, i_t, i_b, B, program IDs) via stride / / multiply \u2014 including packed . "
           "Not gated on . Do not call on specialized kernel args ( has no )")),
     limits="token offsets under other names than T, T_max, T_seq, T_total, seq_len, seqlen, max_seqlen; "
-           "in-sequence offsets (`o_t * stride`, `i_t * BT * D`), which need a single sequence past 2^31 / stride; "
-           "values from cu_seqlens (AO204 reports those).",
+           "offsets scaled less than a head count and a dim, or one stride (`bos * H` alone, `i_h * B * T`: "
+           "tensor-sized only past 2^31 elements of a gate) are not reported; in-sequence offsets (`o_t * "
+           "stride`, `i_t * BT * D`), which need one sequence past 2^31 / stride; values from cu_seqlens "
+           "(AO204 reports those); int64-ness learned as for AO203.",
 )
 def check_int32_token_offset(ctx: FileContext):
     for kernel in ctx.kernels.values():
