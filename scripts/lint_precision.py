@@ -4,7 +4,7 @@
     python scripts/lint_precision.py --findings old.json   # score `ascendopt lint --format json` output
                                                            # (run in tests/data/lint_real) of another version
 
-Prints findings, true and false per rule (AO101 left out: it is exact by construction) and the expected
+Prints findings, true and false per rule (AO101 left out: it matches keyword names) and the expected
 positions that were not found. Exit 0 when precision >= 90 % and nothing expected is missed, else 1.
 """
 

@@ -17,7 +17,7 @@ MIN_PRECISION = 0.90
 
 @pytest.fixture(scope="module")
 def report():
-    findings = lint_paths([CORPUS], ignore="AO101").findings  # AO101 is a keyword match: exact by construction
+    findings = lint_paths([CORPUS], ignore="AO101").findings  # AO101 matches keyword names: not judged here
     return score(findings, load_labels(CORPUS / "labels.csv"), CORPUS)
 
 
