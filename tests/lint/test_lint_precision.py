@@ -45,7 +45,7 @@ def test_labels_cover_the_practice_patterns():
 
 def test_every_copied_file_has_its_licence_and_provenance():
     readme = (CORPUS / "README.md").read_text()
-    for origin in ("fla-core", "flag-gems"):
+    for origin in ("fla-core", "flag-gems", "vllm-ascend"):
         assert (CORPUS / origin / "LICENSE").is_file()
         for path in sorted((CORPUS / origin).rglob("*.py")):
             assert f"./{path.relative_to(CORPUS).as_posix()}" in readme, f"{path} has no provenance entry"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 
+# Block/tile sizes by the kernels' convention (BT, BK, BLOCK_M, TILE_SIZE, TRITON_BLOCK_SIZE): small on purpose.
+TILE_NAME = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|\w*BLOCK_SIZE|TILE\w*|\w*TILE_SIZE|block_size)$")
 TL_PREFIXES = ("tl.", "triton.language.", "language.")
 def dotted(node: ast.AST) -> str | None:
     """``tl.load`` for ``Attribute(Name('tl'), 'load')``; None when not a plain dotted name."""

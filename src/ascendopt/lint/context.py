@@ -9,11 +9,11 @@ treat it as compile-time (precision matters more than recall).
 from __future__ import annotations
 
 import ast
-import re
 from collections import defaultdict
 from functools import cached_property
 
 from ascendopt.lint.astutil import (
+    TILE_NAME,
     TL_PREFIXES,
     arg,
     base_name,
@@ -28,10 +28,6 @@ from ascendopt.lint.astutil import (
 _CONST_CALLS = {"min", "max", "abs", "int", "bool", "tl.constexpr", "triton.cdiv", "triton.next_power_of_2"}
 # Triton jit helpers that very likely fold on constexpr arguments; used only where "compile-time" means "do not flag".
 _MAYBE_CONST_CALLS = _CONST_CALLS | {"tl.cdiv", "float", "len", "tl.static_range"}
-
-
-# A loop stepping by a tile size (``range(start, end, TILE_SIZE)``) walks one program's tiles.
-_TILE_STEP = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*|block_size)$")
 
 
 def _is_jit_decorator(dec: ast.AST) -> bool:
@@ -186,7 +182,7 @@ class Kernel:
         strided = [n for n in self.nodes(ast.For) if isinstance(n.iter, ast.Call)
                    and dotted(n.iter.func) in ("range", "tl.range", "triton.language.range")
                    and len(n.iter.args) >= 3 and not isinstance(n.iter.args[2], ast.Constant)
-                   and not _TILE_STEP.match(dotted(n.iter.args[2]) or "")]  # a tile walk, not a task loop
+                   and not TILE_NAME.match(dotted(n.iter.args[2]) or "")]  # a tile walk, not a task loop
         if not strided:
             return []
         pid: set[str] = set()  # names derived from tl.program_id

@@ -6,6 +6,7 @@ import ast
 import re
 
 from ascendopt.lint.astutil import (
+    TILE_NAME,
     add_terms,
     arg,
     cast_target,
@@ -19,7 +20,6 @@ from ascendopt.lint.astutil import (
 from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
-TILE_NAMES = {"BT", "BK", "BV", "BD", "BC", "BS", "BM", "BN", "BW", "BR", "BP"}
 
 
 @rule(
@@ -92,14 +92,13 @@ def _runtime_index(kernel: Kernel, node: ast.AST) -> bool:
     return False
 
 
-_TILE_NAME = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*)$")
 # Calls whose value is made of their arguments' values (so a product inside is part of the value cast).
 _VALUE_CALLS = {"where", "minimum", "maximum", "min", "max", "abs"}
 
 
 def _tile_size(node: ast.AST) -> bool:
     """A block-size name by the kernels' convention (BT, BK, BL, BLOCK_SIZE, TILE_N...), not a stride or extent."""
-    return isinstance(node, ast.Name) and (node.id in TILE_NAMES or bool(_TILE_NAME.match(node.id)))
+    return isinstance(node, ast.Name) and bool(TILE_NAME.match(node.id))
 
 
 def _products(node: ast.AST):
@@ -117,6 +116,33 @@ def _products(node: ast.AST):
         stack.extend(ast.iter_child_nodes(sub))
 
 
+HEAD_COUNTS = {"H", "HV", "HQ", "HK", "Hg", "NH", "G", "num_heads", "n_heads"}
+LATE_CAST_WEIGHT = 3  # an index times an extent or stride (i_b * T), or an index times two sizes
+
+
+def _magnitude(kernel: Kernel, node: ast.AST) -> int:
+    """How far an int32 product can grow, counted in 'sizes': a runtime index or a head count 1, an extent,
+    dim or stride (a non-tile parameter: T, K, DH_CS, stride_x) 2, a literal above 1 one, tiles 0; products
+    add, sums take their largest term, ``a // b`` and ``a % b`` are no larger than ``a``."""
+    if isinstance(node, ast.Constant):
+        return 1 if isinstance(node.value, int) and node.value > 1 else 0
+    if isinstance(node, ast.Name):
+        if _tile_size(node):
+            return 0
+        if node.id in HEAD_COUNTS:
+            return 1
+        return 2 if node.id in kernel.params and node.id not in kernel.assigns else 1
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Mult):
+            return _magnitude(kernel, node.left) + _magnitude(kernel, node.right)
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod, ast.Div)):
+            return _magnitude(kernel, node.left)
+        return max(_magnitude(kernel, node.left), _magnitude(kernel, node.right))
+    if isinstance(node, ast.UnaryOp):
+        return _magnitude(kernel, node.operand)
+    return 1
+
+
 @rule(
     "AO203", "late-int64-cast",
     summary="A runtime index multiplied by a stride first and cast to int64 afterwards.",
@@ -129,8 +155,9 @@ def _products(node: ast.AST):
           "tl.cast(i_b, tl.int64) * T, tl.cast(B, tl.int64) * T, tl.cast(NT - 1, tl.int64) * DH_CS."),
           "Never (i_b * T).to(tl.int64) or ((NT - 1) * DH_CS).to(tl.int64)."),
     limits="products never cast at all (AO205 reports the token-offset ones); a factor named like a tile size "
-           "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; products bounded by an int32 count "
-           "(`i_bh * NT + i_t` below the task count) are still reported. int64 is known from explicit casts, "
+           "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; a product of an index and a head count "
+           "or another index (`i_tg * H`, `i_bh * NT + i_t`: bounded by an int32 count) is taken as below 2^31; "
+           "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G). int64 is known from explicit casts, "
            "`tl.int64`-typed parameters, jit-helper arguments every caller in the file passes as int64, and "
            "loops over int64 bounds; not from the dtype of a tensor a value was loaded from. A `.to(tl.int64)` "
            "of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the address, and is not read as "
@@ -149,6 +176,8 @@ def check_late_cast(ctx: FileContext):
                 continue  # compile-time product: Python ints do not wrap
             if _tile_size(left) or _tile_size(right):
                 continue  # i_t * BT is a token offset (< T): the seed passes it as int32 on purpose
+            if _magnitude(kernel, product) < LATE_CAST_WEIGHT:
+                continue  # an index times a head count (`i_tg * H`) stays far below 2^31; the big stride comes after
             if _runtime_index(kernel, left) or _runtime_index(kernel, right):
                 yield product, (f"`{snippet(product)}` is computed in int32 and cast to int64 afterwards: it can "
                                 f"wrap first; cast the index before multiplying (tl.cast(x, tl.int64) * stride)")

@@ -8,7 +8,7 @@ import re
 import tokenize
 from typing import NamedTuple
 
-from ascendopt.lint.astutil import dotted, tl_func
+from ascendopt.lint.astutil import TILE_NAME, dotted, tl_func
 from ascendopt.lint.context import FileContext
 from ascendopt.lint.registry import rule
 
@@ -212,7 +212,6 @@ def _do_not_specialize(fn: ast.FunctionDef, params: list[str]) -> set[str] | Non
 
 # Calls through which a loop extent keeps the dependence on its arguments (a load does not: its value is data).
 _EXTENT_CALLS = {"cdiv", "min", "max", "minimum", "maximum", "int", "abs", "cast"}
-_TILE_NAME = re.compile(r"^(B[A-Z]{1,2}|BLOCK\w*|TILE\w*)$")
 
 
 def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> dict[str, str]:
@@ -231,7 +230,7 @@ def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> dict[
                 stack.extend(sub.args)
             continue
         if isinstance(sub, ast.Name):
-            if sub.id in seen or _TILE_NAME.match(sub.id):
+            if sub.id in seen or TILE_NAME.match(sub.id):
                 continue
             seen.add(sub.id)
             if sub.id in kernel.params and sub.id not in kernel.assigns:
