@@ -3,6 +3,7 @@
     python scripts/lint_precision.py                       # lint the corpus with this tree's rules
     python scripts/lint_precision.py --findings old.json   # score `ascendopt lint --format json` output
                                                            # (run in tests/data/lint_real) of another version
+    python scripts/lint_precision.py --origin vllm-ascend  # one folder of the corpus only
 
 Prints findings, true and false per rule (AO101 left out: it matches keyword names) and the expected
 positions that were not found. Exit 0 when precision >= 90 % and nothing expected is missed, else 1.
@@ -26,6 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--findings", type=Path, help="JSON from `ascendopt lint --format json`, run in --corpus")
+    parser.add_argument("--origin", help="only this folder of the corpus (fla-core, flag-gems, vllm-ascend)")
     args = parser.parse_args()
     if args.findings:
         payload = json.loads(args.findings.read_text())
@@ -34,7 +36,12 @@ def main() -> int:
                     for f in payload["findings"] if f["rule"] != "AO101"]
     else:
         findings = lint_paths([args.corpus], ignore="AO101").findings
-    report = score(findings, load_labels(args.corpus / "labels.csv"), args.corpus)
+    labels = load_labels(args.corpus / "labels.csv")
+    if args.origin:
+        inside = (args.corpus / args.origin).resolve()
+        findings = [f for f in findings if Path(f.path).resolve().is_relative_to(inside)]
+        labels = [label for label in labels if label.path.startswith(args.origin + "/")]
+    report = score(findings, labels, args.corpus)
     print("| rule | findings | true | false |\n|---|---|---|---|")
     for rule, count, true, false in report.per_rule():
         print(f"| {rule} | {count} | {true} | {false} |")
