@@ -21,7 +21,6 @@ from ascendopt.lint.context import FileContext, Kernel
 from ascendopt.lint.registry import rule
 
 
-
 @rule(
     "AO201", "constexpr-to",
     summary="`.to(...)` called on a tl.constexpr kernel parameter (or arithmetic on them).",
@@ -157,8 +156,8 @@ def _magnitude(kernel: Kernel, node: ast.AST) -> int:
     limits="products never cast at all (AO205 reports the token-offset ones); a factor named like a tile size "
            "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; a product of an index and a head count "
            "or another index (`i_tg * H`, `i_bh * NT + i_t`: bounded by an int32 count) is taken as below 2^31; "
-           "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G). int64 is known from explicit casts, "
-           "`tl.int64`-typed parameters, jit-helper arguments every caller in the file passes as int64, and "
+           "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G). int64 is known "
+           "from explicit casts, `tl.int64`-typed parameters, jit-helper arguments every caller in the file passes as int64, and "
            "loops over int64 bounds; not from the dtype of a tensor a value was loaded from. A `.to(tl.int64)` "
            "of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the address, and is not read as "
            "a late cast.",
