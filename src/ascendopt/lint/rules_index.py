@@ -157,10 +157,10 @@ def _magnitude(kernel: Kernel, node: ast.AST) -> int:
            "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; a product of an index and a head count "
            "or another index (`i_tg * H`, `i_bh * NT + i_t`: bounded by an int32 count) is taken as below 2^31; "
            "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G). int64 is known "
-           "from explicit casts, `tl.int64`-typed parameters, jit-helper arguments every caller in the file passes as int64, and "
-           "loops over int64 bounds; not from the dtype of a tensor a value was loaded from. A `.to(tl.int64)` "
-           "of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the address, and is not read as "
-           "a late cast.",
+           "from explicit casts, `tl.int64`-typed parameters, jit-helper arguments every caller in the file "
+           "passes as int64, and loops over int64 bounds; not from the dtype of a tensor a value was loaded "
+           "from. A `.to(tl.int64)` of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the "
+           "address, and is not read as a late cast.",
 )
 def check_late_cast(ctx: FileContext):
     for kernel, call in ctx.kernel_nodes(ast.Call):
