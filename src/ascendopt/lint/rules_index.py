@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from ascendopt.lint.astutil import (
     TILE_NAME,
@@ -119,27 +118,29 @@ HEAD_COUNTS = {"H", "HV", "HQ", "HK", "Hg", "NH", "G", "num_heads", "n_heads"}
 LATE_CAST_WEIGHT = 3  # an index times an extent or stride (i_b * T), or an index times two sizes
 
 
-def _magnitude(kernel: Kernel, node: ast.AST) -> int:
+def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0) -> int:
     """How far an int32 product can grow, counted in 'sizes': a runtime index or a head count 1, an extent,
-    dim or stride (a non-tile parameter: T, K, DH_CS, stride_x) 2, a literal above 1 one, tiles 0; products
-    add, sums take their largest term, ``a // b`` and ``a % b`` are no larger than ``a``."""
+    dim or stride (a non-tile parameter: T, K, DH_CS, stride_x) 2, a literal above 1 one, a tile size
+    ``tile`` (0 where it multiplies an index, `i_t * BT` < T); products add, sums take their largest term,
+    ``a // b`` and ``a % b`` are no larger than ``a``."""
     if isinstance(node, ast.Constant):
         return 1 if isinstance(node.value, int) and node.value > 1 else 0
     if isinstance(node, ast.Name):
         if _tile_size(node):
-            return 0
+            return tile
         if node.id in HEAD_COUNTS:
             return 1
         return 2 if node.id in kernel.params and node.id not in kernel.assigns else 1
-    if isinstance(node, ast.BinOp):
-        if isinstance(node.op, ast.Mult):
-            return _magnitude(kernel, node.left) + _magnitude(kernel, node.right)
-        if isinstance(node.op, (ast.FloorDiv, ast.Mod, ast.Div)):
-            return _magnitude(kernel, node.left)
-        return max(_magnitude(kernel, node.left), _magnitude(kernel, node.right))
     if isinstance(node, ast.UnaryOp):
-        return _magnitude(kernel, node.operand)
-    return 1
+        return _magnitude(kernel, node.operand, tile)
+    if not isinstance(node, ast.BinOp):
+        return 1
+    left, right = _magnitude(kernel, node.left, tile), _magnitude(kernel, node.right, tile)
+    if isinstance(node.op, ast.Mult):
+        return left + right
+    if isinstance(node.op, (ast.FloorDiv, ast.Mod, ast.Div)):
+        return left
+    return max(left, right)
 
 
 @rule(
@@ -254,27 +255,13 @@ def _int32_token_offset(kernel: Kernel, node: ast.AST) -> ast.BinOp | None:
     return None
 
 
-# Factors that make an offset large on their own: head/feature dims and strides (elements per row).
-_WIDE_FACTOR = re.compile(r"^(K|V|D|DK|DV|HD|HK|HV_K|head_dim|hidden\w*|stride\w*|\w*_stride)$")
-WRAP_WEIGHT = 4  # index * T (2) times at least a head count and a dim, or one stride
-
-
-def _factor_weight(node: ast.AST) -> int:
-    """How many 'sizes' a multiplier stands for: a dim or a stride 2, another name or literal > 1 one."""
-    if isinstance(node, ast.Constant):
-        return 1 if isinstance(node.value, int) and node.value > 1 else 0
-    if isinstance(node, ast.Name):
-        return 2 if _WIDE_FACTOR.match(node.id) else 1
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return _factor_weight(node.left) + _factor_weight(node.right)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        return max(_factor_weight(node.left), _factor_weight(node.right))
-    return 1
+WRAP_WEIGHT = 4  # index * T (2) times at least a head count and a dim (or one stride)
 
 
 def _chain_weight(ctx: FileContext, kernel: Kernel, node: ast.AST) -> tuple[int, ast.AST]:
-    """Sizes multiplied onto the token offset ``node`` (itself 2: index times T) up through ``+`` and ``*``
-    in int32, and the outermost product; 0 when a factor on the way is int64 (the product is int64)."""
+    """Sizes (as ``_magnitude`` counts them) multiplied onto the token offset ``node`` (itself 2: index
+    times T) up through ``+`` and ``*`` in int32, and the outermost product; 0 when a factor on the way is
+    int64 (the product is int64)."""
     weight, top, child = 2, node, node
     for parent in ctx.ancestors(node):
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub)):
@@ -285,7 +272,7 @@ def _chain_weight(ctx: FileContext, kernel: Kernel, node: ast.AST) -> tuple[int,
         other = parent.right if parent.left is child else parent.left
         if kernel.is_int64(other):
             return 0, top
-        weight += _factor_weight(other)
+        weight += _magnitude(kernel, other, tile=1)  # a token offset times BT grows by BT
         top = child = parent
     return weight, top
 
