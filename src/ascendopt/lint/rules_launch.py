@@ -214,11 +214,12 @@ def _do_not_specialize(fn: ast.FunctionDef, params: list[str]) -> set[str] | Non
 _EXTENT_CALLS = {"cdiv", "min", "max", "minimum", "maximum", "int", "abs", "cast"}
 
 
-def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> dict[str, str]:
-    """Kernel parameters that the loop extent ``node`` is computed from -> the local that carries it
-    (``{"M": "total_tasks"}`` for ``total_tasks = tl.cdiv(M, BLOCK_M) * n``); tile sizes are left out."""
+def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> set[str]:
+    """Kernel parameters that the loop extent ``node`` is computed from, through locals
+    (``{"M", "N"}`` for ``total = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)``); tile sizes are left out and
+    loads are not followed (a loaded value is data, not a specialized argument)."""
     seen = set() if seen is None else seen
-    found: dict[str, str] = {}
+    found: set[str] = set()
     stack = [node]
     while stack:
         sub = stack.pop()
@@ -234,11 +235,10 @@ def _extent_params(kernel, node: ast.AST, seen: set[str] | None = None) -> dict[
                 continue
             seen.add(sub.id)
             if sub.id in kernel.params and sub.id not in kernel.assigns:
-                found.setdefault(sub.id, "")
+                found.add(sub.id)
             for value in kernel.assigns.get(sub.id, []):
                 if value is not None:
-                    for param, via in _extent_params(kernel, value, seen).items():
-                        found.setdefault(param, via or sub.id)
+                    found |= _extent_params(kernel, value, seen)
             continue
         stack.extend(ast.iter_child_nodes(sub))
     return found
