@@ -164,6 +164,20 @@ CASES = [
                 o = t0 + tl.arange(0, BT)
                 tl.store(y + o, 0.0, mask=o < n)
         """, [5]),
+    # ...but the other side of an elif chain is still this branch's choice
+    ("AO302", """
+        @triton.jit
+        def k(x, y, n, BT: tl.constexpr):
+            i_t = tl.program_id(0)
+            if (i_t + 1) * BT > n:
+                o = i_t * BT + tl.arange(0, BT)
+                b = tl.load(x + o, mask=o < n)
+            elif n > BT:
+                b = tl.load(tl.make_block_ptr(x, (n,), (1,), (i_t * BT,), (BT,), (0,)), boundary_check=(0,))
+            else:
+                b = tl.zeros([BT], dtype=tl.float32)
+            tl.store(y + i_t, tl.sum(b))
+        """, [4]),
     # AO301: the OR-ed flag tested again around the optional pointer is the nesting the practice asks for
     ("AO301", """
         @triton.jit

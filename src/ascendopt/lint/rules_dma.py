@@ -153,6 +153,8 @@ def check_runtime_dma_branch(ctx: FileContext):
             continue
         body = node.body if isinstance(node.body, list) else [node.body]
         orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+        while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # an elif chain is this branch's other side
+            orelse = orelse[0].body + orelse[0].orelse
         for first, second in (("block", "masked"), ("masked", "block")):
             a, b = _first_dma(kernel, body, first), _first_dma(kernel, orelse, second)
             if a is not None and b is not None:
