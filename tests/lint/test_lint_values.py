@@ -55,6 +55,16 @@ CASES = [
             i_b = tl.program_id(0)
             tl.store(_row(x, i_b * T, H), 0.0)
         """, [3]),
+    # AO203: a stride derived in a local from constexprs is as large as its value (HV * K * V)
+    ("AO203", """
+        @triton.jit(do_not_specialize=["T"])
+        def k(h, T, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr):
+            DH_CS: tl.constexpr = HV * K * V
+            NT = tl.cdiv(T, BT)
+            i_t = tl.program_id(0)
+            tl.store(h + ((NT - 1) * DH_CS).to(tl.int64), 0.0)
+            tl.store(h + (i_t * HV).to(tl.int64) * K * V, 0.0)
+        """, [6]),
     # AO203: a tile offset `i_l * BL` stays below its int32 extent L
     ("AO203", """
         @triton.jit
@@ -105,7 +115,13 @@ CASES = [
             total: tl.constexpr = NB * NH
             for t in tl.range(tl.program_id(0), total, num_core):
                 tl.store(x + t, 0.0)
-        """, [4, 10]),
+
+        @triton.jit(do_not_specialize=["num_core"])
+        def k3(x, num_core, NB: tl.constexpr, NT: tl.constexpr):
+            n_tasks = NB * NT
+            for t in tl.range(tl.program_id(0), n_tasks, num_core):
+                tl.store(x + t, 0.0)
+        """, [4, 10, 16]),
     # AO103: a constexpr factor (a head count) of a runtime task count is a model constant
     ("AO103", """
         @triton.jit(do_not_specialize=["NT", "num_core"])

@@ -118,10 +118,11 @@ HEAD_COUNTS = {"H", "HV", "HQ", "HK", "Hg", "NH", "G", "num_heads", "n_heads"}
 LATE_CAST_WEIGHT = 3  # an index times an extent or stride (i_b * T), or an index times two sizes
 
 
-def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0) -> int:
+def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0, depth: int = 0) -> int:
     """How far an int32 product can grow, counted in 'sizes': a runtime index or a head count 1, an extent,
     dim or stride (a non-tile parameter: T, K, DH_CS, stride_x) 2, a literal above 1 one, a tile size
-    ``tile`` (0 where it multiplies an index, `i_t * BT` < T); products add, sums take their largest term,
+    ``tile`` (0 where it multiplies an index, `i_t * BT` < T); a local computed once from constexprs
+    (``DH_CS: tl.constexpr = HV * K * V``) counts as its value; products add, sums take their largest term,
     ``a // b`` and ``a % b`` are no larger than ``a``."""
     if isinstance(node, ast.Constant):
         return 1 if isinstance(node.value, int) and node.value > 1 else 0
@@ -130,12 +131,16 @@ def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0) -> int:
             return tile
         if node.id in HEAD_COUNTS:
             return 1
-        return 2 if node.id in kernel.params and node.id not in kernel.assigns else 1
+        values = kernel.assigns.get(node.id, [])
+        if (len(values) == 1 and values[0] is not None and depth < 3
+                and kernel.is_constexpr(values[0], strict=False)):
+            return max(1, _magnitude(kernel, values[0], tile, depth + 1))
+        return 2 if node.id in kernel.params and not values else 1
     if isinstance(node, ast.UnaryOp):
-        return _magnitude(kernel, node.operand, tile)
+        return _magnitude(kernel, node.operand, tile, depth)
     if not isinstance(node, ast.BinOp):
         return 1
-    left, right = _magnitude(kernel, node.left, tile), _magnitude(kernel, node.right, tile)
+    left, right = _magnitude(kernel, node.left, tile, depth), _magnitude(kernel, node.right, tile, depth)
     if isinstance(node.op, ast.Mult):
         return left + right
     if isinstance(node.op, (ast.FloorDiv, ast.Mod, ast.Div)):
