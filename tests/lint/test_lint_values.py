@@ -91,6 +91,14 @@ CASES = [
                 bos = i_b * T
                 tl.store(q + (bos * H) * K, 0.0)
         """, [5]),
+    # AO205: tokens times a head count is gate-sized (B*T*H elements), far below 2^31; times a dim it is not
+    ("AO205", """
+        @triton.jit(do_not_specialize=["seq_len", "NUM_HEADS"])
+        def k(g, q, seq_len, NUM_HEADS, K: tl.constexpr):
+            i_b, i_s = tl.program_id(0), tl.program_id(1)
+            tl.store(g + i_b * seq_len * NUM_HEADS + i_s * NUM_HEADS, 0.0)
+            tl.store(q + i_b * seq_len * NUM_HEADS * K, 0.0)
+        """, [5]),
     # AO103: the step (a core count) and tile walks are not the task extent
     ("AO103", """
         @triton.jit(do_not_specialize=["T"])

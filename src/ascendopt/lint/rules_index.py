@@ -114,7 +114,7 @@ def _products(node: ast.AST):
         stack.extend(ast.iter_child_nodes(sub))
 
 
-HEAD_COUNTS = {"H", "HV", "HQ", "HK", "Hg", "NH", "G", "num_heads", "n_heads"}
+HEAD_COUNTS = {"H", "HV", "HQ", "HK", "Hg", "NH", "G"}  # and names ending in "heads" (NUM_HEADS, num_kv_heads)
 LATE_CAST_WEIGHT = 3  # an index times an extent or stride (i_b * T), or an index times two sizes
 
 
@@ -129,7 +129,7 @@ def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0, depth: int = 0) -> 
     if isinstance(node, ast.Name):
         if _tile_size(node):
             return tile
-        if node.id in HEAD_COUNTS:
+        if node.id in HEAD_COUNTS or node.id.lower().endswith("heads"):
             return 1
         values = kernel.assigns.get(node.id, [])
         if (len(values) == 1 and values[0] is not None and depth < 3
@@ -162,7 +162,7 @@ def _magnitude(kernel: Kernel, node: ast.AST, tile: int = 0, depth: int = 0) -> 
     limits="products never cast at all (AO205 reports the token-offset ones); a factor named like a tile size "
            "(BT, BK, BL, BLOCK_*, TILE_*) is taken as small on purpose; a product of an index and a head count "
            "or another index (`i_tg * H`, `i_bh * NT + i_t`: bounded by an int32 count) is taken as below 2^31; "
-           "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G). int64 is known "
+           "which parameter is a head count is known only by name (H, HV, HQ, HK, Hg, NH, G, *heads). int64 is known "
            "from explicit casts, `tl.int64`-typed parameters, jit-helper arguments every caller in the file "
            "passes as int64, and loops over int64 bounds; not from the dtype of a tensor a value was loaded "
            "from. A `.to(tl.int64)` of a loaded value (`tl.load(p + i * s).to(...)`) casts data, not the "
