@@ -17,7 +17,7 @@ import numpy as np
 
 from ascendopt.analyze import checks
 from ascendopt.analyze.matching import name_matcher
-from ascendopt.analyze.rules import RuleSet, classify, kernel_kind, load_rules
+from ascendopt.analyze.rules import VECTOR_PIPE_SUM, RuleSet, classify, kernel_kind, load_rules
 from ascendopt.analyze.traces import Profile
 from ascendopt.analyze.traces.columns import NON_COMPUTE_CORE_TYPES
 from ascendopt.console import finite_or_none
@@ -29,7 +29,6 @@ KEYS = ["device", "name", "core_type"]
 DERIVED = {"scalar_ratio": ("cube_scalar_ratio", "vector_scalar_ratio"),
            "mte2_ratio": ("cube_mte2_ratio", "vector_mte2_ratio")}
 UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
-VECTOR_PIPE_SUM = ("vec_ratio", "vector_mte2_ratio", "mte3_ratio")  # msprof-analyze vector_operators "total"
 
 
 def _group_codes(compute):

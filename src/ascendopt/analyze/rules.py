@@ -28,6 +28,8 @@ from ascendopt.console import finite_or_none
 from ascendopt.errors import UsageError
 
 NPU_KINDS = ("npu", "msprof", "msprof-op")
+# msprof-analyze vector_operators "total": vec + MTE2 + MTE3 of the vector core, one derived column
+VECTOR_PIPE_SUM = ("vec_ratio", "vector_mte2_ratio", "mte3_ratio")
 PIPE_COLUMNS = ("mac_ratio", "vec_ratio", "cube_scalar_ratio", "vector_scalar_ratio", "mte1_ratio",
                 "cube_mte2_ratio", "vector_mte2_ratio", "mte3_ratio", "fixpipe_ratio", "dram_ratio", "l2_ratio")
 
@@ -306,7 +308,10 @@ def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any],
     "mix_block_dim", "count"}]``: core-use is judged per group, else on ``block_dim``). ``kind``: the
     profile kind (npu | msprof | msprof-op | cuda | cpu). ``device``: ``cube_cores`` / ``vector_cores``.
     """
-    metrics = kernel.get("metrics") or {}
+    metrics = dict(kernel.get("metrics") or {})
+    if metrics.get("vector_pipe_sum_ratio") is None:
+        parts = [v for v in (_num(metrics, c) for c in VECTOR_PIPE_SUM) if v is not None]
+        metrics["vector_pipe_sum_ratio"] = sum(parts) if parts else None
     backend = "npu" if kind in NPU_KINDS else kind
     name = str(kernel.get("name") or "")
     kk = kernel_kind(name, kernel.get("op_type") or name, str(kernel.get("core_type")), rules)

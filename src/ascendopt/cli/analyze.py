@@ -95,19 +95,20 @@ def _render_profile_checks(report: dict[str, Any]) -> None:
     cpu = report.get("ai_cpu")
     if cpu and cpu["count"]:
         long = ", ".join(f"{k['name']} {k['avg_us']:.1f} us" for k in cpu["long"][:5]) or "none"
-        console.out(f"AI CPU operators: {cpu['count']} launches of {cpu['kernels']} kernels, {cpu['total_us']:.1f} us "
-                    f"({100 * cpu['share']:.1f} % of device kernel time); >= {cpu['long_rule']['threshold']:g} us: "
+        console.out(f"AI CPU operators: {cpu['count']} launches of {cpu['kernels']} kernels, "
+                    f"{cpu['total_us']:.1f} us ({100 * cpu['share']:.1f} % of device kernel time); "
+                    f">= {cpu['long_rule']['threshold']:g} us: "
                     f"{long}; lever: {cpu['lever']} ({cpu['lever_origin']})")
     dyn = report.get("dynamic_shape")
     if dyn and dyn["dynamic"]:
-        console.out(f"dynamic shape: {dyn['dynamic']} of {dyn['launches']} launches ({dyn['vendor_dynamic']} vendor-op, "
-                    f"{dyn['triton_dynamic']} Triton-style ones, dynamic by design)"
+        console.out(f"dynamic shape: {dyn['dynamic']} of {dyn['launches']} launches "
+                    f"({dyn['vendor_dynamic']} vendor-op, {dyn['triton_dynamic']} Triton-style ones, dynamic by design)"
                     + (f"; lever: {dyn['lever']} ({dyn['lever_origin']})" if dyn["lever"] else ""))
     gaps = report.get("host_gaps")
     if gaps and gaps["span_us"]:
-        console.out(f"host gaps: device idle {gaps['idle_us']:.1f} us between kernels ({100 * gaps['idle_share']:.1f} % "
-                    f"of the {gaps['span_us']:.1f} us span); {gaps['host_bound_runs']} runs of >= "
-                    f"{gaps['rule']['fusion_min_kernels']} short kernels busy < {gaps['rule']['threshold']:g} of "
+        console.out(f"host gaps: device idle {gaps['idle_us']:.1f} us between tasks "
+                    f"({100 * gaps['idle_share']:.1f} % of the {gaps['span_us']:.1f} us span); "
+                    f"{gaps['host_bound_runs']} runs of >= {gaps['rule']['fusion_min_kernels']} short kernels busy < {gaps['rule']['threshold']:g} of "
                     f"their wall time")
         for r in gaps["runs"]:
             console.out(f"  rows {r['first_row']}-{r['last_row']} ({r['kernels']} kernels, busy {r['busy_us']:.1f} us, "
