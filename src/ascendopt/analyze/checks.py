@@ -62,17 +62,17 @@ def shape_groups(kernels, codes: np.ndarray, wanted: Iterable[int], metric_colum
     if not len(rows):
         return {}
     part = kernels.iloc[rows]
-    shapes = part[SHAPE_COLUMN].astype("object").fillna("").astype(str).to_numpy()
-    frame = pd.DataFrame({"code": codes[rows], "shape": shapes})
-    multi = frame.groupby("code")["shape"].nunique()
+    shape_codes, shape_values = _text_codes(part[SHAPE_COLUMN])
+    frame = pd.DataFrame({"code": codes[rows], "shape": shape_codes})
+    multi = frame.groupby("code")["shape"].nunique(dropna=False)
     if (multi < 2).all():
         return {}
     sub = frame.groupby(["code", "shape"], sort=False).ngroup().to_numpy()
     n = int(sub.max()) + 1
     dur = part["duration_us"].to_numpy(float)
     _, first = np.unique(sub, return_index=True)
-    dtypes = (part["input_dtypes"].astype("object").fillna("").astype(str).to_numpy()
-              if "input_dtypes" in part.columns else np.array([""] * len(part)))
+    dtype_codes, dtype_values = (_text_codes(part["input_dtypes"]) if "input_dtypes" in part.columns
+                                 else (np.full(len(part), -1), []))
     count = np.bincount(sub, minlength=n)
     total = np.bincount(sub, weights=dur, minlength=n)
     metric_means = means(part, sub, n, dur, metric_columns)
@@ -81,8 +81,10 @@ def shape_groups(kernels, codes: np.ndarray, wanted: Iterable[int], metric_colum
         code = int(frame["code"].iat[row])
         if multi.get(code, 0) < 2:
             continue
+        shape, dtype = shape_codes[row], dtype_codes[row]
         out.setdefault(code, []).append({
-            "input_shapes": _unquote(shapes[row]), "input_dtypes": _unquote(dtypes[row]),
+            "input_shapes": _unquote(shape_values[shape]) if shape >= 0 else "",
+            "input_dtypes": _unquote(dtype_values[dtype]) if dtype >= 0 else "",
             "count": int(count[g]), "total_us": float(total[g]), "avg_us": float(total[g] / count[g]),
             "metrics": {c: finite_or_none(v[g]) for c, v in metric_means.items()},
         })
@@ -165,6 +167,14 @@ def ai_cpu_operators(agg, totals: Mapping[str, float], rules: RuleSet) -> dict[s
     }
 
 
+def _text_codes(column) -> tuple[np.ndarray, list[str]]:
+    """(codes, distinct values) of a text column; -1 codes for missing cells. No per-row Python."""
+    import pandas as pd
+
+    cat = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    return cat.cat.codes.to_numpy(), [str(v) for v in cat.cat.categories]
+
+
 def dynamic_shape(kernels, comm_rows: np.ndarray, maker_of) -> dict[str, Any] | None:
     """Launches whose ``op_state`` is dynamic; None when the file has no OP State column (the advisor
     reports "all dynamic" on such files: not copied). Triton-style kernels are dynamic by design
@@ -172,14 +182,19 @@ def dynamic_shape(kernels, comm_rows: np.ndarray, maker_of) -> dict[str, Any] | 
     """
     if "op_state" not in kernels.columns:
         return None
-    state = kernels["op_state"].astype("object").fillna("").astype(str).str.strip().str.lower().to_numpy()
-    known = (state != "") & (state != "n/a") & ~comm_rows
+    codes, values = _text_codes(kernels["op_state"])
+    states = np.array([v.strip().lower() for v in values] + [""], dtype=object)
+    state = states[np.where(codes < 0, len(values), codes)]
+    known = ((state == "dynamic") | (state == "static")) & ~comm_rows
     dynamic = known & (state == "dynamic")
-    names = kernels["name"].astype(str).to_numpy()
-    ops = kernels["op_type"].astype(str).to_numpy()
-    pairs = {(n, o): maker_of(n, o) for n, o in set(zip(names[dynamic], ops[dynamic], strict=True))}
-    triton = np.array([pairs.get((n, o)) == "triton" if d else False
-                       for n, o, d in zip(names, ops, dynamic, strict=True)], dtype=bool)
+    name_codes, names = _text_codes(kernels["name"])
+    op_codes, ops = _text_codes(kernels["op_type"])
+    pairs = np.unique(np.stack([name_codes[dynamic], op_codes[dynamic]], axis=1), axis=0) if dynamic.any() else []
+    triton_pairs = {(int(n), int(o)) for n, o in pairs if maker_of(names[n], ops[o]) == "triton"}
+    triton = np.zeros(len(state), dtype=bool)
+    for n, o in triton_pairs:
+        triton |= (name_codes == n) & (op_codes == o)
+    triton &= dynamic
     vendor_dynamic = dynamic & ~triton
     return {
         "launches": int(known.sum()), "dynamic": int(dynamic.sum()), "triton_dynamic": int(triton.sum()),
@@ -207,15 +222,16 @@ def host_gaps(kernels, comm_rows: np.ndarray, rules: RuleSet, *, limit: int = 5)
     short = rules.thresholds["short_kernel_us"].value
     min_run = int(rules.thresholds["fusion_min_kernels"].value)
     busy_thr = rules.thresholds["host_bound_busy_fraction"]
-    devices = kernels["device"].astype(str).to_numpy()
+    device_codes, device_names = _text_codes(kernels["device"])
     start_all = kernels["start_us"].to_numpy(float)
     dur_all = kernels["duration_us"].to_numpy(float)
-    names_all = kernels["name"].astype(str).to_numpy()
-    breaks_all = comm_rows | (kernels["core_type"].astype(str).to_numpy() == "ai_cpu")
+    name_codes, names = _text_codes(kernels["name"])
+    core_codes, cores = _text_codes(kernels["core_type"])
+    breaks_all = comm_rows | (core_codes == (cores.index("ai_cpu") if "ai_cpu" in cores else -2))
     runs: list[dict[str, Any]] = []
     idle_total = span_total = 0.0
-    for dev in np.unique(devices):
-        rows = np.flatnonzero((devices == dev) & np.isfinite(start_all) & np.isfinite(dur_all))
+    for code, dev in enumerate(device_names):
+        rows = np.flatnonzero((device_codes == code) & np.isfinite(start_all) & np.isfinite(dur_all))
         if len(rows) < 2:
             continue
         rows = rows[np.argsort(start_all[rows], kind="stable")]
@@ -224,24 +240,23 @@ def host_gaps(kernels, comm_rows: np.ndarray, rules: RuleSet, *, limit: int = 5)
         gaps = np.clip(start[1:] - np.maximum.accumulate(end)[:-1], 0.0, None)
         idle_total += float(gaps.sum())
         span_total += float(end.max() - start.min())
-        is_short = (dur < short) & ~breaks_all[rows]
-        i = 0
-        while i < len(rows):
-            if not is_short[i]:
-                i += 1
-                continue
-            j = i
-            while j + 1 < len(rows) and is_short[j + 1]:
-                j += 1
-            if j - i + 1 >= min_run:
-                wall = float(end[i:j + 1].max() - start[i])
-                busy = float(dur[i:j + 1].sum())
-                if wall > 0 and busy / wall < busy_thr.value:
-                    runs.append({"device": str(dev), "first_row": int(rows[i]), "last_row": int(rows[j]),
-                                 "kernels": j - i + 1, "busy_us": busy, "wall_us": wall,
-                                 "idle_us": float(gaps[i:j].sum()), "busy_fraction": busy / wall,
-                                 "names": list(dict.fromkeys(names_all[rows[i:j + 1]]))[:6]})
-            i = j + 1
+        is_short = ((dur < short) & ~breaks_all[rows]).astype(np.int8)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], is_short, [0]))))
+        firsts, stops = edges[0::2], edges[1::2]  # each run of short kernels: [first, stop)
+        keep = stops - firsts >= min_run
+        firsts, stops = firsts[keep], stops[keep]
+        if not len(firsts):
+            continue
+        busy = np.array([dur[a:b].sum() for a, b in zip(firsts, stops, strict=True)])
+        wall = np.array([end[a:b].max() - start[a] for a, b in zip(firsts, stops, strict=True)])
+        idle = np.array([gaps[a:b - 1].sum() for a, b in zip(firsts, stops, strict=True)])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            host = (wall > 0) & (busy / wall < busy_thr.value)
+        for a, b, bu, wa, idl in zip(firsts[host], stops[host], busy[host], wall[host], idle[host], strict=True):
+            runs.append({"device": str(dev), "first_row": int(rows[a]), "last_row": int(rows[b - 1]),
+                         "kernels": int(b - a), "busy_us": float(bu), "wall_us": float(wa), "idle_us": float(idl),
+                         "busy_fraction": float(bu / wa),
+                         "names": [names[c] for c in dict.fromkeys(name_codes[rows[a:b]].tolist())][:6]})
     runs.sort(key=lambda r: -r["idle_us"])
     return {
         "idle_us": idle_total, "span_us": span_total,

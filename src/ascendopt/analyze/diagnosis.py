@@ -350,10 +350,10 @@ def _shape_means(frame, codes, n, dur, columns):
 def _comm_rows(profile: Profile, rules: RuleSet) -> np.ndarray:
     """Per-row communication mask (decided on distinct (name, op type, core type) triples)."""
     frame = profile.kernels
-    keys = frame[["name", "op_type", "core_type"]].astype(str)
-    codes = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    keys = ["name", "op_type", "core_type"]
+    codes = frame.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)
-    uniq = keys.iloc[first]
+    uniq = frame.iloc[first][keys].astype(str)
     mask = communication_mask(uniq["name"], uniq["op_type"], uniq["core_type"], rules)
     return mask[codes]
 
