@@ -265,6 +265,15 @@ def test_dynamic_shape_only_when_the_op_state_column_exists():
     assert analyze(load_profile(ASCEND / "memory_l0"))["dynamic_shape"] is None
 
 
+def test_triton_style_kernels_are_dynamic_by_design():
+    # real op_summary: three main_kernel launches, OP State dynamic, Type == Name (a compiler-generated kernel)
+    recs = records(OP_SUMMARY)
+    assert {r["OP State"] for r in recs} == {"dynamic"} and all(r["Op Name"] == r["OP Type"] for r in recs)
+    info = analyze(load_profile(ASCEND / "msprof_op_summary"))["dynamic_shape"]
+    assert info["dynamic"] == info["triton_dynamic"] == len(recs)
+    assert info["vendor_dynamic"] == 0 and info["lever"] is None  # no jit_compile advice for Triton kernels
+
+
 def test_host_gaps_match_the_advisors_free_time_and_flag_short_runs():
     report = analyze(load_profile(ASCEND / "level1_cnn"))
     gaps = report["host_gaps"]

@@ -187,14 +187,17 @@ def dynamic_shape(kernels, comm_rows: np.ndarray, maker_of) -> dict[str, Any] | 
     state = states[np.where(codes < 0, len(values), codes)]
     known = ((state == "dynamic") | (state == "static")) & ~comm_rows
     dynamic = known & (state == "dynamic")
+    import pandas as pd
+
     name_codes, names = _text_codes(kernels["name"])
     op_codes, ops = _text_codes(kernels["op_type"])
-    pairs = np.unique(np.stack([name_codes[dynamic], op_codes[dynamic]], axis=1), axis=0) if dynamic.any() else []
-    triton_pairs = {(int(n), int(o)) for n, o in pairs if maker_of(names[n], ops[o]) == "triton"}
-    triton = np.zeros(len(state), dtype=bool)
-    for n, o in triton_pairs:
-        triton |= (name_codes == n) & (op_codes == o)
-    triton &= dynamic
+    names, ops = names + [""], ops + [""]  # code -1 (a missing cell) -> ""
+    name_codes = np.where(name_codes < 0, len(names) - 1, name_codes)
+    op_codes = np.where(op_codes < 0, len(ops) - 1, op_codes)
+    pair = name_codes.astype(np.int64) * len(ops) + op_codes  # one id per (name, op type); hashed, not sorted
+    triton_ids = [int(p) for p in pd.unique(pair[dynamic])
+                  if maker_of(names[p // len(ops)], ops[p % len(ops)]) == "triton"]
+    triton = dynamic & np.isin(pair, triton_ids)
     vendor_dynamic = dynamic & ~triton
     return {
         "launches": int(known.sum()), "dynamic": int(dynamic.sum()), "triton_dynamic": int(triton.sum()),
