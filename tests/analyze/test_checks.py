@@ -312,3 +312,10 @@ def test_every_check_appears_in_text_and_json(cli):
     code, out, err = cli("analyze", str(ASCEND / "advisor_pipe"))
     assert code == 0 and "shape affinity: 8192,15365;8192,4096" in out
     assert ADVISOR.is_file()
+
+
+def test_profile_finding_prints_with_its_levers(cli):
+    # the fallback finding of a filtered target (trans_TransData_1 owns little time among many short kernels)
+    code, out, err = cli("analyze", str(ASCEND / "level1_cnn"), "-k", "regex:^trans_TransData_1$")
+    assert code == 0, err
+    assert "profile finding: Unfused / fallback" in out and "fix dispatch and fusion first" in out

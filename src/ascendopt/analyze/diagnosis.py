@@ -274,7 +274,8 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
            "threshold_name": share_thr.name, "origin": share_thr.origin},
           {"column": "small_kernels", "value": small, "op": ">=", "threshold": count_thr.value,
            "threshold_name": count_thr.name, "origin": count_thr.origin}]
-    return [{"class": rule.name, "label": rule.label, "evidence": ev, "levers": list(rule.levers)}]
+    return [{"class": rule.name, "label": rule.label, "evidence": ev, "levers": [lv.text for lv in rule.levers],
+             "lever_origins": [lv.origin for lv in rule.levers]}]
 
 
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
