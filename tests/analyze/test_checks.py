@@ -85,6 +85,19 @@ def test_a_vector_op_named_broadcast_to_is_compute():
     assert report["communication"]["count"] == 4  # the 4 real HCCL rows only
 
 
+def test_collective_names_on_any_core():
+    from ascendopt.analyze.diagnosis import communication_mask
+
+    # real names: hcom_allReduce__586_0_1 (level1_cnn), hcom_broadcast__483_0 / hcom_allGather__483_3 (memory_l0),
+    # aclnnEqTensor_BroadcastToAiCore_BroadcastTo (a vector op); the others are the names the issue lists
+    names = ["hcom_allReduce__586_0_1", "hcom_broadcast__483_0", "hcom_allGather__483_3", "allreduce", "allgather",
+             "reduce_scatter", "alltoall", "broadcast", "aclnnEqTensor_BroadcastToAiCore_BroadcastTo", "trans_Cast_5"]
+    types = ["hcom_allReduce_", "hcom_broadcast_", "hcom_allGather_", "allreduce", "AllGather", "ReduceScatter",
+             "AllToAll", "HcomBroadcast", "BroadcastTo", "Cast"]
+    cores = ["communication", "communication", "communication"] + ["ai_cpu"] * 5 + ["vector", "ai_cpu"]
+    assert communication_mask(names, types, cores, load_rules()).tolist() == [True] * 8 + [False, False]
+
+
 # -- combined-pipe memory bound ---------------------------------------------------------------------
 
 def test_copy_kernel_whose_pipes_together_saturate_is_memory_bound():
