@@ -51,8 +51,9 @@ def launch_groups(kernels, codes: np.ndarray, wanted: Iterable[int]) -> dict[int
 def shape_groups(kernels, codes: np.ndarray, wanted: Iterable[int], metric_columns: list[str],
                  means) -> dict[int, list[dict[str, Any]]]:
     """Per-shape aggregates of the kernels ``wanted``: ``{code: [{"input_shapes", "input_dtypes", "count",
-    "total_us", "avg_us", "metrics"}]}`` (most time first), only for kernels launched with more than one
-    input shape. ``means(frame, codes, n, dur, columns)`` is the duration-weighted mean of the aggregate."""
+    "total_us", "avg_us", "metrics"}]}`` (most time first; one entry for a kernel launched with one shape).
+    ``means(frame, codes, n, dur, columns)`` is the duration-weighted mean of the aggregate. Empty when the
+    table has no input-shape column."""
     import pandas as pd
 
     if SHAPE_COLUMN not in kernels.columns:
@@ -64,9 +65,6 @@ def shape_groups(kernels, codes: np.ndarray, wanted: Iterable[int], metric_colum
     part = kernels.iloc[rows]
     shape_codes, shape_values = _text_codes(part[SHAPE_COLUMN])
     frame = pd.DataFrame({"code": codes[rows], "shape": shape_codes})
-    multi = frame.groupby("code")["shape"].nunique(dropna=False)
-    if (multi < 2).all():
-        return {}
     sub = frame.groupby(["code", "shape"], sort=False).ngroup().to_numpy()
     n = int(sub.max()) + 1
     dur = part["duration_us"].to_numpy(float)
@@ -79,8 +77,6 @@ def shape_groups(kernels, codes: np.ndarray, wanted: Iterable[int], metric_colum
     out: dict[int, list[dict[str, Any]]] = {}
     for g, row in enumerate(first):
         code = int(frame["code"].iat[row])
-        if multi.get(code, 0) < 2:
-            continue
         shape, dtype = shape_codes[row], dtype_codes[row]
         out.setdefault(code, []).append({
             "input_shapes": _unquote(shape_values[shape]) if shape >= 0 else "",

@@ -96,12 +96,13 @@ def aggregate(profile: Profile, rules: RuleSet | None = None):
 
     See ``_aggregate``; this form drops the per-row group ids.
     """
-    agg, totals, comm, _ = _aggregate(profile, rules or load_rules())
+    agg, totals, comm, _, _ = _aggregate(profile, rules or load_rules())
     return agg, totals, comm
 
 
 def _aggregate(profile: Profile, rules: RuleSet):
-    """Per-kernel aggregate -> (frame, device totals Series, communication dict, per-row group ids).
+    """Per-kernel aggregate -> (frame, device totals Series, communication dict, per-row group ids,
+    per-row communication mask).
 
     Frame columns: device, name, core_type, op_type, code (the group id), count, total_us, avg_us,
     share, block_dim, block_dim_min, mix_block_dim, then the duration-weighted mean of every metric
@@ -146,7 +147,7 @@ def _aggregate(profile: Profile, rules: RuleSet):
     agg["avg_us"] = agg["total_us"] / agg["count"]
     agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
     agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
-    return agg, totals, comm, codes
+    return agg, totals, comm, codes, is_comm[codes]
 
 
 def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndarray:
@@ -234,8 +235,11 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "affinity": [],
     }
     if shapes:
+        # one shape: the kernel's own verdict is the shape's; its affinity still counts
         entry["shapes"], bound_ev = _classify_shapes(entry, shapes, profile, rules)
         entry["affinity"] = [s["affinity"] for s in entry["shapes"] if s.get("affinity")]
+        if len(shapes) == 1:
+            entry["shapes"], bound_ev = [], []
         if bound_ev:
             rule = rules.rule("shape_bound")
             entry["findings"].append({"class": rule.name, "label": rule.label, "evidence": bound_ev,
@@ -288,7 +292,7 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     rules = rules or load_rules()
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: must be at least 1")
-    agg, totals, comm, codes = _aggregate(profile, rules)
+    agg, totals, comm, codes, comm_rows = _aggregate(profile, rules)
     names = agg["name"].astype(str).tolist()
     profile_findings: list[dict[str, Any]] = []
     selected = agg
@@ -308,10 +312,6 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     shapes = checks.shape_groups(profile.kernels, codes, wanted, profile.metric_columns, _shape_means)
     kernels = [_kernel_entry(row, metric_cols, profile, rules, groups.get(int(row["code"])),
                              shapes.get(int(row["code"]))) for row in selected.to_dict("records")]
-    for k in kernels:
-        if not k["affinity"] and k["kind"] and k["kind"]["family"] in ("matmul", "attention") and not k["shapes"]:
-            k["affinity"] = _single_shape_affinity(profile, k, rules)
-    comm_rows = _comm_rows(profile, rules)
 
     def maker_of(name: str, op_type: str) -> str:
         return kernel_kind(name, op_type, "", rules).maker
@@ -346,33 +346,6 @@ def _shape_means(frame, codes, n, dur, columns):
     agg = pd.DataFrame(means)
     _add_derived(agg)
     return {c: agg[c].to_numpy(float) for c in agg.columns}
-
-
-def _comm_rows(profile: Profile, rules: RuleSet) -> np.ndarray:
-    """Per-row communication mask (decided on distinct (name, op type, core type) triples)."""
-    frame = profile.kernels
-    keys = ["name", "op_type", "core_type"]
-    codes = frame.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
-    _, first = np.unique(codes, return_index=True)
-    uniq = frame.iloc[first][keys].astype(str)
-    mask = communication_mask(uniq["name"], uniq["op_type"], uniq["core_type"], rules)
-    return mask[codes]
-
-
-def _single_shape_affinity(profile: Profile, kernel: Mapping[str, Any], rules: RuleSet) -> list[dict[str, Any]]:
-    """Affinity of a matmul / attention kernel launched with one input shape."""
-    from ascendopt.analyze.rules import KernelKind
-
-    if checks.SHAPE_COLUMN not in profile.kernels.columns:
-        return []
-    frame = profile.kernels
-    rows = (frame["name"].astype(str) == kernel["name"]) & (frame["core_type"].astype(str) == kernel["core_type"])
-    values = frame.loc[rows, checks.SHAPE_COLUMN].dropna().astype(str).unique()
-    if len(values) != 1:
-        return []
-    kind = KernelKind(**kernel["kind"])
-    found = checks.shape_affinity(kind, values[0], rules)
-    return [found] if found else []
 
 
 def _key(k: Mapping[str, Any]) -> tuple[str, str, str]:
