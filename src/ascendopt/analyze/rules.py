@@ -395,13 +395,6 @@ def right_core_count(core_type: str, device: Mapping[str, Any]) -> tuple[str, in
     return "vector_cores", device.get("vector_cores")
 
 
-def core_use(kernel: Mapping[str, Any], device: Mapping[str, Any], rules: RuleSet,
-             kk: KernelKind | None = None) -> list[Finding]:
-    """Core-use findings for one NPU kernel from its block count and the device's core counts."""
-    groups = [{"block_dim": kernel.get("block_dim"), "mix_block_dim": kernel.get("mix_block_dim"), "count": None}]
-    return core_use_groups(kernel, groups, device, rules, kk)
-
-
 def core_use_groups(kernel: Mapping[str, Any], groups: list[Mapping[str, Any]], device: Mapping[str, Any],
                     rules: RuleSet, kk: KernelKind | None = None) -> list[Finding]:
     """Core-use findings per launch group (launches of one kernel with one block dim / mix block dim).

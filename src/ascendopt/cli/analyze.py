@@ -108,7 +108,7 @@ def _render_profile_checks(report: dict[str, Any]) -> None:
     if gaps and gaps["span_us"]:
         console.out(f"host gaps: device idle {gaps['idle_us']:.1f} us between tasks "
                     f"({100 * gaps['idle_share']:.1f} % of the {gaps['span_us']:.1f} us span); "
-                    f"{gaps['host_bound_runs']} runs of >= {gaps['rule']['fusion_min_kernels']} short kernels "
+                    f"{gaps['host_bound_runs']} run(s) of >= {gaps['rule']['fusion_min_kernels']} short kernels "
                     f"busy < {gaps['rule']['threshold']:g} of their wall time")
         for r in gaps["runs"]:
             console.out(f"  rows {r['first_row']}-{r['last_row']} ({r['kernels']} kernels, busy {r['busy_us']:.1f} us, "
