@@ -50,6 +50,32 @@ def test_bad_rules_yaml_names_the_field():
         parse_rules({"schema": 2})
 
 
+def test_bad_levers_natures_and_patterns_name_the_field():
+    import copy
+
+    import yaml
+
+    from ascendopt.device.config import config_dir
+
+    base = yaml.safe_load((config_dir() / "rules.yaml").read_text())
+    bad = copy.deepcopy(base)
+    bad["classes"]["cube_bound"]["nature"] = "speed"
+    with pytest.raises(UsageError, match="classes -> cube_bound -> nature: expected compute, memory or other"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    bad["classes"]["mte2_bound"]["levers"][0] = {"origin": "o"}
+    with pytest.raises(UsageError, match=r"classes -> mte2_bound -> levers\[0\]: expected text"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    bad["communication"]["pattern"] = "(allreduce"
+    with pytest.raises(UsageError, match="communication / kinds: bad pattern"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    del bad["thresholds"]["near_tie_margin"]
+    with pytest.raises(UsageError, match="thresholds: missing near_tie_margin"):
+        parse_rules(bad)
+
+
 def test_mte2_bound_vector_kernel_from_level1():
     # raw row: aiv_mte2_ratio 0.98 on the first ForeachAddList launch, vec 0.06 (vector_operators 0.7)
     result = classify(kernel_of("level1_cnn", "aclnnForeachAddListV2_ForeachAddListV2_ForeachAddList"),
