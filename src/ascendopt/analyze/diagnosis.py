@@ -2,8 +2,10 @@
 
 ``analyze(profile)`` aggregates the canonical kernel table per (device, name, core type):
 count, total and average duration, share of the device's total kernel time (communication tasks
-excluded, as op_statistic.csv does), duration-weighted mean metrics, then classifies each listed
-kernel with ``rules.classify``. ``compare(before, after)`` diffs two such reports per kernel.
+excluded, as op_statistic.csv does, and collectives on any core with them), duration-weighted mean
+metrics, then classifies each listed kernel with ``rules.classify``, per launch group (block dims) and
+per input shape, and adds the profile-wide checks of ``analyze.checks`` (AI CPU operators, dynamic
+shape, host gaps). ``compare(before, after)`` diffs two such reports per kernel.
 Both return JSON-ready dicts; rendering lives in ``cli/analyze.py``.
 """
 
@@ -285,6 +287,11 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
             rules: RuleSet | None = None) -> dict[str, Any]:
     """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
+
+    Per kernel: ``kind`` (core / family / maker), ``launch_groups``, ``shapes`` (per-shape verdicts when it
+    ran with several input shapes), ``affinity`` (shape-affinity warnings), ``findings`` with evidence
+    sentences and lever origins. Profile-wide: ``communication`` (``by_core``, ``kernels``), ``ai_cpu``,
+    ``dynamic_shape`` (None without an OP State column) and ``host_gaps`` (None without start times).
 
     ``kernel_filter``: substring of a kernel name or op type, or ``regex:EXPR``; matching nothing
     raises UsageError naming the closest kernels. ``top``: keep the N kernels with most time.
