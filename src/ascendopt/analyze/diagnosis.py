@@ -196,7 +196,8 @@ def _classify_shapes(kernel: dict[str, Any], shapes: list[dict[str, Any]], profi
             bound_ev.append({"column": "input_shapes", "value": entry["input_shapes"], "op": "bound",
                              "threshold": first.get("threshold"), "threshold_name": first.get("threshold_name", ""),
                              "origin": first.get("origin", ""), "launches": entry["count"],
-                             "text": f"shape {entry['input_shapes']} ({entry['count']} launches, "
+                             "text": f"shape {entry['input_shapes']} ({entry['count']} "
+                                     f"launch{'es' if entry['count'] != 1 else ''}, "
                                      f"{entry['total_us']:.1f} us) is {entry['bound_label']}: "
                                      f"{first.get('text', '')}; the kernel's mean is {kernel['bound_label']}"})
     return out, bound_ev
