@@ -31,7 +31,7 @@ def kernel_of(fixture, name, **override):
 def test_rules_yaml_is_complete_and_every_number_has_an_origin():
     rules = load_rules()
     assert all(t.origin and len(t.origin) > 10 for t in rules.thresholds.values())
-    known = set(ASCEND_COLUMNS.values()) | set(NCU_METRICS) | {"ub_bw_vector_gbs"}
+    known = set(ASCEND_COLUMNS.values()) | set(NCU_METRICS) | {"ub_bw_vector_gbs", "vector_pipe_sum_ratio"}
     for rule in rules.pipe_rules:
         assert rule.levers and rule.checks
         assert {c.column for c in rule.checks} <= known, rule.name
@@ -48,6 +48,32 @@ def test_bad_rules_yaml_names_the_field():
         parse_rules({"schema": 1, "thresholds": {"x": {"value": 1}}})
     with pytest.raises(UsageError, match="schema"):
         parse_rules({"schema": 2})
+
+
+def test_bad_levers_natures_and_patterns_name_the_field():
+    import copy
+
+    import yaml
+
+    from ascendopt.device.config import config_dir
+
+    base = yaml.safe_load((config_dir() / "rules.yaml").read_text())
+    bad = copy.deepcopy(base)
+    bad["classes"]["cube_bound"]["nature"] = "speed"
+    with pytest.raises(UsageError, match="classes -> cube_bound -> nature: expected compute, memory or other"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    bad["classes"]["mte2_bound"]["levers"][0] = {"origin": "o"}
+    with pytest.raises(UsageError, match=r"classes -> mte2_bound -> levers\[0\]: expected text"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    bad["communication"]["pattern"] = "(allreduce"
+    with pytest.raises(UsageError, match="communication / kinds: bad pattern"):
+        parse_rules(bad)
+    bad = copy.deepcopy(base)
+    del bad["thresholds"]["near_tie_margin"]
+    with pytest.raises(UsageError, match="thresholds: missing near_tie_margin"):
+        parse_rules(bad)
 
 
 def test_mte2_bound_vector_kernel_from_level1():

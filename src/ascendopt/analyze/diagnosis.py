@@ -2,8 +2,10 @@
 
 ``analyze(profile)`` aggregates the canonical kernel table per (device, name, core type):
 count, total and average duration, share of the device's total kernel time (communication tasks
-excluded, as op_statistic.csv does), duration-weighted mean metrics, then classifies each listed
-kernel with ``rules.classify``. ``compare(before, after)`` diffs two such reports per kernel.
+excluded, as op_statistic.csv does, and collectives on any core with them), duration-weighted mean
+metrics, then classifies each listed kernel with ``rules.classify``, per launch group (block dims) and
+per input shape, and adds the profile-wide checks of ``analyze.checks`` (AI CPU operators, dynamic
+shape, host gaps). ``compare(before, after)`` diffs two such reports per kernel.
 Both return JSON-ready dicts; rendering lives in ``cli/analyze.py``.
 """
 
@@ -15,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ascendopt.analyze import checks
 from ascendopt.analyze.matching import name_matcher
-from ascendopt.analyze.rules import RuleSet, classify, load_rules
+from ascendopt.analyze.rules import VECTOR_PIPE_SUM, RuleSet, classify, kernel_kind, load_rules
 from ascendopt.analyze.traces import Profile
 from ascendopt.analyze.traces.columns import NON_COMPUTE_CORE_TYPES
 from ascendopt.console import finite_or_none
@@ -37,26 +40,91 @@ def _group_codes(compute):
     return codes, len(first), first
 
 
-def aggregate(profile: Profile):
+def _weighted_means(frame, codes, n: int, dur, columns) -> dict[str, np.ndarray]:
+    """Duration-weighted mean per group of every column in ``columns`` (NaN cells left out).
+
+    A group whose durations are all 0 still has metrics: it takes the plain mean.
+    """
+    out: dict[str, np.ndarray] = {}
+    for col in columns:
+        if col not in frame.columns:
+            continue
+        values = frame[col].to_numpy(float)
+        present = ~np.isnan(values)
+        if not present.any():
+            out[col] = np.full(n, np.nan)
+            continue
+        filled = np.where(present, values, 0.0)
+        num = np.bincount(codes, weights=filled * dur, minlength=n)
+        den = np.bincount(codes, weights=np.where(present, dur, 0.0), minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = num / den
+            if (den == 0).any():
+                plain = np.bincount(codes, weights=filled, minlength=n) / np.bincount(codes, weights=present,
+                                                                                       minlength=n)
+                mean = np.where(den > 0, mean, plain)
+        out[col] = mean
+    return out
+
+
+def _add_derived(agg) -> None:
+    """Derived metric columns of an aggregate frame (in place): max of the two core halves, UB vector
+    traffic, and the vector side's vec + MTE2 + MTE3 sum (msprof-analyze's combined-pipe total)."""
+    for name, (a, b) in DERIVED.items():
+        if a in agg.columns or b in agg.columns:
+            agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
+    if all(c in agg.columns for c in UB_VECTOR):
+        agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+    parts = [c for c in VECTOR_PIPE_SUM if c in agg.columns]
+    if parts:
+        values = np.column_stack([agg[c].to_numpy(float) for c in parts])
+        with np.errstate(invalid="ignore"):
+            agg["vector_pipe_sum_ratio"] = np.where(np.isnan(values).all(axis=1), np.nan, np.nansum(values, axis=1))
+
+
+def communication_mask(names, op_types, core_types, rules: RuleSet) -> np.ndarray:
+    """True where a task is communication: its core type says so, or its name / op type is a collective
+    (``rules.communication``), whatever core it ran on (AI_CPU ``allreduce`` tasks included)."""
+    names, op_types = np.asarray(names, dtype=object), np.asarray(op_types, dtype=object)
+    by_core = np.isin(np.asarray(core_types, dtype=object), list(NON_COMPUTE_CORE_TYPES))
+    pattern = rules.communication
+    named = np.array([bool(pattern.search(str(a)) or pattern.search(str(b))) for a, b in zip(names, op_types,
+                                                                                        strict=True)], dtype=bool)
+    return by_core | named
+
+
+def aggregate(profile: Profile, rules: RuleSet | None = None):
     """Per-kernel aggregate of the compute rows -> (frame, device totals Series, communication dict).
 
-    Frame columns: device, name, core_type, op_type, count, total_us, avg_us, share, block_dim,
-    block_dim_min, mix_block_dim, then the duration-weighted mean of every metric column.
-    Vectorised with one group id per row and ``np.bincount`` per column: no per-row Python and
+    See ``_aggregate``; this form drops the per-row group ids.
+    """
+    agg, totals, comm, _, _ = _aggregate(profile, rules or load_rules())
+    return agg, totals, comm
+
+
+def _aggregate(profile: Profile, rules: RuleSet):
+    """Per-kernel aggregate -> (frame, device totals Series, communication dict, per-row group ids,
+    per-row communication mask).
+
+    Frame columns: device, name, core_type, op_type, code (the group id), count, total_us, avg_us,
+    share, block_dim, block_dim_min, mix_block_dim, then the duration-weighted mean of every metric
+    column. Vectorised with one group id per row and ``np.bincount`` per column: no per-row Python and
     no row-by-metric temporaries (a 10^6-row table stays within a few column-sized buffers).
+    Communication (by core type, or by a collective's name on any core) is left out of the frame and
+    the totals and summed in the communication dict: ``count``, ``total_us``, ``by_core`` (core type ->
+    us) and ``kernels`` (the largest communication tasks by name).
     """
     import pandas as pd
 
     # Communication rows form groups of their own, dropped at the end: filtering rows first
     # would copy every column of a big table.
     compute = profile.kernels
-    is_comm = compute["core_type"].isin(list(NON_COMPUTE_CORE_TYPES)).to_numpy()
-    comm = {"count": int(is_comm.sum()), "total_us": float(compute["duration_us"].to_numpy()[is_comm].sum())}
     codes, n, first = _group_codes(compute)
     dur = compute["duration_us"].to_numpy(float)
     agg = compute.iloc[first][KEYS + ["op_type"]].reset_index(drop=True)
     for col in ("device", "name", "core_type", "op_type"):
         agg[col] = agg[col].astype(str)
+    agg["code"] = np.arange(n)
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
     agg["total_us"] = np.bincount(codes, weights=dur, minlength=n)
     blocks = pd.DataFrame({"block_dim": compute["block_dim"].to_numpy(float),
@@ -64,36 +132,24 @@ def aggregate(profile: Profile):
     agg["block_dim"] = blocks["block_dim"].max().reindex(range(n)).to_numpy()
     agg["block_dim_min"] = blocks["block_dim"].min().reindex(range(n)).to_numpy()
     agg["mix_block_dim"] = blocks["mix_block_dim"].max().reindex(range(n)).to_numpy()
-    for col in profile.metric_columns:
-        if col not in compute.columns:
-            continue
-        values = compute[col].to_numpy(float)
-        present = ~np.isnan(values)
-        if not present.any():
-            agg[col] = np.nan
-            continue
-        filled = np.where(present, values, 0.0)
-        num = np.bincount(codes, weights=filled * dur, minlength=n)
-        den = np.bincount(codes, weights=np.where(present, dur, 0.0), minlength=n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = num / den
-            if (den == 0).any():  # a kernel whose durations are all 0 still has metrics: plain mean
-                plain = np.bincount(codes, weights=filled, minlength=n) / np.bincount(codes, weights=present,
-                                                                                       minlength=n)
-                mean = np.where(den > 0, mean, plain)
+    for col, mean in _weighted_means(compute, codes, n, dur, profile.metric_columns).items():
         agg[col] = mean
-    for name, (a, b) in DERIVED.items():
-        if a in agg.columns or b in agg.columns:
-            agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
-    if all(c in agg.columns for c in UB_VECTOR):
-        agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+    _add_derived(agg)
+    is_comm = communication_mask(agg["name"], agg["op_type"], agg["core_type"], rules)
+    comm_groups = agg[is_comm]
+    by_core = comm_groups.groupby("core_type")["total_us"].sum()
+    by_name = comm_groups.groupby("name")["total_us"].sum().sort_values(ascending=False).head(5)
+    comm = {"count": int(comm_groups["count"].sum()), "total_us": float(comm_groups["total_us"].sum()),
+            "by_core": {str(k): float(v) for k, v in by_core.items()},
+            "kernels": [{"name": str(k), "total_us": float(v)} for k, v in by_name.items()],
+            "rule": {"pattern": rules.communication.pattern, "origin": rules.communication_origin}}
     # op_statistic.csv leaves communication out of its Ratio(%); shares here do the same
-    agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
+    agg = agg[~is_comm].copy()
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
     agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
     agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
-    return agg, totals, comm
+    return agg, totals, comm, codes, is_comm[codes]
 
 
 def match_filter(names: list[str], op_types: list[str], pattern: str) -> np.ndarray:
@@ -116,17 +172,54 @@ def _no_match(pattern: str, names: list[str], path: Any) -> UsageError:
                       hint="use a substring of a name above, or regex:EXPR")
 
 
-def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profile, rules: RuleSet) -> dict[str, Any]:
+def _classify_shapes(kernel: dict[str, Any], shapes: list[dict[str, Any]], profile: Profile,
+                     rules: RuleSet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per-shape verdicts of one kernel and the shape_bound evidence (shapes bound while the mean is not)."""
+    out, bound_ev = [], []
+    kernel_pipe = kernel["bound"] in {r.name for r in rules.pipe_rules} or kernel["bound"] == "compute_memory_tie"
+    for shape in shapes:
+        metrics = {**shape["metrics"]}
+        shape_kernel = {"name": kernel["name"], "op_type": kernel["op_type"], "core_type": kernel["core_type"],
+                        "avg_us": shape["avg_us"], "metrics": metrics, "launch_groups": [{"block_dim": None}]}
+        result = classify(shape_kernel, kind=profile.kind, device={}, rules=rules)
+        pipe = [f for f in result.findings if f.cls == result.bound and f.evidence]
+        entry = {k: shape[k] for k in ("input_shapes", "input_dtypes", "count", "total_us", "avg_us")}
+        entry.update({"bound": result.bound, "bound_label": rules.rule(result.bound).label,
+                      "evidence": [e for f in pipe for e in f.evidence]})
+        affinity = checks.shape_affinity(result.kind, shape["input_shapes"], rules) if result.kind else None
+        if affinity:
+            entry["affinity"] = affinity
+        out.append(entry)
+        is_pipe = result.bound in {r.name for r in rules.pipe_rules} or result.bound == "compute_memory_tie"
+        if is_pipe and not kernel_pipe:
+            first = entry["evidence"][0] if entry["evidence"] else {}
+            bound_ev.append({"column": "input_shapes", "value": entry["input_shapes"], "op": "bound",
+                             "threshold": first.get("threshold"), "threshold_name": first.get("threshold_name", ""),
+                             "origin": first.get("origin", ""), "launches": entry["count"],
+                             "text": f"shape {entry['input_shapes']} ({entry['count']} "
+                                     f"launch{'es' if entry['count'] != 1 else ''}, "
+                                     f"{entry['total_us']:.1f} us) is {entry['bound_label']}: "
+                                     f"{first.get('text', '')}; the kernel's mean is {kernel['bound_label']}"})
+    return out, bound_ev
+
+
+def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profile, rules: RuleSet,
+                  groups: list[dict[str, Any]] | None = None,
+                  shapes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     metrics = {c: finite_or_none(row.get(c)) for c in metric_cols}
-    kernel = {"core_type": row["core_type"], "avg_us": float(row["avg_us"]),
-              "block_dim": finite_or_none(row["block_dim"]), "metrics": metrics}
+    kernel = {"name": str(row["name"]), "op_type": str(row["op_type"]), "core_type": row["core_type"],
+              "avg_us": float(row["avg_us"]), "block_dim": finite_or_none(row["block_dim"]),
+              "mix_block_dim": finite_or_none(row["mix_block_dim"]), "metrics": metrics}
+    if groups:
+        kernel["launch_groups"] = groups
     result = classify(kernel, kind=profile.kind, device=profile.device, rules=rules)
     primary = rules.rule(result.bound)
-    return {
+    entry = {
         "name": str(row["name"]),
         "device": str(row["device"]),
         "core_type": str(row["core_type"]),
         "op_type": str(row["op_type"]),
+        "kind": result.kind.to_dict() if result.kind else None,
         "count": int(row["count"]),
         "total_us": float(row["total_us"]),
         "avg_us": float(row["avg_us"]),
@@ -134,13 +227,29 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "block_dim": finite_or_none(row["block_dim"]),
         "block_dim_min": finite_or_none(row["block_dim_min"]),
         "mix_block_dim": finite_or_none(row["mix_block_dim"]),
+        "launch_groups": groups or [],
         "bound": result.bound,
         "bound_label": primary.label,
         "evidence": result.evidence,
         "findings": [f.to_dict() for f in result.findings],
         "metrics": metrics,
         "levers": result.levers,
+        "shapes": [],
+        "affinity": [],
     }
+    if shapes:
+        # one shape: the kernel's own verdict is the shape's; its affinity still counts
+        entry["shapes"], bound_ev = _classify_shapes(entry, shapes, profile, rules)
+        entry["affinity"] = [s["affinity"] for s in entry["shapes"] if s.get("affinity")]
+        if len(shapes) == 1:
+            entry["shapes"], bound_ev = [], []
+        if bound_ev:
+            rule = rules.rule("shape_bound")
+            entry["findings"].append({"class": rule.name, "label": rule.label, "evidence": bound_ev,
+                                      "levers": [lv.text for lv in rule.levers],
+                                      "lever_origins": [lv.origin for lv in rule.levers]})
+            entry["levers"] = list(dict.fromkeys(entry["levers"] + [lv.text for lv in rule.levers]))
+    return entry
 
 
 def _op_types(profile: Profile, agg, limit: int = 15) -> list[dict[str, Any]]:
@@ -172,12 +281,18 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
            "threshold_name": share_thr.name, "origin": share_thr.origin},
           {"column": "small_kernels", "value": small, "op": ">=", "threshold": count_thr.value,
            "threshold_name": count_thr.name, "origin": count_thr.origin}]
-    return [{"class": rule.name, "label": rule.label, "evidence": ev, "levers": list(rule.levers)}]
+    return [{"class": rule.name, "label": rule.label, "evidence": ev, "levers": [lv.text for lv in rule.levers],
+             "lever_origins": [lv.origin for lv in rule.levers]}]
 
 
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
             rules: RuleSet | None = None) -> dict[str, Any]:
     """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
+
+    Per kernel: ``kind`` (core / family / maker), ``launch_groups``, ``shapes`` (per-shape verdicts when it
+    ran with several input shapes), ``affinity`` (shape-affinity warnings), ``findings`` with evidence
+    sentences and lever origins. Profile-wide: ``communication`` (``by_core``, ``kernels``), ``ai_cpu``,
+    ``dynamic_shape`` (None without an OP State column) and ``host_gaps`` (None without start times).
 
     ``kernel_filter``: substring of a kernel name or op type, or ``regex:EXPR``; matching nothing
     raises UsageError naming the closest kernels. ``top``: keep the N kernels with most time.
@@ -185,7 +300,7 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     rules = rules or load_rules()
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: must be at least 1")
-    agg, totals, comm = aggregate(profile)
+    agg, totals, comm, codes, comm_rows = _aggregate(profile, rules)
     names = agg["name"].astype(str).tolist()
     profile_findings: list[dict[str, Any]] = []
     selected = agg
@@ -198,9 +313,17 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     if top is not None:
         selected = selected.head(top)
     metric_cols = [c for c in agg.columns if c not in
-                   ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "share",
+                   ("device", "name", "core_type", "op_type", "code", "count", "total_us", "avg_us", "share",
                     "block_dim", "block_dim_min", "mix_block_dim")]
-    kernels = [_kernel_entry(row, metric_cols, profile, rules) for row in selected.to_dict("records")]
+    wanted = selected["code"].astype(int).tolist()
+    groups = checks.launch_groups(profile.kernels, codes, wanted)
+    shapes = checks.shape_groups(profile.kernels, codes, wanted, profile.metric_columns, _shape_means)
+    kernels = [_kernel_entry(row, metric_cols, profile, rules, groups.get(int(row["code"])),
+                             shapes.get(int(row["code"]))) for row in selected.to_dict("records")]
+
+    def maker_of(name: str, op_type: str) -> str:
+        return kernel_kind(name, op_type, "", rules).maker
+
     return {
         "schema": SCHEMA,
         "profile": str(profile.path),
@@ -217,7 +340,20 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "kernels": kernels,
         "op_types": _op_types(profile, agg),
         "findings": profile_findings,
+        "ai_cpu": checks.ai_cpu_operators(agg, {str(k): float(v) for k, v in totals.items()}, rules),
+        "dynamic_shape": checks.dynamic_shape(profile.kernels, comm_rows, maker_of),
+        "host_gaps": checks.host_gaps(profile.kernels, comm_rows, rules),
     }
+
+
+def _shape_means(frame, codes, n, dur, columns):
+    """Per-shape means: the aggregate's weighted means plus its derived columns (combined-pipe sum, ...)."""
+    import pandas as pd
+
+    means = _weighted_means(frame, codes, n, dur, columns)
+    agg = pd.DataFrame(means)
+    _add_derived(agg)
+    return {c: agg[c].to_numpy(float) for c in agg.columns}
 
 
 def _key(k: Mapping[str, Any]) -> tuple[str, str, str]:

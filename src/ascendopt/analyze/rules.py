@@ -6,12 +6,19 @@ above 1, so classes are never shares of a total; docs/profiler-formats.md §6.1)
 no pipe class fires, the kernel is latency-bound (short) or has no dominant pipe (long); without
 counters it is not classified. Core-use checks (NPU only) add findings of their own: a vector
 kernel on the cube core count, fewer blocks than cores, a partial last wave, a grid over 65535.
-Every finding carries the column, value, threshold name, threshold value and its origin.
+Every finding carries the column, value, threshold name, threshold value, its origin and a sentence.
+
+Levers depend on the kernel's kind (``kernel_kind``): core (cube / vector / mix), family (matmul / copy /
+attention / conv / other) and maker (a CANN vendor op, a Triton kernel, or unknown), so a matmul never
+gets gate-stride advice and a cube-only kernel no vector-core advice. Thresholds may differ per family
+(the advisor's cube_operators thresholds for matmuls). Two fired classes of different nature (compute /
+memory) within ``near_tie_margin`` of each other make the ``compute_memory_tie`` class.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,6 +28,8 @@ from ascendopt.console import finite_or_none
 from ascendopt.errors import UsageError
 
 NPU_KINDS = ("npu", "msprof", "msprof-op")
+# msprof-analyze vector_operators "total": vec + MTE2 + MTE3 of the vector core, one derived column
+VECTOR_PIPE_SUM = ("vec_ratio", "vector_mte2_ratio", "mte3_ratio")
 PIPE_COLUMNS = ("mac_ratio", "vec_ratio", "cube_scalar_ratio", "vector_scalar_ratio", "mte1_ratio",
                 "cube_mte2_ratio", "vector_mte2_ratio", "mte3_ratio", "fixpipe_ratio", "dram_ratio", "l2_ratio")
 
@@ -36,6 +45,26 @@ class Threshold:
 class Check:
     column: str
     threshold: Threshold
+    families: tuple[str, ...] = ()  # evaluated only for kernels of these families (empty: all)
+    except_families: tuple[str, ...] = ()
+
+    def applies(self, family: str) -> bool:
+        return (not self.families or family in self.families) and family not in self.except_families
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One piece of advice, limited to kernels of some cores / families / makers (empty: any)."""
+
+    text: str
+    origin: str
+    cores: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    makers: tuple[str, ...] = ()
+
+    def fits(self, kind: KernelKind) -> bool:
+        return all(not allowed or value in allowed for allowed, value in
+                   ((self.cores, kind.core), (self.families, kind.family), (self.makers, kind.maker)))
 
 
 @dataclass(frozen=True)
@@ -43,8 +72,27 @@ class Rule:
     name: str
     label: str
     checks: tuple[Check, ...]
-    levers: tuple[str, ...]
+    levers: tuple[Lever, ...]
     backends: tuple[str, ...]
+    nature: str = "other"  # compute | memory | other
+    secondary: bool = False  # never leads while another class fired
+
+
+@dataclass(frozen=True)
+class KernelKind:
+    """What a kernel is, as far as its profiler row tells.
+
+    ``core``: cube | vector | mix | ai_cpu | other. ``family``: matmul | attention | conv | copy | other.
+    ``maker``: vendor (a CANN op) | triton (a Triton-style kernel) | unknown. ``why``: the sentence.
+    """
+
+    core: str
+    family: str
+    maker: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"core": self.core, "family": self.family, "maker": self.maker, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -52,6 +100,9 @@ class RuleSet:
     thresholds: dict[str, Threshold]
     pipe_rules: tuple[Rule, ...]
     derived: dict[str, Rule]  # classes decided in code (checks empty)
+    communication: re.Pattern = re.compile(r"^hcom_|hccl", re.I)
+    communication_origin: str = ""
+    families: tuple[tuple[str, re.Pattern, str], ...] = ()  # (family, pattern on op type / name, origin)
 
     def value(self, name: str) -> float | None:
         return self.thresholds[name].value
@@ -69,17 +120,20 @@ class Finding:
 
     cls: str
     label: str
-    evidence: list[dict[str, Any]]  # [{"column", "value", "op", "threshold", "threshold_name", "origin"}]
+    evidence: list[dict[str, Any]]  # [{"column", "value", "op", "threshold", "threshold_name", "origin", "text"}]
     levers: list[str]
+    lever_origins: list[str] = field(default_factory=list)  # the origin of each lever, same order
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class": self.cls, "label": self.label, "evidence": self.evidence, "levers": self.levers}
+        return {"class": self.cls, "label": self.label, "evidence": self.evidence, "levers": self.levers,
+                "lever_origins": self.lever_origins}
 
 
 @dataclass
 class Classification:
     bound: str
     findings: list[Finding] = field(default_factory=list)
+    kind: KernelKind | None = None
 
     @property
     def evidence(self) -> dict[str, Any]:
@@ -112,31 +166,54 @@ def parse_rules(data: Mapping[str, Any], path: str = "rules.yaml") -> RuleSet:
             raise _fail(path, f"thresholds -> {name} -> value: expected a number or null, found {value!r}")
         thresholds[name] = Threshold(name, None if value is None else float(value), str(spec["origin"]))
 
+    def lever(item: Any, where: str, origin: str) -> Lever:
+        if isinstance(item, str):
+            return Lever(item, origin)
+        if not isinstance(item, Mapping) or not item.get("text"):
+            raise _fail(path, f"{where}: expected text or {{text, origin, cores, families, makers}}")
+        return Lever(str(item["text"]), str(item.get("origin") or origin),
+                     *(tuple(map(str, item.get(k) or ())) for k in ("cores", "families", "makers")))
+
     def rule(name: str, spec: Mapping[str, Any], section: str) -> Rule:
         checks = []
         for i, c in enumerate(spec.get("checks") or []):
             thr = c.get("threshold") if isinstance(c, Mapping) else None
             if thr not in thresholds or not c.get("column"):
                 raise _fail(path, f"{section} -> {name} -> checks[{i}]: unknown threshold {thr!r} or no column")
-            checks.append(Check(str(c["column"]), thresholds[thr]))
+            checks.append(Check(str(c["column"]), thresholds[thr], tuple(c.get("families") or ()),
+                                tuple(c.get("except_families") or ())))
         levers = spec.get("levers") or []
         if not levers:
             raise _fail(path, f"{section} -> {name}: no levers")
-        return Rule(name, str(spec.get("label", name)), tuple(checks), tuple(map(str, levers)),
-                    tuple(spec.get("backends") or ()))
+        origin = str(spec.get("origin") or f"rules.yaml {section} -> {name}")
+        nature = str(spec.get("nature", "other"))
+        if nature not in ("compute", "memory", "other"):
+            raise _fail(path, f"{section} -> {name} -> nature: expected compute, memory or other, found {nature!r}")
+        return Rule(name, str(spec.get("label", name)), tuple(checks),
+                    tuple(lever(x, f"{section} -> {name} -> levers[{i}]", origin) for i, x in enumerate(levers)),
+                    tuple(spec.get("backends") or ()), nature, bool(spec.get("secondary", False)))
 
     pipe = tuple(rule(n, s, "classes") for n, s in (data.get("classes") or {}).items())
     derived = {n: rule(n, s, "derived_classes") for n, s in (data.get("derived_classes") or {}).items()}
     needed = {"latency_bound", "no_dominant_pipe", "no_counters", "vector_on_cube_cores", "core_underuse",
-              "tail_wave", "grid_cap", "fallback_unfused"}
+              "tail_wave", "grid_cap", "fallback_unfused", "compute_memory_tie", "shape_bound"}
     missing = needed - set(derived)
     if missing:
         raise _fail(path, f"derived_classes: missing {', '.join(sorted(missing))}")
     for name in ("short_kernel_us", "grid_cap", "no_bound_ratio", "fallback_target_share",
-                 "fallback_min_small_kernels"):
-        if name not in thresholds:
+                 "fallback_min_small_kernels", "near_tie_margin", "aicpu_long_us", "matmul_axis_align",
+                 "attention_axis_align", "fusion_min_kernels", "host_bound_busy_fraction"):
+        if name not in thresholds or thresholds[name].value is None:
             raise _fail(path, f"thresholds: missing {name}")
-    return RuleSet(thresholds, pipe, derived)
+    comm = data.get("communication") or {}
+    families = []
+    try:
+        pattern = re.compile(str(comm.get("pattern") or r"^hcom_|hccl"), re.I)
+        for fam, spec in (data.get("kinds") or {}).items():
+            families.append((str(fam), re.compile(str(spec["pattern"]), re.I), str(spec.get("origin", ""))))
+    except (re.error, KeyError, TypeError) as exc:
+        raise _fail(path, f"communication / kinds: bad pattern ({exc})") from None
+    return RuleSet(thresholds, pipe, derived, pattern, str(comm.get("origin", "")), tuple(families))
 
 
 @lru_cache(maxsize=4)
@@ -152,9 +229,34 @@ def load_rules() -> RuleSet:
     return _cached(str(config_dir()))
 
 
+_COLUMN_WORDS = {
+    "mac_ratio": "cube MAC ratio", "vec_ratio": "vector ratio", "cube_scalar_ratio": "cube scalar ratio",
+    "vector_scalar_ratio": "vector scalar ratio", "mte1_ratio": "MTE1 ratio", "cube_mte2_ratio": "cube MTE2 ratio",
+    "vector_mte2_ratio": "vector MTE2 ratio", "mte3_ratio": "MTE3 ratio", "fixpipe_ratio": "fixpipe ratio",
+    "vector_pipe_sum_ratio": "vec + MTE2 + MTE3 ratio sum", "dram_ratio": "DRAM throughput",
+    "l2_ratio": "L2 throughput", "avg_us": "mean duration", "block_dim": "block dim",
+    "mix_block_dim": "mix block dim", "ub_bw_vector_gbs": "UB vector bandwidth",
+}
+_OP_WORDS = {">=": "reaches", ">": "is over", "<": "is below", "==": "equals"}
+
+
+def sentence(column: str, value: float, op: str, thr: Threshold) -> str:
+    """One evidence line as a sentence: "vector MTE2 ratio 0.842 reaches the bound 0.7"."""
+    what = _COLUMN_WORDS.get(column, column.replace("_", " "))
+    shown = f"{value:.3f}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
+    limit = f"{thr.value:g}"
+    if op == "% !=":
+        return f"{what} {shown} is not a multiple of the {limit} {thr.name.replace('_', ' ')}"
+    if op == "==" and thr.name.endswith("cores"):
+        return f"{what} {shown} equals the {limit} {thr.name.replace('_', ' ')}"
+    if op == "<" and thr.name.endswith("cores"):
+        return f"{what} {shown} is below the {limit} {thr.name.replace('_', ' ')}"
+    return f"{what} {shown} {_OP_WORDS.get(op, op)} the bound {limit}"
+
+
 def _evidence(column: str, value: float, thr: Threshold, op: str = ">=") -> dict[str, Any]:
     return {"column": column, "value": round(float(value), 6), "op": op, "threshold": thr.value,
-            "threshold_name": thr.name, "origin": thr.origin}
+            "threshold_name": thr.name, "origin": thr.origin, "text": sentence(column, float(value), op, thr)}
 
 
 def _num(metrics: Mapping[str, Any], column: str) -> float | None:
@@ -163,58 +265,127 @@ def _num(metrics: Mapping[str, Any], column: str) -> float | None:
     return None if value is None else finite_or_none(float(value))
 
 
-def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]]) -> Finding:
+_CORE_KIND = {"cube": "cube", "vector": "vector", "mix_aic": "mix", "mix_aiv": "mix", "ai_cpu": "ai_cpu"}
+# CANN op types are CamelCase (MatMulV2, TransData); torch_npu names their tasks aclnn<Api>_<Impl>_<Type>.
+_VENDOR_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+# A Triton-Ascend kernel row has Type == Name == the Python function name (docs/profiler-formats.md §8).
+_PY_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def kernel_kind(name: str, op_type: str | None, core_type: str, rules: RuleSet) -> KernelKind:
+    """The kind of a kernel from its row: core type, family by op type / name, and who made it."""
+    op = str(op_type or name)
+    core = _CORE_KIND.get(core_type, "other")
+    family = next((fam for fam, pattern, _ in rules.families if pattern.search(op) or pattern.search(name)),
+                  "other")
+    if name.startswith("aclnn") or (op != name and _VENDOR_TYPE.match(op)):
+        maker, why = "vendor", f"op type {op} (a CANN op)"
+    elif op == name and _PY_NAME.match(name):
+        maker, why = "triton", "type equals the lower-case kernel name (how Triton-Ascend kernels appear)"
+    elif _VENDOR_TYPE.match(op):
+        maker, why = "vendor", f"op type {op} (CamelCase: a CANN op)"
+    else:
+        maker, why = "unknown", f"op type {op}"
+    return KernelKind(core, family, maker, f"{core} core, {family} family, {maker}: {why}")
+
+
+def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]], kind: KernelKind | None = None) -> Finding:
     r = rules.rule(name)
-    return Finding(name, r.label, evidence, list(r.levers))
+    return _finding_of(r, evidence, kind)
+
+
+def _finding_of(rule: Rule, evidence: list[dict[str, Any]], kind: KernelKind | None) -> Finding:
+    levers = [lv for lv in rule.levers if kind is None or lv.fits(kind)]
+    return Finding(rule.name, rule.label, evidence, [lv.text for lv in levers], [lv.origin for lv in levers])
 
 
 def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any], rules: RuleSet) -> Classification:
     """Classify one aggregated kernel.
 
-    ``kernel``: ``core_type``, ``avg_us``, ``block_dim`` (may be None) and ``metrics`` (canonical
-    column -> value, None when not collected). ``kind``: the profile kind (npu | msprof |
-    msprof-op | cuda | cpu). ``device``: ``cube_cores`` / ``vector_cores`` for core-use checks.
+    ``kernel``: ``core_type``, ``avg_us``, ``block_dim`` (may be None), ``metrics`` (canonical
+    column -> value, None when not collected), optionally ``name`` and ``op_type`` (for the kernel's
+    kind; without them the kernel's maker is unknown) and ``launch_groups`` (``[{"block_dim",
+    "mix_block_dim", "count"}]``: core-use is judged per group, else on ``block_dim``). ``kind``: the
+    profile kind (npu | msprof | msprof-op | cuda | cpu). ``device``: ``cube_cores`` / ``vector_cores``.
     """
-    metrics = kernel.get("metrics") or {}
+    metrics = dict(kernel.get("metrics") or {})
+    if metrics.get("vector_pipe_sum_ratio") is None:
+        parts = [v for v in (_num(metrics, c) for c in VECTOR_PIPE_SUM) if v is not None]
+        metrics["vector_pipe_sum_ratio"] = sum(parts) if parts else None
     backend = "npu" if kind in NPU_KINDS else kind
-    fired: list[tuple[float, Finding]] = []
+    name = str(kernel.get("name") or "")
+    kk = kernel_kind(name, kernel.get("op_type") or name, str(kernel.get("core_type")), rules)
+    fired: list[tuple[float, Rule, Finding]] = []
     for rule in rules.pipe_rules:
         if rule.backends and backend not in rule.backends:
             continue
         ev = []
         for check in rule.checks:
             value = _num(metrics, check.column)
-            if value is None or check.threshold.value is None:
+            if value is None or check.threshold.value is None or not check.applies(kk.family):
                 continue
             if value >= check.threshold.value:
                 ev.append((value / check.threshold.value, _evidence(check.column, value, check.threshold)))
         if ev:
             ev.sort(key=lambda t: -t[0])
-            fired.append((ev[0][0], Finding(rule.name, rule.label, [e for _, e in ev], list(rule.levers))))
-    # the pipe furthest past its bound leads; ratios overlap, so several classes may fire at once
-    fired.sort(key=lambda t: -t[0])
-    findings = [f for _, f in fired]
+            fired.append((ev[0][0], rule, _finding_of(rule, [e for _, e in ev], kk)))
+    # the pipe furthest past its bound leads (secondary classes only when nothing else fired); ratios
+    # overlap, so several classes may fire at once
+    fired.sort(key=lambda t: (t[1].secondary, -t[0]))
+    findings = [f for _, _, f in fired]
     if findings:
         bound = findings[0].cls
+        tie = _near_tie(fired, rules, kk)
+        if tie is not None:
+            bound = tie.cls
+            findings.insert(0, tie)
     else:
-        bound, extra = _no_pipe_class(kernel, metrics, rules)
+        bound, extra = _no_pipe_class(kernel, metrics, rules, kk)
         findings.append(extra)
     if backend == "npu":
-        findings += core_use(kernel, device, rules)
-    return Classification(bound, findings)
+        groups = kernel.get("launch_groups") or [{"block_dim": kernel.get("block_dim"),
+                                                  "mix_block_dim": kernel.get("mix_block_dim"), "count": None}]
+        findings += core_use_groups(kernel, groups, device, rules, kk)
+    return Classification(bound, findings, kk)
 
 
-def _no_pipe_class(kernel: Mapping[str, Any], metrics: Mapping[str, Any], rules: RuleSet) -> tuple[str, Finding]:
+def _near_tie(fired: list[tuple[float, Rule, Finding]], rules: RuleSet, kk: KernelKind) -> Finding | None:
+    """The compute_memory_tie finding when the lead and the best class of the other nature are within the margin."""
+    primary = [(score, rule) for score, rule, _ in fired if not rule.secondary and rule.nature != "other"]
+    if len(primary) < 2:
+        return None
+    lead_score, lead = primary[0]
+    other = next(((s, r) for s, r in primary[1:] if r.nature != lead.nature), None)
+    margin = rules.thresholds["near_tie_margin"]
+    if other is None or lead_score - other[0] > margin.value:
+        return None
+    gap = lead_score - other[0]
+    ev = {"column": "bound_margin", "value": round(gap, 6), "op": "<=", "threshold": margin.value,
+          "threshold_name": margin.name, "origin": margin.origin,
+          "text": f"{lead.label} leads {other[1].label} by only {gap:.3f} of their bounds "
+                  f"(a tie within {margin.value:g})"}
+    return _finding_of(rules.rule("compute_memory_tie"), [ev], kk)
+
+
+def _no_pipe_class(kernel: Mapping[str, Any], metrics: Mapping[str, Any], rules: RuleSet,
+                   kk: KernelKind | None = None) -> tuple[str, Finding]:
     present = {c: _num(metrics, c) for c in PIPE_COLUMNS if _num(metrics, c) is not None}
     if not present:
-        return "no_counters", _finding(rules, "no_counters", [])
-    top_col = max(present, key=present.get)
+        return "no_counters", _finding(rules, "no_counters", [], kk)
+    # each column against the bound that applies to this kernel (a matmul's MTE2 against 0.95)
+    bounds: dict[str, Threshold] = {}
+    for rule in rules.pipe_rules:
+        for check in rule.checks:
+            if check.threshold.value and (kk is None or check.applies(kk.family)):
+                bounds.setdefault(check.column, check.threshold)
+    default = rules.thresholds["no_bound_ratio"]
+    top_col = max(present, key=lambda c: present[c] / (bounds.get(c, default).value or 1.0))
     short = rules.thresholds["short_kernel_us"]
     avg = kernel.get("avg_us")
-    top_ev = _evidence(top_col, present[top_col], rules.thresholds["no_bound_ratio"], "<")
+    top_ev = _evidence(top_col, present[top_col], bounds.get(top_col, default), "<")
     if avg is not None and avg < short.value:
-        return "latency_bound", _finding(rules, "latency_bound", [_evidence("avg_us", avg, short, "<"), top_ev])
-    return "no_dominant_pipe", _finding(rules, "no_dominant_pipe", [top_ev])
+        return "latency_bound", _finding(rules, "latency_bound", [_evidence("avg_us", avg, short, "<"), top_ev], kk)
+    return "no_dominant_pipe", _finding(rules, "no_dominant_pipe", [top_ev], kk)
 
 
 def right_core_count(core_type: str, device: Mapping[str, Any]) -> tuple[str, int | None]:
@@ -224,35 +395,86 @@ def right_core_count(core_type: str, device: Mapping[str, Any]) -> tuple[str, in
     return "vector_cores", device.get("vector_cores")
 
 
-def core_use(kernel: Mapping[str, Any], device: Mapping[str, Any], rules: RuleSet) -> list[Finding]:
-    """Core-use findings for one NPU kernel from its block count and the device's core counts."""
-    blocks = kernel.get("block_dim")
+def core_use_groups(kernel: Mapping[str, Any], groups: list[Mapping[str, Any]], device: Mapping[str, Any],
+                    rules: RuleSet, kk: KernelKind | None = None) -> list[Finding]:
+    """Core-use findings per launch group (launches of one kernel with one block dim / mix block dim).
+
+    Each group is judged on its own (58 launches on 22 of 24 cores are under-use even when other
+    launches of the kernel fill every core); evidence lines carry the group's ``launches``. The mix
+    block dim of a MIX kernel (its vector-side blocks) is judged against the vector core count.
+    """
     core_type = str(kernel.get("core_type"))
-    if blocks is None or not math.isfinite(float(blocks)) or blocks <= 0:
-        return []
     if core_type not in ("cube", "vector", "mix_aic", "mix_aiv"):
         return []  # AI_CPU, DSA, Level0 "N/A": block dim is not a core grid
-    blocks = int(blocks)
-    out: list[Finding] = []
+    by_class: dict[str, list[dict[str, Any]]] = {}
+    for group in groups:
+        count = group.get("count")
+        for cls, ev in _group_core_use(core_type, group.get("block_dim"), "block_dim", device, rules):
+            by_class.setdefault(cls, []).append(_with_launches(ev, count))
+        if core_type.startswith("mix"):
+            for cls, ev in _mix_core_use(group.get("mix_block_dim"), device, rules):
+                by_class.setdefault(cls, []).append(_with_launches(ev, count))
+    order = ("grid_cap", "vector_on_cube_cores", "core_underuse", "tail_wave")
+    return [_finding(rules, cls, by_class[cls], kk) for cls in order if cls in by_class]
+
+
+def _with_launches(ev: dict[str, Any], count: Any) -> dict[str, Any]:
+    if count:
+        ev["launches"] = int(count)
+        ev["text"] = f"{int(count)} launch{'es' if int(count) != 1 else ''}: {ev['text']}"
+    return ev
+
+
+def _valid_blocks(blocks: Any) -> int | None:
+    if blocks is None:
+        return None
+    value = float(blocks)
+    return int(value) if math.isfinite(value) and value > 0 else None
+
+
+def _waves(ev: dict[str, Any], blocks: int, cores: int) -> dict[str, Any]:
+    waves = -(-blocks // cores)
+    ev["waves"] = waves
+    ev["last_wave_fill"] = round((blocks - (waves - 1) * cores) / cores, 4)
+    ev["text"] += f": {waves} waves, the last {100 * ev['last_wave_fill']:.0f} % full"
+    return ev
+
+
+def _group_core_use(core_type: str, blocks_raw: Any, column: str, device: Mapping[str, Any],
+                    rules: RuleSet) -> list[tuple[str, dict[str, Any]]]:
+    blocks = _valid_blocks(blocks_raw)
+    if blocks is None:
+        return []
+    out: list[tuple[str, dict[str, Any]]] = []
     cap = rules.thresholds["grid_cap"]
     if blocks > cap.value:
-        out.append(_finding(rules, "grid_cap", [_evidence("block_dim", blocks, cap, ">")]))
+        out.append(("grid_cap", _evidence(column, blocks, cap, ">")))
     cube, vector = device.get("cube_cores"), device.get("vector_cores")
     core_src = (device.get("sources") or {}).get("vector_cores", device.get("source", "device facts"))
     if core_type == "vector" and cube and vector and vector > cube and blocks == cube:
         thr = Threshold("cube_cores", float(cube), f"device facts ({core_src}); seed: vector kernels on num_vectorcore")
-        out.append(_finding(rules, "vector_on_cube_cores", [_evidence("block_dim", blocks, thr, "==")]))
+        out.append(("vector_on_cube_cores", _evidence(column, blocks, thr, "==")))
         return out
     name, cores = right_core_count(core_type, device)
     if not cores:
         return out
     thr = Threshold(name, float(cores), f"device facts ({(device.get('sources') or {}).get(name, 'device')})")
     if blocks < cores:
-        out.append(_finding(rules, "core_underuse", [_evidence("block_dim", blocks, thr, "<")]))
+        out.append(("core_underuse", _evidence(column, blocks, thr, "<")))
     elif blocks % cores:
-        waves = -(-blocks // cores)
-        ev = _evidence("block_dim", blocks, thr, "% !=")
-        ev["waves"] = waves
-        ev["last_wave_fill"] = round((blocks - (waves - 1) * cores) / cores, 4)
-        out.append(_finding(rules, "tail_wave", [ev]))
+        out.append(("tail_wave", _waves(_evidence(column, blocks, thr, "% !="), blocks, int(cores))))
     return out
+
+
+def _mix_core_use(mix_raw: Any, device: Mapping[str, Any], rules: RuleSet) -> list[tuple[str, dict[str, Any]]]:
+    """A MIX kernel's vector-side block count (Mix Block Dim) against the vector core count."""
+    blocks, vector = _valid_blocks(mix_raw), device.get("vector_cores")
+    if blocks is None or not vector:
+        return []
+    src = (device.get("sources") or {}).get("vector_cores", "device")
+    thr = Threshold("vector_cores", float(vector), f"device facts ({src}); msprof-analyze BlockDimChecker uses aiv_num")
+    if blocks < vector:
+        return [("core_underuse", _evidence("mix_block_dim", blocks, thr, "<"))]
+    if blocks % vector:
+        return [("tail_wave", _waves(_evidence("mix_block_dim", blocks, thr, "% !="), blocks, int(vector)))]
+    return []

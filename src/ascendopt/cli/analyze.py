@@ -45,9 +45,8 @@ def render_report(report: dict[str, Any]) -> None:
     console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
                 f"{', '.join(report['not_collected']) or 'none'}")
     totals = ", ".join(f"{d} {t:.1f} us" for d, t in report["total_us"].items())
-    console.out(f"device kernel time: {totals} over {report['kernel_count']} kernels"
-                + (f"; communication {report['communication']['total_us']:.1f} us (not in shares)"
-                   if report["communication"]["count"] else ""))
+    console.out(f"device kernel time: {totals} over {report['kernel_count']} kernels")
+    _render_profile_checks(report)
     kernels = report["kernels"]
     console.table(
         ["kernel", "core", "count", "total us", "avg us", "share"],
@@ -61,16 +60,61 @@ def render_report(report: dict[str, Any]) -> None:
                    for k in kernels],
                   title="bottlenecks" + ("" if shown else " (pipe counters not collected)"))
     for k in kernels:
-        console.out(f"{_short(k['name'], 60)}: {k['bound_label']}")
+        kind = k.get("kind") or {}
+        console.out(f"{_short(k['name'], 60)}: {k['bound_label']}"
+                    + (f" [{kind['core']} / {kind['family']} / {kind['maker']}]" if kind else ""))
         for f in k["findings"]:
             for e in f["evidence"]:
-                console.out(f"  evidence [{f['class']}]: {e['column']} = {_fmt(e['value'])} {e['op']} "
-                            f"{e['threshold']:g} ({e['threshold_name']}: {e['origin']})")
-        for lever in k["levers"]:
-            console.out(f"  lever: {lever}")
+                console.out(f"  evidence [{f['class']}]: {_evidence_line(e)}")
+        for a in k.get("affinity") or []:
+            console.out(f"  shape affinity: {a['input_shapes']}: {a['text']} ({a['threshold_name']}: {a['origin']})")
+        for f in k["findings"]:
+            for lever, origin in zip(f["levers"], f.get("lever_origins") or [""] * len(f["levers"]), strict=True):
+                console.out(f"  lever [{f['class']}]: {lever}" + (f" ({origin})" if origin else ""))
     for f in report.get("findings", []):
         ev = "; ".join(f"{e['column']} {e['value']} {e['op']} {e['threshold']}" for e in f["evidence"])
         console.out(f"profile finding: {f['label']} ({ev}); " + "; ".join(f["levers"]))
+
+
+def _evidence_line(e: dict[str, Any]) -> str:
+    """One evidence line: the sentence, then where its threshold comes from."""
+    text = e.get("text") or f"{e['column']} = {_fmt(e['value'])} {e['op']} {e['threshold']}"
+    return f"{text} ({e['threshold_name']}: {e['origin']})" if e.get("origin") else text
+
+
+def _render_profile_checks(report: dict[str, Any]) -> None:
+    """The profile-wide lines: communication, AI CPU operators, dynamic shape, host gaps."""
+    from ascendopt import console
+
+    comm = report["communication"]
+    if comm["count"]:
+        cores = ", ".join(f"{c} {t:.1f} us" for c, t in comm.get("by_core", {}).items())
+        top = ", ".join(k["name"] for k in comm.get("kernels", [])[:3])
+        console.out(f"communication: {comm['total_us']:.1f} us in {comm['count']} tasks ({cores}; e.g. {top}), "
+                    "not in compute shares")
+    cpu = report.get("ai_cpu")
+    if cpu and cpu["count"]:
+        long = ", ".join(f"{k['name']} {k['avg_us']:.1f} us" for k in cpu["long"][:5]) or "none"
+        console.out(f"AI CPU operators: {cpu['count']} launches of {cpu['kernels']} kernels, "
+                    f"{cpu['total_us']:.1f} us ({100 * cpu['share']:.1f} % of device kernel time); "
+                    f">= {cpu['long_rule']['threshold']:g} us: "
+                    f"{long}; lever: {cpu['lever']} ({cpu['lever_origin']})")
+    dyn = report.get("dynamic_shape")
+    if dyn and dyn["dynamic"]:
+        console.out(f"dynamic shape: {dyn['dynamic']} of {dyn['launches']} launches "
+                    f"({dyn['vendor_dynamic']} vendor-op, {dyn['triton_dynamic']} Triton-style ones, dynamic by design)"
+                    + (f"; lever: {dyn['lever']} ({dyn['lever_origin']})" if dyn["lever"] else ""))
+    gaps = report.get("host_gaps")
+    if gaps and gaps["span_us"]:
+        console.out(f"host gaps: device idle {gaps['idle_us']:.1f} us between tasks "
+                    f"({100 * gaps['idle_share']:.1f} % of the {gaps['span_us']:.1f} us span); "
+                    f"{gaps['host_bound_runs']} run(s) of >= {gaps['rule']['fusion_min_kernels']} short kernels "
+                    f"busy < {gaps['rule']['threshold']:g} of their wall time")
+        for r in gaps["runs"]:
+            console.out(f"  rows {r['first_row']}-{r['last_row']} ({r['kernels']} kernels, busy {r['busy_us']:.1f} us, "
+                        f"idle {r['idle_us']:.1f} us): {', '.join(_short(n, 40) for n in r['names'])}")
+        if gaps["host_bound_runs"]:
+            console.out(f"  lever: {gaps['lever']} ({gaps['lever_origin']})")
 
 
 def _print_compare(diff: dict[str, Any]) -> None:

@@ -34,6 +34,8 @@ CLASS_METRIC: dict[str, str] = {
     "ub_bandwidth_bound": "ub_bw_vector_gbs",
     "tensor_bound": "mac_ratio", "simt_bound": "vec_ratio", "memory_bound": "dram_ratio",
     "latency_bound": "duration_us", "no_dominant_pipe": "duration_us", "no_counters": "duration_us",
+    # issue 21: the advisor's vec + MTE2 + MTE3 sum; a compute / memory tie has no single pipe to move
+    "memory_combined_bound": "vector_pipe_sum_ratio", "compute_memory_tie": "duration_us",
 }
 # Hypothesis keywords -> metric. Checked before the class so an explicit word wins.
 _WORD_METRIC = (("mte1", "mte1_ratio"), ("mte2", "mte2_ratio"), ("mte3", "mte3_ratio"),

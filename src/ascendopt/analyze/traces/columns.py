@@ -181,9 +181,11 @@ TEXT_COLUMNS = frozenset(
     | {"input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"}
 )
 # Columns a kernel-table reader never needs (long strings; skipping them keeps big files fast).
+# input_shapes / input_dtypes / output_shapes / op_state are read: per-shape verdicts, shape affinity and
+# the dynamic-shape check use them (issue 21).
 SKIPPED_COLUMNS = frozenset(
-    {"input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"}
-    | {"model_id", "task_id", "stream_id", "op_state", "hf32_eligible", "context_id", "model_name", "infer_id"}
+    {"input_formats", "output_dtypes", "output_formats"}
+    | {"model_id", "task_id", "stream_id", "hf32_eligible", "context_id", "model_name", "infer_id"}
 )
 # The table columns of the canonical kernel frame; every other numeric column is a metric.
 BASE_COLUMNS = ("name", "op_type", "core_type", "start_us", "duration_us", "wait_us", "block_dim",
