@@ -346,3 +346,19 @@ def test_fixture_bytes_match_the_blobs_in_their_readme():
     for folder, name, blob in rows:
         data = (ASCEND / folder / name).read_bytes()
         assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, f"{folder}/{name}"
+
+
+def test_context_columns_task_type_shapes_dtypes_op_state_from_real_rows():
+    """The canonical context columns the rules read: task_type as the file says it, shapes without the
+    literal quotes of the level1 export, op_state only when the file has the column."""
+    k = load_profile(ASCEND / "level1_cnn").kernels
+    assert k["task_type"].astype(str).tolist() == raw_column(LEVEL1, "Accelerator Core")
+    expected_shapes = [s.strip('"') if s != "N/A" else None for s in raw_column(LEVEL1, "Input Shapes")]
+    got = [None if isinstance(v, float) else v for v in k["input_shapes"].astype(object).tolist()]
+    assert got == expected_shapes and got[0] == "32,3,224,224"
+    assert k["input_dtypes"].iloc[0] == "FLOAT" and k["output_shapes"].notna().any()
+    assert set(k["op_state"].dropna().astype(str)) <= {"static", "dynamic"}
+    memory_l0 = load_profile(ASCEND / "memory_l0").kernels  # no OP State column: none invented
+    assert "op_state" not in memory_l0.columns
+    assert (memory_l0["task_type"].astype(str) == "AI_CPU").sum() == 2
+    assert set(load_profile(ASCEND / "level0_cnn").kernels["task_type"].astype(str)) == {"N/A", "HCCL"}

@@ -10,8 +10,11 @@ Public API (agreed interface 2 of the helper brief):
 
 ``Profile.kernels`` is a pandas DataFrame, one row per device task, columns
 ``name, op_type, core_type, start_us, duration_us, wait_us, block_dim, mix_block_dim, step, device``
-followed by canonical metric columns (``traces.columns``); a metric that was not collected is
-absent or NaN, never 0.
+followed, when the file has them, by the per-kernel context columns (text, categorical)
+``task_type`` (the core column as the file says it: AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, ...),
+``op_state`` (static / dynamic), ``input_shapes`` (``"8,128;128,256"``), ``input_dtypes``,
+``output_shapes``, and by canonical metric columns (``traces.columns``); a metric that was not
+collected is absent or NaN, never 0.
 """
 
 from __future__ import annotations

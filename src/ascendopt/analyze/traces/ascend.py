@@ -66,6 +66,29 @@ def canonical_core_types(values):
     return pd.Categorical.from_codes(index[np.where(codes < 0, len(mapped), codes)], categories=labels)
 
 
+def raw_task_types(values):
+    """The core column as the file says it (``AI_CORE``, ``AI_CPU``, ``MIX_AIC``, ...), categorical;
+    an empty / ``N/A`` cell reads ``N/A``. Works on the distinct values only."""
+    cat = values.astype("category")
+    cat = cat.cat.rename_categories([str(v).strip() for v in cat.cat.categories])
+    if cat.isna().any():
+        cat = cat.cat.add_categories(["N/A"]) if "N/A" not in cat.cat.categories else cat
+        cat = cat.fillna("N/A")
+    return cat
+
+
+def unquoted(values):
+    """Shape / dtype cells without the literal quotes some exports wrap them in (``"32,3,224,224"`` ->
+    ``32,3,224,224``); categorical, missing stays missing. Distinct values only."""
+    cat = values.astype("category")
+    stripped = [str(v).strip().strip('"') for v in cat.cat.categories]
+    if len(set(stripped)) == len(stripped):
+        return cat.cat.rename_categories(stripped)
+    import pandas as pd
+
+    return pd.Categorical(cat.astype("object").map(lambda v: v if v is None or v != v else str(v).strip().strip('"')))
+
+
 def blank_other_side(frame) -> None:
     """Set PMU cells of the half a task did not run on to NaN (in place).
 
@@ -128,7 +151,11 @@ def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
         missing = int(frame["name"].isna().sum())
         raise ProfileError(f"{path}: {missing} row(s) have an empty name")
     if "core_type" in frame.columns:
+        frame["task_type"] = raw_task_types(frame["core_type"])
         frame["core_type"] = canonical_core_types(frame["core_type"])
+    for col in ("input_shapes", "input_dtypes", "output_shapes"):
+        if col in frame.columns:
+            frame[col] = unquoted(frame[col])
     if "op_type" in frame.columns and frame["op_type"].isna().any():
         # Level0 files write N/A as the type; fall back to the kernel name.
         op_type = frame["op_type"].astype("object")

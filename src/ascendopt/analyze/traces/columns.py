@@ -32,6 +32,8 @@ ASCEND_COLUMNS: dict[str, str] = {
     "Op Name": "name",
     "Type": "op_type",
     "OP Type": "op_type",
+    # the core column: read once; the reader keeps its raw value as ``task_type`` (AI_CORE, AI_CPU, ...)
+    # and its canonical class as ``core_type`` (cube, vector, mix_aic, ...; CORE_TYPES below)
     "Accelerator Core": "core_type",
     "Task Type": "core_type",
     "Core Type": "core_type",  # op_statistic.csv
@@ -177,13 +179,17 @@ _LOWER = {raw.lower(): canon for raw, canon in ASCEND_COLUMNS.items()}
 
 # Canonical columns that are text; everything else a reader maps is numeric.
 TEXT_COLUMNS = frozenset(
-    {"name", "op_type", "core_type", "op_state", "hf32_eligible", "context_id", "sub_block", "model_name"}
+    {"name", "op_type", "core_type", "task_type", "op_state", "hf32_eligible", "context_id", "sub_block",
+     "model_name"}
     | {"input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"}
 )
-# Columns a kernel-table reader never needs (long strings; skipping them keeps big files fast).
+# Per-kernel context a kernel-table reader keeps when the file has the column (text, dictionary-encoded:
+# a million rows hold a few hundred distinct shapes). ``task_type`` is the raw core column's value.
+CONTEXT_COLUMNS = ("task_type", "op_state", "input_shapes", "input_dtypes", "output_shapes")
+# Columns a kernel-table reader never needs (long strings or ids; skipping them keeps big files fast).
 SKIPPED_COLUMNS = frozenset(
-    {"input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"}
-    | {"model_id", "task_id", "stream_id", "op_state", "hf32_eligible", "context_id", "model_name", "infer_id"}
+    {"input_formats", "output_dtypes", "output_formats"}
+    | {"model_id", "task_id", "stream_id", "hf32_eligible", "context_id", "model_name", "infer_id"}
 )
 # The table columns of the canonical kernel frame; every other numeric column is a metric.
 BASE_COLUMNS = ("name", "op_type", "core_type", "start_us", "duration_us", "wait_us", "block_dim",
