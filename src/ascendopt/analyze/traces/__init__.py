@@ -45,6 +45,8 @@ class Profile:
     notes: list[str] = field(default_factory=list)
     runs: list[Path] = field(default_factory=list)
     set_id: str | None = None
+    # msprof op: the operator OpBasicInfo.csv / summary.jsonl describe (``traces.device.read_op_info``)
+    op_info: dict[str, Any] | None = None
 
     @property
     def metric_columns(self) -> list[str]:

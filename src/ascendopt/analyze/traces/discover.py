@@ -85,7 +85,7 @@ def kind_of_dir(folder: Path) -> str | None:
         return "msprof" if op_summaries(folder) else None
     if list(folder.glob("op_summary_*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary_*.csv")):
         return "msprof"
-    if block_csvs(folder):
+    if block_csvs(folder) or (folder / "OpBasicInfo.csv").is_file():
         return "msprof-op"
     return None
 
