@@ -521,3 +521,40 @@ def test_chip_from_the_capture_brings_its_hbm_peak_from_chips_yaml(tmp_path):
     device = load_profile(run).device
     assert device["hbm_gbs"] == 1600 and device["sources"]["hbm_gbs"] == "configs/chips.yaml (Ascend950PR_9599)"
     assert device["clock_mhz"] == 1650  # HardwareInfo (measured) before OpBasicInfo's Current Freq 1800
+
+
+# -- discovery: a plain folder holding a known file directly --------------------------------------------
+
+@pytest.mark.parametrize("source,name,kind", [
+    (OP_SUMMARY, "op_summary_20260605161737.csv", "msprof"),
+    (OP_SUMMARY, "op_summary.csv", "msprof"),  # renamed copy
+    (LEVEL1, "kernel_details.csv", "npu"),
+    (LEVEL1, "kernel_details_rank0.csv", "npu"),  # renamed copy
+    (MSPROF_OP / "OpBasicInfo.csv", "OpBasicInfo.csv", "msprof-op"),
+])
+def test_plain_folder_with_a_known_file_is_a_profile_and_says_which_file(tmp_path, source, name, kind):
+    import shutil
+
+    folder = tmp_path / "copied_here"
+    folder.mkdir()
+    shutil.copy(source, folder / name)
+    for where in (folder, tmp_path):  # the folder itself, and its parent (one level down)
+        profile = load_profile(where)
+        assert profile.kind == kind
+        assert [p.name for p in profile.files][:1] == [name]
+
+
+def test_folder_with_two_kernel_tables_reads_one_and_names_both(tmp_path):
+    import shutil
+
+    shutil.copy(LEVEL1, tmp_path / "kernel_details.csv")
+    shutil.copy(ADVISOR, tmp_path / "kernel_details_other.csv")
+    profile = load_profile(tmp_path)
+    assert [p.name for p in profile.files] == ["kernel_details.csv"]
+    assert any("kernel_details_other.csv" in n for n in profile.notes)
+
+
+def test_no_profile_error_lists_what_it_looked_for(tmp_path):
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ProfileError, match="kernel_details.*op_summary.*OpBasicInfo"):
+        load_profile(tmp_path)

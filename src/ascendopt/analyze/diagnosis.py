@@ -206,6 +206,8 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "profile": str(profile.path),
         "kind": profile.kind,
         "runs": [str(p) for p in profile.runs],
+        "files": [str(p) for p in (profile.files or [profile.path])],  # what the readers read, kernel table first
+        "op_info": profile.op_info,  # msprof op: OpBasicInfo.csv / summary.jsonl, else None
         "device": profile.device,
         "metric_groups": list(profile.metric_groups),
         "not_collected": list(profile.not_collected),

@@ -47,6 +47,7 @@ class Profile:
     set_id: str | None = None
     # msprof op: the operator OpBasicInfo.csv / summary.jsonl describe (``traces.device.read_op_info``)
     op_info: dict[str, Any] | None = None
+    files: list[Path] = field(default_factory=list)  # the files read (kernel table first), for "read: ..." lines
 
     @property
     def metric_columns(self) -> list[str]:
@@ -142,6 +143,7 @@ def _combine(profiles: list[Profile]) -> Profile:
         path=first.path, kernels=frame, device=first.device, metric_groups=groups,
         not_collected=[g for g in universe if g not in groups], kind=first.kind, op_statistic=first.op_statistic,
         notes=[n for p in profiles for n in p.notes] + notes, runs=[p.path for p in profiles], set_id=first.set_id,
+        files=[f for p in profiles for f in (p.files or [p.path])],
     )
 
 

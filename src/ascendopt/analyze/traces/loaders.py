@@ -21,14 +21,15 @@ from ascendopt.analyze.traces.device import (
     read_profiler_info,
     run_rank,
 )
-from ascendopt.analyze.traces.discover import op_summaries
+from ascendopt.analyze.traces.discover import kernel_tables, op_summaries
 from ascendopt.errors import ProfileError
 
 PROFILE_SOURCE = "ascendopt_profile.yaml"
 
 
 def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Path, *, op_statistic=None,
-                    meta: dict[str, Any] | None = None, op_info: dict[str, Any] | None = None) -> Profile:
+                    meta: dict[str, Any] | None = None, op_info: dict[str, Any] | None = None,
+                    files: list[Path] | None = None) -> Profile:
     """Common tail of the Ascend loaders: device facts, metric groups, not-collected list."""
     meta = meta or {}
     facts = Facts()
@@ -38,6 +39,7 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
     hardware = read_hardware_info(run_dir)
     if hardware:
         hw, hw_path = hardware
+        files = [*(files or []), hw_path]
         source = f"{MEASURED} ({hw_path.name})"
         facts.offer(source, cube_cores=hw["cube_cores"], vector_cores=hw["vector_cores"], clock_mhz=hw["clock_mhz"])
         offer_chip(facts, hw["chip"], source)
@@ -63,7 +65,7 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
              if k in pinfo}
     return Profile(path=path, kernels=frame, device=facts.to_dict(**extra), metric_groups=groups,
                    not_collected=[g for g in ALL_GROUPS if g not in groups], kind=kind, op_statistic=op_statistic,
-                   notes=notes, runs=[path], set_id=meta.get("set_id"), op_info=op_info)
+                   notes=notes, runs=[path], set_id=meta.get("set_id"), op_info=op_info, files=list(files or [path]))
 
 
 def _rank_device(run_dir: Path) -> str:
@@ -77,10 +79,14 @@ def load_npu(run: Path) -> Profile:
     out = run if run.name == "ASCEND_PROFILER_OUTPUT" or not (run / "ASCEND_PROFILER_OUTPUT").is_dir() \
         else run / "ASCEND_PROFILER_OUTPUT"
     run_dir = out.parent if out.name == "ASCEND_PROFILER_OUTPUT" else out
-    details = out / "kernel_details.csv"
+    tables = kernel_tables(out)
     device = _rank_device(run_dir)
-    if details.is_file():
+    if tables:
+        details = tables[0]
         frame, notes = read_kernel_table(details, device_default=device)
+        if len(tables) > 1:
+            notes.append(f"{out}: holds {len(tables)} kernel tables; read {details.name} "
+                         f"(pass a file to read another: {', '.join(t.name for t in tables[1:4])})")
     else:
         summaries = op_summaries(run_dir)
         if not summaries:
@@ -93,7 +99,8 @@ def load_npu(run: Path) -> Profile:
         return load_msprof(run_dir, summaries)
     stats_path = out / "op_statistic.csv"
     stats = read_op_statistic(stats_path) if stats_path.is_file() else None
-    return _ascend_profile("npu", run, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir))
+    return _ascend_profile("npu", run, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir),
+                           files=[details] + ([stats_path] if stats is not None else []))
 
 
 def load_msprof(run: Path, summaries: list[Path]) -> Profile:
@@ -108,7 +115,7 @@ def load_msprof(run: Path, summaries: list[Path]) -> Profile:
         notes += more
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     run_dir = next((p for p in [run, *run.parents] if p.name.startswith("PROF_")), run)
-    return _ascend_profile("msprof", run, frame, notes, run_dir)
+    return _ascend_profile("msprof", run, frame, notes, run_dir, files=summaries)
 
 
 def load_msprof_op(run: Path, csvs: list[Path]) -> Profile:
@@ -120,7 +127,8 @@ def load_msprof_op(run: Path, csvs: list[Path]) -> Profile:
         notes.append(f"{run.name}: msprof op data is per block; 'duration' is each block's core time"
                      + (f"; the task took {op_info['task_duration_us']:g} us ({op_info['file']})"
                         if op_info and op_info.get("task_duration_us") is not None else ""))
-    return _ascend_profile("msprof-op", run, frame, notes, run, op_info=op_info)
+    info_file = [run / op_info["file"]] if op_info else []
+    return _ascend_profile("msprof-op", run, frame, notes, run, op_info=op_info, files=info_file + csvs)
 
 
 def load_ascendopt(folder: Path) -> Profile:
@@ -206,4 +214,5 @@ def load_file(path: Path) -> Profile:
     frame, notes = read_kernel_table(path, device_default=_rank_device(run_dir))
     stats_path = path.parent / "op_statistic.csv"
     stats = read_op_statistic(stats_path) if stats_path.is_file() else None
-    return _ascend_profile("npu", path, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir))
+    return _ascend_profile("npu", path, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir),
+                           files=[path] + ([stats_path] if stats is not None else []))
