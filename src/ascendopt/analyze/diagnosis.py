@@ -24,24 +24,64 @@ from ascendopt.errors import UsageError
 
 SCHEMA = 1
 KEYS = ["device", "name", "core_type"]
+BY = ("name", "shape")  # `analyze --by`: one row per kernel name, or per kernel name and input shapes
+# Per-kernel context carried from the kernel table (text, first launch of the group) -- not metrics.
+CONTEXT = ("task_type", "op_state", "input_shapes", "input_dtypes", "output_shapes")
+# Bytes moved to / from device memory: data volumes (MemoryAccess; msprof op's Memory.csv) first, else the
+# Memory group's bandwidth columns times the duration. Canonical units: KB = 1024 B, GB/s with GB = 2**30 B.
+VOLUME_KB = ("cube_read_main_memory_kb", "cube_write_main_memory_kb", "vector_read_main_memory_kb",
+             "vector_write_main_memory_kb", "read_main_memory_kb", "write_main_memory_kb")
+MAIN_MEMORY_BW = ("cube_main_mem_read_bw_gbs", "cube_main_mem_write_bw_gbs", "vector_main_mem_read_bw_gbs",
+                  "vector_main_mem_write_bw_gbs")
+NOT_METRICS = ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "share", "block_dim",
+               "block_dim_min", "mix_block_dim", "shape_count", "moved_bytes", "achieved_bw_gbs",
+               "achieved_bw_source", *CONTEXT)
 # Canonical columns derived per kernel: max over the two core halves, and UB vector traffic.
 DERIVED = {"scalar_ratio": ("cube_scalar_ratio", "vector_scalar_ratio"),
            "mte2_ratio": ("cube_mte2_ratio", "vector_mte2_ratio")}
 UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
 
 
-def _group_codes(compute):
-    """Group id per row for (device, name, core_type), group count, and each group's first row."""
-    codes = compute.groupby(KEYS, observed=True, sort=False).ngroup().to_numpy()
+def _group_codes(compute, keys):
+    """Group id per row for ``keys`` (missing values form their own group), group count, each group's first row."""
+    codes = compute.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)
     return codes, len(first), first
 
 
-def aggregate(profile: Profile):
+def _moved_bytes(compute, dur):
+    """Bytes each row moved to / from device memory and where that came from, or (None, None)."""
+    volumes = [c for c in VOLUME_KB if c in compute.columns]
+    if volumes:
+        kb = compute[volumes].to_numpy(float)
+        present = ~np.isnan(kb).all(axis=1)
+        return np.where(present, np.nansum(kb, axis=1) * 1024.0, np.nan), "data volumes (" + ", ".join(volumes) + ")"
+    rates = [c for c in MAIN_MEMORY_BW if c in compute.columns]
+    if rates:
+        gbs = compute[rates].to_numpy(float)
+        present = ~np.isnan(gbs).all(axis=1)
+        moved = np.nansum(gbs, axis=1) * 2.0**30 * dur * 1e-6
+        return np.where(present, moved, np.nan), "Memory group bandwidth x duration (" + ", ".join(rates) + ")"
+    return None, None
+
+
+def _distinct_per_group(codes, n, values) -> np.ndarray:
+    """How many distinct categorical ``values`` (missing counted as one) each group holds."""
+    cat = values.astype("category")
+    vcodes = cat.cat.codes.to_numpy().astype(np.int64) + 1
+    pairs = np.unique(codes.astype(np.int64) * (len(cat.cat.categories) + 1) + vcodes)
+    return np.bincount(pairs // (len(cat.cat.categories) + 1), minlength=n)
+
+
+def aggregate(profile: Profile, by: str = "name"):
     """Per-kernel aggregate of the compute rows -> (frame, device totals Series, communication dict).
 
-    Frame columns: device, name, core_type, op_type, count, total_us, avg_us, share, block_dim,
-    block_dim_min, mix_block_dim, then the duration-weighted mean of every metric column.
+    One row per (device, name, core_type), or per (device, name, core_type, input_shapes) with
+    ``by="shape"`` when the table has shapes. Frame columns: device, name, core_type, op_type, the context
+    columns of ``CONTEXT`` the table has (first launch), shape_count (distinct input shapes), count,
+    total_us, avg_us, share, block_dim, block_dim_min, mix_block_dim, moved_bytes / achieved_bw_gbs (device
+    memory traffic over the kernel's total time, GB = 2**30 B) where the Memory counters allow, then the
+    duration-weighted mean of every metric column.
     Vectorised with one group id per row and ``np.bincount`` per column: no per-row Python and
     no row-by-metric temporaries (a 10^6-row table stays within a few column-sized buffers).
     """
@@ -52,25 +92,39 @@ def aggregate(profile: Profile):
     compute = profile.kernels
     is_comm = compute["core_type"].isin(list(NON_COMPUTE_CORE_TYPES)).to_numpy()
     comm = {"count": int(is_comm.sum()), "total_us": float(compute["duration_us"].to_numpy()[is_comm].sum())}
-    codes, n, first = _group_codes(compute)
+    keys = KEYS + (["input_shapes"] if by == "shape" and "input_shapes" in compute.columns else [])
+    codes, n, first = _group_codes(compute, keys)
     dur = compute["duration_us"].to_numpy(float)
-    agg = compute.iloc[first][KEYS + ["op_type"]].reset_index(drop=True)
-    for col in ("device", "name", "core_type", "op_type"):
-        agg[col] = agg[col].astype(str)
+    context = [c for c in CONTEXT if c in compute.columns]
+    agg = compute.iloc[first][KEYS + ["op_type"] + context].reset_index(drop=True)
+    for col in ("device", "name", "core_type", "op_type", *context):
+        agg[col] = agg[col].astype(object).where(agg[col].notna(), None).map(lambda v: v if v is None else str(v))
+    if "input_shapes" in compute.columns:
+        agg["shape_count"] = _distinct_per_group(codes, n, compute["input_shapes"])
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
     agg["total_us"] = np.bincount(codes, weights=dur, minlength=n)
+    moved, moved_source = _moved_bytes(compute, dur)
+    if moved is not None:
+        has = ~np.isnan(moved)
+        agg["moved_bytes"] = np.where(np.bincount(codes, weights=has, minlength=n) > 0,
+                                      np.bincount(codes, weights=np.where(has, moved, 0.0), minlength=n), np.nan)
+        timed = np.bincount(codes, weights=np.where(has, dur, 0.0), minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            agg["achieved_bw_gbs"] = np.where(timed > 0, agg["moved_bytes"] / (timed * 1e-6) / 2.0**30, np.nan)
+        agg["achieved_bw_source"] = moved_source
     blocks = pd.DataFrame({"block_dim": compute["block_dim"].to_numpy(float),
                            "mix_block_dim": compute["mix_block_dim"].to_numpy(float)}).groupby(codes)
     agg["block_dim"] = blocks["block_dim"].max().reindex(range(n)).to_numpy()
     agg["block_dim_min"] = blocks["block_dim"].min().reindex(range(n)).to_numpy()
     agg["mix_block_dim"] = blocks["mix_block_dim"].max().reindex(range(n)).to_numpy()
+    means: dict[str, np.ndarray] = {}  # joined in one step: column-by-column inserts fragment a wide frame
     for col in profile.metric_columns:
         if col not in compute.columns:
             continue
         values = compute[col].to_numpy(float)
         present = ~np.isnan(values)
         if not present.any():
-            agg[col] = np.nan
+            means[col] = np.full(n, np.nan)
             continue
         filled = np.where(present, values, 0.0)
         num = np.bincount(codes, weights=filled * dur, minlength=n)
@@ -81,12 +135,14 @@ def aggregate(profile: Profile):
                 plain = np.bincount(codes, weights=filled, minlength=n) / np.bincount(codes, weights=present,
                                                                                        minlength=n)
                 mean = np.where(den > 0, mean, plain)
-        agg[col] = mean
+        means[col] = mean
     for name, (a, b) in DERIVED.items():
-        if a in agg.columns or b in agg.columns:
-            agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
-    if all(c in agg.columns for c in UB_VECTOR):
-        agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
+        if a in means or b in means:
+            means[name] = np.fmax(means.get(a, np.full(n, np.nan)), means.get(b, np.full(n, np.nan)))
+    if all(c in means for c in UB_VECTOR):
+        means["ub_bw_vector_gbs"] = means[UB_VECTOR[0]] + means[UB_VECTOR[1]]
+    if means:
+        agg = pd.concat([agg, pd.DataFrame(means, index=agg.index)], axis=1)
     # op_statistic.csv leaves communication out of its Ratio(%); shares here do the same
     agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
     totals = agg.groupby("device")["total_us"].sum()
@@ -140,7 +196,36 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "findings": [f.to_dict() for f in result.findings],
         "metrics": metrics,
         "levers": result.levers,
+        **_context_fields(row, profile.device),
     }
+
+
+def _context_fields(row: Mapping[str, Any], device: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-kernel context of issue 21: task type as the file says it, shapes / dtypes / op state of the first
+    launch, distinct shapes, the AI_CPU flag, and achieved device-memory bandwidth against the chip's peak."""
+    out: dict[str, Any] = {c: row.get(c) for c in CONTEXT}
+    count = row.get("shape_count")
+    out["shape_count"] = int(count) if count is not None and count == count else None
+    out["ai_cpu"] = str(row.get("core_type")) == "ai_cpu"
+    achieved = finite_or_none(row.get("achieved_bw_gbs"))
+    peak = device.get("hbm_gbs")
+    out["achieved_bw_gbs"] = achieved
+    out["achieved_bw_source"] = row.get("achieved_bw_source") if achieved is not None else None
+    # chips.yaml peaks are decimal GB/s (data sheets); achieved is GB = 2**30 B: compare in bytes per second
+    out["hbm_peak_gbs"] = peak
+    out["hbm_peak_ratio"] = achieved * 2.0**30 / (float(peak) * 1e9) if achieved is not None and peak else None
+    return out
+
+
+def _ai_cpu_summary(agg) -> dict[str, Any]:
+    """AI_CPU operators (a CPU on the device runs them; msprof-analyze's advisor flags them): kernels, launches,
+    time and share of all devices' kernel time. The rules decide what to say about them."""
+    ai_cpu = agg[agg["core_type"] == "ai_cpu"]
+    total = float(agg["total_us"].sum())
+    return {"kernels": int(len(ai_cpu)), "launches": int(ai_cpu["count"].sum()),
+            "total_us": float(ai_cpu["total_us"].sum()),
+            "share": float(ai_cpu["total_us"].sum() / total) if total else 0.0,
+            "names": ai_cpu["name"].astype(str).tolist()[:20]}
 
 
 def _op_types(profile: Profile, agg, limit: int = 15) -> list[dict[str, Any]]:
@@ -176,16 +261,25 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
 
 
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
-            rules: RuleSet | None = None) -> dict[str, Any]:
+            rules: RuleSet | None = None, by: str = "name") -> dict[str, Any]:
     """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
 
     ``kernel_filter``: substring of a kernel name or op type, or ``regex:EXPR``; matching nothing
     raises UsageError naming the closest kernels. ``top``: keep the N kernels with most time.
+    ``by``: ``name`` (one entry per kernel) or ``shape`` (one per kernel and input shapes, where the table
+    records shapes; otherwise a note says so and entries stay per name).
     """
     rules = rules or load_rules()
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: must be at least 1")
-    agg, totals, comm = aggregate(profile)
+    if by not in BY:
+        raise UsageError(f"--by {by!r}: expected one of {', '.join(BY)}")
+    notes = list(profile.notes)
+    kernels_table = profile.kernels
+    if by == "shape" and ("input_shapes" not in kernels_table.columns or kernels_table["input_shapes"].isna().all()):
+        notes.append("--by shape: this profile records no input shapes (torch_npu records them with "
+                     "record_shapes=True; Triton kernels write N/A); one entry per kernel name")
+    agg, totals, comm = aggregate(profile, by=by)
     names = agg["name"].astype(str).tolist()
     profile_findings: list[dict[str, Any]] = []
     selected = agg
@@ -197,10 +291,11 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         profile_findings = _fallback_finding(agg, mask, rules)
     if top is not None:
         selected = selected.head(top)
-    metric_cols = [c for c in agg.columns if c not in
-                   ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "share",
-                    "block_dim", "block_dim_min", "mix_block_dim")]
+    metric_cols = [c for c in agg.columns if c not in NOT_METRICS]
     kernels = [_kernel_entry(row, metric_cols, profile, rules) for row in selected.to_dict("records")]
+    if by == "shape":
+        for k in kernels:
+            k["shape_key"] = k["input_shapes"]  # part of the compare key: same name, other shapes = other entry
     return {
         "schema": SCHEMA,
         "profile": str(profile.path),
@@ -211,8 +306,10 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "device": profile.device,
         "metric_groups": list(profile.metric_groups),
         "not_collected": list(profile.not_collected),
-        "notes": list(profile.notes),
+        "notes": notes,
         "kernel_filter": kernel_filter,
+        "by": by,
+        "ai_cpu": _ai_cpu_summary(agg),
         "total_us": {str(k): float(v) for k, v in totals.items()},
         "communication": comm,
         "kernel_count": len(agg),
@@ -222,8 +319,8 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     }
 
 
-def _key(k: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(k.get("device")), str(k.get("name")), str(k.get("core_type")))
+def _key(k: Mapping[str, Any]) -> tuple[str, str, str, str | None]:
+    return (str(k.get("device")), str(k.get("name")), str(k.get("core_type")), k.get("shape_key"))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
