@@ -269,7 +269,8 @@ def test_achieved_bandwidth_from_memory_volumes_against_the_hbm_peak(tmp_path):
     report = analyze(load_profile(run))
     rows = {r["sub_block_id"]: r for r in raw_records(run / "Memory.csv")}
     vector = next(k for k in report["kernels"] if k["core_type"] == "vector")
-    moved = (float(rows["vector0"]["read_main_memory_datas(KB)"]) + float(rows["vector0"]["write_main_memory_datas(KB)"]))
+    vec = rows["vector0"]
+    moved = float(vec["read_main_memory_datas(KB)"]) + float(vec["write_main_memory_datas(KB)"])
     expected_gbs = moved * 1024 / (float(rows["vector0"]["aiv_time(us)"]) * 1e-6) / 2**30
     assert vector["achieved_bw_gbs"] == pytest.approx(expected_gbs)
     assert vector["hbm_peak_gbs"] == 1600
