@@ -147,7 +147,9 @@ def aggregate(profile: Profile, by: str = "name"):
     agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
-    agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
+    device_total = agg["device"].map(totals).astype(float).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):  # a device whose kernels all took 0 us: shares 0
+        agg["share"] = np.where(device_total > 0, agg["total_us"].to_numpy() / device_total, 0.0)
     agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return agg, totals, comm
 

@@ -36,6 +36,9 @@ def _wanted(header: list[str], path: Path, *, skip: frozenset[str] = SKIPPED_COL
         if canon is None or canon in skip:
             continue
         if canon in seen:
+            if seen[canon] == raw:
+                raise ProfileError(f"{path}: column {raw!r} appears twice in the header; which one holds the "
+                                   "data cannot be told", hint="remove the duplicate column")
             raise ProfileError(f"{path}: columns {seen[canon]!r} and {raw!r} both mean {canon!r}")
         seen[canon] = raw
         wanted[raw] = canon
@@ -158,6 +161,13 @@ def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
     _require(header, path, DURATION_HEADERS, "task duration")
     wanted = _wanted(header, path)
     frame, notes = read_columns(path, wanted, set(TEXT_COLUMNS))
+    no_duration = frame["duration_us"].isna().to_numpy()
+    if no_duration.all():
+        raise ProfileError(f"{path}: no row has a valid duration ({DURATION_HEADERS[0]} / {DURATION_HEADERS[1]})")
+    if no_duration.any():  # a task without a duration cannot be ranked: out of every total, said once
+        frame = frame[~no_duration].reset_index(drop=True)
+        notes.append(f"{path.name}: {int(no_duration.sum())} row(s) without a valid duration excluded from "
+                     "every total")
     if frame["name"].isna().any():
         missing = int(frame["name"].isna().sum())
         raise ProfileError(f"{path}: {missing} row(s) have an empty name")
