@@ -11,6 +11,7 @@ it cannot read.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from ascendopt.errors import ProfileError
@@ -183,10 +184,9 @@ def _invalid_to_null(col):
 
     if col.null_count == len(col):
         return col, {}
-    finite = pc.all(pc.is_finite(col)).as_py()
-    low = pc.min(col).as_py()
-    if finite and (low is None or low >= 0):
-        return col, {}  # the usual case: two reductions, no copy
+    total, low = pc.sum(col).as_py(), pc.min(col).as_py()
+    if total is not None and math.isfinite(total) and (low is None or low >= 0):
+        return col, {}  # the usual case: two reductions, no copy (any NaN or inf makes the sum non-finite)
     is_nan, is_inf = pc.fill_null(pc.is_nan(col), False), pc.fill_null(pc.is_inf(col), False)
     negative = pc.fill_null(pc.and_(pc.less(col, 0), pc.invert(is_inf)), False)
     counts = {kind: pc.sum(mask).as_py() or 0 for kind, mask in
