@@ -307,3 +307,17 @@ def test_report_says_which_files_it_read_and_the_msprof_op_operator(cli):
     assert "read: " in out and "OpBasicInfo.csv" in out.split("read: ", 1)[1].splitlines()[0]
     assert "operator: sanitized_operator_kernel (mix), task duration 5.740459 us, block dim 1, mix block dim 2" in out
     assert "OPPROF_001:" not in out.split("hotspots", 1)[1]  # the kernel is not named after its folder
+
+
+@pytest.mark.parametrize("fixture", ["level1_cnn", "level0_cnn", "memory_l0", "advisor_pipe", "msprof_op_summary",
+                                     "msprof_op_memory_ub", "msprof_op_real_cann_minimal"])
+@pytest.mark.parametrize("by", ["name", "shape"])
+def test_every_fixture_prints_without_warnings_or_tracebacks(cli, fixture, by):
+    """memory_l0 has kernels whose shapes are all N/A (AI_CPU, DSA): --by shape once crashed on them."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = cli("analyze", str(ASCEND / fixture), "--by", by)
+    assert code == 0, err
+    assert "Traceback" not in err and "Warning" not in err and "nan" not in out.replace("dominant", "")

@@ -97,8 +97,11 @@ def aggregate(profile: Profile, by: str = "name"):
     dur = compute["duration_us"].to_numpy(float)
     context = [c for c in CONTEXT if c in compute.columns]
     agg = compute.iloc[first][KEYS + ["op_type"] + context].reset_index(drop=True)
-    for col in ("device", "name", "core_type", "op_type", *context):
-        agg[col] = agg[col].astype(object).where(agg[col].notna(), None).map(lambda v: v if v is None else str(v))
+    for col in ("device", "name", "core_type", "op_type"):
+        agg[col] = agg[col].astype(str)
+    for col in context:  # one value per kernel (not per row): a missing cell becomes None, never NaN
+        agg[col] = pd.Series([None if pd.isna(v) else str(v) for v in agg[col].tolist()], index=agg.index,
+                             dtype=object)
     if "input_shapes" in compute.columns:
         agg["shape_count"] = _distinct_per_group(codes, n, compute["input_shapes"])
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
