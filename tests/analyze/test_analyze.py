@@ -321,3 +321,13 @@ def test_every_fixture_prints_without_warnings_or_tracebacks(cli, fixture, by):
         code, out, err = cli("analyze", str(ASCEND / fixture), "--by", by)
     assert code == 0, err
     assert "Traceback" not in err and "Warning" not in err and "nan" not in out.replace("dominant", "")
+
+
+def test_compare_by_shape_pairs_per_shape_and_prints_each_row_distinct(cli):
+    path = str(ASCEND / "advisor_pipe")
+    code, out, err = cli("analyze", path, "--compare", path, "--by", "shape")
+    assert code == 0, err
+    table = out.split("per-kernel diff", 1)[1]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    adds = [r for r in rows if r.startswith(ADD)]
+    assert len(adds) == 2 and len(set(adds)) == 2  # Add launched with two shapes: two rows, told apart

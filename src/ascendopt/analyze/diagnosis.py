@@ -367,6 +367,7 @@ def compare(report_a: Mapping[str, Any], report_b: Mapping[str, Any]) -> dict[st
             metrics[col] = {"a": va, "b": vb, "delta": vb - va}
         rows.append({
             "name": a["name"], "device": a.get("device"), "core_type": a.get("core_type"),
+            "shape_key": a.get("shape_key"),
             "a": {k: a.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
             "b": {k: b.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
             "avg_us_delta": b["avg_us"] - a["avg_us"],

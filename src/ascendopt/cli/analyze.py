@@ -151,8 +151,10 @@ def _print_compare(diff: dict[str, Any]) -> None:
         ratio = k["avg_us_ratio"]
         rows.append([f"{k['a']['avg_us']:.2f}", f"{k['b']['avg_us']:.2f}",
                      f"{ratio:.3f}x" if ratio else "-", f"{k['bound_a']} -> {k['bound_b']}", moved or "-"])
-    _table(["kernel", "before us", "after us", "after/before", "class", "metrics moved"],
-           [k["name"] for k in diff["kernels"]], rows, title="per-kernel diff")
+    labels = [k["name"] + (f" [{_short(k['shape_key'], SHAPE_WIDTH)}]" if k.get("shape_key") is not None else "")
+              for k in diff["kernels"]]  # --by shape: one row per kernel and shapes
+    _table(["kernel", "before us", "after us", "after/before", "class", "metrics moved"], labels, rows,
+           title="per-kernel diff")
     if diff["only_in_a"]:
         console.out(f"only before: {', '.join(diff['only_in_a'][:10])}")
     if diff["only_in_b"]:
