@@ -558,3 +558,22 @@ def test_no_profile_error_lists_what_it_looked_for(tmp_path):
     (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ProfileError, match="kernel_details.*op_summary.*OpBasicInfo"):
         load_profile(tmp_path)
+
+
+def test_summary_jsonl_section_averages_stand_in_when_no_block_csv(tmp_path):
+    """SYNTHETIC summary.jsonl in the layout the msprof op docs give (section records, then OpInfoSummary)."""
+    import json
+
+    run = tmp_path / "OPPROF_007"
+    run.mkdir()
+    records = [{"category": "PipeUtilization", "aic_time(us)": 2.3, "aic_cube_ratio": 0.61, "aiv_vec_ratio": 0.2,
+                "aiv_mte2_ratio": 0.35, "aiv_mte3_active_bw(GB/s)": None},
+               {"category": "OpInfoSummary", "Op Name": "matmul_kernel_mix_aic", "Op Type": "mix",
+                "Task Duration(us)": 40.0, "Block Dim": 36, "Mix Block Dim": None, "Device Id": 0, "Pid": 7,
+                "Current Freq": 1650, "Rated Freq": 1650}]
+    (run / "summary.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    profile = load_profile(run)
+    row = profile.kernels.iloc[0]
+    assert len(profile.kernels) == 1 and row["name"] == "matmul_kernel_mix_aic" and row["duration_us"] == 40.0
+    assert (row["mac_ratio"], row["vec_ratio"], row["vector_mte2_ratio"]) == (0.61, 0.2, 0.35)
+    assert "PipeUtilization" in profile.metric_groups and row["core_type"] == "mix_aic"

@@ -238,8 +238,15 @@ def read_block_table(paths: list[Path], *, op_info: dict | None = None, folder: 
     if merged is None:
         if not op_info or op_info.get("task_duration_us") is None:
             raise ProfileError(f"{folder}: no per-block CSV and no task duration in OpBasicInfo.csv / summary.jsonl")
+        # summary.jsonl's section averages (task level) stand in for the per-block rows
+        metrics = {}
+        for raw, value in (op_info.get("summary_metrics") or {}).items():
+            canon = canonical(raw)
+            if canon and canon not in TEXT_COLUMNS and canon not in metrics and math.isfinite(float(value)) \
+                    and float(value) >= 0:
+                metrics[canon] = [float(value)]
         merged = pd.DataFrame({"duration_us": [float(op_info["task_duration_us"])],
-                               "core_type": pd.Categorical([_KIND_CORE.get(str(kind), "unknown")])})
+                               "core_type": pd.Categorical([_KIND_CORE.get(str(kind), "unknown")]), **metrics})
     else:
         sub = merged["sub_block"].str.lower()
         core = np.where(sub.str.startswith("cube"), "cube",

@@ -232,7 +232,8 @@ def read_op_info(folder: Path) -> dict[str, Any] | None:
     ``OpInfoSummary`` record.
 
     Returns ``{name, kind (cube / vector / mix), task_duration_us, block_dim, mix_block_dim, device_id,
-    current_freq_mhz, rated_freq_mhz, file}`` (missing values None), or None when neither file is readable.
+    current_freq_mhz, rated_freq_mhz, file, summary_metrics}`` (missing values None; ``summary_metrics``:
+    summary.jsonl's per-section task averages by raw column name), or None when neither file is readable.
     """
     basic = folder / "OpBasicInfo.csv"
     row: dict[str, Any] | None = None
@@ -247,16 +248,22 @@ def read_op_info(folder: Path) -> dict[str, Any] | None:
             row = dict(zip(header, rows[1], strict=False))
             row["file"] = basic.name
     summary = folder / "summary.jsonl"
-    if row is None and summary.is_file():
+    sections: dict[str, Any] = {}  # the PMU section records' task-level averages, raw metric name -> value
+    if summary.is_file():
         try:
             for line in summary.read_text(encoding="utf-8", errors="replace").splitlines():
                 rec = json.loads(line) if line.strip() else None
-                if isinstance(rec, dict) and rec.get("category") == "OpInfoSummary":
-                    row = dict(rec, file=summary.name)
+                if not isinstance(rec, dict):
+                    continue
+                if rec.get("category") == "OpInfoSummary":
+                    row = row or dict(rec, file=summary.name)
+                else:
+                    sections.update({k: v for k, v in rec.items() if k != "category"})
         except (OSError, ValueError):
-            row = None
+            pass
     if row is None:
         return None
     info = {canon: _op_info_value(canon, row.get(raw)) for raw, canon in _OP_INFO_KEYS.items()}
     info["file"] = row["file"]
+    info["summary_metrics"] = {k: v for k, v in sections.items() if isinstance(v, (int, float))}
     return info

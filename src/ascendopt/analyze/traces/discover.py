@@ -80,6 +80,15 @@ def kernel_tables(folder: Path) -> list[Path]:
     return ([exact] if exact.is_file() else []) + others
 
 
+def _is_op_summary_jsonl(path: Path) -> bool:
+    """An ``msprof op`` summary.jsonl (it holds an OpInfoSummary record), not any file of that name."""
+    try:
+        with open(path, "rb") as f:
+            return b'"OpInfoSummary"' in f.read(1 << 16)
+    except OSError:
+        return False
+
+
 def kind_of_dir(folder: Path) -> str | None:
     """The kind of run a folder is, or None when it is not a run itself."""
     if (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
@@ -94,7 +103,7 @@ def kind_of_dir(folder: Path) -> str | None:
         return "msprof" if op_summaries(folder) else None
     if list(folder.glob("op_summary*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary*.csv")):
         return "msprof"
-    if block_csvs(folder) or (folder / "OpBasicInfo.csv").is_file():
+    if block_csvs(folder) or (folder / "OpBasicInfo.csv").is_file() or _is_op_summary_jsonl(folder / "summary.jsonl"):
         return "msprof-op"
     return None
 
