@@ -216,3 +216,120 @@ def test_multi_device_shares_are_per_device(tmp_path):
     assert set(report["total_us"]) == {"npu:0", "npu:1"}
     for device in ("npu:0", "npu:1"):
         assert sum(k["share"] for k in report["kernels"] if k["device"] == device) == pytest.approx(1.0)
+
+
+# -- issue 21: per-kernel context (shapes, AI_CPU, achieved bandwidth) and output ------------------------
+
+ADVISOR_KD = ASCEND / "advisor_pipe" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+ADD = "aclnnAdd_AddAiCore_Add"
+
+
+def test_by_shape_splits_same_named_kernels_by_their_input_shapes():
+    recs = [dict(r, **{"Input Shapes": r["Input Shapes"].strip('"'), "Input Data Types": r["Input Data Types"]
+                       .strip('"')}) for r in raw_records(ADVISOR_KD) if r["Name"] == ADD]  # cells carry literal quotes
+    shapes = {r["Input Shapes"] for r in recs}
+    assert len(shapes) == 2  # the real file launches Add with two shapes
+    by_name = [k for k in analyze(load_profile(ASCEND / "advisor_pipe"))["kernels"] if k["name"] == ADD]
+    by_shape = [k for k in analyze(load_profile(ASCEND / "advisor_pipe"), by="shape")["kernels"] if k["name"] == ADD]
+    assert len(by_name) == 1 and by_name[0]["shape_count"] == 2 and by_name[0]["count"] == len(recs)
+    assert {k["input_shapes"] for k in by_shape} == shapes
+    for k in by_shape:
+        same = [r for r in recs if r["Input Shapes"] == k["input_shapes"]]
+        assert k["count"] == len(same)
+        assert k["total_us"] == pytest.approx(sum(float(r["Duration(us)"]) for r in same))
+        assert k["input_dtypes"] == same[0]["Input Data Types"] and k["task_type"] == "AI_VECTOR_CORE"
+
+
+def test_by_shape_without_shapes_says_so_and_stays_per_name():
+    report = analyze(load_profile(ASCEND / "msprof_op_summary"), by="shape")  # Triton-like: shapes N/A
+    assert len(report["kernels"]) == 1 and any("no input shapes" in n for n in report["notes"])
+    with pytest.raises(UsageError, match="--by"):
+        analyze(load_profile(ASCEND / "msprof_op_summary"), by="size")
+
+
+def test_ai_cpu_operators_flagged_with_their_share():
+    report = analyze(load_profile(ASCEND / "memory_l0"))
+    recs = raw_records(ASCEND / "memory_l0" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    ai_cpu = [r for r in recs if r["Accelerator Core"] == "AI_CPU"]
+    compute = [r for r in recs if r["Accelerator Core"] != "HCCL"]
+    assert report["ai_cpu"]["launches"] == len(ai_cpu) == 2
+    assert report["ai_cpu"]["total_us"] == pytest.approx(sum(float(r["Duration(us)"]) for r in ai_cpu))
+    assert report["ai_cpu"]["share"] == pytest.approx(
+        report["ai_cpu"]["total_us"] / sum(float(r["Duration(us)"]) for r in compute))
+    flagged = {k["name"] for k in report["kernels"] if k["ai_cpu"]}
+    assert flagged == {r["Name"] for r in ai_cpu} and all(k["task_type"] == "AI_CPU" for k in report["kernels"]
+                                                          if k["ai_cpu"])
+
+
+def test_achieved_bandwidth_from_memory_volumes_against_the_hbm_peak(tmp_path):
+    import shutil
+
+    run = tmp_path / "OPPROF_001"
+    shutil.copytree(ASCEND / "msprof_op_real_cann_minimal" / "OPPROF_001", run)
+    (run / "HardwareInfo.jsonl").write_text(  # SYNTHETIC device record naming a chips.yaml chip (HBM 1600 GB/s)
+        '{"category":"Device Info","chip info":"Ascend910B2 V1"}\n{"category":"AI Core Information"}\n')
+    report = analyze(load_profile(run))
+    rows = {r["sub_block_id"]: r for r in raw_records(run / "Memory.csv")}
+    vector = next(k for k in report["kernels"] if k["core_type"] == "vector")
+    vec = rows["vector0"]
+    moved = float(vec["read_main_memory_datas(KB)"]) + float(vec["write_main_memory_datas(KB)"])
+    expected_gbs = moved * 1024 / (float(rows["vector0"]["aiv_time(us)"]) * 1e-6) / 2**30
+    assert vector["achieved_bw_gbs"] == pytest.approx(expected_gbs)
+    assert vector["hbm_peak_gbs"] == 1600
+    assert vector["hbm_peak_ratio"] == pytest.approx(expected_gbs * 2**30 / 1600e9)
+    assert "read_main_memory_kb" in vector["achieved_bw_source"]
+    assert analyze(load_profile(ASCEND / "advisor_pipe"))["kernels"][0]["achieved_bw_gbs"] is None  # no Memory
+
+
+def test_full_kernel_names_never_printed_alike_and_tables_use_the_width(cli, monkeypatch):
+    """Names that differ only at the end (…FlashAttentionScore / …_varlen) stay distinct at any width, and a
+    wide terminal prints them whole (the old table cut every name at 48 characters)."""
+    long_names = [k["name"] for k in analyze(load_profile(ASCEND / "advisor_pipe"))["kernels"]]
+    varlen = next(n for n in long_names if n.endswith("_varlen"))
+    from ascendopt import console
+
+    for columns, whole in (("80", False), ("200", True)):
+        monkeypatch.setenv("COLUMNS", columns)
+        monkeypatch.setattr(console, "_stdout", None)  # a fresh console reads $COLUMNS
+        code, out, err = cli("analyze", str(ASCEND / "advisor_pipe"), "-n", "10")
+        assert code == 0 and "Traceback" not in err and "Warning" not in err
+        table = out.split("hotspots", 1)[1].split("bottlenecks", 1)[0]
+        cells = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+        named = [c for c in cells if c]
+        assert len(set(named)) == len(named)  # never two rows printed alike
+        assert (varlen in table) is whole
+        table_lines = [line for line in out.splitlines() if line[:1] in "│┏┃┡└"]
+        assert max(len(line.rstrip()) for line in table_lines) <= int(columns)
+        assert f"{varlen}: " in out  # the per-kernel lines always print the full name
+
+
+def test_report_says_which_files_it_read_and_the_msprof_op_operator(cli):
+    code, out, _ = cli("analyze", str(ASCEND / "msprof_op_real_cann_minimal" / "OPPROF_001"))
+    assert code == 0
+    assert "read: " in out and "OpBasicInfo.csv" in out.split("read: ", 1)[1].splitlines()[0]
+    assert "operator: sanitized_operator_kernel (mix), task duration 5.740459 us, block dim 1, mix block dim 2" in out
+    assert "OPPROF_001:" not in out.split("hotspots", 1)[1]  # the kernel is not named after its folder
+
+
+@pytest.mark.parametrize("fixture", ["level1_cnn", "level0_cnn", "memory_l0", "advisor_pipe", "msprof_op_summary",
+                                     "msprof_op_memory_ub", "msprof_op_real_cann_minimal"])
+@pytest.mark.parametrize("by", ["name", "shape"])
+def test_every_fixture_prints_without_warnings_or_tracebacks(cli, fixture, by):
+    """memory_l0 has kernels whose shapes are all N/A (AI_CPU, DSA): --by shape once crashed on them."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = cli("analyze", str(ASCEND / fixture), "--by", by)
+    assert code == 0, err
+    assert "Traceback" not in err and "Warning" not in err and "nan" not in out.replace("dominant", "")
+
+
+def test_compare_by_shape_pairs_per_shape_and_prints_each_row_distinct(cli):
+    path = str(ASCEND / "advisor_pipe")
+    code, out, err = cli("analyze", path, "--compare", path, "--by", "shape")
+    assert code == 0, err
+    table = out.split("per-kernel diff", 1)[1]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    adds = [r for r in rows if r.startswith(ADD)]
+    assert len(adds) == 2 and len(set(adds)) == 2  # Add launched with two shapes: two rows, told apart

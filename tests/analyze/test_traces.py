@@ -135,9 +135,20 @@ def test_device_facts_back_solved_from_level1_and_advisor():
     assert (advisor["clock_mhz"], advisor["cube_cores"]) == (1800, 20)
 
 
-def test_device_facts_fall_back_to_chips_yaml_and_say_so():
-    device = load_profile(ASCEND / "level0_cnn").device  # no cycles: nothing to derive
-    assert device["cube_cores"] == 24 and "assumed" in device["source"]
+def test_unknown_chip_stays_unknown_never_a_model_chip(monkeypatch):
+    """Issue 21: nothing measured -> chip and cores are unknown and a note says so (no 910B2 stand-in)."""
+    monkeypatch.delenv("ASCENDOPT_CHIP", raising=False)
+    profile = load_profile(ASCEND / "level0_cnn")  # no cycles, no info.json: nothing to derive
+    assert (profile.device["chip"], profile.device["cube_cores"], profile.device["vector_cores"]) == (None,) * 3
+    assert "assumed" not in profile.device["source"] and "910B2" not in profile.device["source"]
+    assert any("not in the capture" in n and "ASCENDOPT_CHIP" in n for n in profile.notes)
+
+
+def test_user_named_chip_fills_facts_from_chips_yaml(monkeypatch):
+    monkeypatch.setenv("ASCENDOPT_CHIP", "Ascend910B4")
+    device = load_profile(ASCEND / "level0_cnn").device
+    assert (device["chip"], device["cube_cores"], device["vector_cores"]) == ("Ascend910B4", 20, 40)
+    assert device["sources"]["chip"] == "$ASCENDOPT_CHIP"
 
 
 # -- header variants of docs/profiler-formats.md §4.2, built from real files -------------------------------
@@ -225,8 +236,10 @@ def test_every_metric_group_header_is_recognised(tmp_path, group):
     """level1's PMU cells under each group's §5 column names (values re-labelled, rows real)."""
     from ascendopt.analyze.traces.columns import canonical
 
-    raw_names = [r for r, c in ASCEND_COLUMNS.items() if c in METRIC_GROUPS[group]
-                 or (group == "MemoryAccess" and r.endswith("(KB)"))]
+    # one raw name per canonical column (several CANN spellings of one counter never share a file)
+    raw_names = list({c: r for r, c in reversed(ASCEND_COLUMNS.items()) if c in METRIC_GROUPS[group]
+                      or (group == "MemoryAccess" and r.startswith(("aic_", "aiv_")) and r.endswith("(KB)"))}
+                     .values())[::-1]
     rows, ending = read_rows(LEVEL1)
     pmu = [i for i, h in enumerate(rows[0]) if h.startswith(("aic_", "aiv_")) and "total_cycles" not in h]
     header = list(rows[0])
@@ -342,7 +355,225 @@ def test_fixture_bytes_match_the_blobs_in_their_readme():
 
     readme = (ASCEND / "README.md").read_text()
     rows = re.findall(r"^\| `([^`]+)/` \| `([^`]+)` \|.*\| `([0-9a-f]{40})` \|$", readme, flags=re.M)
-    assert len(rows) == 7
+    assert len(rows) == 15
     for folder, name, blob in rows:
         data = (ASCEND / folder / name).read_bytes()
         assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, f"{folder}/{name}"
+
+
+def test_context_columns_task_type_shapes_dtypes_op_state_from_real_rows():
+    """The canonical context columns the rules read: task_type as the file says it, shapes without the
+    literal quotes of the level1 export, op_state only when the file has the column."""
+    k = load_profile(ASCEND / "level1_cnn").kernels
+    assert k["task_type"].astype(str).tolist() == raw_column(LEVEL1, "Accelerator Core")
+    expected_shapes = [s.strip('"') if s != "N/A" else None for s in raw_column(LEVEL1, "Input Shapes")]
+    got = [None if isinstance(v, float) else v for v in k["input_shapes"].astype(object).tolist()]
+    assert got == expected_shapes and got[0] == "32,3,224,224"
+    assert k["input_dtypes"].iloc[0] == "FLOAT" and k["output_shapes"].notna().any()
+    assert set(k["op_state"].dropna().astype(str)) <= {"static", "dynamic"}
+    memory_l0 = load_profile(ASCEND / "memory_l0").kernels  # no OP State column: none invented
+    assert "op_state" not in memory_l0.columns
+    assert (memory_l0["task_type"].astype(str) == "AI_CPU").sum() == 2
+    assert set(load_profile(ASCEND / "level0_cnn").kernels["task_type"].astype(str)) == {"N/A", "HCCL"}
+
+
+# -- msprof op folders: OpBasicInfo.csv, summary.jsonl, HardwareInfo.jsonl ---------------------------------
+
+MSPROF_OP = ASCEND / "msprof_op_real_cann_minimal" / "OPPROF_001"
+
+
+def test_msprof_op_kernel_named_by_op_basic_info_with_block_dims_and_measured_clock():
+    profile = load_profile(MSPROF_OP)
+    rows, _ = read_rows(MSPROF_OP / "OpBasicInfo.csv")
+    basic = dict(zip(rows[0], rows[1], strict=True))
+    k = profile.kernels
+    assert set(k["name"].astype(str)) == {basic["Op Name"]} != {"OPPROF_001"}
+    assert set(k["task_type"].astype(str)) == {basic["Op Type"]}
+    assert k["block_dim"].tolist() == [float(basic["Block Dim"])] * 2
+    assert k["mix_block_dim"].tolist() == [float(basic["Mix Block Dim"])] * 2
+    assert profile.device["clock_mhz"] == int(basic["Current Freq"])
+    assert profile.device["sources"]["clock_mhz"].startswith("measured from the capture (OpBasicInfo.csv")
+    assert profile.op_info["task_duration_us"] == float(basic["Task Duration(us)"])
+
+
+def test_msprof_op_newer_column_names_map_to_the_canonical_table():
+    """CANN 8.5 msprof op names (aic_cube_ratio, cube-side MTE3, unprefixed Memory volumes) -> canonical."""
+    profile = load_profile(MSPROF_OP)
+    k = profile.kernels.set_index("sub_block")
+    pipe = {r[1]: dict(zip(read_rows(MSPROF_OP / "PipeUtilization.csv")[0][0], r, strict=True))
+            for r in read_rows(MSPROF_OP / "PipeUtilization.csv")[0][1:]}
+    assert k.loc["cube0", "mac_ratio"] == float(pipe["cube0"]["aic_cube_ratio"])
+    assert k.loc["cube0", "cube_mte3_ratio"] == float(pipe["cube0"]["aic_mte3_ratio"])
+    assert k.loc["vector0", "vector_mte2_active_bw_gbs"] == float(pipe["vector0"]["aiv_mte2_active_bw(GB/s)"])
+    assert k.loc["vector0", "gm_to_ub_kb"] == 4.0 and k.loc["cube0", "read_main_memory_kb"] == 2.875
+    assert k.loc["vector0", "vec_wait_ratio"] == pytest.approx(0.196222)
+    # unprefixed *_kb volumes belong to Memory, never a phantom MemoryAccess group
+    assert set(profile.metric_groups) == {"PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0",
+                                          "MemoryUB", "ResourceConflictRatio"}
+    assert not any(c.startswith(("aic_", "aiv_")) for c in profile.kernels.columns)
+
+
+HARDWARE_INFO_950 = (  # SYNTHETIC: the five records in the layout msprof op's HardwareInfo docs describe
+    '{"category":"Host Info","cpu physical count":2,"cpu logical count":46}\n'
+    '{"category":"Device Info","npu count":1,"chip info":"Ascend950PR_9599 V100","arch info":"3510"}\n'
+    '{"category":"CPU Information","control cpu count":1,"ai cpu count":6,"ai cpu frequency(MHZ)":1500}\n'
+    '{"category":"AI Core Information","ai core count":36,"ai cube count":36,"ai vector count":72,'
+    '"ai cube frequency(MHZ)":1650,"ai vector frequency(MHZ)":1650}\n'
+    '{"category":"Memory Information","hbm total(MB)":131072,"hbm used(MB)":5190.55,"hbm frequency(MHZ)":3200}\n'
+)
+
+
+@pytest.mark.parametrize("spelling", ["spaces", "underscores"])
+def test_hardware_info_gives_chip_cores_and_clock_measured_from_the_capture(tmp_path, spelling):
+    """The real OPPROF folder plus a synthetic HardwareInfo.jsonl (both key spellings seen in releases)."""
+    import shutil
+
+    run = tmp_path / "OPPROF_002"
+    shutil.copytree(MSPROF_OP, run)
+    text = HARDWARE_INFO_950
+    if spelling == "underscores":
+        text = text.replace('"chip info"', '"chip_info"').replace('"ai cube count"', '"ai_cube_count"') \
+            .replace('"ai vector count"', '"ai_vector_count"').replace('"ai cube frequency(MHZ)":1650', '"x":0') \
+            .replace('"ai core count":36', '"ai_core_count":36,"ai_core_frequency_MHZ":[1650,1650]')
+        text = text.replace('"Ascend950PR_9599 V100"', '"Ascend 950PR_9599 V100"')
+    (run / "HardwareInfo.jsonl").write_text(text)
+    (run / "OpBasicInfo.csv").unlink()  # its Current Freq would win the clock; this test is about HardwareInfo
+    device = load_profile(run).device
+    assert (device["chip"], device["cube_cores"], device["vector_cores"], device["clock_mhz"]) == \
+        ("Ascend950PR_9599", 36, 72, 1650)
+    assert device["sources"]["cube_cores"] == "measured from the capture (HardwareInfo.jsonl)"
+    assert device["sources"]["chip"] == "measured from the capture (HardwareInfo.jsonl)"
+
+
+def test_summary_jsonl_op_info_when_there_is_no_op_basic_info(tmp_path):
+    import json
+    import shutil
+
+    run = tmp_path / "OPPROF_003"
+    shutil.copytree(MSPROF_OP, run)
+    (run / "OpBasicInfo.csv").unlink()
+    record = {"category": "OpInfoSummary", "Op Name": "add_kernel_mix_aiv", "Op Type": "vector",  # SYNTHETIC
+              "Task Duration(us)": 12.5, "Block Dim": 40, "Mix Block Dim": None, "Device Id": 3, "Pid": 1,
+              "Current Freq": 1650, "Rated Freq": 1650}
+    (run / "summary.jsonl").write_text('{"category":"Memory"}\n' + json.dumps(record) + "\n")
+    profile = load_profile(run)
+    assert set(profile.kernels["name"].astype(str)) == {"add_kernel_mix_aiv"}
+    assert set(profile.kernels["device"].astype(str)) == {"npu:3"}
+    assert profile.kernels["block_dim"].tolist() == [40.0, 40.0] and profile.device["clock_mhz"] == 1650
+
+
+def test_op_basic_info_alone_is_a_one_row_profile_and_a_file_path_reads_its_folder(tmp_path):
+    import shutil
+
+    run = tmp_path / "OPPROF_004"
+    run.mkdir()
+    shutil.copy(MSPROF_OP / "OpBasicInfo.csv", run)
+    for path in (run, run / "OpBasicInfo.csv"):
+        profile = load_profile(path)
+        assert profile.kind == "msprof-op" and len(profile.kernels) == 1
+        assert profile.kernels["duration_us"].iloc[0] == pytest.approx(5.740459)
+        assert profile.kernels["core_type"].iloc[0] == "mix_aic"
+
+
+def test_readers_raise_no_pandas_performance_warning():
+    """A wide msprof op folder (six groups joined) used to flood stderr with 'highly fragmented'."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("msprof_op_real_cann_minimal/OPPROF_001", "level1_cnn", "memory_l0", "advisor_pipe"):
+            load_profile(ASCEND / name)
+
+
+@pytest.mark.parametrize("reported,key", [
+    ("Ascend910B1", "Ascend910B1"), ("Ascend910B2", "Ascend910B2"), ("Ascend910B3", "Ascend910B3"),
+    ("Ascend910B4", "Ascend910B4"), ("Ascend910_9391", "Ascend910_93"), ("Ascend910_9392", "Ascend910_9392"),
+    ("Ascend950PR_9599", "Ascend950PR_9599"), ("Ascend950PR_9589", "Ascend950PR"), ("Ascend950DT_9582", "Ascend950DT"),
+    ("Ascend310P3", "Ascend310P3"), ("Ascend310P1", "Ascend310P"),
+])
+def test_chips_yaml_covers_the_chips_users_have_each_with_a_source(reported, key):
+    from ascendopt.device.config import chip_facts, chip_key
+
+    assert chip_key(reported) == key
+    chip = chip_facts(reported)
+    assert chip["ub_bytes"] and chip["source"] and chip["kind"] == "npu"
+    assert "hbm_gbs" in chip and "clock_mhz" in chip and "cube_cores" in chip
+
+
+def test_chip_named_in_the_capture_but_not_in_chips_yaml_is_named_never_replaced(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("ASCENDOPT_CHIP", raising=False)
+    run = tmp_path / "OPPROF_005"
+    shutil.copytree(MSPROF_OP, run)
+    (run / "HardwareInfo.jsonl").write_text(  # SYNTHETIC record, a chip name no table lists
+        '{"category":"Device Info","chip info":"Ascend999X_0001 V100"}\n{"category":"AI Core Information"}\n')
+    device = load_profile(run).device
+    assert device["chip"] == "Ascend999X_0001" and device["cube_cores"] is None and device["hbm_gbs"] is None
+
+
+def test_chip_from_the_capture_brings_its_hbm_peak_from_chips_yaml(tmp_path):
+    import shutil
+
+    run = tmp_path / "OPPROF_006"
+    shutil.copytree(MSPROF_OP, run)
+    (run / "HardwareInfo.jsonl").write_text(HARDWARE_INFO_950)
+    device = load_profile(run).device
+    assert device["hbm_gbs"] == 1600 and device["sources"]["hbm_gbs"] == "configs/chips.yaml (Ascend950PR_9599)"
+    assert device["clock_mhz"] == 1650  # HardwareInfo (measured) before OpBasicInfo's Current Freq 1800
+
+
+# -- discovery: a plain folder holding a known file directly --------------------------------------------
+
+@pytest.mark.parametrize("source,name,kind", [
+    (OP_SUMMARY, "op_summary_20260605161737.csv", "msprof"),
+    (OP_SUMMARY, "op_summary.csv", "msprof"),  # renamed copy
+    (LEVEL1, "kernel_details.csv", "npu"),
+    (LEVEL1, "kernel_details_rank0.csv", "npu"),  # renamed copy
+    (MSPROF_OP / "OpBasicInfo.csv", "OpBasicInfo.csv", "msprof-op"),
+])
+def test_plain_folder_with_a_known_file_is_a_profile_and_says_which_file(tmp_path, source, name, kind):
+    import shutil
+
+    folder = tmp_path / "copied_here"
+    folder.mkdir()
+    shutil.copy(source, folder / name)
+    for where in (folder, tmp_path):  # the folder itself, and its parent (one level down)
+        profile = load_profile(where)
+        assert profile.kind == kind
+        assert [p.name for p in profile.files][:1] == [name]
+
+
+def test_folder_with_two_kernel_tables_reads_one_and_names_both(tmp_path):
+    import shutil
+
+    shutil.copy(LEVEL1, tmp_path / "kernel_details.csv")
+    shutil.copy(ADVISOR, tmp_path / "kernel_details_other.csv")
+    profile = load_profile(tmp_path)
+    assert [p.name for p in profile.files] == ["kernel_details.csv"]
+    assert any("kernel_details_other.csv" in n for n in profile.notes)
+
+
+def test_no_profile_error_lists_what_it_looked_for(tmp_path):
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ProfileError, match="kernel_details.*op_summary.*OpBasicInfo"):
+        load_profile(tmp_path)
+
+
+def test_summary_jsonl_section_averages_stand_in_when_no_block_csv(tmp_path):
+    """SYNTHETIC summary.jsonl in the layout the msprof op docs give (section records, then OpInfoSummary)."""
+    import json
+
+    run = tmp_path / "OPPROF_007"
+    run.mkdir()
+    records = [{"category": "PipeUtilization", "aic_time(us)": 2.3, "aic_cube_ratio": 0.61, "aiv_vec_ratio": 0.2,
+                "aiv_mte2_ratio": 0.35, "aiv_mte3_active_bw(GB/s)": None},
+               {"category": "OpInfoSummary", "Op Name": "matmul_kernel_mix_aic", "Op Type": "mix",
+                "Task Duration(us)": 40.0, "Block Dim": 36, "Mix Block Dim": None, "Device Id": 0, "Pid": 7,
+                "Current Freq": 1650, "Rated Freq": 1650}]
+    (run / "summary.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    profile = load_profile(run)
+    row = profile.kernels.iloc[0]
+    assert len(profile.kernels) == 1 and row["name"] == "matmul_kernel_mix_aic" and row["duration_us"] == 40.0
+    assert (row["mac_ratio"], row["vec_ratio"], row["vector_mte2_ratio"]) == (0.61, 0.2, 0.35)
+    assert "PipeUtilization" in profile.metric_groups and row["core_type"] == "mix_aic"

@@ -146,13 +146,15 @@ def shape_affinity(kind: KernelKind, input_shapes: str, rules: RuleSet) -> dict[
 
 
 def ai_cpu_operators(agg, totals: Mapping[str, float], rules: RuleSet) -> dict[str, Any]:
-    """AI CPU tasks (not communication): count, time, share of device kernel time, those >= aicpu_long_us."""
+    """AI CPU tasks (not communication): count (= launches), kernels, names, time, share of device kernel time,
+    those >= aicpu_long_us."""
     cpu = agg[agg["core_type"] == "ai_cpu"]
     total = float(sum(totals.values())) if totals else 0.0
     long_thr = rules.thresholds["aicpu_long_us"]
     cpu_long = cpu[cpu["avg_us"] >= long_thr.value].sort_values("total_us", ascending=False)
     return {
-        "count": int(cpu["count"].sum()), "kernels": len(cpu), "total_us": float(cpu["total_us"].sum()),
+        "count": int(cpu["count"].sum()), "launches": int(cpu["count"].sum()), "kernels": len(cpu),
+        "names": cpu["name"].astype(str).tolist()[:20], "total_us": float(cpu["total_us"].sum()),
         "share": float(cpu["total_us"].sum() / total) if total else 0.0,
         "long": [{"name": str(r["name"]), "op_type": str(r["op_type"]), "count": int(r["count"]),
                   "avg_us": float(r["avg_us"]), "total_us": float(r["total_us"])} for _, r in cpu_long.iterrows()],

@@ -27,15 +27,27 @@ from ascendopt.errors import UsageError
 
 SCHEMA = 1
 KEYS = ["device", "name", "core_type"]
+BY = ("name", "shape")  # `analyze --by`: one row per kernel name, or per kernel name and input shapes
+# Per-kernel context carried from the kernel table (text, first launch of the group) -- not metrics.
+CONTEXT = ("task_type", "op_state", "input_shapes", "input_dtypes", "output_shapes")
+# Bytes moved to / from device memory: data volumes (MemoryAccess; msprof op's Memory.csv) first, else the
+# Memory group's bandwidth columns times the duration. Canonical units: KB = 1024 B, GB/s with GB = 2**30 B.
+VOLUME_KB = ("cube_read_main_memory_kb", "cube_write_main_memory_kb", "vector_read_main_memory_kb",
+             "vector_write_main_memory_kb", "read_main_memory_kb", "write_main_memory_kb")
+MAIN_MEMORY_BW = ("cube_main_mem_read_bw_gbs", "cube_main_mem_write_bw_gbs", "vector_main_mem_read_bw_gbs",
+                  "vector_main_mem_write_bw_gbs")
+NOT_METRICS = ("device", "name", "core_type", "op_type", "code", "count", "total_us", "avg_us", "share",
+               "block_dim", "block_dim_min", "mix_block_dim", "shape_count", "moved_bytes", "achieved_bw_gbs",
+               "achieved_bw_source", *CONTEXT)
 # Canonical columns derived per kernel: max over the two core halves, and UB vector traffic.
 DERIVED = {"scalar_ratio": ("cube_scalar_ratio", "vector_scalar_ratio"),
            "mte2_ratio": ("cube_mte2_ratio", "vector_mte2_ratio")}
 UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
 
 
-def _group_codes(compute):
-    """Group id per row for (device, name, core_type), group count, and each group's first row."""
-    codes = compute.groupby(KEYS, observed=True, sort=False).ngroup().to_numpy()
+def _group_codes(compute, keys):
+    """Group id per row for ``keys`` (missing values form their own group), group count, each group's first row."""
+    codes = compute.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)
     return codes, len(first), first
 
@@ -67,20 +79,19 @@ def _weighted_means(frame, codes, n: int, dur, columns) -> dict[str, np.ndarray]
     return out
 
 
-def _add_derived(agg) -> None:
-    """Derived metric columns of an aggregate frame (in place): max of the two core halves, UB vector
-    traffic, and the vector side's vec + MTE2 + MTE3 sum (msprof-analyze's combined-pipe total)."""
+def _add_derived(means: dict[str, np.ndarray], n: int) -> None:
+    """Derived metric columns (in place, on a column -> per-group array dict): max of the two core halves,
+    UB vector traffic, and the vector side's vec + MTE2 + MTE3 sum (msprof-analyze's combined-pipe total)."""
     for name, (a, b) in DERIVED.items():
-        if a in agg.columns or b in agg.columns:
-            agg[name] = np.fmax(agg.get(a, np.nan), agg.get(b, np.nan))
-    if all(c in agg.columns for c in UB_VECTOR):
-        agg["ub_bw_vector_gbs"] = agg[UB_VECTOR[0]] + agg[UB_VECTOR[1]]
-    parts = [c for c in VECTOR_PIPE_SUM if c in agg.columns]
+        if a in means or b in means:
+            means[name] = np.fmax(means.get(a, np.full(n, np.nan)), means.get(b, np.full(n, np.nan)))
+    if all(c in means for c in UB_VECTOR):
+        means["ub_bw_vector_gbs"] = means[UB_VECTOR[0]] + means[UB_VECTOR[1]]
+    parts = [means[c] for c in VECTOR_PIPE_SUM if c in means]
     if parts:
-        values = np.column_stack([agg[c].to_numpy(float) for c in parts])
+        values = np.column_stack(parts)
         with np.errstate(invalid="ignore"):
-            agg["vector_pipe_sum_ratio"] = np.where(np.isnan(values).all(axis=1), np.nan, np.nansum(values, axis=1))
-
+            means["vector_pipe_sum_ratio"] = np.where(np.isnan(values).all(axis=1), np.nan, np.nansum(values, axis=1))
 
 def communication_mask(names, op_types, core_types, rules: RuleSet) -> np.ndarray:
     """True where a task is communication: its core type says so, or its name / op type is a collective
@@ -93,22 +104,50 @@ def communication_mask(names, op_types, core_types, rules: RuleSet) -> np.ndarra
     return by_core | named
 
 
-def aggregate(profile: Profile, rules: RuleSet | None = None):
+def _moved_bytes(compute, dur):
+    """Bytes each row moved to / from device memory and where that came from, or (None, None)."""
+    volumes = [c for c in VOLUME_KB if c in compute.columns]
+    if volumes:
+        kb = compute[volumes].to_numpy(float)
+        present = ~np.isnan(kb).all(axis=1)
+        return np.where(present, np.nansum(kb, axis=1) * 1024.0, np.nan), "data volumes (" + ", ".join(volumes) + ")"
+    rates = [c for c in MAIN_MEMORY_BW if c in compute.columns]
+    if rates:
+        gbs = compute[rates].to_numpy(float)
+        present = ~np.isnan(gbs).all(axis=1)
+        moved = np.nansum(gbs, axis=1) * 2.0**30 * dur * 1e-6
+        return np.where(present, moved, np.nan), "Memory group bandwidth x duration (" + ", ".join(rates) + ")"
+    return None, None
+
+
+def _distinct_per_group(codes, n, values) -> np.ndarray:
+    """How many distinct categorical ``values`` (missing counted as one) each group holds."""
+    cat = values.astype("category")
+    vcodes = cat.cat.codes.to_numpy().astype(np.int64) + 1
+    pairs = np.unique(codes.astype(np.int64) * (len(cat.cat.categories) + 1) + vcodes)
+    return np.bincount(pairs // (len(cat.cat.categories) + 1), minlength=n)
+
+
+def aggregate(profile: Profile, rules: RuleSet | None = None, by: str = "name"):
     """Per-kernel aggregate of the compute rows -> (frame, device totals Series, communication dict).
 
     See ``_aggregate``; this form drops the per-row group ids.
     """
-    agg, totals, comm, _, _ = _aggregate(profile, rules or load_rules())
+    agg, totals, comm, _, _ = _aggregate(profile, rules or load_rules(), by)
     return agg, totals, comm
 
 
-def _aggregate(profile: Profile, rules: RuleSet):
+def _aggregate(profile: Profile, rules: RuleSet, by: str = "name"):
     """Per-kernel aggregate -> (frame, device totals Series, communication dict, per-row group ids,
     per-row communication mask).
 
-    Frame columns: device, name, core_type, op_type, code (the group id), count, total_us, avg_us,
-    share, block_dim, block_dim_min, mix_block_dim, then the duration-weighted mean of every metric
-    column. Vectorised with one group id per row and ``np.bincount`` per column: no per-row Python and
+    One row per (device, name, core_type), or per (device, name, core_type, input_shapes) with
+    ``by="shape"`` when the table has shapes. Frame columns: device, name, core_type, op_type, the context
+    columns of ``CONTEXT`` the table has (first launch), code (the group id), shape_count (distinct input
+    shapes), count, total_us, avg_us, share, block_dim, block_dim_min, mix_block_dim, moved_bytes /
+    achieved_bw_gbs (device memory traffic over the kernel's total time, GB = 2**30 B) where the Memory
+    counters allow, then the duration-weighted mean of every metric column.
+    Vectorised with one group id per row and ``np.bincount`` per column: no per-row Python and
     no row-by-metric temporaries (a 10^6-row table stays within a few column-sized buffers).
     Communication (by core type, or by a collective's name on any core) is left out of the frame and
     the totals and summed in the communication dict: ``count``, ``total_us``, ``by_core`` (core type ->
@@ -119,22 +158,39 @@ def _aggregate(profile: Profile, rules: RuleSet):
     # Communication rows form groups of their own, dropped at the end: filtering rows first
     # would copy every column of a big table.
     compute = profile.kernels
-    codes, n, first = _group_codes(compute)
+    keys = KEYS + (["input_shapes"] if by == "shape" and "input_shapes" in compute.columns else [])
+    codes, n, first = _group_codes(compute, keys)
     dur = compute["duration_us"].to_numpy(float)
-    agg = compute.iloc[first][KEYS + ["op_type"]].reset_index(drop=True)
+    context = [c for c in CONTEXT if c in compute.columns]
+    agg = compute.iloc[first][KEYS + ["op_type"] + context].reset_index(drop=True)
     for col in ("device", "name", "core_type", "op_type"):
         agg[col] = agg[col].astype(str)
     agg["code"] = np.arange(n)
+    for col in context:  # one value per kernel (not per row): a missing cell becomes None, never NaN
+        agg[col] = pd.Series([None if pd.isna(v) else str(v) for v in agg[col].tolist()], index=agg.index,
+                             dtype=object)
+    if "input_shapes" in compute.columns:
+        agg["shape_count"] = _distinct_per_group(codes, n, compute["input_shapes"])
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
     agg["total_us"] = np.bincount(codes, weights=dur, minlength=n)
+    moved, moved_source = _moved_bytes(compute, dur)
+    if moved is not None:
+        has = ~np.isnan(moved)
+        agg["moved_bytes"] = np.where(np.bincount(codes, weights=has, minlength=n) > 0,
+                                      np.bincount(codes, weights=np.where(has, moved, 0.0), minlength=n), np.nan)
+        timed = np.bincount(codes, weights=np.where(has, dur, 0.0), minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            agg["achieved_bw_gbs"] = np.where(timed > 0, agg["moved_bytes"] / (timed * 1e-6) / 2.0**30, np.nan)
+        agg["achieved_bw_source"] = moved_source
     blocks = pd.DataFrame({"block_dim": compute["block_dim"].to_numpy(float),
                            "mix_block_dim": compute["mix_block_dim"].to_numpy(float)}).groupby(codes)
     agg["block_dim"] = blocks["block_dim"].max().reindex(range(n)).to_numpy()
     agg["block_dim_min"] = blocks["block_dim"].min().reindex(range(n)).to_numpy()
     agg["mix_block_dim"] = blocks["mix_block_dim"].max().reindex(range(n)).to_numpy()
-    for col, mean in _weighted_means(compute, codes, n, dur, profile.metric_columns).items():
-        agg[col] = mean
-    _add_derived(agg)
+    means = _weighted_means(compute, codes, n, dur, profile.metric_columns)
+    _add_derived(means, n)
+    if means:  # joined in one step: column-by-column inserts fragment a wide frame
+        agg = pd.concat([agg, pd.DataFrame(means, index=agg.index)], axis=1)
     is_comm = communication_mask(agg["name"], agg["op_type"], agg["core_type"], rules)
     comm_groups = agg[is_comm]
     by_core = comm_groups.groupby("core_type")["total_us"].sum()
@@ -147,7 +203,9 @@ def _aggregate(profile: Profile, rules: RuleSet):
     agg = agg[~is_comm].copy()
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
-    agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
+    device_total = agg["device"].map(totals).astype(float).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):  # a device whose kernels all took 0 us: shares 0
+        agg["share"] = np.where(device_total > 0, agg["total_us"].to_numpy() / device_total, 0.0)
     agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return agg, totals, comm, codes, is_comm[codes]
 
@@ -236,6 +294,7 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "levers": result.levers,
         "shapes": [],
         "affinity": [],
+        **_context_fields(row, profile.device),
     }
     if shapes:
         # one shape: the kernel's own verdict is the shape's; its affinity still counts
@@ -250,6 +309,23 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
                                       "lever_origins": [lv.origin for lv in rule.levers]})
             entry["levers"] = list(dict.fromkeys(entry["levers"] + [lv.text for lv in rule.levers]))
     return entry
+
+
+def _context_fields(row: Mapping[str, Any], device: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-kernel context of issue 21: task type as the file says it, shapes / dtypes / op state of the first
+    launch, distinct shapes, the AI_CPU flag, and achieved device-memory bandwidth against the chip's peak."""
+    out: dict[str, Any] = {c: row.get(c) for c in CONTEXT}
+    count = row.get("shape_count")
+    out["shape_count"] = int(count) if count is not None and count == count else None
+    out["ai_cpu"] = str(row.get("core_type")) == "ai_cpu"
+    achieved = finite_or_none(row.get("achieved_bw_gbs"))
+    peak = device.get("hbm_gbs")
+    out["achieved_bw_gbs"] = achieved
+    out["achieved_bw_source"] = row.get("achieved_bw_source") if achieved is not None else None
+    # chips.yaml peaks are decimal GB/s (data sheets); achieved is GB = 2**30 B: compare in bytes per second
+    out["hbm_peak_gbs"] = peak
+    out["hbm_peak_ratio"] = achieved * 2.0**30 / (float(peak) * 1e9) if achieved is not None and peak else None
+    return out
 
 
 def _op_types(profile: Profile, agg, limit: int = 15) -> list[dict[str, Any]]:
@@ -286,7 +362,7 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
 
 
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
-            rules: RuleSet | None = None) -> dict[str, Any]:
+            rules: RuleSet | None = None, by: str = "name") -> dict[str, Any]:
     """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
 
     Per kernel: ``kind`` (core / family / maker), ``launch_groups``, ``shapes`` (per-shape verdicts when it
@@ -296,11 +372,20 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
 
     ``kernel_filter``: substring of a kernel name or op type, or ``regex:EXPR``; matching nothing
     raises UsageError naming the closest kernels. ``top``: keep the N kernels with most time.
+    ``by``: ``name`` (one entry per kernel) or ``shape`` (one per kernel and input shapes, where the table
+    records shapes; otherwise a note says so and entries stay per name).
     """
     rules = rules or load_rules()
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: must be at least 1")
-    agg, totals, comm, codes, comm_rows = _aggregate(profile, rules)
+    if by not in BY:
+        raise UsageError(f"--by {by!r}: expected one of {', '.join(BY)}")
+    notes = list(profile.notes)
+    kernels_table = profile.kernels
+    if by == "shape" and ("input_shapes" not in kernels_table.columns or kernels_table["input_shapes"].isna().all()):
+        notes.append("--by shape: this profile records no input shapes (torch_npu records them with "
+                     "record_shapes=True; Triton kernels write N/A); one entry per kernel name")
+    agg, totals, comm, codes, comm_rows = _aggregate(profile, rules, by)
     names = agg["name"].astype(str).tolist()
     profile_findings: list[dict[str, Any]] = []
     selected = agg
@@ -312,14 +397,15 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         profile_findings = _fallback_finding(agg, mask, rules)
     if top is not None:
         selected = selected.head(top)
-    metric_cols = [c for c in agg.columns if c not in
-                   ("device", "name", "core_type", "op_type", "code", "count", "total_us", "avg_us", "share",
-                    "block_dim", "block_dim_min", "mix_block_dim")]
+    metric_cols = [c for c in agg.columns if c not in NOT_METRICS]
     wanted = selected["code"].astype(int).tolist()
     groups = checks.launch_groups(profile.kernels, codes, wanted)
     shapes = checks.shape_groups(profile.kernels, codes, wanted, profile.metric_columns, _shape_means)
     kernels = [_kernel_entry(row, metric_cols, profile, rules, groups.get(int(row["code"])),
                              shapes.get(int(row["code"]))) for row in selected.to_dict("records")]
+    if by == "shape":
+        for k in kernels:
+            k["shape_key"] = k["input_shapes"]  # part of the compare key: same name, other shapes = other entry
 
     def maker_of(name: str, op_type: str) -> str:
         return kernel_kind(name, op_type, "", rules).maker
@@ -329,11 +415,14 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "profile": str(profile.path),
         "kind": profile.kind,
         "runs": [str(p) for p in profile.runs],
+        "files": [str(p) for p in (profile.files or [profile.path])],  # what the readers read, kernel table first
+        "op_info": profile.op_info,  # msprof op: OpBasicInfo.csv / summary.jsonl, else None
         "device": profile.device,
         "metric_groups": list(profile.metric_groups),
         "not_collected": list(profile.not_collected),
-        "notes": list(profile.notes),
+        "notes": notes,
         "kernel_filter": kernel_filter,
+        "by": by,
         "total_us": {str(k): float(v) for k, v in totals.items()},
         "communication": comm,
         "kernel_count": len(agg),
@@ -348,16 +437,13 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
 
 def _shape_means(frame, codes, n, dur, columns):
     """Per-shape means: the aggregate's weighted means plus its derived columns (combined-pipe sum, ...)."""
-    import pandas as pd
-
     means = _weighted_means(frame, codes, n, dur, columns)
-    agg = pd.DataFrame(means)
-    _add_derived(agg)
-    return {c: agg[c].to_numpy(float) for c in agg.columns}
+    _add_derived(means, n)
+    return means
 
 
-def _key(k: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(k.get("device")), str(k.get("name")), str(k.get("core_type")))
+def _key(k: Mapping[str, Any]) -> tuple[str, str, str, str | None]:
+    return (str(k.get("device")), str(k.get("name")), str(k.get("core_type")), k.get("shape_key"))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -399,6 +485,7 @@ def compare(report_a: Mapping[str, Any], report_b: Mapping[str, Any]) -> dict[st
             metrics[col] = {"a": va, "b": vb, "delta": vb - va}
         rows.append({
             "name": a["name"], "device": a.get("device"), "core_type": a.get("core_type"),
+            "shape_key": a.get("shape_key"),
             "a": {k: a.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
             "b": {k: b.get(k) for k in ("count", "total_us", "avg_us", "share", "bound", "block_dim")},
             "avg_us_delta": b["avg_us"] - a["avg_us"],

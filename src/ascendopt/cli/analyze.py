@@ -11,6 +11,9 @@ from ascendopt.cli.options import JsonOpt
 DEFAULT_TOP = 15  # kernels a printed report lists, hottest first (`--top`; `collect --analyze` uses it too)
 
 
+SHAPE_WIDTH = 32  # input shapes in a table, cut from the middle (the evidence lines print them whole)
+
+
 def _fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "-"
@@ -20,7 +23,41 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _short(name: str, width: int = 48) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    """``name`` cut from the middle to ``width`` characters: its head and its tail (where kernel names differ:
+    ``…FlashAttentionScore`` vs ``…FlashAttentionScore_varlen``) stay."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2
+    return name[: width - 1 - tail] + "…" + name[len(name) - tail:]
+
+
+def fit_names(names: list[str], width: int) -> list[str]:
+    """Names shortened from the middle to ``width``, never two printed alike: when shortening would make two
+    different names look the same, the names are printed whole (the table wraps them)."""
+    short = [_short(n, max(width, 12)) for n in names]
+    distinct_in, distinct_out = len(set(names)), len(set(short))
+    return short if distinct_out == distinct_in else list(names)
+
+
+def _name_width(other_cells: list[list[str]], headers: list[str]) -> int:
+    """Characters left for the kernel-name column of a table whose other columns hold ``other_cells`` (rows),
+    on this terminal (rich's width: the terminal's, or $COLUMNS, or 80 when not a terminal)."""
+    from ascendopt import console
+
+    widths = [len(h) for h in headers]
+    for row in other_cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    borders = 3 * (len(headers) + 1) + 1  # "│ " / " │ " between columns, a border each side
+    return max(24, console.stdout().width - sum(widths) - borders)
+
+
+def _table(headers: list[str], names: list[str], other: list[list[str]], *, title: str,
+           justify: list[str] | None = None) -> None:
+    """A table whose first column is the kernel name, fitted to the terminal width."""
+    from ascendopt import console
+
+    shown = fit_names(names, _name_width(other, headers[1:]))
+    console.table(headers, [[n, *row] for n, row in zip(shown, other, strict=True)], title=title, justify=justify)
 
 
 def render_report(report: dict[str, Any]) -> None:
@@ -35,33 +72,58 @@ def render_report(report: dict[str, Any]) -> None:
     for note in report["notes"]:
         console.status(note)
     dev = report["device"]
-    console.out(f"profile: {report['profile']} ({report['kind']})")
+    files = report.get("files") or []
+    console.out(f"profile: {report['profile']} ({report['kind']})"
+                + (f"; read: {', '.join(files[:4])}" + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+                   if files else ""))
+
     def known(value, unit: str = "") -> str:
-        return "unknown" if value is None else f"{value}{unit}"
+        if value is None:
+            return "unknown"
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return f"{value}{unit}"
 
     console.out(f"device: chip {known(dev.get('chip'))}, cube cores {known(dev.get('cube_cores'))}, vector cores "
-                f"{known(dev.get('vector_cores'))}, clock {known(dev.get('clock_mhz'), ' MHz')}; "
-                f"source: {dev.get('source')}")
+                f"{known(dev.get('vector_cores'))}, clock {known(dev.get('clock_mhz'), ' MHz')}, HBM peak "
+                f"{known(dev.get('hbm_gbs'), ' GB/s')}; source: {dev.get('source')}")
+    op = report.get("op_info")
+    if op:
+        console.out(f"operator: {op.get('name')} ({op.get('kind') or 'kind unknown'}), task duration "
+                    f"{known(op.get('task_duration_us'), ' us')}, block dim {known(op.get('block_dim'))}, mix block "
+                    f"dim {known(op.get('mix_block_dim'))}, clock {known(op.get('current_freq_mhz'), ' MHz')} (rated "
+                    f"{known(op.get('rated_freq_mhz'), ' MHz')}); from {op.get('file')}")
     console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
                 f"{', '.join(report['not_collected']) or 'none'}")
     totals = ", ".join(f"{d} {t:.1f} us" for d, t in report["total_us"].items())
     console.out(f"device kernel time: {totals} over {report['kernel_count']} kernels")
     _render_profile_checks(report)
     kernels = report["kernels"]
-    console.table(
-        ["kernel", "core", "count", "total us", "avg us", "share"],
-        [(_short(k["name"]), k["core_type"], k["count"], f"{k['total_us']:.2f}", f"{k['avg_us']:.2f}",
-          f"{100 * k['share']:.1f}%") for k in kernels],
-        title="hotspots", justify=["left", "left", "right", "right", "right", "right"],
-    )
-    shown = [(h, c) for h, c in ANALYZE_TABLE_METRICS if any(k["metrics"].get(c) is not None for k in kernels)]
-    console.table(["kernel", "class", *(h for h, _ in shown)],
-                  [[_short(k["name"], 36), k["bound"], *(_fmt(k["metrics"].get(c)) for _, c in shown)]
-                   for k in kernels],
-                  title="bottlenecks" + ("" if shown else " (pipe counters not collected)"))
+    by_shape = report.get("by") == "shape"
+    with_bw = any(k.get("achieved_bw_gbs") is not None for k in kernels)
+    headers = ["kernel", "core", *(["input shapes"] if by_shape else []), "count", "total us", "avg us", "share",
+               *(["GB/s (of HBM peak)"] if with_bw else [])]
+    other = []
     for k in kernels:
+        bw = k.get("achieved_bw_gbs")
+        ratio = k.get("hbm_peak_ratio")
+        other.append([k["core_type"], *([_short(k.get("input_shapes") or "-", SHAPE_WIDTH)] if by_shape else []),
+                      str(k["count"]), f"{k['total_us']:.2f}", f"{k['avg_us']:.2f}", f"{100 * k['share']:.1f}%",
+                      *([("-" if bw is None else f"{bw:.1f}" + (f" ({100 * ratio:.0f}%)" if ratio is not None
+                                                               else ""))] if with_bw else [])])
+    _table(headers, [k["name"] for k in kernels], other, title="hotspots",
+           justify=["left", "left", *(["left"] if by_shape else []), "right", "right", "right", "right",
+                    *(["right"] if with_bw else [])])
+    shown = [(h, c) for h, c in ANALYZE_TABLE_METRICS if any(k["metrics"].get(c) is not None for k in kernels)]
+    _table(["kernel", *(["input shapes"] if by_shape else []), "class", *(h for h, _ in shown)],
+           [k["name"] for k in kernels],
+           [[*([_short(k.get("input_shapes") or "-", SHAPE_WIDTH)] if by_shape else []), k["bound"],
+             *(_fmt(k["metrics"].get(c)) for _, c in shown)] for k in kernels],
+           title="bottlenecks" + ("" if shown else " (pipe counters not collected)"))
+    for k in kernels:  # full names: console.out never wraps nor cuts a line
+        shape = f" [{k['input_shapes']}]" if by_shape and k.get("input_shapes") else ""
         kind = k.get("kind") or {}
-        console.out(f"{_short(k['name'], 60)}: {k['bound_label']}"
+        console.out(f"{k['name']}{shape}: {k['bound_label']}"
                     + (f" [{kind['core']} / {kind['family']} / {kind['maker']}]" if kind else ""))
         for f in k["findings"]:
             for e in f["evidence"]:
@@ -126,14 +188,16 @@ def _print_compare(diff: dict[str, Any]) -> None:
         moved = ", ".join(f"{c} {m['a']:.3f}->{m['b']:.3f}" for c, m in k["metrics"].items()
                           if c.endswith("_ratio") and abs(m["delta"]) >= 0.005)
         ratio = k["avg_us_ratio"]
-        rows.append((_short(k["name"], 40), f"{k['a']['avg_us']:.2f}", f"{k['b']['avg_us']:.2f}",
-                     f"{ratio:.3f}x" if ratio else "-", f"{k['bound_a']} -> {k['bound_b']}", moved or "-"))
-    console.table(["kernel", "before us", "after us", "after/before", "class", "metrics moved"], rows,
-                  title="per-kernel diff")
+        rows.append([f"{k['a']['avg_us']:.2f}", f"{k['b']['avg_us']:.2f}",
+                     f"{ratio:.3f}x" if ratio else "-", f"{k['bound_a']} -> {k['bound_b']}", moved or "-"])
+    labels = [k["name"] + (f" [{_short(k['shape_key'], SHAPE_WIDTH)}]" if k.get("shape_key") is not None else "")
+              for k in diff["kernels"]]  # --by shape: one row per kernel and shapes
+    _table(["kernel", "before us", "after us", "after/before", "class", "metrics moved"], labels, rows,
+           title="per-kernel diff")
     if diff["only_in_a"]:
-        console.out(f"only before: {', '.join(_short(n) for n in diff['only_in_a'][:10])}")
+        console.out(f"only before: {', '.join(diff['only_in_a'][:10])}")
     if diff["only_in_b"]:
-        console.out(f"only after: {', '.join(_short(n) for n in diff['only_in_b'][:10])}")
+        console.out(f"only after: {', '.join(diff['only_in_b'][:10])}")
 
 
 def _print_runs(path: str) -> None:
@@ -157,6 +221,8 @@ def analyze(
     compare: Annotated[str | None, typer.Option("--compare", help="Baseline profile: per-kernel diff "
                                                                      "(this PATH = after, OTHER = before).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the runs under PATH and exit.")] = False,
+    by: Annotated[str, typer.Option("--by", help="One entry per kernel 'name', or per kernel and input 'shape' "
+                                                 "(where the profile records shapes).")] = "name",
     json: JsonOpt = False,
 ) -> None:
     """Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers."""
@@ -178,8 +244,8 @@ def analyze(
     profile = load_profile(paths[0]) if len(paths) == 1 else load_profiles(paths)
     if compare:
         # the diff covers every kernel; the printed report keeps the --top hottest
-        full = analysis.analyze(profile, kernel_filter=kernel_filter, top=None)
-        base = analysis.analyze(load_profile(compare), kernel_filter=kernel_filter, top=None)
+        full = analysis.analyze(profile, kernel_filter=kernel_filter, top=None, by=by)
+        base = analysis.analyze(load_profile(compare), kernel_filter=kernel_filter, top=None, by=by)
         diff = analysis.compare(base, full)
         report = dict(full, kernels=full["kernels"][:top] if top else full["kernels"])
         if json:
@@ -188,7 +254,7 @@ def analyze(
         render_report(report)
         _print_compare(diff)
         return
-    report = analysis.analyze(profile, kernel_filter=kernel_filter, top=top)
+    report = analysis.analyze(profile, kernel_filter=kernel_filter, top=top, by=by)
     if json:
         console.print_json(report)
         return

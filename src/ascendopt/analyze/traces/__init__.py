@@ -10,8 +10,11 @@ Public API (agreed interface 2 of the helper brief):
 
 ``Profile.kernels`` is a pandas DataFrame, one row per device task, columns
 ``name, op_type, core_type, start_us, duration_us, wait_us, block_dim, mix_block_dim, step, device``
-followed by canonical metric columns (``traces.columns``); a metric that was not collected is
-absent or NaN, never 0.
+followed, when the file has them, by the per-kernel context columns (text, categorical)
+``task_type`` (the core column as the file says it: AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, ...),
+``op_state`` (static / dynamic), ``input_shapes`` (``"8,128;128,256"``), ``input_dtypes``,
+``output_shapes``, and by canonical metric columns (``traces.columns``); a metric that was not
+collected is absent or NaN, never 0.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class Profile:
     notes: list[str] = field(default_factory=list)
     runs: list[Path] = field(default_factory=list)
     set_id: str | None = None
+    # msprof op: the operator OpBasicInfo.csv / summary.jsonl describe (``traces.device.read_op_info``)
+    op_info: dict[str, Any] | None = None
+    files: list[Path] = field(default_factory=list)  # the files read (kernel table first), for "read: ..." lines
 
     @property
     def metric_columns(self) -> list[str]:
@@ -137,6 +143,7 @@ def _combine(profiles: list[Profile]) -> Profile:
         path=first.path, kernels=frame, device=first.device, metric_groups=groups,
         not_collected=[g for g in universe if g not in groups], kind=first.kind, op_statistic=first.op_statistic,
         notes=[n for p in profiles for n in p.notes] + notes, runs=[p.path for p in profiles], set_id=first.set_id,
+        files=[f for p in profiles for f in (p.files or [p.path])],
     )
 
 

@@ -36,6 +36,9 @@ def _wanted(header: list[str], path: Path, *, skip: frozenset[str] = SKIPPED_COL
         if canon is None or canon in skip:
             continue
         if canon in seen:
+            if seen[canon] == raw:
+                raise ProfileError(f"{path}: column {raw!r} appears twice in the header; which one holds the "
+                                   "data cannot be told", hint="remove the duplicate column")
             raise ProfileError(f"{path}: columns {seen[canon]!r} and {raw!r} both mean {canon!r}")
         seen[canon] = raw
         wanted[raw] = canon
@@ -66,6 +69,29 @@ def canonical_core_types(values):
     return pd.Categorical.from_codes(index[np.where(codes < 0, len(mapped), codes)], categories=labels)
 
 
+def raw_task_types(values):
+    """The core column as the file says it (``AI_CORE``, ``AI_CPU``, ``MIX_AIC``, ...), categorical;
+    an empty / ``N/A`` cell reads ``N/A``. Works on the distinct values only."""
+    cat = values.astype("category")
+    cat = cat.cat.rename_categories([str(v).strip() for v in cat.cat.categories])
+    if cat.isna().any():
+        cat = cat.cat.add_categories(["N/A"]) if "N/A" not in cat.cat.categories else cat
+        cat = cat.fillna("N/A")
+    return cat
+
+
+def unquoted(values):
+    """Shape / dtype cells without the literal quotes some exports wrap them in (``"32,3,224,224"`` ->
+    ``32,3,224,224``); categorical, missing stays missing. Distinct values only."""
+    cat = values.astype("category")
+    stripped = [str(v).strip().strip('"') for v in cat.cat.categories]
+    if len(set(stripped)) == len(stripped):
+        return cat.cat.rename_categories(stripped)
+    import pandas as pd
+
+    return pd.Categorical(cat.astype("object").map(lambda v: v if v is None or v != v else str(v).strip().strip('"')))
+
+
 def blank_other_side(frame) -> None:
     """Set PMU cells of the half a task did not run on to NaN (in place).
 
@@ -87,29 +113,40 @@ def blank_other_side(frame) -> None:
                 frame[col] = frame[col].where(~idle)
 
 
-def finish_kernel_frame(frame, *, device_default: str = "npu:0", device_prefix: str = "npu"):
-    """Add the missing base columns (NaN / defaults) and put base columns first.
+def finish_kernel_frame(frame, *, device_default: str = "npu:0", device_prefix: str = "npu", extra=None):
+    """Add the missing base columns (NaN / defaults) and ``extra`` (name -> column), put base columns first.
 
     ``device`` becomes text (``npu:0``, ``cuda:0``, ``cpu``): numeric ids get ``device_prefix``.
+    New columns are joined in one step: inserting them one by one into a wide frame is what makes
+    pandas warn "DataFrame is highly fragmented".
     """
     import pandas as pd
 
     n = len(frame)
+    replaced: dict = {}
     if "device" in frame.columns and frame["device"].dtype.kind in "fiu":
         ids = frame["device"].fillna(-1)
         labels = {v: (f"{device_prefix}:{int(v)}" if v >= 0 else device_default) for v in ids.unique()}
-        frame["device"] = pd.Categorical(ids.map(labels))
+        replaced["device"] = pd.Categorical(ids.map(labels))
+    extra = dict(extra or {})
+    added: dict = {}
     for col in BASE_COLUMNS:
-        if col in frame.columns:
+        if col in frame.columns or col in extra:
             continue
         if col == "op_type":
-            frame[col] = frame["name"]
+            added[col] = extra["name"] if "name" in extra else frame["name"].array
         elif col == "core_type":
-            frame[col] = pd.Categorical(["unknown"] * n)
+            added[col] = pd.Categorical(["unknown"] * n)
         elif col == "device":
-            frame[col] = pd.Categorical([device_default] * n)
+            added[col] = pd.Categorical([device_default] * n)
         else:
-            frame[col] = np.nan
+            added[col] = np.full(n, np.nan)
+    for col, values in extra.items():
+        (replaced if col in frame.columns else added)[col] = values
+    base = frame.drop(columns=list(replaced)) if replaced else frame
+    new = {**replaced, **added}
+    if new:
+        frame = pd.concat([base, pd.DataFrame(new, index=frame.index)], axis=1)
     ordered = list(BASE_COLUMNS) + [c for c in frame.columns if c not in BASE_COLUMNS]
     return frame[ordered]
 
@@ -124,17 +161,30 @@ def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
     _require(header, path, DURATION_HEADERS, "task duration")
     wanted = _wanted(header, path)
     frame, notes = read_columns(path, wanted, set(TEXT_COLUMNS))
+    no_duration = frame["duration_us"].isna().to_numpy()
+    if no_duration.all():
+        raise ProfileError(f"{path}: no row has a valid duration ({DURATION_HEADERS[0]} / {DURATION_HEADERS[1]})")
+    if no_duration.any():  # a task without a duration cannot be ranked: out of every total, said once
+        frame = frame[~no_duration].reset_index(drop=True)
+        notes.append(f"{path.name}: {int(no_duration.sum())} row(s) without a valid duration excluded from "
+                     "every total")
     if frame["name"].isna().any():
         missing = int(frame["name"].isna().sum())
         raise ProfileError(f"{path}: {missing} row(s) have an empty name")
+    extra = {}
     if "core_type" in frame.columns:
-        frame["core_type"] = canonical_core_types(frame["core_type"])
+        extra["task_type"] = raw_task_types(frame["core_type"])
+        extra["core_type"] = canonical_core_types(frame["core_type"])
+    for col in ("input_shapes", "input_dtypes", "output_shapes"):
+        if col in frame.columns:
+            extra[col] = unquoted(frame[col])
     if "op_type" in frame.columns and frame["op_type"].isna().any():
         # Level0 files write N/A as the type; fall back to the kernel name.
         op_type = frame["op_type"].astype("object")
-        frame["op_type"] = op_type.where(op_type.notna(), frame["name"].astype("object")).astype("category")
+        extra["op_type"] = op_type.where(op_type.notna(), frame["name"].astype("object")).astype("category")
+    frame = finish_kernel_frame(frame, device_default=device_default, extra=extra)
     blank_other_side(frame)
-    return finish_kernel_frame(frame, device_default=device_default), notes
+    return frame, notes
 
 
 def read_op_statistic(path: Path):
@@ -150,12 +200,19 @@ def read_op_statistic(path: Path):
     return frame
 
 
-def read_block_table(paths: list[Path]):
+# OpBasicInfo.csv / summary.jsonl "Op Type" (the kernel's kind) -> canonical core_type of its one-row fallback
+_KIND_CORE = {"cube": "cube", "vector": "vector", "mix": "mix_aic"}
+
+
+def read_block_table(paths: list[Path], *, op_info: dict | None = None, folder: Path | None = None):
     """``msprof op`` per-block CSVs of one OPPROF folder -> (frame, notes).
 
     One row per (block_id, sub_block); columns of several group files are joined on those keys.
     ``core_type`` comes from the sub-block name (``cube0`` -> cube, ``vector0`` -> vector) and
-    ``duration_us`` is that block's core time (the tool reports no task duration).
+    ``duration_us`` is that block's core time (the tool reports no per-block task duration).
+    ``op_info`` (``traces.device.read_op_info``) names the kernel, its kind (``task_type``: cube / vector /
+    mix as the file says) and block dims; without it the kernel is named after the folder. With op_info but
+    no block CSV (only the basic info was collected) the frame is one row: the task and its duration.
     """
     import pandas as pd
 
@@ -176,18 +233,41 @@ def read_block_table(paths: list[Path]):
         else:
             new = [c for c in frame.columns if c not in merged.columns or c in ("block_id", "sub_block")]
             merged = merged.merge(frame[new], on=["block_id", "sub_block"], how="outer")
-    assert merged is not None
-    sub = merged["sub_block"].str.lower()
-    core = np.where(sub.str.startswith("cube"), "cube", np.where(sub.str.startswith("vec"), "vector", "unknown"))
-    merged["core_type"] = pd.Categorical(core)
-    cube_t = merged.get("cube_time_us", pd.Series(np.nan, index=merged.index))
-    vec_t = merged.get("vector_time_us", pd.Series(np.nan, index=merged.index))
-    merged["duration_us"] = np.fmax(cube_t.to_numpy(float), vec_t.to_numpy(float))
-    if merged["duration_us"].isna().all():
-        raise ProfileError(f"{paths[0]}: no aic_time(us) / aiv_time(us) values in the block rows")
-    op = paths[0].parent.name
-    merged["name"] = pd.Categorical([op] * len(merged))
-    return finish_kernel_frame(merged), notes
+    name = (op_info or {}).get("name") or (paths[0].parent.name if paths else (folder.name if folder else "kernel"))
+    kind = (op_info or {}).get("kind")
+    if merged is None:
+        if not op_info or op_info.get("task_duration_us") is None:
+            raise ProfileError(f"{folder}: no per-block CSV and no task duration in OpBasicInfo.csv / summary.jsonl")
+        # summary.jsonl's section averages (task level) stand in for the per-block rows
+        metrics = {}
+        for raw, value in (op_info.get("summary_metrics") or {}).items():
+            canon = canonical(raw)
+            if canon and canon not in TEXT_COLUMNS and canon not in metrics and math.isfinite(float(value)) \
+                    and float(value) >= 0:
+                metrics[canon] = [float(value)]
+        merged = pd.DataFrame({"duration_us": [float(op_info["task_duration_us"])],
+                               "core_type": pd.Categorical([_KIND_CORE.get(str(kind), "unknown")]), **metrics})
+    else:
+        sub = merged["sub_block"].str.lower()
+        core = np.where(sub.str.startswith("cube"), "cube",
+                        np.where(sub.str.startswith("vec"), "vector", "unknown"))
+        cube_t = merged.get("cube_time_us", pd.Series(np.nan, index=merged.index))
+        vec_t = merged.get("vector_time_us", pd.Series(np.nan, index=merged.index))
+        duration = np.fmax(cube_t.to_numpy(float), vec_t.to_numpy(float))
+        if np.isnan(duration).all():
+            raise ProfileError(f"{paths[0]}: no aic_time(us) / aiv_time(us) values in the block rows")
+        merged = pd.concat([merged, pd.DataFrame({"core_type": pd.Categorical(core), "duration_us": duration},
+                                                 index=merged.index)], axis=1)
+    n = len(merged)
+    extra = {"name": pd.Categorical([name] * n), "op_type": pd.Categorical([name] * n)}
+    if kind:
+        extra["task_type"] = pd.Categorical([kind] * n)
+    for col in ("block_dim", "mix_block_dim"):
+        if op_info and op_info.get(col) is not None:
+            extra[col] = np.full(n, float(op_info[col]))
+    if op_info and op_info.get("device_id") is not None:
+        extra["device"] = pd.Categorical([f"npu:{op_info['device_id']}"] * n)
+    return finish_kernel_frame(merged, extra=extra), notes
 
 
 def clock_from_cycles(frame) -> float | None:

@@ -32,6 +32,8 @@ ASCEND_COLUMNS: dict[str, str] = {
     "Op Name": "name",
     "Type": "op_type",
     "OP Type": "op_type",
+    # the core column: read once; the reader keeps its raw value as ``task_type`` (AI_CORE, AI_CPU, ...)
+    # and its canonical class as ``core_type`` (cube, vector, mix_aic, ...; CORE_TYPES below)
     "Accelerator Core": "core_type",
     "Task Type": "core_type",
     "Core Type": "core_type",  # op_statistic.csv
@@ -99,6 +101,18 @@ ASCEND_COLUMNS: dict[str, str] = {
     "aiv_mte3_ratio": "mte3_ratio",
     "aiv_icache_miss_rate": "vector_icache_miss_rate",
     "cube_utilization(%)": "cube_utilization_pct",
+    # PipeUtilization, msprof op of CANN 8.5 / 9.x and the 950 generation (npu-compute docs): the cube pipe is
+    # "cube" not "mac", the cube core has its own MTE3, and *_active_bw = bandwidth while that pipe is busy
+    "aic_cube_time(us)": "mac_time_us",
+    "aic_cube_ratio": "mac_ratio",
+    "aic_mte3_time(us)": "cube_mte3_time_us",
+    "aic_mte3_ratio": "cube_mte3_ratio",
+    "aic_mte1_active_bw(GB/s)": "mte1_active_bw_gbs",
+    "aic_mte2_active_bw(GB/s)": "cube_mte2_active_bw_gbs",
+    "aic_mte3_active_bw(GB/s)": "cube_mte3_active_bw_gbs",
+    "aic_fixpipe_active_bw(GB/s)": "fixpipe_active_bw_gbs",
+    "aiv_mte2_active_bw(GB/s)": "vector_mte2_active_bw_gbs",
+    "aiv_mte3_active_bw(GB/s)": "mte3_active_bw_gbs",
     # ArithmeticUtilization (current and CANN 7.0-era sets)
     "aic_mac_fp16_ratio": "mac_fp16_ratio",
     "aic_mac_int8_ratio": "mac_int8_ratio",
@@ -110,6 +124,19 @@ ASCEND_COLUMNS: dict[str, str] = {
     "aiv_vec_misc_ratio": "vec_misc_ratio",
     "aiv_cube_fops": "vector_cube_fops",
     "aiv_vector_fops": "vector_fops",
+    # ArithmeticUtilization, msprof op (CANN 8.5 names, then the 950's fp/int split and VF/SFU/SIMT pipes)
+    "aic_cube_fp16_ratio": "mac_fp16_ratio",
+    "aic_cube_int8_ratio": "mac_int8_ratio",
+    "aic_cube_fp_ratio": "cube_fp_ratio",
+    "aic_cube_int_ratio": "cube_int_ratio",
+    "aic_cube_total_instr_number": "cube_instr_count",
+    "aic_cube_fp_instr_number": "cube_fp_instr_count",
+    "aic_cube_int_instr_number": "cube_int_instr_count",
+    "aiv_vec_int16_ratio": "vec_int16_ratio",
+    "aiv_vec_fops": "vector_fops",
+    "aiv_vec_vf_ratio": "vec_vf_ratio",
+    "aiv_vec_sfu_ratio": "vec_sfu_ratio",
+    "aiv_vec_simt_vf_ratio": "vec_simt_vf_ratio",
     # Memory
     "aic_l1_read_bw(GB/s)": "l1_read_bw_gbs",
     "aic_l1_write_bw(GB/s)": "l1_write_bw_gbs",
@@ -123,6 +150,29 @@ ASCEND_COLUMNS: dict[str, str] = {
     "aiv_main_mem_write_bw(GB/s)": "vector_main_mem_write_bw_gbs",
     "aiv_l2_read_bw(GB/s)": "vector_l2_read_bw_gbs",
     "aiv_l2_write_bw(GB/s)": "vector_l2_write_bw_gbs",
+    # Memory, msprof op (CANN 8.5 / 950): instruction counts, GM<->UB bandwidth, and per-row data volumes
+    # without a core prefix (the row's sub_block says which core) -- never the MemoryAccess group
+    "aic_mte1_instructions": "mte1_instr_count",
+    "aic_mte2_instructions": "cube_mte2_instr_count",
+    "aic_mte3_instructions": "cube_mte3_instr_count",
+    "aiv_mte2_instructions": "vector_mte2_instr_count",
+    "aiv_mte3_instructions": "mte3_instr_count",
+    "aiv_ub_to_gm_bw(GB/s)": "ub_to_gm_bw_gbs",
+    "aiv_gm_to_ub_bw(GB/s)": "gm_to_ub_bw_gbs",
+    "read_main_memory_datas(KB)": "read_main_memory_kb",
+    "write_main_memory_datas(KB)": "write_main_memory_kb",
+    "GM_to_L1_datas(KB)": "gm_to_l1_kb",
+    "GM_to_L1_bw_usage_rate(%)": "gm_to_l1_bw_usage_pct",
+    "L1_to_GM_datas(KB)(estimate)": "l1_to_gm_kb_estimate",
+    "L1_to_GM_bw_usage_rate(%)(estimate)": "l1_to_gm_bw_usage_pct_estimate",
+    "L0C_to_L1_datas(KB)": "l0c_to_l1_kb",
+    "L0C_to_L1_bw_usage_rate(%)": "l0c_to_l1_bw_usage_pct",
+    "L0C_to_GM_datas(KB)": "l0c_to_gm_kb",
+    "L0C_to_GM_bw_usage_rate(%)": "l0c_to_gm_bw_usage_pct",
+    "GM_to_UB_datas(KB)": "gm_to_ub_kb",
+    "GM_to_UB_bw_usage_rate(%)": "gm_to_ub_bw_usage_pct",
+    "UB_to_GM_datas(KB)": "ub_to_gm_kb",
+    "UB_to_GM_bw_usage_rate(%)": "ub_to_gm_bw_usage_pct",
     # MemoryL0
     "aic_l0a_read_bw(GB/s)": "l0a_read_bw_gbs",
     "aic_l0a_write_bw(GB/s)": "l0a_write_bw_gbs",
@@ -139,10 +189,25 @@ ASCEND_COLUMNS: dict[str, str] = {
     "aiv_ub_write_bw_vector(GB/s)": "ub_write_bw_vector_gbs",
     "aiv_ub_read_bw_scalar(GB/s)": "ub_read_bw_scalar_gbs",
     "aiv_ub_write_bw_scalar(GB/s)": "ub_write_bw_scalar_gbs",
+    "aiv_ub_read_bw_gm(GB/s)": "ub_read_bw_gm_gbs",  # 950 MemoryUB: UB -> GM (documented as always NA today)
+    "aiv_ub_write_bw_gm(GB/s)": "ub_write_bw_gm_gbs",  # 950 MemoryUB: GM -> UB
     # ResourceConflictRatio
     "aiv_vec_bankgroup_cflt_ratio": "vec_bankgroup_cflt_ratio",
     "aiv_vec_bank_cflt_ratio": "vec_bank_cflt_ratio",
     "aiv_vec_resc_cflt_ratio": "vec_resc_cflt_ratio",
+    "aiv_vec_total_cflt_ratio": "vec_total_cflt_ratio",
+    "aiv_vec_mte_cflt_ratio": "vec_mte_cflt_ratio",
+    "aiv_vec_stu_cflt_ratio": "vec_stu_cflt_ratio",  # 950
+    "aiv_vec_ldu_cflt_ratio": "vec_ldu_cflt_ratio",  # 950
+    "aiv_vec_sfu_cflt_ratio": "vec_sfu_cflt_ratio",  # 950
+    "aic_cube_wait_ratio": "cube_wait_ratio",
+    "aic_mte1_wait_ratio": "mte1_wait_ratio",
+    "aic_mte2_wait_ratio": "cube_mte2_wait_ratio",
+    "aic_mte3_wait_ratio": "cube_mte3_wait_ratio",
+    "aiv_vec_wait_ratio": "vec_wait_ratio",
+    "aiv_mte1_wait_ratio": "vector_mte1_wait_ratio",
+    "aiv_mte2_wait_ratio": "vector_mte2_wait_ratio",
+    "aiv_mte3_wait_ratio": "mte3_wait_ratio",
     # L2Cache
     "aic_write_cache_hit": "cube_write_cache_hit",
     "aic_write_cache_miss_allocate": "cube_write_cache_miss_allocate",
@@ -156,6 +221,14 @@ ASCEND_COLUMNS: dict[str, str] = {
     "aiv_r0_read_cache_miss_allocate": "vector_r0_read_cache_miss_allocate",
     "aiv_r1_read_cache_hit": "vector_r1_read_cache_hit",
     "aiv_r1_read_cache_miss_allocate": "vector_r1_read_cache_miss_allocate",
+    # L2Cache of the 950 generation: near ("close") / far hit, miss, victim counts (kept by the aic_/aiv_
+    # fallback spelling) and hit rates in percent
+    "aic_read_hit_rate(%)": "cube_read_hit_rate_pct",
+    "aic_write_hit_rate(%)": "cube_write_hit_rate_pct",
+    "aic_total_hit_rate(%)": "cube_total_hit_rate_pct",
+    "aiv_read_hit_rate(%)": "vector_read_hit_rate_pct",
+    "aiv_write_hit_rate(%)": "vector_write_hit_rate_pct",
+    "aiv_total_hit_rate(%)": "vector_total_hit_rate_pct",
     # MemoryAccess (capitalisation differs between msprof code paths: looked up case-insensitively)
     "aic_read_main_memory_datas(KB)": "cube_read_main_memory_kb",
     "aic_write_main_memory_datas(KB)": "cube_write_main_memory_kb",
@@ -177,12 +250,14 @@ _LOWER = {raw.lower(): canon for raw, canon in ASCEND_COLUMNS.items()}
 
 # Canonical columns that are text; everything else a reader maps is numeric.
 TEXT_COLUMNS = frozenset(
-    {"name", "op_type", "core_type", "op_state", "hf32_eligible", "context_id", "sub_block", "model_name"}
+    {"name", "op_type", "core_type", "task_type", "op_state", "hf32_eligible", "context_id", "sub_block",
+     "model_name"}
     | {"input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"}
 )
-# Columns a kernel-table reader never needs (long strings; skipping them keeps big files fast).
-# input_shapes / input_dtypes / output_shapes / op_state are read: per-shape verdicts, shape affinity and
-# the dynamic-shape check use them (issue 21).
+# Per-kernel context a kernel-table reader keeps when the file has the column (text, dictionary-encoded:
+# a million rows hold a few hundred distinct shapes). ``task_type`` is the raw core column's value.
+CONTEXT_COLUMNS = ("task_type", "op_state", "input_shapes", "input_dtypes", "output_shapes")
+# Columns a kernel-table reader never needs (long strings or ids; skipping them keeps big files fast).
 SKIPPED_COLUMNS = frozenset(
     {"input_formats", "output_dtypes", "output_formats"}
     | {"model_id", "task_id", "stream_id", "hf32_eligible", "context_id", "model_name", "infer_id"}
@@ -283,15 +358,17 @@ METRIC_GROUP_TABLE: dict[str, MetricGroup] = {
     "PipeUtilization": MetricGroup(("pipe", "pipeutilization"), "ACL_AICORE_PIPE_UTILIZATION",
                                    ("mac_ratio", "vec_ratio")),
     "ArithmeticUtilization": MetricGroup(("arith", "arithmeticutilization"), "ACL_AICORE_ARITHMETIC_UTILIZATION",
-                                         ("mac_fp16_ratio", "vec_fp32_ratio")),
+                                         ("mac_fp16_ratio", "vec_fp32_ratio", "cube_fp_ratio", "vec_vf_ratio")),
     "Memory": MetricGroup(("memory",), "ACL_AICORE_MEMORY_BANDWIDTH",
                           ("vector_main_mem_read_bw_gbs", "l1_read_bw_gbs", "ub_read_bw_gbs")),
     "MemoryL0": MetricGroup(("memoryl0",), "ACL_AICORE_L0B_AND_WIDTH", ("l0a_read_bw_gbs",)),
-    "MemoryUB": MetricGroup(("ub", "memoryub"), "ACL_AICORE_MEMORY_UB", ("ub_read_bw_vector_gbs",)),
+    "MemoryUB": MetricGroup(("ub", "memoryub"), "ACL_AICORE_MEMORY_UB",
+                            ("ub_read_bw_vector_gbs", "ub_write_bw_gm_gbs")),
     "ResourceConflictRatio": MetricGroup(("conflict", "resourceconflictratio"), "ACL_AICORE_RESOURCE_CONFLICT_RATIO",
-                                         ("vec_bank_cflt_ratio",)),
+                                         ("vec_bank_cflt_ratio", "vec_wait_ratio", "vec_stu_cflt_ratio")),
     "L2Cache": MetricGroup(("l2", "l2cache"), "ACL_AICORE_L2_CACHE",
-                           ("cube_r0_read_cache_hit", "vector_r0_read_cache_hit")),
+                           ("cube_r0_read_cache_hit", "vector_r0_read_cache_hit", "cube_read_hit_rate_pct",
+                            "vector_read_hit_rate_pct")),
     "MemoryAccess": MetricGroup(("memaccess", "memoryaccess"), "ACL_AICORE_MEMORY_ACCESS", ()),  # any *_kb column
     NONE_GROUP: MetricGroup(("none", "aicorenone"), "ACL_AICORE_NONE", ()),
 }
@@ -310,7 +387,8 @@ def metric_groups_of(columns) -> list[str]:
     """The aic_metrics groups whose signature columns are among ``columns`` (canonical names)."""
     cols = set(columns)
     found = [g for g, sig in METRIC_GROUPS.items() if sig and cols.intersection(sig)]
-    if any(c.endswith("_kb") for c in cols):
+    # MemoryAccess columns carry a core prefix; msprof op's Memory.csv has unprefixed *_kb volumes
+    if any(c.endswith("_kb") and c.startswith(("cube_", "vector_")) for c in cols):
         found.append("MemoryAccess")
     return found
 

@@ -11,6 +11,7 @@ it cannot read.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from ascendopt.errors import ProfileError
@@ -49,8 +50,9 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
     every other column is float64 with NaN for N/A / NA / empty cells. ``skip_lines`` skips
     lines before the header (ncu's ``==PROF==`` lines).
     Returns ``(frame, notes)``; notes are warnings such as skipped ragged rows.
-    Raises ProfileError when the file holds no data rows, a row cannot be parsed, or a numeric
-    column holds a value that is not a number.
+    Invalid numeric cells -- text, ``nan``, ``inf``, negative numbers (no profiler column is negative) -- are
+    counted, read as missing (NaN) and reported in one note; the caller decides what a row without a
+    valid duration means. Raises ProfileError when the file holds no data rows or cannot be parsed.
     """
     import pyarrow as pa
 
@@ -66,14 +68,28 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
     if table.num_rows == 0:
         raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
     columns, names = [], []
+    invalid: dict[str, dict[str, int]] = {}
     for raw, canon in wanted.items():
         col = table.column(raw)
         if canon not in text:
-            col = _to_float(path, raw, col) if raw in as_string or col.type == pa.string() else col
+            unparsed: dict[str, int] = {}
+            if raw in as_string or col.type == pa.string():
+                col, unparsed = _to_float(col)
+            col, counts = _invalid_to_null(col)
+            for kind, n in unparsed.items():
+                counts[kind] = counts.get(kind, 0) + n
+            if counts:
+                invalid[raw] = counts
             # NaN instead of null, so pandas gets float64 without a copy per column
             col = col.fill_null(float("nan")) if col.null_count else col
         columns.append(col)
         names.append(canon)
+    if invalid:
+        total = sum(sum(c.values()) for c in invalid.values())
+        detail = "; ".join(f"{raw}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+                           for raw, counts in list(invalid.items())[:6])
+        notes.append(f"{path.name}: {total} invalid numeric cell(s) read as missing ({detail}"
+                     + ("; ..." if len(invalid) > 6 else "") + ")")
     table = pa.table(columns, names=names)
     frame = table.to_pandas(split_blocks=True, self_destruct=True)
     return frame, notes
@@ -161,22 +177,42 @@ def _sample_options(numeric: list[str], skip_lines: int) -> dict:
     }
 
 
-def _to_float(path: Path, raw: str, col):
-    """Strings -> float64. Strips spaces, TABs and quotes first (the start-time TAB quirk)."""
+def _invalid_to_null(col):
+    """Numbers no profiler writes -- NaN, +-inf, negative -- as nulls; returns (column, {kind: count})."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if col.null_count == len(col):
+        return col, {}
+    total, low = pc.sum(col).as_py(), pc.min(col).as_py()
+    if total is not None and math.isfinite(total) and (low is None or low >= 0):
+        return col, {}  # the usual case: two reductions, no copy (any NaN or inf makes the sum non-finite)
+    is_nan, is_inf = pc.fill_null(pc.is_nan(col), False), pc.fill_null(pc.is_inf(col), False)
+    negative = pc.fill_null(pc.and_(pc.less(col, 0), pc.invert(is_inf)), False)
+    counts = {kind: pc.sum(mask).as_py() or 0 for kind, mask in
+              (("nan", is_nan), ("inf", is_inf), ("negative", negative))}
+    bad = pc.or_(pc.or_(is_nan, is_inf), negative)
+    return pc.if_else(bad, pa.scalar(None, pa.float64()), col), {k: n for k, n in counts.items() if n}
+
+
+def _to_float(col):
+    """Strings -> (float64 column, {"text": n, "nan": n} cells read as missing). Strips spaces, TABs and
+    quotes first (the start-time TAB quirk); N/A markers stay missing and are not counted."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     cleaned = pc.utf8_trim(col, characters=' \t\r"')
     cleaned = pc.if_else(pc.is_in(cleaned, value_set=pa.array(NULL_MARKERS)), None, cleaned)
     try:
-        return pc.cast(cleaned, pa.float64())
+        return pc.cast(cleaned, pa.float64()), {}
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         import pandas as pd
 
         values = cleaned.to_pandas()
-        bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
-        row = int(bad.index[0]) + 1
-        raise ProfileError(
-            f"{path}: column {raw!r} has a non-numeric value {bad.iloc[0]!r} (data row {row})",
-            hint="expected a number or N/A",
-        ) from None
+        numbers = pd.to_numeric(values, errors="coerce")
+        unread = numbers.isna() & values.notna()
+        nans = int((unread & values.str.lower().str.lstrip("+-").eq("nan")).sum())
+        counts = {"nan": nans, "text": int(unread.sum()) - nans}
+        # from_pandas: NaN -> null, so _invalid_to_null does not count these cells twice
+        column = pa.chunked_array([pa.array(numbers.to_numpy(dtype=float), from_pandas=True)])
+        return column, {k: n for k, n in counts.items() if n}

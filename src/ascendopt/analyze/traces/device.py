@@ -1,22 +1,29 @@
 """Device facts for a profile: chip, cube/vector core counts, clock — and where each came from.
 
 Order of trust (docs/profiler-formats.md §3, §6.5, §11.4):
-1. the profiler's own files: ``PROF_*/device_*/info.json.*`` (``ai_core_num``, ``aiv_num``,
-   ``aic_frequency``) on Ascend, ``device__attribute_*`` columns in an ncu CSV on CUDA;
+1. the profiler's own files, "measured from the capture": ``PROF_*/device_*/info.json.*``
+   (``ai_core_num``, ``aiv_num``, ``aic_frequency``) on Ascend; ``msprof op``'s ``HardwareInfo.jsonl``
+   (chip, cube / vector core counts, core clock) and ``OpBasicInfo.csv`` / ``summary.jsonl``'s
+   ``Current Freq``; ``device__attribute_*`` columns in an ncu CSV on CUDA;
 2. ``ascendopt_profile.yaml``'s ``device`` name looked up in ``configs/chips.yaml``;
 3. derived from the kernel table (clock = cycles / blocks / core time, cube cores from
    ``cube_utilization(%)``; vector cores = 2 x cube cores, the A2 pairing of §6.4);
-4. ``configs/chips.yaml``'s model chip, said to be an assumption.
+4. ``$ASCENDOPT_CHIP`` (a chip the user names) looked up in ``configs/chips.yaml``.
+Nothing else: a fact nobody measured stays unknown (never a model chip's value passed off as this one's).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("chip", "cube_cores", "vector_cores", "clock_mhz")
+MEASURED = "measured from the capture"
+
+# hbm_gbs: the chip's peak device-memory bandwidth (GB/s), from configs/chips.yaml only (no profiler records it)
+FIELDS = ("chip", "cube_cores", "vector_cores", "clock_mhz", "hbm_gbs")
 
 
 class Facts:
@@ -122,12 +129,12 @@ def offer_chip(facts: Facts, name: str | None, source: str) -> None:
 
     try:
         chip = chip_facts(str(name))
-    except UsageError:
+    except UsageError:  # a chip configs/chips.yaml does not list: named as it is, its facts stay unknown
         facts.offer(source, chip=str(name))
         return
     facts.offer(source, chip=str(name))
     facts.offer(f"configs/chips.yaml ({name})", cube_cores=chip.get("cube_cores"),
-                vector_cores=chip.get("vector_cores"), clock_mhz=chip.get("clock_mhz"))
+                vector_cores=chip.get("vector_cores"), clock_mhz=chip.get("clock_mhz"), hbm_gbs=chip.get("hbm_gbs"))
 
 
 def offer_derived(facts: Facts, frame) -> None:
@@ -145,12 +152,118 @@ def offer_derived(facts: Facts, frame) -> None:
         facts.offer("derived: 2 x cube cores (A2 pairs two vector cores per AI core)", vector_cores=2 * cores)
 
 
-def offer_model_chip(facts: Facts) -> None:
-    """Last resort: the model chip of configs/chips.yaml, named as an assumption."""
-    from ascendopt.device.config import chip_facts, default_model_chip
+def offer_user_chip(facts: Facts) -> None:
+    """Last resort: the chip the user names in ``$ASCENDOPT_CHIP`` (the variable ``device`` reads too)."""
+    import os
 
-    name = default_model_chip()
-    chip = chip_facts(name)
-    source = f"assumed: configs/chips.yaml default_model_chip {name} (not measured)"
-    facts.offer(source, cube_cores=chip.get("cube_cores"), vector_cores=chip.get("vector_cores"),
-                clock_mhz=chip.get("clock_mhz"))
+    name = os.environ.get("ASCENDOPT_CHIP")
+    if name:
+        offer_chip(facts, name, "$ASCENDOPT_CHIP")
+
+
+def chip_name(raw: str) -> str | None:
+    """A chip name as the capture writes it -> the configs/chips.yaml spelling, or None when empty.
+
+    ``"Ascend950PR_9599 V100"`` / ``"Ascend 950PR_9599 V100"`` -> ``"Ascend950PR_9599"`` (HardwareInfo.jsonl
+    writes the SoC name, a space, then the chip version).
+    """
+    text = re.sub(r"\s+V\d+\S*$", "", str(raw or "").strip())
+    text = re.sub(r"^Ascend\s+", "Ascend", text)
+    return text or None
+
+
+def _positive(value: Any) -> int | None:
+    """A count / frequency from a hardware record; 0, "" and non-numbers mean "the query failed" -> None."""
+    if isinstance(value, list):  # ai_core_frequency_MHZ: [cube, vector]
+        value = value[0] if value else None
+    number = _int(value)
+    return number if number and number > 0 else None
+
+
+def read_hardware_info(folder: Path) -> tuple[dict[str, Any], Path] | None:
+    """``HardwareInfo.jsonl`` of an ``msprof op`` capture (the folder or its parent): chip, core counts, clock.
+
+    One JSON object per line, by ``category``; keys are spelled ``"ai cube count"`` or ``"ai_cube_count"``
+    depending on the release (both read). Returns (facts, path) or None when there is no readable file.
+    """
+    for path in (folder / "HardwareInfo.jsonl", folder.parent / "HardwareInfo.jsonl"):
+        if not path.is_file():
+            continue
+        records: dict[str, dict[str, Any]] = {}
+        try:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.strip():
+                    rec = json.loads(line)
+                    if isinstance(rec, dict):
+                        norm = {re.sub(r"[\s_]+", " ", str(k)).strip().lower(): v for k, v in rec.items()}
+                        records[str(norm.get("category", "")).lower()] = norm
+        except (OSError, ValueError):
+            continue
+        device, core = records.get("device info", {}), records.get("ai core information", {})
+        clock = next((core[k] for k in ("ai cube frequency(mhz)", "ai core frequency mhz", "ai core frequency(mhz)")
+                      if k in core), None)
+        facts = {"chip": chip_name(device.get("chip info", "")),
+                 "cube_cores": _positive(core.get("ai cube count")),
+                 "vector_cores": _positive(core.get("ai vector count")),
+                 "clock_mhz": _positive(clock)}
+        return facts, path
+    return None
+
+
+_OP_INFO_KEYS = {"Op Name": "name", "Op Type": "kind", "Task Duration(us)": "task_duration_us",
+                 "Block Dim": "block_dim", "Mix Block Dim": "mix_block_dim", "Device Id": "device_id",
+                 "Current Freq": "current_freq_mhz", "Rated Freq": "rated_freq_mhz"}
+
+
+def _op_info_value(key: str, value: Any) -> Any:
+    if value is None or str(value).strip() in ("", "NA", "N/A", "null"):
+        return None
+    if key in ("name", "kind"):
+        return str(value).strip()
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if key == "task_duration_us" else int(number)
+
+
+def read_op_info(folder: Path) -> dict[str, Any] | None:
+    """The operator an ``msprof op`` folder measured: ``OpBasicInfo.csv``, else ``summary.jsonl``'s
+    ``OpInfoSummary`` record.
+
+    Returns ``{name, kind (cube / vector / mix), task_duration_us, block_dim, mix_block_dim, device_id,
+    current_freq_mhz, rated_freq_mhz, file, summary_metrics}`` (missing values None; ``summary_metrics``:
+    summary.jsonl's per-section task averages by raw column name), or None when neither file is readable.
+    """
+    basic = folder / "OpBasicInfo.csv"
+    row: dict[str, Any] | None = None
+    if basic.is_file():
+        try:
+            with open(basic, encoding="utf-8", errors="replace", newline="") as f:
+                rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
+        except OSError:
+            rows = []
+        if len(rows) >= 2:
+            header = [h.strip() for h in rows[0]]
+            row = dict(zip(header, rows[1], strict=False))
+            row["file"] = basic.name
+    summary = folder / "summary.jsonl"
+    sections: dict[str, Any] = {}  # the PMU section records' task-level averages, raw metric name -> value
+    if summary.is_file():
+        try:
+            for line in summary.read_text(encoding="utf-8", errors="replace").splitlines():
+                rec = json.loads(line) if line.strip() else None
+                if not isinstance(rec, dict):
+                    continue
+                if rec.get("category") == "OpInfoSummary":
+                    row = row or dict(rec, file=summary.name)
+                else:
+                    sections.update({k: v for k, v in rec.items() if k != "category"})
+        except (OSError, ValueError):
+            pass
+    if row is None:
+        return None
+    info = {canon: _op_info_value(canon, row.get(raw)) for raw, canon in _OP_INFO_KEYS.items()}
+    info["file"] = row["file"]
+    info["summary_metrics"] = {k: v for k, v in sections.items() if isinstance(v, (int, float))}
+    return info

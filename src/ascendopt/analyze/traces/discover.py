@@ -65,17 +65,35 @@ def block_csvs(folder: Path) -> list[Path]:
 
 
 def op_summaries(folder: Path) -> list[Path]:
-    """msprof ``op_summary_*.csv`` files under a PROF_* / mindstudio_profiler_output / parent folder."""
-    found = sorted(folder.glob("op_summary_*.csv"))
-    found = found or sorted(folder.glob("mindstudio_profiler_output/op_summary_*.csv"))
-    return found or sorted(folder.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
+    """msprof ``op_summary*.csv`` files (``op_summary_<stamp>.csv``, or ``op_summary.csv`` as users rename
+    them) in a folder, its mindstudio_profiler_output, or its PROF_*/mindstudio_profiler_output."""
+    found = sorted(folder.glob("op_summary*.csv"))
+    found = found or sorted(folder.glob("mindstudio_profiler_output/op_summary*.csv"))
+    return found or sorted(folder.glob("PROF_*/mindstudio_profiler_output/op_summary*.csv"))
+
+
+def kernel_tables(folder: Path) -> list[Path]:
+    """torch_npu kernel tables held directly in a folder: ``kernel_details.csv`` first, then copies users
+    renamed (``kernel_details_rank0.csv``), by name."""
+    exact = folder / "kernel_details.csv"
+    others = sorted(p for p in folder.glob("kernel_details*.csv") if p.name != exact.name)
+    return ([exact] if exact.is_file() else []) + others
+
+
+def _is_op_summary_jsonl(path: Path) -> bool:
+    """An ``msprof op`` summary.jsonl (it holds an OpInfoSummary record), not any file of that name."""
+    try:
+        with open(path, "rb") as f:
+            return b'"OpInfoSummary"' in f.read(1 << 16)
+    except OSError:
+        return False
 
 
 def kind_of_dir(folder: Path) -> str | None:
     """The kind of run a folder is, or None when it is not a run itself."""
     if (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
         return "npu"
-    if folder.name == "ASCEND_PROFILER_OUTPUT" or (folder / "kernel_details.csv").is_file():
+    if folder.name == "ASCEND_PROFILER_OUTPUT" or kernel_tables(folder):
         return "npu"
     if (folder / PROFILE_YAML).is_file() or (folder / "kernels.csv").is_file() or any(folder.glob("ncu_raw*.csv")):
         return "ascendopt"
@@ -83,9 +101,9 @@ def kind_of_dir(folder: Path) -> str | None:
         return "ascendopt"
     if folder.name.startswith("PROF_") or folder.name == "mindstudio_profiler_output":
         return "msprof" if op_summaries(folder) else None
-    if list(folder.glob("op_summary_*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary_*.csv")):
+    if list(folder.glob("op_summary*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary*.csv")):
         return "msprof"
-    if block_csvs(folder):
+    if block_csvs(folder) or (folder / "OpBasicInfo.csv").is_file() or _is_op_summary_jsonl(folder / "summary.jsonl"):
         return "msprof-op"
     return None
 
@@ -113,7 +131,8 @@ def find_runs(path: Path) -> list[Run]:
         if runs:
             return sorted(runs, key=Run.sort_key)
     raise ProfileError(
-        f"{path}: no profile found (looked for *_ascend_pt/ASCEND_PROFILER_OUTPUT, PROF_*/op_summary_*.csv, "
-        "OPPROF_* per-block CSVs, kernels.csv / trace.json / ncu_raw*.csv)",
+        f"{path}: no profile found (looked in it and two levels down for kernel_details*.csv, "
+        "*_ascend_pt/ASCEND_PROFILER_OUTPUT, op_summary*.csv, PROF_*/mindstudio_profiler_output, OPPROF_* "
+        "(OpBasicInfo.csv, per-block CSVs), kernels.csv / trace.json / ncu_raw*.csv)",
         hint="pass the folder `ascendopt collect` printed",
     )

@@ -10,28 +10,41 @@ from ascendopt.analyze.traces.ascend import finish_kernel_frame, read_block_tabl
 from ascendopt.analyze.traces.columns import NCU_GROUPS, metric_groups_of
 from ascendopt.analyze.traces.csvread import read_header
 from ascendopt.analyze.traces.device import (
+    MEASURED,
     Facts,
     offer_chip,
     offer_derived,
-    offer_model_chip,
+    offer_user_chip,
+    read_hardware_info,
     read_info_json,
+    read_op_info,
     read_profiler_info,
     run_rank,
 )
-from ascendopt.analyze.traces.discover import op_summaries
+from ascendopt.analyze.traces.discover import kernel_tables, op_summaries
 from ascendopt.errors import ProfileError
 
 PROFILE_SOURCE = "ascendopt_profile.yaml"
 
 
 def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Path, *, op_statistic=None,
-                    meta: dict[str, Any] | None = None) -> Profile:
+                    meta: dict[str, Any] | None = None, op_info: dict[str, Any] | None = None,
+                    files: list[Path] | None = None) -> Profile:
     """Common tail of the Ascend loaders: device facts, metric groups, not-collected list."""
     meta = meta or {}
     facts = Facts()
     info = read_info_json(run_dir)
     if info:
-        facts.offer(f"{info[1].relative_to(run_dir)}", **info[0])
+        facts.offer(f"{MEASURED} ({info[1].relative_to(run_dir)})", **info[0])
+    hardware = read_hardware_info(run_dir)
+    if hardware:
+        hw, hw_path = hardware
+        files = [*(files or []), hw_path]
+        source = f"{MEASURED} ({hw_path.name})"
+        facts.offer(source, cube_cores=hw["cube_cores"], vector_cores=hw["vector_cores"], clock_mhz=hw["clock_mhz"])
+        offer_chip(facts, hw["chip"], source)
+    if op_info and op_info.get("current_freq_mhz"):
+        facts.offer(f"{MEASURED} ({op_info['file']} Current Freq)", clock_mhz=op_info["current_freq_mhz"])
     device_meta = meta.get("device")
     if isinstance(device_meta, dict):
         offer_chip(facts, device_meta.get("chip") or device_meta.get("name"), PROFILE_SOURCE)
@@ -40,16 +53,19 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
     elif device_meta:
         offer_chip(facts, device_meta, PROFILE_SOURCE)
     offer_derived(facts, frame)
-    # only what nothing measured is filled from the model chip, and it says "assumed"
-    if not facts.complete():
-        offer_model_chip(facts)
+    offer_user_chip(facts)
+    # what nothing measured stays unknown (issue 21: never a model chip's cores passed off as this one's)
+    missing = [f for f in ("chip", "cube_cores", "vector_cores") if facts.values.get(f) is None]
+    if missing:
+        notes = notes + [f"device: {', '.join(missing)} not in the capture and not derivable; checks that need "
+                         "them are skipped (set ASCENDOPT_CHIP to a configs/chips.yaml chip to supply them)"]
     pinfo = read_profiler_info(run_dir)
     groups = metric_groups_of(frame.columns)
     extra = {k: pinfo[k] for k in ("profiler_level", "aic_metrics", "rank_id", "cann_version", "torch_npu_version")
              if k in pinfo}
     return Profile(path=path, kernels=frame, device=facts.to_dict(**extra), metric_groups=groups,
                    not_collected=[g for g in ALL_GROUPS if g not in groups], kind=kind, op_statistic=op_statistic,
-                   notes=notes, runs=[path], set_id=meta.get("set_id"))
+                   notes=notes, runs=[path], set_id=meta.get("set_id"), op_info=op_info, files=list(files or [path]))
 
 
 def _rank_device(run_dir: Path) -> str:
@@ -63,10 +79,14 @@ def load_npu(run: Path) -> Profile:
     out = run if run.name == "ASCEND_PROFILER_OUTPUT" or not (run / "ASCEND_PROFILER_OUTPUT").is_dir() \
         else run / "ASCEND_PROFILER_OUTPUT"
     run_dir = out.parent if out.name == "ASCEND_PROFILER_OUTPUT" else out
-    details = out / "kernel_details.csv"
+    tables = kernel_tables(out)
     device = _rank_device(run_dir)
-    if details.is_file():
+    if tables:
+        details = tables[0]
         frame, notes = read_kernel_table(details, device_default=device)
+        if len(tables) > 1:
+            notes.append(f"{out}: holds {len(tables)} kernel tables; read {details.name} "
+                         f"(pass a file to read another: {', '.join(t.name for t in tables[1:4])})")
     else:
         summaries = op_summaries(run_dir)
         if not summaries:
@@ -79,7 +99,8 @@ def load_npu(run: Path) -> Profile:
         return load_msprof(run_dir, summaries)
     stats_path = out / "op_statistic.csv"
     stats = read_op_statistic(stats_path) if stats_path.is_file() else None
-    return _ascend_profile("npu", run, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir))
+    return _ascend_profile("npu", run, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir),
+                           files=[details] + ([stats_path] if stats is not None else []))
 
 
 def load_msprof(run: Path, summaries: list[Path]) -> Profile:
@@ -94,14 +115,20 @@ def load_msprof(run: Path, summaries: list[Path]) -> Profile:
         notes += more
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     run_dir = next((p for p in [run, *run.parents] if p.name.startswith("PROF_")), run)
-    return _ascend_profile("msprof", run, frame, notes, run_dir)
+    return _ascend_profile("msprof", run, frame, notes, run_dir, files=summaries)
 
 
 def load_msprof_op(run: Path, csvs: list[Path]) -> Profile:
-    """``msprof op`` per-block CSVs (one per metric group) of one operator."""
-    frame, notes = read_block_table(csvs)
-    notes.append(f"{run.name}: msprof op data is per block; 'duration' is each block's core time")
-    return _ascend_profile("msprof-op", run, frame, notes, run)
+    """``msprof op`` output of one operator: per-block CSVs (one per metric group) named by ``OpBasicInfo.csv``
+    (or ``summary.jsonl``), device facts from ``HardwareInfo.jsonl``."""
+    op_info = read_op_info(run)
+    frame, notes = read_block_table(csvs, op_info=op_info, folder=run)
+    if csvs:
+        notes.append(f"{run.name}: msprof op data is per block; 'duration' is each block's core time"
+                     + (f"; the task took {op_info['task_duration_us']:g} us ({op_info['file']})"
+                        if op_info and op_info.get("task_duration_us") is not None else ""))
+    info_file = [run / op_info["file"]] if op_info else []
+    return _ascend_profile("msprof-op", run, frame, notes, run, op_info=op_info, files=info_file + csvs)
 
 
 def load_ascendopt(folder: Path) -> Profile:
@@ -147,9 +174,12 @@ def load_ascendopt(folder: Path) -> Profile:
 
 def load_file(path: Path) -> Profile:
     """A single file: kernel_details / op_summary / op_statistic / block CSV / kernels.csv / ncu CSV / trace."""
+    from ascendopt.analyze.traces.discover import block_csvs
     from ascendopt.analyze.traces.ncu import is_ncu_csv, read_ncu_raw
 
     name = path.name
+    if name in ("OpBasicInfo.csv", "summary.jsonl", "HardwareInfo.jsonl"):
+        return load_msprof_op(path.parent, block_csvs(path.parent))  # one file of an msprof op folder
     if name.endswith(".json"):
         from ascendopt.analyze.traces.torch_trace import read_chrome_trace
 
@@ -184,4 +214,5 @@ def load_file(path: Path) -> Profile:
     frame, notes = read_kernel_table(path, device_default=_rank_device(run_dir))
     stats_path = path.parent / "op_statistic.csv"
     stats = read_op_statistic(stats_path) if stats_path.is_file() else None
-    return _ascend_profile("npu", path, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir))
+    return _ascend_profile("npu", path, frame, notes, run_dir, op_statistic=stats, meta=_profile_yaml(run_dir),
+                           files=[path] + ([stats_path] if stats is not None else []))
