@@ -323,6 +323,7 @@ def run_request(request: dict) -> dict:
             except LookupError as exc:
                 return {"fatal": str(exc.args[0]), "kind": "usage"}
         elif request.get("exec_file"):
+            sys.path.insert(0, str(Path(request["exec_file"]).parent))  # its own imports, as `python FILE`
             try:
                 runpy.run_path(request["exec_file"], run_name="__main__")
             except SystemExit:

@@ -35,7 +35,7 @@ MAX_GRID_PROGRAMS = 65535  # the practice: grid <= 65535, or a 1D core grid
 
 _FUNC = re.compile(r"func\.func\s+@(?P<name>[\w.$-]+)\s*\(")
 _MIX_MODE = re.compile(r'mix_mode\s*=\s*"(?P<mode>[^"]+)"')
-_ALLOC = re.compile(r"memref\.alloc\(\)[^:\n]*:\s*memref<(?P<type>[^>]+)>")
+_ALLOC = re.compile(r"memref\.alloc\([^)]*\)[^\n]*?:\s*memref<(?P<type>[^>]+)>")
 
 
 @dataclass(frozen=True)

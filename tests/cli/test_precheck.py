@@ -1,0 +1,110 @@
+"""`ascendopt precheck` end to end: a compile in the separate triton-ascend environment.
+
+The compile needs triton-ascend's venv, given as $ASCENDOPT_ASCEND_PYTHON (.ci/run builds it before pytest).
+Without it these tests skip on a developer machine and FAIL under CI=true. Two small kernels of
+tests/data/precheck: one that lowers, one the front end rejects. The input and environment errors need no venv.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from _cli_json import json_payload
+from conftest import DATA, run_cli
+
+PRECHECK = DATA / "precheck"
+SCHEMA = Path(__file__).resolve().parents[2] / "src/ascendopt/cli/schemas/precheck.schema.json"
+
+
+@pytest.fixture
+def ascend_python():
+    python = os.environ.get("ASCENDOPT_ASCEND_PYTHON")
+    if python and Path(python).exists():
+        return python
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI must provide the triton-ascend venv as $ASCENDOPT_ASCEND_PYTHON (.ci/run builds it)")
+    pytest.skip("no triton-ascend venv: set ASCENDOPT_ASCEND_PYTHON (docs/lowering.md)")
+
+
+def _by_kernel(payload):
+    out = {}
+    for entry in payload["launches"]:
+        out.setdefault(entry["kernel"], []).append(entry)
+    return out
+
+
+def test_workload_launches_lower_with_ub_and_core_type(ascend_python):
+    code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--exec-file",
+                             str(PRECHECK / "vector_add_workload.py"), "--ascend-python", ascend_python, "--json")
+    assert code == 0, err
+    payload = json_payload(out)
+    assert payload["lowered"] is True
+    kernels = _by_kernel(payload)
+    # the workload launches add_kernel with BLOCK 1024 and 2048 (two compiles) and matmul_kernel once
+    assert sorted(e["constexprs"]["BLOCK"] for e in kernels["add_kernel"]) == [1024, 2048]
+    assert len(kernels["matmul_kernel"]) == 1
+    assert {e["core_type"] for e in kernels["add_kernel"]} == {"vector"}
+    assert kernels["matmul_kernel"][0]["core_type"] == "mixed"
+    for entry in kernels["add_kernel"]:
+        block = entry["constexprs"]["BLOCK"]
+        assert entry["ub"]["alloc_bytes"] == 2 * block * 4  # x and y tiles, fp32
+        assert entry["ub"]["estimate_bytes"] == 2 * entry["ub"]["alloc_bytes"]  # double-buffering factor 2
+        assert entry["grid"] == [4096 // block]
+        assert entry["signature"] == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    assert payload["lint"] is not None and payload["chip"] == "Ascend910B2"
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(payload, json.loads(SCHEMA.read_text()))
+
+
+def test_launch_description_flags_a_vector_kernel_on_the_cube_core_count(ascend_python):
+    code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches",
+                             str(PRECHECK / "vector_add_launches.yaml"), "--ascend-python", ascend_python)
+    assert code == 0, err
+    assert "vector-only kernel launched on the cube core count (24)" in out
+    assert "matmul_kernel (grid" not in out  # a mixed kernel on the cube count is right
+
+
+def test_rejected_op_is_exit_1_at_the_users_line(ascend_python, tmp_path):
+    launches = tmp_path / "launches.yaml"
+    launches.write_text("launches:\n  - kernel: clamp_window_kernel\n    grid: [48]\n"
+                        "    signature: {x_ptr: '*fp32', out_ptr: '*fp32', n: i32}\n"
+                        "    constexprs: {W: 3, BLOCK: 256}\n")
+    code, out, err = run_cli("precheck", str(PRECHECK / "chained_bool.py"), "--launches", str(launches),
+                             "--ascend-python", ascend_python, "--json")
+    assert code == 1, err
+    payload = json_payload(out)
+    assert payload["lowered"] is False
+    (entry,) = payload["launches"]
+    line = next(i for i, text in enumerate((PRECHECK / "chained_bool.py").read_text().splitlines(), 1)
+                if "W > 2 and" in text)
+    assert entry["status"] == "failed"
+    assert f"chained_bool.py:{line}:" in entry["error"]
+    assert "chained boolean operators" in entry["error"]
+
+
+def test_unknown_kernel_in_the_description_is_usage(ascend_python, tmp_path):
+    launches = tmp_path / "launches.yaml"
+    launches.write_text("launches:\n  - {kernel: no_such_kernel}\n")
+    code, _, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches", str(launches),
+                           "--ascend-python", ascend_python)
+    assert code == 2
+    assert "no_such_kernel" in err and "add_kernel" in err
+
+
+def test_missing_environment_is_one_line_exit_5(tmp_path):
+    code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches",
+                             str(PRECHECK / "vector_add_launches.yaml"), "--ascend-python", str(tmp_path / "py"))
+    assert code == 5
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and "no such interpreter" in err
+
+
+def test_upstream_triton_environment_is_refused_exit_5():
+    import sys
+
+    code, _, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches",
+                           str(PRECHECK / "vector_add_launches.yaml"), "--ascend-python", sys.executable)
+    assert code == 5
+    assert "not triton-ascend" in err and "Traceback" not in err
