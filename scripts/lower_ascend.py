@@ -27,49 +27,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-os.environ.pop("TRITON_INTERPRET", None)  # real front end, not the interpreter
+os.environ.pop("TRITON_INTERPRET", None)  # real front end, not the interpreter (before any kernel import)
 os.environ["ASCENDOPT_BACKEND"] = "cpu"  # host-side facts (core counts, modelled UB) only
 from ascendopt.device import lowering  # noqa: E402 - after the path set-up above
+from ascendopt.kernels import launches as launch_recorder  # noqa: E402
 
 ARCH = "Ascend910B2"
-# Presets whose launches are recorded: tiny (bulk + tail variants), realistic (UB-model tiles), varlen.
-PRESET_PREFIXES = ("tiny", "realistic", "varlen", "wide", "widest", "states")
+PRESET_PREFIXES = launch_recorder.PRESET_PREFIXES
 
 
 def record_launches(specs_filter: set[str],
                     prefixes: tuple[str, ...] = PRESET_PREFIXES) -> tuple[list[dict], list[dict]]:
     """Run every spec's launcher with each ``kernel[grid](...)`` recorded instead of launched."""
-    import torch
-
-    from ascendopt.device import backends
-    from ascendopt.kernels import all_specs
-
-    backends.Backend.prepare_kernels = lambda self: None  # keep TRITON_INTERPRET off: we compile, not run
     launches: list[dict] = []
     current: dict = {}
-    problems = []
     with lowering.recording(launches, current):
-        for spec in all_specs():
-            if specs_filter and spec.name not in specs_filter:
-                continue
-            for preset in spec.shapes:
-                if not preset.startswith(prefixes):
-                    continue
-                dims = spec.shape(preset).dims
-                for mode in spec.modes:
-                    dtype = spec.dtypes[0]
-                    if spec.supports(dims, dtype, mode):
-                        continue
-                    # Defaults, plus any configs a spec names for constexpr paths the defaults do not take.
-                    for config in [{}, *spec.extras.get("lowering_configs", [])]:
-                        current.update(spec=spec.name, preset=preset, mode=mode, config=config)
-                        try:
-                            with torch.no_grad():
-                                inputs = spec.make_inputs(dict(dims), dtype, torch.device("cpu"), 0)
-                                spec.run(inputs, spec.config(config), mode)
-                        except Exception as exc:  # noqa: BLE001 - reported per spec, the others go on
-                            problems.append({"spec": spec.name, "preset": preset, "mode": mode, "config": config,
-                                             "error": f"launcher failed on the host: {type(exc).__name__}: {exc}"})
+        problems = launch_recorder.record_spec_launches(specs_filter, prefixes, current)
     return launches, problems
 
 
@@ -126,21 +99,11 @@ def main() -> int:
     lowering.patch_out_npubin()
     prefixes = tuple(p for p in args.presets.split(",") if p)
     launches, problems = record_launches({n for n in args.kernels.split(",") if n}, prefixes)
-    seen, results = set(), []
-    for launch in launches:
-        fn = launch["kernel"]
-        signature, constants = lowering.signature_of(fn, launch["args"], launch["kwargs"])
-        key = lowering.launch_key(fn, signature, constants)
-        if key in seen:
-            continue
-        seen.add(key)
-        shown = {k: v for k, v in constants.items() if v is not None}
-        r = {"spec": launch["spec"], "preset": launch["preset"], "mode": launch["mode"], "kernel": fn.__name__,
-             "config": launch["config"], "constexprs": shown, "grid": launch["grid"],
-             **lowering.lower(fn, signature, constants, cache, ARCH)}
+    results, signature_problems, _ = lowering.lower_launches(launches, cache, ARCH)
+    problems += [{"spec": "", "preset": "", "mode": "", "config": {}, "error": p} for p in signature_problems]
+    for r in results:
         if r["status"] == "lowered":
             r.update(ir_facts(r["ttadapter"]))
-        results.append(r)
         print(f"{r['status']:>8}  {r['spec']:<28} {r['kernel']:<36} {r['preset']}/{r['mode']} "
               f"{r.get('error', '')[:300]}", file=sys.stderr, flush=True)
     by_kernel: dict[str, set] = {}

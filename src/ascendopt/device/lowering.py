@@ -310,35 +310,75 @@ def run_request(request: dict) -> dict:
     arch = request.get("arch") or DEFAULT_ARCH
     problems: list[str] = []
     launches: list[dict] = []
+    kernels: dict = {}
     with recording(launches):
-        try:
-            module = _load_target(request["target"])
-        except BaseException as exc:  # noqa: BLE001 - the user's file: reported, not raised
-            return {"fatal": f"importing {request['target']} failed: {type(exc).__name__}: {_short(str(exc))}",
-                    "kind": "usage"}
-        kernels = _kernels_of(module)
+        if request.get("target"):
+            try:
+                kernels = _kernels_of(_load_target(request["target"]))
+            except BaseException as exc:  # noqa: BLE001 - the user's file: reported, not raised
+                return {"fatal": f"importing {request['target']} failed: {type(exc).__name__}: {_short(str(exc))}",
+                        "kind": "usage"}
         if request.get("launches") is not None:
             try:
                 launches.extend(_described_launches(kernels, request["launches"]))
             except LookupError as exc:
                 return {"fatal": str(exc.args[0]), "kind": "usage"}
         elif request.get("exec_file"):
-            sys.path.insert(0, str(Path(request["exec_file"]).parent))  # its own imports, as `python FILE`
-            try:
-                runpy.run_path(request["exec_file"], run_name="__main__")
-            except SystemExit:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - launches recorded so far are still lowered
-                problems.append(f"{request['exec_file']} stopped: {type(exc).__name__}: {_short(str(exc))}")
-    target_files = {getattr(fn.fn, "__code__", None) and fn.fn.__code__.co_filename for fn in kernels.values()}
-    results, seen, elsewhere = [], set(), 0
+            problems += _run_workload(request["exec_file"], request.get("call"))
+        elif request.get("recorder"):
+            problems += _run_recorder(request)
+    if kernels:
+        target_files = {fn.fn.__code__.co_filename for fn in kernels.values()}
+
+        def keep(fn):
+            return fn.fn.__code__.co_filename in target_files
+    else:
+        name_filter = request.get("kernel_filter") or ""
+
+        def keep(fn):
+            return name_filter in fn.__name__
+    results, lower_problems, elsewhere = lower_launches(launches, cache, arch, keep=keep)
+    return {"triton": triton.__version__, "arch": arch, "python": sys.executable, "launches": results,
+            "problems": problems + lower_problems, "other_launches": elsewhere}
+
+
+def _run_workload(exec_file: str, call: str | None) -> list[str]:
+    """Run a workload file (as ``python FILE``, or its ``call()`` function, e.g. the loop's ``workload()``)
+    while launches are recorded; what stopped it early, as problems (launches recorded so far still count)."""
+    sys.path.insert(0, str(Path(exec_file).parent))  # its own imports, as `python FILE`
+    try:
+        namespace = runpy.run_path(exec_file, run_name="__precheck__" if call else "__main__")
+        if call:
+            if not callable(namespace.get(call)):
+                return [f"{exec_file} defines no {call}()"]
+            namespace[call]()
+    except SystemExit:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - the user's workload: reported, not raised
+        return [f"{exec_file} stopped: {type(exc).__name__}: {_short(str(exc))}"]
+    return []
+
+
+def _run_recorder(request: dict) -> list[str]:
+    """A recorder named by the request (``module:function``, importable from ``package_root``; e.g. the
+    bundled kernels' spec launchers) called with the request: it launches, we record; it returns problems."""
+    sys.path.insert(0, request["package_root"])
+    module_name, function = request["recorder"].split(":")
+    return list(getattr(importlib.import_module(module_name), function)(request) or [])
+
+
+def lower_launches(launches: list[dict], cache: Path, arch: str, keep=lambda fn: True) -> tuple[list, list, int]:
+    """Lower each distinct launch ``keep(kernel)`` accepts: ``(results, problems, launches not kept)``.
+
+    A result: ``kernel, file, line, grid, label, signature`` (non-constexpr types), ``constexprs`` and
+    ``lower``'s keys, plus any extra keys the recorder attached (``spec``, ``preset``, ``mode``, ``config``).
+    """
+    results, problems, seen, elsewhere = [], [], set(), 0
     for launch in launches:
         fn = launch["kernel"]
-        if fn.fn.__code__.co_filename not in target_files:
+        if not keep(fn):
             elsewhere += 1  # a kernel of another file the workload launched: not the target's
             continue
-        record = {"kernel": fn.__name__, "line": getattr(fn, "starting_line_number", None),
-                  "grid": launch.get("grid"), "label": launch.get("label", "")}
         try:
             signature, constants = signature_of(fn, launch["args"], launch["kwargs"])
         except TypeError as exc:
@@ -348,12 +388,14 @@ def run_request(request: dict) -> dict:
         if key in seen:
             continue
         seen.add(key)
-        record.update(signature={k: v for k, v in signature.items() if v != "constexpr"},
-                      constexprs={k: v for k, v in constants.items() if v is not None and k in fn.arg_names})
+        extra = {k: v for k, v in launch.items() if k not in {"kernel", "args", "kwargs"}}
+        record = {"kernel": fn.__name__, "file": fn.fn.__code__.co_filename,
+                  "line": getattr(fn, "starting_line_number", None), "label": "", **extra,
+                  "signature": {k: v for k, v in signature.items() if v != "constexpr"},
+                  "constexprs": {k: v for k, v in constants.items() if v is not None}}
         record.update(lower(fn, signature, constants, cache, arch))
         results.append(record)
-    return {"triton": triton.__version__, "arch": arch, "python": sys.executable, "launches": results,
-            "problems": problems, "other_launches": elsewhere}
+    return results, problems, elsewhere
 
 
 def main(argv: list[str] | None = None) -> int:
