@@ -1,5 +1,7 @@
 """precheck's inputs, checked before any compile: the YAML launch description, the target, the options."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from ascendopt.errors import EnvironmentProblem, UsageError
@@ -78,3 +80,31 @@ def test_verdict_lines():
     assert pc.verdict(ok) == "lowers (2 launches)"
     assert pc.verdict(bad) == "b does not lower: k.py:3: unsupported"
     assert pc.verdict({"launches": []}) == "no launch recorded"
+
+
+def _own_code_contract(exec_file: str, kernel_filter: str):
+    workload = SimpleNamespace(exec_file=exec_file, kernel_filter=kernel_filter)
+    return SimpleNamespace(is_kernel=False, workload=workload)
+
+
+def test_loop_precheck_is_not_run_on_npu_and_can_be_skipped(tmp_path):
+    contract = _own_code_contract("w.py", "k")
+    assert pc.loop_precheck(contract, "npu", tmp_path) is None  # the device compiles the kernels itself
+    assert pc.loop_precheck(contract, "cpu", tmp_path, skip=True) == {"status": "skipped",
+                                                                     "verdict": "skipped (--no-precheck)"}
+
+
+def test_loop_precheck_never_installs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASCENDOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ASCENDOPT_ASCEND_PYTHON", raising=False)
+    record = pc.loop_precheck(_own_code_contract("w.py", "k"), "cpu", tmp_path)
+    assert record["status"] == "unavailable" and "no triton-ascend environment" in record["verdict"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_loop_precheck_own_code_that_does_not_lower(ascend_python, tmp_path):
+    contract = _own_code_contract("chained_bool_workload.py", "clamp_window")
+    record = pc.loop_precheck(contract, "cpu", PRECHECK, ascend_python=ascend_python)
+    assert record["status"] == "fails"
+    assert record["verdict"].startswith("clamp_window_kernel does not lower: ")
+    assert "chained_bool.py:17:" in record["verdict"] and "chained boolean" in record["verdict"]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt
+from ascendopt.cli.options import AscendPythonOpt, JsonOpt, TimeoutOpt
 
 
 def precheck(
@@ -21,10 +21,7 @@ def precheck(
     chip: Annotated[
         str | None, typer.Option("--chip", help="Judge UB and core counts against this chip (configs/chips.yaml; "
                                  "default the launch file's, else the model chip Ascend910B2).")] = None,
-    ascend_python: Annotated[
-        str | None, typer.Option("--ascend-python", help="Interpreter of an existing triton-ascend environment "
-                                 "(default $ASCENDOPT_ASCEND_PYTHON, else the managed one, built on first use "
-                                 "under ~/.cache/ascendopt/ascend-venv).")] = None,
+    ascend_python: AscendPythonOpt = None,
     no_lint: Annotated[bool, typer.Option("--no-lint", help="Leave out the lint findings of the file.")] = False,
     timeout: TimeoutOpt = None,
     json: JsonOpt = False,
@@ -33,6 +30,8 @@ def precheck(
     lowers or not (the compiler's message at your source line), a static UB estimate from the lowered IR's
     local buffers (an estimate: bishengir-compile decides), the core type against the grid, and lint findings.
 
+    Without --ascend-python or $ASCENDOPT_ASCEND_PYTHON, the first run builds a triton-ascend environment under
+    ~/.cache/ascendopt/ascend-venv (pinned versions, a few minutes, ~3 GB; $ASCENDOPT_CACHE moves it).
     Exit 0 every launch lowers (UB, grid and lint notes do not change it), 1 a launch does not lower or none
     was recorded, 2 bad input, 5 no triton-ascend environment.
     """

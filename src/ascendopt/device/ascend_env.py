@@ -144,10 +144,18 @@ def find_python(explicit: str | None = None, *, install: bool = False,
 def run_child(python: Path, request: dict, timeout: float = DEFAULT_CHILD_TIMEOUT_S) -> dict:
     """Run ``lowering.py`` in ``python``'s environment on ``request``; its result dict.
 
-    The request's ``cache_dir`` receives the ``.ttir``/``.ttadapter`` files. A child that does not answer
-    (crash, timeout, a ``fatal`` result) raises EnvironmentProblem with its reason in one line.
+    The request's ``cache_dir`` receives the ``.ttir``/``.ttadapter`` files. A request with a ``recorder``
+    (``module:function`` of ascendopt, e.g. ``ascendopt.kernels.launches:record_contract``) gets
+    ``package_root``: a folder holding only a link to this ascendopt package, so the child can import
+    ascendopt and nothing else of this environment (its upstream triton above all). A child that does not
+    answer (crash, timeout, a ``fatal`` result) raises EnvironmentProblem with its reason in one line.
     """
     with tempfile.TemporaryDirectory(prefix="ascendopt-precheck-") as tmp:
+        if request.get("recorder"):
+            root = Path(tmp) / "package"
+            root.mkdir()
+            (root / "ascendopt").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+            request = {**request, "package_root": str(root)}
         request_file, out_file = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_file.write_text(json.dumps(request))
         argv = [str(python), "-I", str(CHILD_SCRIPT), "--request", str(request_file), "--out", str(out_file)]

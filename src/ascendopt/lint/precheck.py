@@ -123,6 +123,36 @@ def _judge(launch: dict, chip: dict, ub_bytes: int | None, factor: int) -> dict:
     return entry
 
 
+def _chip(chip: str | None) -> tuple[str, dict, int | None, int]:
+    """``(chips.yaml key, facts, UB bytes, double-buffering factor)`` of the Ascend chip judged against."""
+    chip_name = chip_key(chip or default_model_chip())
+    facts = chip_facts(chip_name)
+    if facts.get("kind") != "npu":
+        raise UsageError(f"chip {chip_name} is not an Ascend NPU", hint="precheck judges against an Ascend chip")
+    # triton-ascend's multibuffer default is off only on the 910_95 family (its NPUOptions)
+    factor = 1 if chip_name.startswith(("Ascend910_95", "Ascend950")) else ttadapter.DEFAULT_DOUBLE_BUFFER_FACTOR
+    return chip_name, facts, facts.get("ub_bytes"), factor
+
+
+def _compile(python, request: dict, chip: str | None, timeout: float | None) -> dict:
+    """Run the child on ``request`` and judge each launch; the report without lint (see ``precheck``)."""
+    chip_name, facts, ub_bytes, factor = _chip(chip)
+    version = ascend_env.probe(python)
+    with tempfile.TemporaryDirectory(prefix="ascendopt-precheck-cache-") as cache:
+        result = ascend_env.run_child(python, {**request, "cache_dir": cache, "arch": chip_name},
+                                      timeout or ascend_env.DEFAULT_CHILD_TIMEOUT_S)
+        launches = [_judge(launch, facts, ub_bytes, factor) for launch in result["launches"]]
+    report = {"schema": SCHEMA, "target": request.get("target") or request.get("exec_file") or request.get("spec"),
+              "chip": chip_name, "ub_bytes": ub_bytes, "double_buffer_factor": factor, "triton": version,
+              "python": str(python),
+              "lowered": bool(launches) and all(entry["status"] == "lowered" for entry in launches),
+              "launches": launches, "problems": result.get("problems", []),
+              "other_launches": result.get("other_launches", 0), "lint": None}
+    if not launches:
+        report["problems"].append("no launch of the target's kernels was recorded")
+    return report
+
+
 def precheck(target: str, *, exec_file: str | None = None, launch_file: str | None = None,
              chip: str | None = None, ascend_python: str | None = None, install: bool = True,
              timeout: float | None = None, with_lint: bool = True,
@@ -142,30 +172,15 @@ def precheck(target: str, *, exec_file: str | None = None, launch_file: str | No
     described, file_chip = (load_launch_file(launch_file) if launch_file else (None, None))
     if exec_file is not None and not Path(exec_file).is_file():
         raise UsageError(f"--exec-file {exec_file}: no such file")
-    chip_name = chip_key(chip or file_chip or default_model_chip())
-    facts = chip_facts(chip_name)
-    if facts.get("kind") != "npu":
-        raise UsageError(f"chip {chip_name} is not an Ascend NPU", hint="precheck judges against an Ascend chip")
-    ub_bytes = facts.get("ub_bytes")
-    # triton-ascend's multibuffer default is off only on the 910_95 family (its NPUOptions)
-    factor = 1 if chip_name.startswith(("Ascend910_95", "Ascend950")) else ttadapter.DEFAULT_DOUBLE_BUFFER_FACTOR
+    _chip(chip or file_chip)  # a bad chip is a usage error before any environment is looked for
     python = ascend_env.find_python(ascend_python, install=install, on_step=on_install_step)
     if python is None:
         raise EnvironmentProblem("precheck: no triton-ascend environment",
                                  hint="run `ascendopt precheck` once to build it, or pass --ascend-python")
-    version = ascend_env.probe(python)
-    with tempfile.TemporaryDirectory(prefix="ascendopt-precheck-cache-") as cache:
-        request = {"target": target_ref, "exec_file": str(Path(exec_file).resolve()) if exec_file else None,
-                   "launches": described, "cache_dir": cache, "arch": chip_name}
-        result = ascend_env.run_child(python, request, timeout or ascend_env.DEFAULT_CHILD_TIMEOUT_S)
-        launches = [_judge(launch, facts, ub_bytes, factor) for launch in result["launches"]]
-    report = {"schema": SCHEMA, "target": target, "chip": chip_name, "ub_bytes": ub_bytes,
-              "double_buffer_factor": factor, "triton": version, "python": str(python),
-              "lowered": bool(launches) and all(entry["status"] == "lowered" for entry in launches),
-              "launches": launches, "problems": result.get("problems", []),
-              "other_launches": result.get("other_launches", 0), "lint": None}
-    if not launches:
-        report["problems"].append("no launch of the target's kernels was recorded")
+    request = {"target": target_ref, "exec_file": str(Path(exec_file).resolve()) if exec_file else None,
+               "launches": described}
+    report = _compile(python, request, chip or file_chip, timeout)
+    report["target"] = target
     if with_lint and Path(target_ref).is_file():
         from ascendopt.lint import lint_paths
 
@@ -173,6 +188,50 @@ def precheck(target: str, *, exec_file: str | None = None, launch_file: str | No
         report["lint"] = {"findings": [f.to_dict() for f in lint_report.findings],
                           "errors": [f.to_dict() for f in lint_report.errors]}
     return report
+
+
+def loop_precheck(contract, backend: str, root: Path, *, config: dict | None = None, skip: bool = False,
+                  ascend_python: str | None = None, timeout: float | None = None) -> dict | None:
+    """The precheck of a frozen task's kernels for ``freeze`` and ``optimize-round``; None on npu (the
+    device compiles them itself).
+
+    Never installs: it uses ``--ascend-python``, ``$ASCENDOPT_ASCEND_PYTHON`` or a managed environment that
+    ``ascendopt precheck`` built earlier. Returns the record the contract or round keeps: ``{"status":
+    "lowers" | "fails" | "skipped" | "unavailable", "verdict": one line, ...}``; with a compile, also
+    ``triton, chip, launches, ub_max_percent``. A bundled kernel is recorded over the contract's shape cases
+    at ``config`` (default the frozen one); own code through the exec-file's ``workload()``, the kernels
+    whose name holds the frozen kernel filter (``root``: the project root its path is relative to).
+    """
+    from ascendopt.errors import EnvironmentProblem
+
+    if backend == "npu":
+        return None
+    if skip:
+        return {"status": "skipped", "verdict": "skipped (--no-precheck)"}
+    try:
+        python = ascend_env.find_python(ascend_python, install=False)
+    except EnvironmentProblem as exc:
+        return {"status": "unavailable", "verdict": f"not run: {exc}"}
+    if python is None:
+        return {"status": "unavailable", "verdict": "not run: no triton-ascend environment (`ascendopt precheck` "
+                "builds one once; or pass --ascend-python)"}
+    w = contract.workload
+    if contract.is_kernel:
+        request = {"recorder": "ascendopt.kernels.launches:record_contract", "spec": w.kernel,
+                   "cases": [dict(case.dims) for case in w.shapes], "dtype": w.dtype, "mode": w.mode,
+                   "config": dict(config if config is not None else w.config)}
+    else:
+        request = {"exec_file": str(Path(root) / w.exec_file), "call": "workload",
+                   "kernel_filter": w.kernel_filter}
+    try:
+        report = _compile(python, request, None, timeout)
+    except EnvironmentProblem as exc:
+        return {"status": "unavailable", "verdict": f"not run: {exc}"}
+    shares = [e["ub"]["percent_of_ub"] for e in report["launches"] if e.get("ub")]
+    return {"status": "lowers" if report["lowered"] else "fails", "verdict": verdict(report),
+            "triton": report["triton"], "chip": report["chip"], "launches": len(report["launches"]),
+            "ub_max_percent": max(shares) if shares else None,
+            "findings": sorted({f for e in report["launches"] for f in e.get("findings") or []})}
 
 
 def verdict(report: dict) -> str:

@@ -26,7 +26,8 @@ from ascendopt.workspace import Workspace
 
 def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force: bool = False, pairs: int = 20,
              step: Step | None = None, on_round: Callable[[RoundOutcome], None] | None = None,
-             timer: Callable[[], float] | None = None, allow_ub_overflow: bool = False) -> dict[str, Any]:
+             timer: Callable[[], float] | None = None, allow_ub_overflow: bool = False, precheck: bool = True,
+             ascend_python: str | None = None) -> dict[str, Any]:
     """``--auto``: search the bundled kernel's tunables; each fresh candidate is a recorded round.
 
     Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config,
@@ -42,12 +43,14 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
             raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
         check_stop(ctx, force)
         return _search(ctx, hypothesis=hypothesis, budget=budget, pairs=pairs, step=step or (lambda text: None),
-                       on_round=on_round, timer=timer, allow_ub_overflow=allow_ub_overflow)
+                       on_round=on_round, timer=timer, allow_ub_overflow=allow_ub_overflow, precheck=precheck,
+                       ascend_python=ascend_python)
 
 
 def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: int, step: Step,
             on_round: Callable[[RoundOutcome], None] | None, timer: Callable[[], float] | None,
-            allow_ub_overflow: bool = False) -> dict[str, Any]:
+            allow_ub_overflow: bool = False, precheck: bool = True,
+            ascend_python: str | None = None) -> dict[str, Any]:
     from ascendopt import console
     from ascendopt.device import backends
 
@@ -110,7 +113,7 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
         try:
             # each candidate sees the rounds recorded before it (its number, the best so far)
             outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
-                                   step=step, timer=timer, plan=plan,
+                                   step=step, timer=timer, plan=plan, precheck=precheck, ascend_python=ascend_python,
                                    command_text=command_line(hypothesis, {}, ["--auto", "--budget", str(budget)]
                                                              + (["--allow-ub-overflow"] if allow_ub_overflow else [])))
         except DeviceFault as exc:

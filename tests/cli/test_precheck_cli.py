@@ -1,12 +1,12 @@
 """`ascendopt precheck` end to end: a compile in the separate triton-ascend environment.
 
-The compile needs triton-ascend's venv, given as $ASCENDOPT_ASCEND_PYTHON (.ci/run builds it before pytest).
-Without it these tests skip on a developer machine and FAIL under CI=true. Two small kernels of
-tests/data/precheck: one that lowers, one the front end rejects. The input and environment errors need no venv.
+The compile needs triton-ascend's venv (conftest's ``ascend_python``: $ASCENDOPT_TEST_ASCEND_PYTHON, built by
+.ci/run before pytest); without it these tests skip on a developer machine and FAIL under CI=true. Two small
+kernels of tests/data/precheck: one that lowers, one the front end rejects.
+The input and environment errors need no venv.
 """
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,16 +16,6 @@ from conftest import DATA, run_cli
 
 PRECHECK = DATA / "precheck"
 SCHEMA = Path(__file__).resolve().parents[2] / "src/ascendopt/cli/schemas/precheck.schema.json"
-
-
-@pytest.fixture
-def ascend_python():
-    python = os.environ.get("ASCENDOPT_ASCEND_PYTHON")
-    if python and Path(python).exists():
-        return python
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI must provide the triton-ascend venv as $ASCENDOPT_ASCEND_PYTHON (.ci/run builds it)")
-    pytest.skip("no triton-ascend venv: set ASCENDOPT_ASCEND_PYTHON (docs/lowering.md)")
 
 
 def _by_kernel(payload):
