@@ -29,8 +29,9 @@ from ascendopt.process import ProcessTimeout, run
 
 # The managed environment's pins, the same as .ci/run's (tests/device/test_ascend_env.py checks they agree):
 # torch's CPU build for the host side of a workload, numpy below 2.4 for triton-ascend 3.2, pybind11 and
-# pyyaml that triton-ascend imports without declaring them.
-ASCEND_PINS = ("torch==2.13.0", "numpy<2.4", "pybind11", "pyyaml", "triton-ascend==3.2.0")
+# pyyaml that triton-ascend imports without declaring them, pytest that kernel files (the compiler's own
+# examples among them) import at the top for their tests.
+ASCEND_PINS = ("torch==2.13.0", "numpy<2.4", "pybind11", "pyyaml", "pytest", "triton-ascend==3.2.0")
 ENV_MARKER = ".ascendopt-ascend-env.json"  # written last: an environment without it is incomplete
 PIP_STEP_TIMEOUT_S = 1800.0  # torch (~200 MB CPU build) and triton-ascend (~1 GB) on a slow link
 PROBE_TIMEOUT_S = 120.0  # importing triton-ascend takes a few seconds; two minutes means a broken install

@@ -26,6 +26,7 @@ import os
 import runpy
 import sys
 import time
+import types
 from pathlib import Path
 
 DEFAULT_ARCH = "Ascend910B2"
@@ -255,19 +256,41 @@ def lower(fn, signature: dict, constants: dict, cache: Path, arch: str = DEFAULT
 # ---- the precheck child: a user's file, its launches, one JSON result ----------------------------------
 
 
-def _load_target(target: str):
-    """Import a Python file (by path) or a module (dotted path, from the current folder)."""
+def _load_target(target: str) -> tuple[object, str | None]:
+    """Import a Python file (by path) or a module (dotted path, from the current folder).
+
+    Returns ``(module, problem)``. Where torch_npu is not installed (no NPU here) an empty module stands in
+    for it, so a file that imports it at the top still loads. A file whose top-level code needs the device
+    (an example script) stops there: the kernels it defined before that point are still checked, and the
+    stop is the problem line. A module path that cannot be imported raises.
+    """
+    try:
+        import torch_npu  # noqa: F401 - only whether it imports
+    except ImportError:
+        sys.modules.setdefault("torch_npu", types.ModuleType("torch_npu"))
     path = Path(target)
-    if path.suffix == ".py" or path.exists():
-        name = "_precheck_target_" + path.stem
-        spec = importlib.util.spec_from_file_location(name, path.resolve())
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        sys.path.insert(0, str(path.resolve().parent))
+    if path.suffix != ".py" and not path.exists():
+        sys.path.insert(0, os.getcwd())
+        return importlib.import_module(target), None
+    name = "_precheck_target_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path.resolve())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
         spec.loader.exec_module(module)
-        return module
-    sys.path.insert(0, os.getcwd())
-    return importlib.import_module(target)
+    except Exception as exc:  # noqa: BLE001 - top-level script code that needs a device
+        line = next((f.lineno for f in reversed(_frames(exc)) if f.filename == str(path.resolve())), None)
+        where = f"{target}:{line}" if line else target
+        return module, f"importing {where} stopped: {type(exc).__name__}: {_short(str(exc))} " \
+                       "(the kernels defined above that line are checked)"
+    return module, None
+
+
+def _frames(exc: BaseException) -> list:
+    import traceback
+
+    return traceback.extract_tb(exc.__traceback__)
 
 
 def _kernels_of(module) -> dict:
@@ -314,10 +337,15 @@ def run_request(request: dict) -> dict:
     with recording(launches):
         if request.get("target"):
             try:
-                kernels = _kernels_of(_load_target(request["target"]))
+                module, stopped = _load_target(request["target"])
             except BaseException as exc:  # noqa: BLE001 - the user's file: reported, not raised
                 return {"fatal": f"importing {request['target']} failed: {type(exc).__name__}: {_short(str(exc))}",
                         "kind": "usage"}
+            kernels = _kernels_of(module)
+            if stopped:
+                if not kernels:
+                    return {"fatal": stopped, "kind": "usage"}
+                problems.append(stopped)
         if request.get("launches") is not None:
             try:
                 launches.extend(_described_launches(kernels, request["launches"]))
