@@ -344,7 +344,8 @@ def run_request(request: dict) -> dict:
             kernels = _kernels_of(module)
             if stopped:
                 if not kernels:
-                    return {"fatal": stopped, "kind": "usage"}
+                    return {"fatal": stopped.split(" (the kernels")[0] + ", before any @triton.jit kernel (its "
+                            "imports must be in the triton-ascend environment: see --ascend-python)", "kind": "usage"}
                 problems.append(stopped)
         if request.get("launches") is not None:
             try:
