@@ -98,3 +98,18 @@ def test_upstream_triton_environment_is_refused_exit_5():
                            str(PRECHECK / "vector_add_launches.yaml"), "--ascend-python", sys.executable)
     assert code == 5
     assert "not triton-ascend" in err and "Traceback" not in err
+
+
+def test_real_example_whose_import_stops_at_a_device_line(ascend_python):
+    """triton-ascend's own vector-add example (tests/data/real_ascend): torch_npu is stood in for, the import
+    stops at the script's first NPU tensor, and the kernel defined above it still lowers."""
+    folder = DATA / "real_ascend" / "triton_ascend_examples"
+    code, out, err = run_cli("precheck", str(folder / "01_vector_add_example.py"), "--launches",
+                             str(folder / "01_vector_add.launches.yaml"), "--ascend-python", ascend_python, "--json")
+    assert code == 0, err
+    payload = json_payload(out)
+    (entry,) = payload["launches"]
+    assert entry["kernel"] == "add_kernel" and entry["status"] == "lowered" and entry["core_type"] == "vector"
+    device_line = next(i for i, text in enumerate((folder / "01_vector_add_example.py").read_text().splitlines(), 1)
+                       if "device='npu'" in text)
+    assert any(f"01_vector_add_example.py:{device_line} stopped" in p for p in payload["problems"])

@@ -79,3 +79,15 @@ def test_child_runs_isolated_from_pythonpath(monkeypatch):
     env = ascend_env._child_env()
     assert "PYTHONPATH" not in env and "TRITON_INTERPRET" not in env
     assert env["PYTHONNOUSERSITE"] == "1"
+
+
+def test_failed_build_reports_the_step_and_leaves_nothing(empty_cache, monkeypatch):
+    """A step that fails (here: creating the venv with an interpreter that exits 1) names the step, removes the
+    half-built environment and reported its progress before failing."""
+    monkeypatch.setattr(ascend_env.sys, "executable", "/bin/false")
+    steps = []
+    with pytest.raises(EnvironmentProblem, match="create the virtual environment failed") as info:
+        ascend_env.find_python(None, install=True, on_step=lambda text, done, total: steps.append((text, done, total)))
+    assert info.value.exit_code == ExitCode.ENVIRONMENT
+    assert steps == [("create the virtual environment", 0, len(ascend_env.ASCEND_PINS) + 1)]
+    assert not ascend_env.managed_env().exists()
