@@ -113,3 +113,24 @@ def test_real_example_whose_import_stops_at_a_device_line(ascend_python):
     device_line = next(i for i, text in enumerate((folder / "01_vector_add_example.py").read_text().splitlines(), 1)
                        if "device='npu'" in text)
     assert any(f"01_vector_add_example.py:{device_line} stopped" in p for p in payload["problems"])
+
+
+def test_parameter_defaults_fill_a_description_and_a_missing_one_is_usage(ascend_python, tmp_path):
+    kernel = tmp_path / "scale.py"
+    kernel.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                      "def scale_kernel(x_ptr, n, SCALE: tl.constexpr = 2.0, BLOCK: tl.constexpr = 128):\n"
+                      "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                      "    x = tl.load(x_ptr + offs, mask=offs < n)\n"
+                      "    tl.store(x_ptr + offs, x * SCALE, mask=offs < n)\n")
+    launches = tmp_path / "launches.yaml"
+    launches.write_text("launches:\n  - kernel: scale_kernel\n    signature: {x_ptr: '*fp32', n: i32}\n")
+    code, out, err = run_cli("precheck", str(kernel), "--launches", str(launches), "--ascend-python", ascend_python,
+                             "--json")
+    assert code == 0, err
+    (entry,) = json_payload(out)["launches"]
+    assert entry["constexprs"] == {"SCALE": 2.0, "BLOCK": 128}  # the kernel's own defaults
+    assert entry["ub"]["alloc_bytes"] == 128 * 4
+    launches.write_text("launches:\n  - kernel: scale_kernel\n    signature: {x_ptr: '*fp32'}\n")
+    code, _, err = run_cli("precheck", str(kernel), "--launches", str(launches), "--ascend-python", ascend_python)
+    assert code == 2
+    assert "parameter n of scale_kernel has no value" in err

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import runpy
@@ -115,9 +116,8 @@ def signature_of(fn, args: list, kwargs: dict) -> tuple[dict, dict]:
     for index, name in enumerate(names):
         param = fn.params[index]
         if name not in values:
-            default = getattr(param, "default", None)
-            if default is None or default is getattr(param, "_empty", object()) or \
-                    type(default).__name__ == "_empty":
+            default = getattr(param, "default", inspect.Parameter.empty)
+            if default is inspect.Parameter.empty:
                 raise TypeError(f"parameter {name} of {fn.__name__} has no value in the launch")
             values[name] = default
         value = values[name]
@@ -367,6 +367,8 @@ def run_request(request: dict) -> dict:
         def keep(fn):
             return name_filter in fn.__name__
     results, lower_problems, elsewhere = lower_launches(launches, cache, arch, keep=keep)
+    if request.get("launches") is not None and lower_problems:  # a launch description that does not type
+        return {"fatal": f"launch description: {lower_problems[0]}", "kind": "usage"}
     return {"triton": triton.__version__, "arch": arch, "python": sys.executable, "launches": results,
             "problems": problems + lower_problems, "other_launches": elsewhere}
 
