@@ -108,3 +108,16 @@ def test_loop_precheck_own_code_that_does_not_lower(ascend_python, tmp_path):
     assert record["status"] == "fails"
     assert record["verdict"].startswith("clamp_window_kernel does not lower: ")
     assert "chained_bool.py:17:" in record["verdict"] and "chained boolean" in record["verdict"]
+
+
+def test_loop_precheck_bundled_kernel_lowers_at_the_candidate_config(ascend_python, tmp_path):
+    """A frozen bundled kernel: its launcher runs in the child over the contract's shape cases at the candidate's
+    configuration (kernels/launches.py:record_contract), every launch recorded and lowered."""
+    case = SimpleNamespace(dims={"B": 2, "T": 37, "D": 64})
+    workload = SimpleNamespace(kernel="l2norm", shapes=[case], dtype="bf16", mode="fwd", config={})
+    contract = SimpleNamespace(is_kernel=True, workload=workload)
+    record = pc.loop_precheck(contract, "cpu", tmp_path, config={"block_rows": 8}, ascend_python=ascend_python)
+    assert record["status"] == "lowers", record
+    # fwd only: the forward kernel, bulk and tail tiles of 74 rows at 8 rows per tile
+    assert record["launches"] == 2 and record["verdict"] == "lowers (2 launches)"
+    assert 0 < record["ub_max_percent"] < 100
