@@ -134,3 +134,21 @@ def test_parameter_defaults_fill_a_description_and_a_missing_one_is_usage(ascend
     code, _, err = run_cli("precheck", str(kernel), "--launches", str(launches), "--ascend-python", ascend_python)
     assert code == 2
     assert "parameter n of scale_kernel has no value" in err
+
+
+def test_first_use_builds_the_environment_with_progress_and_fails_in_one_line(tmp_path, monkeypatch):
+    """No environment given or cached: precheck builds one (progress on stderr); a failing step (here the venv
+    itself, made to fail) is exit 5 with one error line naming the step, and no half-built environment is left."""
+    from ascendopt.device import ascend_env
+
+    monkeypatch.setenv("ASCENDOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ASCENDOPT_ASCEND_PYTHON", raising=False)
+    monkeypatch.setattr(ascend_env.sys, "executable", "/bin/false")
+    code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches",
+                             str(PRECHECK / "vector_add_launches.yaml"))
+    assert code == 5
+    assert out == ""
+    assert "building the triton-ascend environment" in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "create the virtual environment failed" in errors[0]
+    assert not (tmp_path / "cache" / "ascend-venv").exists()
