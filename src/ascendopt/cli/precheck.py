@@ -31,7 +31,7 @@ def precheck(
     local buffers (an estimate: bishengir-compile decides), the core type against the grid, and lint findings.
 
     Without --ascend-python or $ASCENDOPT_ASCEND_PYTHON, the first run builds a triton-ascend environment under
-    ~/.cache/ascendopt/ascend-venv (pinned versions, a few minutes, ~3 GB; $ASCENDOPT_CACHE moves it).
+    ~/.cache/ascendopt/ascend-venv (pinned versions, a few minutes, ~1.2 GB; $ASCENDOPT_CACHE moves it).
     Exit 0 every launch lowers (UB, grid and lint notes do not change it), 1 a launch does not lower or none
     was recorded, 2 bad input, 5 no triton-ascend environment.
     """
@@ -61,7 +61,7 @@ class _InstallProgress:
         from ascendopt import console
 
         if self._bar is None:
-            console.status("building the triton-ascend environment (once; a few minutes, ~3 GB)")
+            console.status("building the triton-ascend environment (once; a few minutes, ~1.2 GB)")
             self._context = console.progress("triton-ascend environment", total=total)
             self._bar = self._context.__enter__()
         self._bar.update(description)

@@ -91,7 +91,7 @@ def probe(python: str | Path) -> str:
 
 
 def create_managed_env(on_step: Callable[[str, int, int], None] | None = None) -> Path:
-    """Build the managed environment with ``ASCEND_PINS`` (a few minutes, ~3 GB); its python.
+    """Build the managed environment with ``ASCEND_PINS`` (a few minutes, ~1.2 GB); its python.
 
     ``on_step(description, done, total)`` is called before each step (for a progress bar). A failed step
     removes the half-built environment and raises EnvironmentProblem naming the step and pip's last line.
