@@ -152,3 +152,14 @@ def test_first_use_builds_the_environment_with_progress_and_fails_in_one_line(tm
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "create the virtual environment failed" in errors[0]
     assert not (tmp_path / "cache" / "ascend-venv").exists()
+
+
+def test_module_path_target_is_imported_from_the_current_folder_and_linted(ascend_python, monkeypatch):
+    monkeypatch.chdir(PRECHECK)
+    code, out, err = run_cli("precheck", "vector_add", "--launches", "vector_add_launches.yaml",
+                             "--ascend-python", ascend_python, "--json")
+    assert code == 0, err
+    payload = json_payload(out)
+    assert payload["target"] == "vector_add" and payload["lowered"] is True
+    assert {e["kernel"] for e in payload["launches"]} == {"add_kernel", "matmul_kernel"}
+    assert payload["lint"] is not None  # the module's file was found without importing it here

@@ -82,15 +82,19 @@ def load_launch_file(path: str | Path) -> tuple[list[dict], str | None]:
     return launches, chip
 
 
-def _check_target(target: str) -> str:
+def _check_target(target: str) -> tuple[str, Path | None]:
+    """``(what the child imports, the source file to lint or None)``: a Python file by path, or a module path
+    (``pkg.mod``, imported from the current folder; its file is found there without importing it)."""
     path = Path(target)
     if path.suffix == ".py" or "/" in target or path.exists():
         if not path.is_file():
             raise UsageError(f"{target}: no such Python file")
-        return str(path.resolve())
+        return str(path.resolve()), path.resolve()
     if not all(part.isidentifier() for part in target.split(".")):
         raise UsageError(f"{target}: neither a Python file nor a module path (a.b.c)")
-    return target
+    base = Path.cwd().joinpath(*target.split("."))
+    source = next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+    return target, source
 
 
 def _error_message(launch: dict) -> str:
@@ -168,7 +172,7 @@ def precheck(target: str, *, exec_file: str | None = None, launch_file: str | No
 
     if (exec_file is None) == (launch_file is None):
         raise UsageError("precheck: give exactly one of --exec-file (a workload) or --launches (a YAML file)")
-    target_ref = _check_target(target)
+    target_ref, source = _check_target(target)
     described, file_chip = (load_launch_file(launch_file) if launch_file else (None, None))
     if exec_file is not None and not Path(exec_file).is_file():
         raise UsageError(f"--exec-file {exec_file}: no such file")
@@ -181,10 +185,10 @@ def precheck(target: str, *, exec_file: str | None = None, launch_file: str | No
                "launches": described}
     report = _compile(python, request, chip or file_chip, timeout)
     report["target"] = target
-    if with_lint and Path(target_ref).is_file():
+    if with_lint and source is not None:
         from ascendopt.lint import lint_paths
 
-        lint_report = lint_paths([target_ref])
+        lint_report = lint_paths([source])
         report["lint"] = {"findings": [f.to_dict() for f in lint_report.findings],
                           "errors": [f.to_dict() for f in lint_report.errors]}
     return report
