@@ -163,3 +163,20 @@ def test_module_path_target_is_imported_from_the_current_folder_and_linted(ascen
     assert payload["target"] == "vector_add" and payload["lowered"] is True
     assert {e["kernel"] for e in payload["launches"]} == {"add_kernel", "matmul_kernel"}
     assert payload["lint"] is not None  # the module's file was found without importing it here
+
+
+def test_text_report_lists_lint_findings_of_the_file(ascend_python, tmp_path):
+    kernel = tmp_path / "copy.py"
+    kernel.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                      "def copy_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+                      "    offs = tl.arange(0, BLOCK)\n"
+                      "    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n\n\n"
+                      "def launch(x, y):\n"
+                      "    copy_kernel[(1,)](x, y, BLOCK=64, num_warps=4)\n")
+    launches = tmp_path / "launches.yaml"
+    launches.write_text("launches:\n  - kernel: copy_kernel\n    grid: [1]\n"
+                        "    signature: {x_ptr: '*fp32', y_ptr: '*fp32'}\n    constexprs: {BLOCK: 64}\n")
+    code, out, err = run_cli("precheck", str(kernel), "--launches", str(launches), "--ascend-python", ascend_python)
+    assert code == 0, err
+    assert "lint: 1 finding(s)" in out
+    assert f"{kernel}:12:" in out and "AO101" in out  # num_warps on an Ascend launch, at its line

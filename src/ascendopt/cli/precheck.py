@@ -98,11 +98,13 @@ def _render(report: dict) -> None:
             console.out(f"  {entry['kernel']} (grid {entry.get('grid')}): {finding}")
     for problem in report["problems"]:
         console.out(f"  note: {problem}")
+    if report.get("other_launches"):
+        console.out(f"  note: {report['other_launches']} launch(es) of kernels defined in other files left out")
     if report.get("lint") is not None:
-        findings = report["lint"]["findings"]
+        findings = report["lint"]["findings"] + report["lint"]["errors"]
         console.out(f"lint: {len(findings)} finding(s)")
         for f in findings:
-            console.out(f"  {f['path']}:{f['line']}:{f['col']}: {f['id']} {f['message']}")
+            console.out(f"  {f['path']}:{f['line']}:{f['col']}: {f['rule']} {f['message']}")
     sys.stdout.flush()
 
 
