@@ -118,6 +118,18 @@ def fake_torch_npu(monkeypatch):
 
 
 @pytest.fixture
+def ascend_python():
+    """The triton-ascend venv's interpreter for precheck tests ($ASCENDOPT_TEST_ASCEND_PYTHON; .ci/run builds
+    it before pytest). Missing: a skip on a developer machine, a FAILURE under CI=true."""
+    python = os.environ.get("ASCENDOPT_TEST_ASCEND_PYTHON")
+    if python and Path(python).exists():
+        return python
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI must provide the triton-ascend venv as $ASCENDOPT_TEST_ASCEND_PYTHON (.ci/run builds it)")
+    pytest.skip("no triton-ascend venv: set ASCENDOPT_TEST_ASCEND_PYTHON (docs/lowering.md)")
+
+
+@pytest.fixture
 def cli():
     """Run the CLI in-process: returns (exit_code, stdout, stderr)."""
     return run_cli

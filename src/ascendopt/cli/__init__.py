@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("report", "report"),
     ("kernels", "kernels"),
     ("lint", "lint"),
+    ("precheck", "precheck"),
     ("ub", "ub"),
     ("env", "env"),
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
 from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
@@ -63,6 +63,8 @@ def freeze(
     force: ForceOpt = False,
     no_profile: NoProfileOpt = False,
     timeout: TimeoutOpt = None,
+    no_precheck: NoPrecheckOpt = False,
+    ascend_python: AscendPythonOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -75,7 +77,9 @@ def freeze(
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
     existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
     as the contract's frozen limits (default: contract.model.DEFAULT_TIMEOUTS). Then the baseline is
-    profiled into the workspace's profiles/ (a failure only warns; --no-profile skips it).
+    profiled into the workspace's profiles/ (a failure only warns; --no-profile skips it). Off-NPU the
+    baseline's kernels must lower for Ascend when a triton-ascend environment is present (`ascendopt precheck`;
+    exit 1 if one does not; --no-precheck skips; the contract records the verdict).
     """
     from ascendopt import console
     from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
@@ -97,7 +101,8 @@ def freeze(
             raise UsageError(f"{', '.join(given)}: only for own code (--exec-file)")
         contract = freeze_kernel(ws, kernel=kernel, shapes=shapes, dtype=dtype, mode=mode, varlen=varlen,
                                  config=parse_assignments(set_), metric_groups=groups, max_rounds=max_rounds,
-                                 force=force, timeout=timeout, profile=not no_profile)
+                                 force=force, timeout=timeout, profile=not no_profile, precheck=not no_precheck,
+                                 ascend_python=ascend_python)
     else:
         from ascendopt.gate.equivalence import parse_tolerances
 
@@ -110,7 +115,8 @@ def freeze(
         contract = freeze_exec_file(ws, exec_file=exec_file, tests=test or [], kernel_filter=kernel_filter or "",
                                     test_cmd=test_cmd, references=reference or [], metric_groups=groups,
                                     max_rounds=max_rounds, force=force, timeout=timeout, profile=not no_profile,
-                                    equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol))
+                                    equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol),
+                                    precheck=not no_precheck, ascend_python=ascend_python)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
         return
@@ -131,6 +137,8 @@ def freeze(
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
     rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
               f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
+    if contract.precheck:
+        rows.append(("Ascend precheck", contract.precheck["verdict"]))
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),
              ("git commit",
               (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]

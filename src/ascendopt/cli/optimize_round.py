@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
 
 
 def optimize_round(
@@ -38,6 +38,8 @@ def optimize_round(
     ] = None,
     pairs: Annotated[int, typer.Option("--pairs", help="Interleaved timing rounds per shape case.")] = 30,
     timeout: TimeoutOpt = None,
+    no_precheck: NoPrecheckOpt = False,
+    ascend_python: AscendPythonOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -47,7 +49,9 @@ def optimize_round(
 
     Refuses to run past a stop criterion (stall, floor, max_rounds, directions) without --force. A
     candidate that raises, crashes or outlives its limit (--timeout) at the gate, while timed or while
-    re-profiled is recorded as a drop with the error and exits 1 (after recording).
+    re-profiled is recorded as a drop with the error and exits 1 (after recording). Off-NPU, after a green
+    gate, the candidate's kernels must lower for Ascend when a triton-ascend environment is present (else the
+    round is a drop, red at correctness, with the compiler's message); --no-precheck skips it (recorded).
     """
     from ascendopt import console
     from ascendopt.cli.render import format_config, render_round_summary, speedup_text, ub_text
@@ -86,7 +90,8 @@ def optimize_round(
 
         with console.progress("optimize-round --auto") as bar:
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
-                                        step=bar.update, on_round=on_round, allow_ub_overflow=allow_ub_overflow)
+                                        step=bar.update, on_round=on_round, allow_ub_overflow=allow_ub_overflow,
+                                        precheck=not no_precheck, ascend_python=ascend_python)
         if json:
             console.print_json(result)
             return
@@ -111,7 +116,7 @@ def optimize_round(
     with console.progress("optimize-round") as bar:
         outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=sets, force=force, pairs=pairs,
                                       target_metric=target_metric, step=bar.update, direction=direction,
-                                      timeout=timeout)
+                                      timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python)
     record = outcome.record
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})

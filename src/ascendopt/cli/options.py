@@ -27,3 +27,16 @@ WorkspaceOpt = Annotated[
     str | None,
     typer.Option("--workspace", "-w", help="Workspace folder (default ./.ascendopt or $ASCENDOPT_WORKSPACE)."),
 ]
+AscendPythonOpt = Annotated[
+    str | None,
+    typer.Option("--ascend-python", metavar="PATH",
+                 help="Interpreter of an existing triton-ascend environment for the Ascend lowering precheck "
+                      "(default $ASCENDOPT_ASCEND_PYTHON, else the one `ascendopt precheck` builds under "
+                      "~/.cache/ascendopt/ascend-venv)."),
+]
+NoPrecheckOpt = Annotated[
+    bool,
+    typer.Option("--no-precheck", help="Off-NPU, do not check that the kernels lower for Ascend (the record says it "
+                                       "was skipped). The check never installs triton-ascend: without an environment "
+                                       "it is recorded as not run."),
+]

@@ -95,6 +95,26 @@ def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(parse_metric_groups(groups or DEFAULT_METRIC_GROUPS))
 
 
+def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None,
+                   timeout: float | None) -> Contract:
+    """Off-NPU, the baseline's kernels must lower for Ascend (``lint.precheck.loop_precheck``): the verdict
+    goes into the contract; a kernel that does not lower refuses the freeze (exit 1), like a wrong baseline."""
+    from dataclasses import replace
+
+    from ascendopt.lint.precheck import loop_precheck
+
+    if contract.backend != "npu" and precheck:
+        console.status("freeze: checking that the baseline's kernels lower for Ascend (precheck)")
+    record = loop_precheck(contract, contract.backend, project_root(), skip=not precheck,
+                           ascend_python=ascend_python, timeout=timeout)
+    if record and record["status"] == "fails":
+        raise CorrectnessError(f"baseline does not lower for Ascend, refusing to freeze: {record['verdict']}",
+                               hint="fix the kernel (ascendopt precheck shows every launch), or --no-precheck")
+    if record and record["status"] == "unavailable":
+        console.warn(f"freeze: Ascend precheck {record['verdict']}")
+    return replace(contract, precheck=record)
+
+
 def _fingerprint() -> tuple[str, dict[str, Any]]:
     from ascendopt.device import backends
 
@@ -162,7 +182,8 @@ def shape_cases(spec, shapes: Sequence[str], varlen: bool) -> list[ShapeCase]:
 def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = None, dtype: str | None = None,
                   mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
                   metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                  force: bool = False, timeout: float | None = None, profile: bool = True) -> Contract:
+                  force: bool = False, timeout: float | None = None, profile: bool = True,
+                  precheck: bool = True, ascend_python: str | None = None) -> Contract:
     """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
     shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere. The kernel runs in this process;
     ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``)."""
@@ -232,6 +253,7 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
         max_rounds=max_rounds,
         timeouts=frozen_timeouts(timeout),
     )
+    contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force)
     if profile:
         _profile_baseline(ws, contract, timeout)
@@ -243,7 +265,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                      metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                      force: bool = False, timeout: float | None = None, equivalence: bool = True,
                      equivalence_tol: Mapping[str, Mapping[str, float]] | None = None,
-                     profile: bool = True) -> Contract:
+                     profile: bool = True, precheck: bool = True, ascend_python: str | None = None) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
 
     ``workload()`` is called in a child process (``gate.interleave.workload_process``): its kernel-hit
@@ -339,6 +361,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         test_set=test_run.test_set(),
         equivalence=outputs,
     )
+    contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force)
     if profile:
         _profile_baseline(ws, contract, timeout)

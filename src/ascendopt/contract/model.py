@@ -197,6 +197,9 @@ class Contract:
     # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}}};
     # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
     equivalence: dict[str, Any] | None = None
+    # the Ascend lowering precheck of the baseline's kernels off-NPU (lint.precheck.loop_precheck): {"status":
+    # "lowers" | "skipped" | "unavailable", "verdict": one line, ...}; None on npu and in older contracts
+    precheck: dict[str, Any] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -297,6 +300,7 @@ class Contract:
             timeouts=timeouts,
             test_set=test_set,
             equivalence=equivalence,
+            precheck=_precheck(f, data.get("precheck")),
         )
 
 
@@ -319,6 +323,16 @@ def _test_set(f: _Fields, value: Any, *, required: bool) -> dict[str, Any] | Non
     if "passed" not in tests.values():
         raise f.fail("test_set.tests", "no test passed on the baseline")
     return {"runner": runner, "tests": tests}
+
+
+def _precheck(f: _Fields, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    record = dict(f.mapping(value, "precheck"))
+    f.text(f.get(record, "status", "precheck."), "precheck.status",
+           choices=("lowers", "fails", "skipped", "unavailable"))
+    f.text(f.get(record, "verdict", "precheck."), "precheck.verdict")
+    return record
 
 
 def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@ the candidate's own verdict deciding whether it becomes the incumbent.
 Tiles the UB model says overflow are pruned on every backend: on npu they would not compile, and
 off-NPU the model chip's verdict (``ASCENDOPT_CHIP``) stands in for it, so a search on cuda or the
 interpreter never keeps a tile the NPU would reject. ``allow_ub_overflow`` (``--allow-ub-overflow``)
-keeps them searchable off-NPU; each such round's ``ub["warning"]`` then says so.
+keeps them searchable off-NPU; each such round's ``ub["warning"]`` then says so. Where the spec has no UB model,
+precheck's IR estimate prunes instead (``ir_ub_prune``, docs/lowering.md).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ascendopt.workspace import Workspace
 
 def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force: bool = False, pairs: int = 20,
              step: Step | None = None, on_round: Callable[[RoundOutcome], None] | None = None,
-             timer: Callable[[], float] | None = None, allow_ub_overflow: bool = False) -> dict[str, Any]:
+             timer: Callable[[], float] | None = None, allow_ub_overflow: bool = False, precheck: bool = True,
+             ascend_python: str | None = None) -> dict[str, Any]:
     """``--auto``: search the bundled kernel's tunables; each fresh candidate is a recorded round.
 
     Returns ``{"search": SearchResult.to_dict(), "rounds": [numbers], "pruned": n, "best": config,
@@ -42,12 +44,42 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, force
             raise UsageError("--auto searches a bundled kernel's tunables; own code is optimized by editing it")
         check_stop(ctx, force)
         return _search(ctx, hypothesis=hypothesis, budget=budget, pairs=pairs, step=step or (lambda text: None),
-                       on_round=on_round, timer=timer, allow_ub_overflow=allow_ub_overflow)
+                       on_round=on_round, timer=timer, allow_ub_overflow=allow_ub_overflow, precheck=precheck,
+                       ascend_python=ascend_python)
+
+
+def ir_ub_prune(ctx: RoundContext, candidates: list, backend: str, start: dict[str, int], *, precheck: bool,
+                ascend_python: str | None, step: Step) -> tuple[list, list]:
+    """``(kept, pruned)``: where the spec models no UB stage (``"no UB stages modelled"``), each candidate but
+    the start is lowered (``lint.precheck.loop_precheck``) and pruned when its IR UB estimate is over the
+    default margin of the chip's UB. Nothing changes where a model exists, on npu, with ``--no-precheck`` or
+    without a triton-ascend environment (a candidate whose check is not run, or does not lower, is kept: the
+    gate judges it)."""
+    from ascendopt.contract.frozen import project_root
+    from ascendopt.device.ub import DEFAULT_MARGIN
+    from ascendopt.lint.precheck import loop_precheck
+
+    kept, pruned = [], []
+    for cand in candidates:
+        if cand.ub_detail != "no UB stages modelled" or tune.config_key(cand.config) == tune.config_key(start):
+            kept.append(cand)
+            continue
+        step(f"auto: IR UB estimate of {tune.config_key(cand.config)} (the spec has no UB model)")
+        record = loop_precheck(ctx.contract, backend, project_root(), config=cand.config, skip=not precheck,
+                               ascend_python=ascend_python)
+        share = (record or {}).get("ub_max_percent")
+        if record and record["status"] == "lowers" and share is not None and share > 100 * DEFAULT_MARGIN:
+            pruned.append(tune_space.Candidate(cand.config, False, share / 100,
+                                               f"IR UB estimate {share:.0f}% of UB (no UB model)"))
+        else:
+            kept.append(cand)
+    return kept, pruned
 
 
 def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: int, step: Step,
             on_round: Callable[[RoundOutcome], None] | None, timer: Callable[[], float] | None,
-            allow_ub_overflow: bool = False) -> dict[str, Any]:
+            allow_ub_overflow: bool = False, precheck: bool = True,
+            ascend_python: str | None = None) -> dict[str, Any]:
     from ascendopt import console
     from ascendopt.device import backends
 
@@ -77,6 +109,10 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
                          hint=None if info.ub_enforced else
                          "off-NPU, --allow-ub-overflow searches tiles over the model chip's UB (ASCENDOPT_CHIP)")
     distinct, _ = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
+    if enforce:
+        distinct, by_ir = ir_ub_prune(ctx, distinct, backends.current().name, start, precheck=precheck,
+                                      ascend_python=ascend_python, step=step)
+        pruned += by_ir
     space = [c.config for c in distinct]
     budget = budget if budget is not None else tune.default_budget(len(space))
     if budget < 1:
@@ -110,7 +146,7 @@ def _search(ctx: RoundContext, *, hypothesis: str, budget: int | None, pairs: in
         try:
             # each candidate sees the rounds recorded before it (its number, the best so far)
             outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
-                                   step=step, timer=timer, plan=plan,
+                                   step=step, timer=timer, plan=plan, precheck=precheck, ascend_python=ascend_python,
                                    command_text=command_line(hypothesis, {}, ["--auto", "--budget", str(budget)]
                                                              + (["--allow-ub-overflow"] if allow_ub_overflow else [])))
         except DeviceFault as exc:

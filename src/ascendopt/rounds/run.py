@@ -181,6 +181,22 @@ def failed_after_gate(stage: str, error: str) -> dict[str, Any]:
             "summary": error, "error": error}
 
 
+def precheck_stage(ctx: RoundContext, gsum: dict[str, Any], config: Mapping[str, Any] | None, backend: str, *,
+                   precheck: bool, ascend_python: str | None, timeout: float | None) -> dict[str, Any]:
+    """Off-NPU, after a green gate: do the candidate's kernels lower for Ascend (``lint.precheck``)? The
+    verdict goes into the round's ``gate["precheck"]``; one that does not lower is red at ``correctness``."""
+    from ascendopt.contract.frozen import project_root
+    from ascendopt.lint.precheck import loop_precheck
+
+    record = loop_precheck(ctx.contract, backend, project_root(), config=dict(config) if config else None,
+                           skip=not precheck, ascend_python=ascend_python, timeout=timeout)
+    if record is None:
+        return gsum
+    if record["status"] == "fails":
+        return {**failed_after_gate("correctness", f"precheck: {record['verdict']}"), "precheck": record}
+    return {**gsum, "precheck": record}
+
+
 # -- the round ---------------------------------------------------------------------------------
 
 
@@ -244,7 +260,8 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
               timer: Callable[[], float] | None = None, direction: str | None = None,
-              timeout: float | None = None) -> RoundOutcome:
+              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None
+              ) -> RoundOutcome:
     """Run and record one round under the workspace lock. Returns the record, its path and the exit code.
 
     Refuses past a stop criterion unless ``force``. ``before_profiles``: the best-so-far profile when
@@ -260,7 +277,8 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         check_stop(ctx, force)
         return record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
                             reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
-                            direction=direction, timeout=timeout)
+                            direction=direction, timeout=timeout, precheck=precheck,
+                            ascend_python=ascend_python)
 
 
 def _check_hypothesis(hypothesis: str) -> None:
@@ -273,7 +291,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  before_profiles: Sequence[str] | None = None, step: Step | None = None,
                  timer: Callable[[], float] | None = None, plan: Plan | None = None,
                  command_text: str | None = None, direction: str | None = None,
-                 timeout: float | None = None) -> RoundOutcome:
+                 timeout: float | None = None, precheck: bool = True,
+                 ascend_python: str | None = None) -> RoundOutcome:
     """One round on an already loaded context; the caller holds the workspace lock and has applied the
     stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
     ``sets`` and the best so far. ``timeout``: ``--timeout`` in seconds, replacing the contract's
@@ -281,7 +300,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
 
     Every attempt is recorded: a candidate that raises, crashes or hangs at the gate, while timed or
     while re-profiled is a ``drop`` whose ``gate`` holds the error (``summary``, ``error``), and the
-    outcome's exit code is 1."""
+    outcome's exit code is 1. Off-NPU a green gate is followed by the Ascend lowering precheck
+    (``precheck_stage``; ``precheck=False``: skipped, said in the record)."""
     from ascendopt.device import backends
     from ascendopt.gate.stages import run_gate
 
@@ -326,6 +346,10 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     gate = run_gate(ws, context=ctx, skip_perf=True, config_override=plan.candidate if plan else None,
                     timeout=timeout)
     gsum = gate_summary(gate)
+    if gsum["passed"]:
+        step(f"round {number}: Ascend lowering precheck")
+        gsum = precheck_stage(ctx, gsum, plan.candidate if plan else None, backend.name, precheck=precheck,
+                              ascend_python=ascend_python, timeout=timeout)
     green = gsum["passed"]
     before_paths: list[str] = []
     before_report = None
