@@ -34,14 +34,22 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    from ascendopt.collect.kineto import kineto_lines_dropped
     from ascendopt.collect.torch_profiler import name_interpreted_kernels
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
     # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
     naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()
-    with naming, profile(activities=activities) as prof:
-        fn()
-        backend.synchronize()
+    prof = profile(activities=activities)
+    with naming:
+        with kineto_lines_dropped():  # kineto logs profiler_start/stop to fd 2: not the user's business
+            prof.start()
+        try:
+            fn()
+            backend.synchronize()
+        finally:
+            with kineto_lines_dropped():
+                prof.stop()
     totals: dict[str, float] = {}
     for event in prof.events():
         on_device = event.device_type == DeviceType.CUDA
