@@ -146,8 +146,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     advance()
 
     step("demo 5/7 gate: integrity, correctness, kernel hit, performance of the best so far")
-    best = record.config if record.verdict == "keep" else None  # a revert leaves the frozen config the best
-    gate = gate_stages.run_gate(ws, config_override=best, pairs=plan.pairs)
+    gate = gate_stages.run_gate(ws, pairs=plan.pairs)  # the gate's own default: the best kept configuration
     # not green: red (failed_stage) or inconclusive (the CPU interpreter's noise band is often too wide)
     blocking = gate.blocking_stage
     out["gate"] = {"passed": gate.passed, "exit_code": gate.exit_code,
