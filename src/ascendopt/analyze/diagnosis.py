@@ -59,6 +59,7 @@ def aggregate(profile: Profile):
         agg[col] = agg[col].astype(str)
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
     agg["total_us"] = np.bincount(codes, weights=dur, minlength=n)
+    sum_sq = np.bincount(codes, weights=dur * dur, minlength=n)  # for the launch-to-launch spread (std_us)
     blocks = pd.DataFrame({"block_dim": compute["block_dim"].to_numpy(float),
                            "mix_block_dim": compute["mix_block_dim"].to_numpy(float)}).groupby(codes)
     agg["block_dim"] = blocks["block_dim"].max().reindex(range(n)).to_numpy()
@@ -91,6 +92,12 @@ def aggregate(profile: Profile):
     agg = agg[~agg["core_type"].isin(NON_COMPUTE_CORE_TYPES)]
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
+    # sample standard deviation of one kernel's launch durations (NaN below 2 launches): how much a
+    # before/after difference of avg_us can be noise
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count = agg["count"].to_numpy(float)
+        var = (sum_sq[agg.index.to_numpy()] - count * agg["avg_us"].to_numpy(float) ** 2) / (count - 1)
+    agg["std_us"] = np.where(count > 1, np.sqrt(np.clip(var, 0.0, None)), np.nan)
     agg["share"] = agg["total_us"] / agg["device"].map(totals).astype(float)
     agg = agg.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return agg, totals, comm
@@ -130,6 +137,7 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "count": int(row["count"]),
         "total_us": float(row["total_us"]),
         "avg_us": float(row["avg_us"]),
+        "std_us": finite_or_none(row.get("std_us")),  # launch-to-launch spread; None below 2 launches
         "share": float(row["share"]),
         "block_dim": finite_or_none(row["block_dim"]),
         "block_dim_min": finite_or_none(row["block_dim_min"]),
@@ -198,7 +206,7 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
     if top is not None:
         selected = selected.head(top)
     metric_cols = [c for c in agg.columns if c not in
-                   ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "share",
+                   ("device", "name", "core_type", "op_type", "count", "total_us", "avg_us", "std_us", "share",
                     "block_dim", "block_dim_min", "mix_block_dim")]
     kernels = [_kernel_entry(row, metric_cols, profile, rules) for row in selected.to_dict("records")]
     return {
