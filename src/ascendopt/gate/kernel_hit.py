@@ -34,22 +34,16 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from ascendopt.collect.kineto import kineto_lines_dropped
+    from ascendopt.collect.kineto import silence_kineto_log
     from ascendopt.collect.torch_profiler import name_interpreted_kernels
 
+    silence_kineto_log()  # kineto's profiler_start/stop lines would break the progress line
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
     # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
     naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()
-    prof = profile(activities=activities)
-    with naming:
-        with kineto_lines_dropped():  # kineto logs profiler_start/stop to fd 2: not the user's business
-            prof.start()
-        try:
-            fn()
-            backend.synchronize()
-        finally:
-            with kineto_lines_dropped():
-                prof.stop()
+    with naming, profile(activities=activities) as prof:
+        fn()
+        backend.synchronize()
     totals: dict[str, float] = {}
     for event in prof.events():
         on_device = event.device_type == DeviceType.CUDA
