@@ -185,8 +185,9 @@ def test_demo_on_an_existing_workspace_names_an_option_it_has(demo_as_a_user, cl
     cwd, _, _ = demo_as_a_user
     code, out, err = cli("demo", "-w", str(cwd / "ascendopt-demo"))
     assert code == 2 and "pass --force" in err
-    from ascendopt.cli import app
     from typer.main import get_command
+
+    from ascendopt.cli import app
 
     demo_params = {opt for p in get_command(app).commands["demo"].params for opt in p.opts}
     assert "--force" in demo_params
