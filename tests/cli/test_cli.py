@@ -17,6 +17,24 @@ def test_env_table(cli):
     assert code == 0 and "vector_cores" in out and "ub_bytes" in out
 
 
+def test_env_says_which_facts_are_the_model_chips_and_which_this_machines(cli, monkeypatch):
+    """On cpu the UB facts are the model chip's (predictions), the core counts the interpreter's grid."""
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
+    code, out, err = cli("env")
+    assert code == 0, err
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip("│|").split("│")]
+        if len(cells) == 3:
+            rows[cells[0]] = cells
+    chip = rows["chip_model"][1]
+    for fact in ("chip_model", "ub_bytes", "ub_enforced"):
+        assert rows[fact][2] == f"model chip {chip} (predictions only)", rows[fact]
+    for fact in ("cube_cores", "vector_cores"):
+        assert rows[fact][2].startswith("this machine") and "interpreter" in rows[fact][2], rows[fact]
+    assert rows["backend"][2] == "this machine" and rows["torch version"][2] == "this machine"
+
+
 def test_npu_backend_unavailable_exits_5_with_one_line(cli, monkeypatch):
     monkeypatch.delenv("ASCENDOPT_BACKEND", raising=False)
     code, out, err = cli("--backend", "npu", "env")
