@@ -23,6 +23,13 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _bandwidth_text(metrics: dict[str, Any]) -> str:
+    """Every collected bandwidth of a kernel (canonical columns ending in ``_gbs``, GB/s) as
+    ``l0a_read 19.2, l0a_write 28.8, ...``, in the profile's column order; "" when none was collected."""
+    return ", ".join(f"{column.removesuffix('_gbs').removesuffix('_bw').replace('_bw_', '_')} {value:.1f}"
+                     for column, value in metrics.items() if column.endswith("_gbs") and value is not None)
+
+
 def render_report(report: dict[str, Any]) -> None:
     """Print an ``analyze.diagnosis.analyze`` report: notes (stderr), then device, metric groups and kernel
     time lines, the hotspots and bottlenecks tables and each kernel's evidence and levers (stdout).
@@ -62,6 +69,9 @@ def render_report(report: dict[str, Any]) -> None:
                   title="bottlenecks" + ("" if shown else " (pipe counters not collected)"))
     for k in kernels:
         console.out(f"{_short(k['name'], 60)}: {k['bound_label']}")
+        bandwidths = _bandwidth_text(k["metrics"])
+        if bandwidths:  # MemoryL0, Memory, MemoryUB, L2 bandwidths: in --json, and here too
+            console.out(f"  bandwidth GB/s: {bandwidths}")
         for f in k["findings"]:
             for e in f["evidence"]:
                 console.out(f"  evidence [{f['class']}]: {e['column']} = {_fmt(e['value'])} {e['op']} "
