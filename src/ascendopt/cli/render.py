@@ -79,8 +79,11 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
     elif speed:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
+        # both references were re-timed in this round, interleaved with the candidate: the frozen baseline's
+        # time (measured at freeze, under other conditions) is not what the speedups compare with
         lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {speedup_text(speed['ratio_vs_best'])}, "
-                     f"vs baseline {speedup_text(speed['ratio_vs_baseline'])}")
+                     f"vs baseline {speedup_text(speed['ratio_vs_baseline'])} (speedups against both re-timed "
+                     "interleaved in this round)")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
     lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}")
     lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
