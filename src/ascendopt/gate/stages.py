@@ -417,7 +417,7 @@ def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[d
     """The candidate configuration of a bundled kernel and where it comes from (own code: ``{}``)."""
     if not ctx.is_kernel:
         return {}, "working tree"
-    if override:
+    if override is not None:  # optimize-round's candidate, or --set
         return ctx.candidate_config(dict(override)) or {}, "the given tunables over the frozen configuration"
     best = ctx.best_round
     if best is not None and best.config:
