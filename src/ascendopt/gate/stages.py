@@ -279,7 +279,7 @@ def timing_line(kernel: str, case: str, baseline: Mapping[str, Any], candidate: 
     """The status line before a bundled kernel's case is timed: both configurations as NAME=VALUE, and
     what the candidate is (``source``); identical sides are said to be an A/A check."""
     if dict(baseline) == dict(candidate):
-        return (f"gate: timing {kernel} {case}: candidate = baseline ({config_text(baseline)}; {source}): "
+        return (f"gate: timing {kernel} {case}: candidate = baseline = {config_text(baseline)} ({source}): "
                 "an A/A check of the frozen configuration against itself")
     return (f"gate: timing {kernel} {case}: baseline {config_text(baseline)} vs candidate "
             f"{config_text(candidate)} ({source})")
@@ -423,7 +423,7 @@ def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[d
     if best is not None and best.config:
         return ctx.candidate_config(dict(best.config)) or {}, \
             f"best kept configuration, round {best.number} (--set overrides it)"
-    return ctx.candidate_config({}) or {}, "frozen configuration: no round was kept yet (--set NAME=VALUE to try one)"
+    return ctx.candidate_config({}) or {}, "the frozen configuration, no round was kept yet"
 
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:
