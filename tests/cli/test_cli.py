@@ -68,3 +68,23 @@ def test_help_imports_neither_torch_nor_triton():
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "ascendopt", "--version"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("ascendopt ")
+
+
+def test_shape_option_is_spelled_shapes_everywhere_and_shape_is_accepted(cli, tmp_path):
+    """freeze, collect and demo take the shape as --shapes (the spelling the README and the printed commands
+    use) and also accept --shape: both reach the same check (an unknown preset: exit 2, named)."""
+    from typer.main import get_command
+
+    from ascendopt.cli import app
+
+    commands = get_command(app).commands
+    for name in ("freeze", "collect", "demo"):
+        option = next(p for p in commands[name].params if "--shapes" in p.opts)
+        assert option.opts[0] == "--shapes" and "--shape" in option.opts, name
+    for args in (("freeze", "--kernel", "rms_norm", "-w", str(tmp_path / "ws")),
+                 ("collect", "--kernel", "rms_norm", "--out-dir", str(tmp_path / "prof")),
+                 ("demo", "-w", str(tmp_path / "demo"))):
+        for spelling in ("--shapes", "--shape"):
+            code, out, err = cli(*args, spelling, "nope")
+            assert code == 2 and "no shape preset 'nope'" in err, (args, spelling, err)
+    assert not any(tmp_path.iterdir())  # refused before anything was written
