@@ -333,3 +333,28 @@ def test_compare_by_shape_pairs_per_shape_and_prints_each_row_distinct(cli):
     rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
     adds = [r for r in rows if r.startswith(ADD)]
     assert len(adds) == 2 and len(set(adds)) == 2  # Add launched with two shapes: two rows, told apart
+
+
+def test_memory_l0_bandwidths_are_in_the_text_output_as_in_the_json(cli, monkeypatch):
+    """MemoryL0's L0A/L0B/L0C bandwidths: every value --json carries for a kernel is printed for it too."""
+    import re
+
+    from _cli_json import json_payload
+
+    path = str(ASCEND / "memory_l0")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = cli("analyze", path, "--json")
+    assert code == 0, err
+    kernel = json_payload(out)["kernels"][0]
+    expected = {c: v for c, v in kernel["metrics"].items() if c.endswith("_gbs") and v is not None}
+    assert {"l0a_read_bw_gbs", "l0b_read_bw_gbs", "l0c_write_bw_gbs"} <= set(expected)
+    code, out, err = cli("analyze", path)
+    assert code == 0, err
+    lines = out.splitlines()
+    line = lines[lines.index(next(ln for ln in lines if ln.startswith(f"{kernel['name']}:"))) + 1]
+    assert line.startswith("  bandwidth GB/s: ")
+    printed = dict(re.findall(r"(\w+) (\d+\.\d)", line))
+    assert len(printed) == len(expected)
+    for column, value in expected.items():
+        name = column.removesuffix("_gbs").removesuffix("_bw").replace("_bw_", "_")
+        assert float(printed[name]) == pytest.approx(value, abs=0.05), column

@@ -4,6 +4,7 @@ torch.profiler), analyze, gate and profiles: nothing is faked."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -95,7 +96,9 @@ def test_reprofile_command(demo_ws, cli):
     assert res["previous"] == load_rounds(Workspace(root))[0].profiles_before  # before the last change
     assert res["profiles"] and res["profiles"][0].startswith(str(root / "profiles" / "reprofile-0001"))
     assert res["summary"]["target_metric"]["name"] == "duration_us"  # no counters: judged on duration
-    assert res["summary"]["target_metric"]["moved"] in (True, False)
+    tm = res["summary"]["target_metric"]  # cpu: no counters, so not judged, but the direction is said
+    assert tm["moved"] is None and "no hardware counters" in tm["judgement"]
+    assert tm["direction"] == ("up" if tm["after"] > tm["before"] else "down" if tm["after"] < tm["before"] else "same")
     assert res["compare"]["kernels"] and res["stop"]["stop"] is False
 
 
@@ -110,3 +113,81 @@ def test_a_red_gate_in_the_demo_says_which_stage_and_why(cli, tmp_path, monkeypa
     assert code == 0, err  # a performance red is reported in the demo, not raised (1 and 3 are raised)
     assert json.loads(out)["gate"] == {"passed": False, "exit_code": 4, "failed_stage": "performance",
                                        "why": "regression: tiny/fwd +9.0% slower (planted)"}
+
+
+def _markdown_tables(text):
+    """Each markdown table of ``text`` as a list of rows (lists of cells); raises on a broken row."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert line.endswith("|"), f"a table row broken across lines: {line!r}"
+            cells = [c.strip() for c in line[1:-1].split("|")]
+            if current is None:
+                current = []
+                tables.append(current)
+            current.append(cells)
+        else:
+            current = None
+    for table in tables:
+        assert len(table) >= 2 and set("".join(table[1])) <= set("-:"), table[:2]  # header, then separator
+        assert all(len(row) == len(table[0]) for row in table), table
+    return tables
+
+
+@pytest.fixture(scope="module")
+def demo_as_a_user(tmp_path_factory):
+    """`ascendopt demo` with no option, as the quick start runs it, in a fresh folder: text output with
+    stdout and stderr in one stream (a terminal's order), its own temporary folder to look into."""
+    cwd = tmp_path_factory.mktemp("user")
+    tmpdir = cwd / "tmp"
+    tmpdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "ASCENDOPT_BACKEND")}
+    env.update(TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1", COLUMNS="80")
+    proc = subprocess.run([sys.executable, "-m", "ascendopt", "demo"], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return cwd, env, proc.stdout
+
+
+def test_demo_text_reads_in_order_without_noise_or_leftovers(demo_as_a_user):
+    cwd, env, text = demo_as_a_user
+    assert (cwd / "ascendopt-demo" / "contract.yaml").exists()  # a folder the user can find, in the current one
+    assert not list((cwd / "tmp").glob("ascendopt-*")), list((cwd / "tmp").iterdir())  # nothing left in TMPDIR
+    assert "USDT" not in text and "profiler_start" not in text  # torch profiler's own lines are not shown
+    assert "{'" not in text  # configurations print as NAME=VALUE, never as Python dicts
+    # each step's result follows its step: the round's summary and the gate before the report step
+    gate_result = re.search(r"^gate: (GREEN|RED|INCONCLUSIVE)", text, re.MULTILINE)
+    assert gate_result, text[-3000:]
+    assert text.index("round 1 hypothesis:") < gate_result.start() < text.rindex("demo 7/7")
+    targeted = next(line for line in text.splitlines() if line.startswith("targeted metric"))
+    assert "no hardware counters" in targeted and (" up " in targeted or " down " in targeted or "unchanged" in
+                                                   targeted)
+    assert "Device: Device:" not in (cwd / "ascendopt-demo" / "report.md").read_text()
+
+
+def test_report_on_stdout_is_the_markdown_file_unwrapped(demo_as_a_user, tmp_path):
+    """`ascendopt report > mr.md` at 80 (or 40) columns gives the same markdown as the file, tables whole."""
+    cwd, env, _ = demo_as_a_user
+    redirected = tmp_path / "mr.md"
+    with open(redirected, "w") as fh:
+        proc = subprocess.run([sys.executable, "-m", "ascendopt", "report", "-w", "ascendopt-demo"], cwd=cwd,
+                              env={**env, "COLUMNS": "40"}, stdout=fh, stderr=subprocess.PIPE, text=True,
+                              timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = redirected.read_text()
+    assert text == (cwd / "ascendopt-demo" / "report.md").read_text()
+    tables = _markdown_tables(text)
+    opt_log = next(t for t in tables if t[0][0] == "Iter")
+    assert [row[0] for row in opt_log[2:]] == ["0", "1"]  # the baseline row, then round 1
+
+
+def test_demo_on_an_existing_workspace_names_an_option_it_has(demo_as_a_user, cli):
+    cwd, _, _ = demo_as_a_user
+    code, out, err = cli("demo", "-w", str(cwd / "ascendopt-demo"))
+    assert code == 2 and "pass --force" in err
+    from typer.main import get_command
+
+    from ascendopt.cli import app
+
+    demo_params = {opt for p in get_command(app).commands["demo"].params for opt in p.opts}
+    assert "--force" in demo_params

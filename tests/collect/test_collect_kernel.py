@@ -65,7 +65,7 @@ def test_collect_kernel_cli_json(registry, cli, tmp_path):
     assert meta["workload"] == {"kind": "kernel", "identity": "kernel=t_double;shape=N=80;dtype=fp32;mode=fwd",
                                 "kernel": "t_double", "shape": "N=80", "dims": {"N": 80}, "dtype": "fp32",
                                 "mode": "fwd", "config": {"BLOCK": 16}}
-    assert meta["command"] == ("ascendopt collect --kernel t_double --shape N=80 --set BLOCK=16 --aic-metrics pipe "
+    assert meta["command"] == ("ascendopt collect --kernel t_double --shapes N=80 --set BLOCK=16 --aic-metrics pipe "
                                "--level Level1 --out-dir " + str(tmp_path / "prof") +
                                " --wait 0 --warmup 1 --active 1 --repeat 1 --skip-first 0")
     table = pd.read_csv(folder / "kernels.csv")

@@ -188,3 +188,32 @@ def test_out_dir_problems_are_usage_errors(tmp_path):
         locked = tmp_path / "file"
     with pytest.raises(UsageError, match="cannot write there"), staging(locked):
         pass
+
+
+def test_an_interrupted_collect_child_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """Ctrl-C while the workload process runs: the process group is killed and its /tmp folder removed (only a
+    failure whose message names the folder's log keeps it)."""
+    import signal
+    import tempfile
+
+    from ascendopt.collect.child import run_child
+
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text("import time\ntime.sleep(60)\n\n\ndef workload():\n    pass\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_child({"workload": {"exec_file": str(hangs)}, "mode": "replay", "settings": []}, label="hangs.py",
+                      timeout=60, backend="cpu")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert list(scratch.iterdir()) == []

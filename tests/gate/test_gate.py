@@ -366,3 +366,49 @@ def test_speedup_only_for_a_measured_faster_on_a_green_gate():
     assert reported["a"]["speedup"] == pytest.approx(1.25) and "speedup" not in reported["b"]
     red = GateResult([StageResult("integrity", "fail", "x"), perf]).to_dict()
     assert all("speedup" not in c for c in red["stages"][1]["data"]["comparisons"])
+
+
+def _keep_round(ws, config):
+    """Record round 1 as a kept round at ``config`` (what optimize-round writes after a keep)."""
+    from ascendopt.rounds.context import RoundContext
+    from ascendopt.rounds.records import RoundRecord, StopDecision, save_round
+
+    side = {"median_ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0, "mean_ms": 1.0, "cv": 0.01, "n": 12}
+    record = RoundRecord(number=1, hypothesis="kept for the test", direction="EXTRA",
+                         change={"kind": "tunables", "set": dict(config), "config": dict(config)},
+                         gate={"passed": True, "exit_code": 0, "failed_stage": None}, verdict="keep",
+                         stop=StopDecision(False, None, "continue"), environment="Device: cpu",
+                         timing={"cases": [{"case": "tiny", "baseline": side, "best": side, "candidate": side}],
+                                 "ratio_vs_baseline": 0.9, "ratio_vs_best": 0.9},
+                         contract_digest=RoundContext.load(Workspace(ws)).contract_digest)
+    save_round(Workspace(ws), record)
+
+
+def test_plain_gate_times_the_best_kept_configuration_and_set_overrides_it(ws, cli, monkeypatch):
+    """After a keep, plain `gate` times the kept tunables (and says so); `--set` replaces them. The status line
+    prints NAME=VALUE, never a Python dict, and the verdict's words agree with its sign."""
+    import functools
+    import re
+
+    from ascendopt.gate import stages
+
+    monkeypatch.setattr(stages, "run_gate", functools.partial(stages.run_gate, timer=gk.virtual_clock))
+    code, out, err = cli("gate", "-w", str(ws))  # no round yet: the frozen configuration against itself
+    assert code == 0, err
+    assert "candidate = baseline = BLOCK=64, EXTRA=0 (the frozen configuration, no round was kept" in err
+    assert "A/A check" in err
+    _keep_round(ws, {"BLOCK": 64, "EXTRA": 5})  # the kept configuration is the planted 5 % slowdown
+    code, out, err = cli("gate", "-w", str(ws))
+    assert code == 4, err  # so timing it is red: the gate timed the kept tunables, not the frozen ones
+    assert "{'" not in err and "{'" not in out
+    assert "baseline BLOCK=64, EXTRA=0 vs candidate BLOCK=64, EXTRA=5 (best kept configuration, round 1" in err
+    assert "note: candidate: best kept configuration, round 1 (--set overrides it): BLOCK=64, EXTRA=5" in err
+    verdicts = re.findall(r"\| (\d+\.\d)% (less|more) time: (faster|slower|same) \(change ([+-]\d+\.\d+)%", out)
+    assert verdicts, out
+    for percent, word, verdict, signed in verdicts:
+        assert (word == "more") == (float(signed) > 0) and abs(float(percent) - abs(float(signed))) < 0.06
+        assert verdict != {"more": "faster", "less": "slower"}[word]  # "more time" is never called faster
+    assert {v[2] for v in verdicts} == {"slower"}
+    code, out, err = cli("gate", "-w", str(ws), "--set", "EXTRA=0")
+    assert code == 0, err
+    assert "candidate = baseline = BLOCK=64, EXTRA=0 (the given tunables over the frozen configuration)" in err

@@ -267,3 +267,22 @@ def test_freeze_on_cpu_needs_no_triton_interpret_in_the_environment(tmp_path):
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "_double_kernel" in (root / ".ascendopt" / "contract.yaml").read_text()
+
+
+def test_freeze_without_pytest_in_this_python_is_exit_5_not_a_failing_baseline(tmp_path):
+    """The quick-start install has no pytest; own-code freeze runs pytest by default. The missing module is an
+    environment problem (exit 5) that says what to install, never "the baseline fails its tests"."""
+    from _own_code import commit_repo, sleep_repo_files
+
+    repo = commit_repo(tmp_path / "repo", sleep_repo_files())
+    # sys.modules[name] = None is Python's own way of making a module unimportable in this process
+    script = ("import sys; sys.modules['pytest'] = None; from ascendopt.cli import main; "
+              "main(['freeze', '--exec-file', 'bench.py', '--test', 'tests/test_op.py', "
+              "'--kernel-filter', 'my_op_kernel'])")
+    env = {**os.environ, "ASCENDOPT_BACKEND": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 5, proc.stderr[-2000:]
+    assert "pytest is not installed in this Python" in proc.stderr and "pip install pytest" in proc.stderr
+    assert "fail" not in proc.stderr.lower() and "Traceback" not in proc.stderr
+    assert not (repo / ".ascendopt" / "contract.yaml").exists()  # nothing frozen

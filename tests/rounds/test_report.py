@@ -54,10 +54,27 @@ def _records():
 def test_opt_log_rows_follow_fla_columns():
     rows = report.opt_log_rows(CONTRACT, _records())
     assert rows[0] == ("0", "baseline", "pass", "2.0000", "—", "base")
-    assert rows[1][2:] == ("pass", "1.5000", "-25.0% time", "keep")  # 1.5 / 2.0 - 1: a quarter less time
+    assert rows[1][2:4] == ("pass", "1.5000") and rows[1][5] == "keep"
+    assert rows[1][4].startswith("-25.0% time")  # 1.5 / 2.0 - 1: a quarter less time
     assert rows[2][2:] == ("fail (correctness)", "—", "—", "drop")  # a red gate is benchmarked nothing
-    assert rows[3][3:] == ("1.6000", "+6.7% time", "revert")  # 1.6 / 1.5 - 1
+    assert rows[3][3] == "1.6000" and rows[3][4].startswith("+6.7% time") and rows[3][5] == "revert"  # 1.6 / 1.5 - 1
     assert rows[1][1].startswith("BLOCK_N=4: vector-bound")
+
+
+def test_vs_best_reads_from_the_numbers_it_shows():
+    """The % of a round's vs best agrees with the numbers in its row: the candidate's Bench median and the best
+    as re-timed in the same round (shown in the cell), not the frozen row 0."""
+    import re
+
+    recs = _records() + [_rec(4, "revert", _timing(2.0, 1.8, best=1.2))]  # row 0 (2.0 ms) would give -10 %
+    for row in report.opt_log_rows(CONTRACT, recs)[1:]:
+        if row[3] == "—":
+            continue
+        found = re.fullmatch(r"([+-]\d+\.\d)% time \(best re-timed in this round: (\d+\.\d+)\)", row[4])
+        assert found, row[4]
+        change, best_ms = float(found[1]) / 100, float(found[2])
+        assert change == pytest.approx(float(row[3]) / best_ms - 1, abs=0.001)
+    assert report.OPT_LOG_NOTE in report.render_markdown(CONTRACT, recs)
 
 
 def test_promotion_stats_from_raw_samples():
@@ -72,13 +89,14 @@ def test_promotion_stats_from_raw_samples():
 def test_markdown_has_every_section(tmp_path):
     recs = _records()
     md = report.render_markdown(CONTRACT, recs, plot_name="rounds.png", max_rounds=10)
-    for needle in ("## Task", "## Environment", "`Env: Device: cpu | torch 2.13`", "## Baseline",
+    for needle in ("## Task", "## Environment", "`Device: cpu | torch 2.13`", "## Baseline",
                    "| Iter | Direction (one line) | Gate | Bench (median ms) | vs best | Status |",
                    "Stop decision: continue", "![latency per round](rounds.png)", "**1.333x**",
                    "Baseline commit: abc123; candidate: BLOCK_N=4", "## No-go bar",
                    "| named active bound or blocker with its number | yes | vector-bound (vec_ratio 0.91 >= 0.8) |",
                    "ascendopt freeze --kernel rms_norm", "# round 3"):
         assert needle in md, needle
+    assert "Device: Device:" not in md and "Env: Device" not in md
     # no rounds yet: nothing to promote, and the no-go bar says what is missing
     md0 = report.render_markdown(CONTRACT, [])
     assert "Nothing to promote" in md0 and "| at least one reasoned candidate attempt | NO | none |" in md0

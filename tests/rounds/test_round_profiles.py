@@ -82,7 +82,7 @@ def test_no_profile_then_reprofile_names_a_collect_command_that_works(kernel, cl
     code, _, err = cli("reprofile", "-w", str(ws))
     flat = " ".join(err.split())
     assert code == 2 and f"{ws / 'profiles'}: no previous profile to compare with" in flat
-    command = ("ascendopt collect --kernel t_scale --shape B=2,T=10,D=32 --dtype fp32 --mode fwd --set BLOCK=64 "
+    command = ("ascendopt collect --kernel t_scale --shapes B=2,T=10,D=32 --dtype fp32 --mode fwd --set BLOCK=64 "
                f"--set EXTRA=50 --aic-metrics PipeUtilization -w {ws}")
     assert f"profile the workload into it first: `{command}`" in flat
     assert f"`ascendopt optimize-round -w {ws} --hypothesis ...`" in flat

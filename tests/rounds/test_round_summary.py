@@ -65,10 +65,63 @@ def _kernel(bound, **metrics):
 def test_targeted_metric_moves_for_cuda_memory_and_cube_side_scalar():
     target = round_summary.resolve_target_metric(None, "fewer loads", "memory_bound")
     moved = _summary(_kernel("memory_bound", dram_ratio=0.9), _kernel("memory_bound", dram_ratio=0.6), ["k"], target)
-    assert moved["target_metric"] == {"name": "dram_ratio", "before": 0.9, "after": 0.6, "moved": True}
+    tm = moved["target_metric"]
+    assert (tm["name"], tm["before"], tm["after"], tm["moved"]) == ("dram_ratio", 0.9, 0.6, True)
+    assert tm["direction"] == "down" and "fixed threshold" in tm["judgement"]
     # a cube kernel reads 0 on the vector half: the class metric is the max of both halves
     target = round_summary.resolve_target_metric(None, "", "scalar_bound")
     before = _kernel("scalar_bound", vector_scalar_ratio=0.0, cube_scalar_ratio=0.85, scalar_ratio=0.85)
     after = _kernel("scalar_bound", vector_scalar_ratio=0.0, cube_scalar_ratio=0.84, scalar_ratio=0.84)
     tm = _summary(before, after, ["k"], target)["target_metric"]
     assert (tm["name"], tm["before"], tm["after"], tm["moved"]) == ("scalar_ratio", 0.85, 0.84, False)
+
+
+def test_std_us_is_the_launch_to_launch_spread_of_the_real_rows():
+    import numpy as np
+
+    profile = load_profile(DATA / "level1_cnn")
+    report = analyze(profile)
+    for kernel in report["kernels"]:
+        durations = profile.kernels.loc[profile.kernels["name"] == kernel["name"], "duration_us"].to_numpy(float)
+        if len(durations) < 2:
+            assert kernel["std_us"] is None  # one launch has no spread
+        else:
+            assert kernel["std_us"] == pytest.approx(np.std(durations, ddof=1), rel=1e-6), kernel["name"]
+
+
+def _timed(avg, std, count, kind="npu"):
+    return {"kind": kind, "not_collected": [],
+            "kernels": [{"name": "k", "avg_us": avg, "std_us": std, "count": count, "bound": "latency_bound",
+                         "metrics": {}}]}
+
+
+def test_targeted_duration_says_up_or_down_by_how_much_and_judges_against_launch_noise():
+    # 10 launches per side, std 1 us: the difference's noise band is 3.29 * sqrt(0.1 + 0.1) = 1.47 us
+    tm = _summary(_timed(100.0, 1.0, 10), _timed(95.0, 1.0, 10), ["k"])["target_metric"]
+    assert tm["direction"] == "down" and tm["change_abs"] == pytest.approx(-5.0)
+    assert tm["change_rel"] == pytest.approx(-0.05) and tm["moved"] is True
+    assert tm["noise_abs"] == pytest.approx(3.29 * (0.2 ** 0.5)) and "beyond the noise of 10 and 10" in tm["judgement"]
+    tm = _summary(_timed(100.0, 1.0, 10), _timed(101.0, 1.0, 10), ["k"])["target_metric"]
+    assert tm["direction"] == "up" and tm["moved"] is False and tm["judgement"].startswith("within the noise")
+    # one launch per side (one profiled call): no noise estimate, so no judgement either way
+    tm = _summary(_timed(9575.0, None, 1), _timed(13774.0, None, 1), ["k"])["target_metric"]
+    assert tm["direction"] == "up" and tm["moved"] is None and "too few" in tm["judgement"]
+
+
+def test_on_cpu_the_target_metric_is_not_judged_and_says_why():
+    tm = _summary(_timed(9575.0, 50.0, 10, "cpu"), _timed(13774.0, 50.0, 10, "cpu"), ["k"])["target_metric"]
+    assert tm["direction"] == "up" and tm["moved"] is None
+    assert "no hardware counters" in tm["judgement"]
+
+
+def test_the_printed_line_has_the_direction_the_size_and_the_judgement(capsys):
+    from ascendopt.cli.render import target_metric_line
+
+    for before, after, word in ((100.0, 95.0, "down"), (100.0, 120.0, "up")):
+        tm = _summary(_timed(before, 1.0, 10), _timed(after, 1.0, 10), ["k"])["target_metric"]
+        line = target_metric_line(tm)
+        assert f": {word} {abs(after - before) / before:.1%} ({after - before:+.2f} us);" in line
+        assert line.endswith(": moved")
+    on_cpu = _summary(_timed(1.0, 1.0, 10, "cpu"), _timed(2.0, 1.0, 10, "cpu"), ["k"])["target_metric"]
+    line = target_metric_line(on_cpu)
+    assert "no hardware counters" in line and "moved" not in line

@@ -36,7 +36,7 @@ VOLUME_KB = ("cube_read_main_memory_kb", "cube_write_main_memory_kb", "vector_re
              "vector_write_main_memory_kb", "read_main_memory_kb", "write_main_memory_kb")
 MAIN_MEMORY_BW = ("cube_main_mem_read_bw_gbs", "cube_main_mem_write_bw_gbs", "vector_main_mem_read_bw_gbs",
                   "vector_main_mem_write_bw_gbs")
-NOT_METRICS = ("device", "name", "core_type", "op_type", "code", "count", "total_us", "avg_us", "share",
+NOT_METRICS = ("device", "name", "core_type", "op_type", "code", "count", "total_us", "avg_us", "std_us", "share",
                "block_dim", "block_dim_min", "mix_block_dim", "shape_count", "moved_bytes", "achieved_bw_gbs",
                "achieved_bw_source", *CONTEXT)
 # Canonical columns derived per kernel: max over the two core halves, and UB vector traffic.
@@ -173,6 +173,7 @@ def _aggregate(profile: Profile, rules: RuleSet, by: str = "name"):
         agg["shape_count"] = _distinct_per_group(codes, n, compute["input_shapes"])
     agg["count"] = np.bincount(codes, minlength=n).astype(float)
     agg["total_us"] = np.bincount(codes, weights=dur, minlength=n)
+    sum_sq = np.bincount(codes, weights=dur * dur, minlength=n)  # for the launch-to-launch spread (std_us)
     moved, moved_source = _moved_bytes(compute, dur)
     if moved is not None:
         has = ~np.isnan(moved)
@@ -203,6 +204,12 @@ def _aggregate(profile: Profile, rules: RuleSet, by: str = "name"):
     agg = agg[~is_comm].copy()
     totals = agg.groupby("device")["total_us"].sum()
     agg["avg_us"] = agg["total_us"] / agg["count"]
+    # sample standard deviation of one kernel's launch durations (NaN below 2 launches): how much a
+    # before/after difference of avg_us can be noise
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count = agg["count"].to_numpy(float)
+        var = (sum_sq[agg["code"].to_numpy(int)] - count * agg["avg_us"].to_numpy(float) ** 2) / (count - 1)
+    agg["std_us"] = np.where(count > 1, np.sqrt(np.clip(var, 0.0, None)), np.nan)
     device_total = agg["device"].map(totals).astype(float).to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):  # a device whose kernels all took 0 us: shares 0
         agg["share"] = np.where(device_total > 0, agg["total_us"].to_numpy() / device_total, 0.0)
@@ -281,6 +288,7 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "count": int(row["count"]),
         "total_us": float(row["total_us"]),
         "avg_us": float(row["avg_us"]),
+        "std_us": finite_or_none(row.get("std_us")),  # launch-to-launch spread; None below 2 launches
         "share": float(row["share"]),
         "block_dim": finite_or_none(row["block_dim"]),
         "block_dim_min": finite_or_none(row["block_dim_min"]),

@@ -60,6 +60,13 @@ def _table(headers: list[str], names: list[str], other: list[list[str]], *, titl
     console.table(headers, [[n, *row] for n, row in zip(shown, other, strict=True)], title=title, justify=justify)
 
 
+def _bandwidth_text(metrics: dict[str, Any]) -> str:
+    """Every collected bandwidth of a kernel (canonical columns ending in ``_gbs``, GB/s) as
+    ``l0a_read 19.2, l0a_write 28.8, ...``, in the profile's column order; "" when none was collected."""
+    return ", ".join(f"{column.removesuffix('_gbs').removesuffix('_bw').replace('_bw_', '_')} {value:.1f}"
+                     for column, value in metrics.items() if column.endswith("_gbs") and value is not None)
+
+
 def render_report(report: dict[str, Any]) -> None:
     """Print an ``analyze.diagnosis.analyze`` report: notes (stderr), then device, metric groups and kernel
     time lines, the hotspots and bottlenecks tables and each kernel's evidence and levers (stdout).
@@ -125,6 +132,9 @@ def render_report(report: dict[str, Any]) -> None:
         kind = k.get("kind") or {}
         console.out(f"{k['name']}{shape}: {k['bound_label']}"
                     + (f" [{kind['core']} / {kind['family']} / {kind['maker']}]" if kind else ""))
+        bandwidths = _bandwidth_text(k["metrics"])
+        if bandwidths:  # MemoryL0, Memory, MemoryUB, L2 bandwidths: in --json, and here too
+            console.out(f"  bandwidth GB/s: {bandwidths}")
         for f in k["findings"]:
             for e in f["evidence"]:
                 console.out(f"  evidence [{f['class']}]: {_evidence_line(e)}")

@@ -38,7 +38,7 @@ def collect(
         "--exec-file", help="Workload file: module code runs once, workload() each step.")] = None,
     kernel: Annotated[str | None, typer.Option("--kernel", help="A bundled kernel (see `ascendopt kernels`).")] = None,
     shape: Annotated[str | None, typer.Option(
-        "--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. "
+        "--shapes", "--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. "
                         "Default: tiny on cpu, realistic elsewhere.")] = None,
     mode: Annotated[str | None, typer.Option(
         "--mode", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,
@@ -110,7 +110,7 @@ def collect(
     else:
         config = _parse_sets(set_ or [])
         sets = [("--set", f"{k}={v}") for k, v in config.items()]
-        command = _command_line([("--kernel", kernel), ("--shape", shape), ("--mode", mode), ("--dtype", dtype)]
+        command = _command_line([("--kernel", kernel), ("--shapes", shape), ("--mode", mode), ("--dtype", dtype)]
                                 + sets + common)
         paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config, metric_groups=aic_metrics,
                                out_dir=out_dir, name=name, timeout=timeout, kernel_filter=kernel_filter,

@@ -14,7 +14,7 @@ Str = str | None
 Strs = list[str] | None
 KernelOpt = Annotated[Str, typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")]
 ShapesOpt = Annotated[Strs, typer.Option(
-    "--shapes", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
+    "--shapes", "--shape", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
                      "Default: tiny on cpu, realistic elsewhere.")]
 DtypeOpt = Annotated[Str, typer.Option("--dtype", help="fp32 | bf16 | fp16 (default bf16 if supported).")]
 ModeOpt = Annotated[Str, typer.Option("--mode", help="fwd | fwdbwd (default fwdbwd if supported).")]

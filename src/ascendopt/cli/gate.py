@@ -62,7 +62,8 @@ def _render(result) -> None:
 def gate(
     skip_perf: Annotated[bool, typer.Option("--skip-perf", help="Skip the performance stage (CPU-only CI).")] = False,
     set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="Bundled kernel: candidate tunables NAME=VALUE (default: the frozen configuration).")] = None,
+        "--set", help="Bundled kernel: candidate tunables NAME=VALUE over the frozen configuration (default: the "
+                      "best kept round's configuration, else the frozen one).")] = None,
     pairs: Annotated[int, typer.Option(
         "--pairs", min=12, help="Interleaved sample pairs per timed case (>= 12: with fewer, the signed-rank "
                                 "test cannot reach p < 0.002 and no regression could ever be called).")] = 30,

@@ -67,12 +67,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
     if summary.get("bound") and summary["verdict"] != "drop":
         ev = f" ({summary['bound_evidence']})" if summary.get("bound_evidence") else ""
         lines.append(f"bound: {summary.get('bound_before') or '?'} -> {summary['bound']}{ev}")
-    tm = summary["target_metric"]
-    moved_text = {True: "moved", False: "did NOT move (reclassify or switch metric groups)",
-                  None: "not collected on one or both sides"}[tm["moved"]]
     if summary["verdict"] != "drop":
-        lines.append(f"targeted metric {tm['name']}: {_fmt(tm['before'], tm['name'])} -> "
-                     f"{_fmt(tm['after'], tm['name'])}: {moved_text}")
+        lines.append(target_metric_line(summary["target_metric"]))
     if summary.get("ub"):
         ub = summary["ub"]
         lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
@@ -83,14 +79,38 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
     elif speed:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
+        # both references were re-timed in this round, interleaved with the candidate: the frozen baseline's
+        # time (measured at freeze, under other conditions) is not what the speedups compare with
         lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {speedup_text(speed['ratio_vs_best'])}, "
-                     f"vs baseline {speedup_text(speed['ratio_vs_baseline'])}")
+                     f"vs baseline {speedup_text(speed['ratio_vs_baseline'])} (speedups against both re-timed "
+                     "interleaved in this round)")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
     lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}")
     lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
                  + summary["stop_reason"])
     for line in lines:
         console.out(line)
+
+
+def target_metric_line(tm: Mapping[str, Any]) -> str:
+    """``targeted metric duration_us: 5052.99 us -> 6417.16 us: up 27.0% (+1364.17 us), beyond the noise of ...``:
+    the direction and size of the change, then whether it is beyond noise (``rounds.summary.judge_target``)."""
+    name = tm["name"]
+    line = f"targeted metric {name}: {_fmt(tm['before'], name)} -> {_fmt(tm['after'], name)}"
+    if tm.get("direction") is None:  # a record of an older ascendopt, or a side not collected
+        old = {True: "moved", False: "did NOT move", None: "not collected on one or both sides"}[tm.get("moved")]
+        return f"{line}: {tm.get('judgement') or old}"
+    if tm["direction"] == "same":
+        size = "unchanged"
+    else:
+        rel = f" {abs(tm['change_rel']):.1%}" if tm.get("change_rel") is not None else ""
+        unit = " us" if name.endswith("_us") else ""
+        size = f"{tm['direction']}{rel} ({tm['change_abs']:+.{2 if unit or name.endswith('_gbs') else 3}f}{unit})"
+    verdict = {True: "moved", False: "did NOT move (reclassify or switch metric groups)", None: "not judged"}
+    judgement = tm.get("judgement") or verdict[tm.get("moved")]
+    if tm.get("moved") is not None:
+        judgement = f"{judgement}: {verdict[tm['moved']]}"
+    return f"{line}: {size}; {judgement}"
 
 
 def tensor_report_lines(reports: Iterable[TensorReport]) -> Iterator[str]:

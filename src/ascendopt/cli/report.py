@@ -34,7 +34,7 @@ def report(
         console.print_json({"markdown": str(md_path), "plot": str(png_path), "rounds": len(result.records),
                             "best_round": result.best_round, "stop": result.stop.to_dict()})
         return
-    console.out(result.markdown)
+    console.out(result.markdown.removesuffix("\n"))  # out() ends the line: stdout is the file, byte for byte
     console.info(f"report written to {md_path} and {png_path}")
 
 

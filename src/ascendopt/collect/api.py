@@ -194,7 +194,7 @@ def collect_kernel(kernel: str, *, shape: str | None = None, dtype: str | None =
     name = sanitize_name(name or case["kernel"])
     workload = metadata.kernel_workload(case["kernel"], case["shape"], case["dims"], case["dtype"], case["mode"],
                                         case["config"])
-    cmd = command or (f"ascendopt collect --kernel {case['kernel']} --shape {case['shape']} "
+    cmd = command or (f"ascendopt collect --kernel {case['kernel']} --shapes {case['shape']} "
                       f"--dtype {case['dtype']} --mode {case['mode']}")
     child_case = dict(case, dims={k: list(v) if isinstance(v, tuple) else v for k, v in case["dims"].items()})
     fn = kernel_callable(child_case)

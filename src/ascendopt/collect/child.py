@@ -137,8 +137,9 @@ def run_child(spec: dict[str, Any], *, label: str, timeout: float | None, prefix
             kill_group(proc)
             raise WorkloadFailure(f"{label}: timed out after {timeout:g} s (killed with its process group)",
                                   hint=f"output so far: {log}") from None
-        except BaseException:
+        except BaseException:  # interrupted: no error names the log, so nothing of the run stays in /tmp
             kill_group(proc)
+            shutil.rmtree(work, ignore_errors=True)
             raise
     result_path = work / "result.json"
     if not result_path.exists():

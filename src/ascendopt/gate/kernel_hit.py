@@ -34,8 +34,10 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    from ascendopt.collect.kineto import silence_kineto_log
     from ascendopt.collect.torch_profiler import name_interpreted_kernels
 
+    silence_kineto_log()  # kineto's profiler_start/stop lines would break the progress line
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
     # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
     naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()

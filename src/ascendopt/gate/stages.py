@@ -269,14 +269,31 @@ def timing_inputs(spec, dims: Mapping[str, Any], dtype: str, mode: str, device) 
     return [(spec.make_inputs(dict(dims), dtype, device, seed),) for seed in range(count)]
 
 
-def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs: int) -> StageResult:
+def config_text(config: Mapping[str, Any] | None) -> str:
+    """Tunables as ``block_rows=32, weight_mode=0`` (the configuration's order); ``-`` for none."""
+    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
+
+
+def timing_line(kernel: str, case: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any],
+                source: str) -> str:
+    """The status line before a bundled kernel's case is timed: both configurations as NAME=VALUE, and
+    what the candidate is (``source``); identical sides are said to be an A/A check."""
+    if dict(baseline) == dict(candidate):
+        return (f"gate: timing {kernel} {case}: candidate = baseline = {config_text(baseline)} ({source}): "
+                "an A/A check of the frozen configuration against itself")
+    return (f"gate: timing {kernel} {case}: baseline {config_text(baseline)} vs candidate "
+            f"{config_text(candidate)} ({source})")
+
+
+def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs: int,
+                        source: str = "candidate") -> StageResult:
     spec, w = ctx.spec, ctx.contract.workload
     backend = backends.current()
     measure_backend = ClockBackend(backend, timer) if timer is not None else backend
     baseline_cfg = ctx.baseline_config
     comparisons = []
     for case in w.shapes:
-        console.status(f"gate: timing {spec.name} {case.name}: baseline {baseline_cfg} vs candidate {config}")
+        console.status(timing_line(spec.name, case.name, baseline_cfg or {}, config, source))
         inputs = timing_inputs(spec, case.dims, w.dtype, w.mode, backend.torch_device())
         result = bench.compare(lambda inp: spec.run(inp, baseline_cfg, w.mode),
                                lambda inp: spec.run(inp, config, w.mode),
@@ -309,11 +326,19 @@ def _performance_own(contract: Contract, root: Path, pairs: int, timeout: float 
     return _performance_result([(contract.workload.exec_file, result)])
 
 
+def time_change_text(ratio: float) -> str:
+    """A time ratio candidate/baseline in words whose sign and direction agree: ``87.5% less time``,
+    ``12.0% more time``, ``same time`` (under 0.05 %)."""
+    change = ratio - 1.0
+    if abs(change) < 0.0005:
+        return "same time"
+    return f"{abs(change):.1%} {'less' if change < 0 else 'more'} time"
+
+
 def verdict_line(case: str, c) -> str:
-    """``case: baseline X us [p20, p80] | candidate Y us [p20, p80] | +n.n% verdict (reason)``."""
-    change = c.ratio - 1.0
+    """``case: baseline X us [p20, p80] | candidate Y us [p20, p80] | n.n% less time: faster (reason)``."""
     return (f"{case}: baseline {c.baseline.spread_text()} | candidate {c.candidate.spread_text()} | "
-            f"{change:+.1%} {c.verdict} ({c.reason})")
+            f"{time_change_text(c.ratio)}: {c.verdict} ({c.reason})")
 
 
 def _performance_result(comparisons) -> StageResult:
@@ -345,8 +370,9 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
 
     ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the
     gate loads the contract itself and reports a hand edit as a red integrity stage.
-    ``config_override``: candidate tunables for a bundled kernel (default: the frozen config, an
-    A/A check). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
+    ``config_override``: candidate tunables for a bundled kernel, applied to the frozen configuration
+    (default: the best kept round's configuration, said in a note; the frozen one, an A/A check,
+    while no round was kept). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
     performance stage (tests). ``pairs``: interleaved sample pairs per timed case. ``timeout``: a
     command's ``--timeout`` in seconds, replacing every frozen limit of the children it starts.
 
@@ -365,12 +391,14 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         _fingerprint_notes(contract, notes)
         if not ctx.is_kernel and config_override:
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
-        config = ctx.candidate_config(dict(config_override or {})) or {}
+        config, source = _candidate(ctx, config_override)
+        if ctx.is_kernel:
+            notes.append(f"candidate: {source}: {config_text(config)}")
         runners = [
             lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_own(contract, root, timeout)),
             lambda: _kernel_hit(ctx, config, stages[-1].data.get("seen")),  # own code: seen at correctness
             lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
-                     _performance_kernel(ctx, config, timer, pairs) if ctx.is_kernel else
+                     _performance_kernel(ctx, config, timer, pairs, source) if ctx.is_kernel else
                      _performance_own(contract, root, pairs, timeout)),
         ]
         for run in runners:
@@ -383,6 +411,19 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
     notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
+
+
+def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
+    """The candidate configuration of a bundled kernel and where it comes from (own code: ``{}``)."""
+    if not ctx.is_kernel:
+        return {}, "working tree"
+    if override is not None:  # optimize-round's candidate, or --set
+        return ctx.candidate_config(dict(override)) or {}, "the given tunables over the frozen configuration"
+    best = ctx.best_round
+    if best is not None and best.config:
+        return ctx.candidate_config(dict(best.config)) or {}, \
+            f"best kept configuration, round {best.number} (--set overrides it)"
+    return ctx.candidate_config({}) or {}, "the frozen configuration, no round was kept yet"
 
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:

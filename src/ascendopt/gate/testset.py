@@ -28,6 +28,7 @@ from typing import Any
 
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
+from ascendopt.errors import EnvironmentProblem
 from ascendopt.gate.pytest_report import REPORT_ENV
 
 PLUGIN = "ascendopt.gate.pytest_report"
@@ -101,6 +102,7 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
     if args is None:
         proc = _run(resolve_command(argv), root, env, timeout)
         return proc if isinstance(proc, SuiteRun) else _command_run(proc)
+    require_pytest()
     with tempfile.TemporaryDirectory(prefix="ascendopt-tests-") as tmp:
         report = Path(tmp) / "report.json"
         env[REPORT_ENV] = str(report)
@@ -109,6 +111,17 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
         if isinstance(proc, SuiteRun):
             return proc
         return _pytest_run(proc, _read_report(report))
+
+
+def require_pytest() -> None:
+    """Raise EnvironmentProblem (exit 5) when this Python, which runs a pytest command, has no pytest:
+    its ``No module named pytest`` would otherwise read as a baseline whose tests fail."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest") is None:
+        raise EnvironmentProblem(f"pytest is not installed in this Python ({sys.executable}); pip install pytest",
+                                 hint="the frozen test command is a pytest command, and ascendopt runs it with "
+                                      "the Python it runs in")
 
 
 def _run(argv: list[str], root: Path, env: dict[str, str], timeout: float):

@@ -85,11 +85,17 @@ class DemoResult:
 
 
 def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], advance: Callable[[], None],
-             on_analysis: Callable[[dict[str, Any]], None] | None = None) -> DemoResult:
+             on_analysis: Callable[[dict[str, Any]], None] | None = None,
+             on_round: Callable[[Any, str], None] | None = None, on_gate: Callable[[Any], None] | None = None,
+             force: bool = False) -> DemoResult:
     """Steps 1-6 of the demo in ``ws``; ``step(text)`` reports progress, ``advance()`` ends a step.
 
     ``on_analysis`` receives the analyze report of the baseline profile as soon as it exists (the
-    CLI prints its hot-kernel table there). Call ``rounds.run.prepare_backend`` first.
+    CLI prints its hot-kernel table there); ``on_round(record, hypothesis)`` the round's record as
+    soon as it is recorded, ``on_gate(result)`` the gate's result as soon as it is known, so each
+    step's result is printed after that step, not all after the last one. ``force``: replace a
+    contract already in ``ws`` (archived, as ``freeze --force``). Call ``rounds.run.prepare_backend``
+    first.
     """
     import shutil
 
@@ -115,7 +121,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
         groups = ["none"]
     # profile=False: step 2 collects the baseline profile itself, as its own step of the loop
     contract = freeze_kernel(ws, kernel=plan.kernel, shapes=[plan.preset], dtype=plan.dtype, mode=plan.mode,
-                             metric_groups=groups, profile=False)
+                             metric_groups=groups, profile=False, force=force)
     w = contract.workload
     out["baseline_ms"] = contract.baseline[0].median_ms
     advance()
@@ -144,16 +150,19 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     out["round"] = {"number": record.number, "change": change, "verdict": record.verdict,
                     "path": str(outcome.path)}
     advance()
+    if on_round is not None:
+        on_round(record, hypothesis)
 
     step("demo 5/7 gate: integrity, correctness, kernel hit, performance of the best so far")
-    best = record.config if record.verdict == "keep" else None  # a revert leaves the frozen config the best
-    gate = gate_stages.run_gate(ws, config_override=best, pairs=plan.pairs)
+    gate = gate_stages.run_gate(ws, pairs=plan.pairs)  # the gate's own default: the best kept configuration
     # not green: red (failed_stage) or inconclusive (the CPU interpreter's noise band is often too wide)
     blocking = gate.blocking_stage
     out["gate"] = {"passed": gate.passed, "exit_code": gate.exit_code,
                    "failed_stage": gate.failed_stage.name if gate.failed_stage else None,
                    "why": blocking.summary if blocking else None}
     advance()
+    if on_gate is not None:
+        on_gate(gate)
 
     step("demo 6/7 reprofile: collect again, diff, reclassify")
     with ws.lock():

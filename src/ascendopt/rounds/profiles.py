@@ -163,7 +163,7 @@ def collect_command(ctx: RoundContext) -> str:
     w = contract.workload
     if ctx.is_kernel:
         sets = [a for k, v in (ctx.best_config or {}).items() for a in ("--set", f"{k}={v}")]
-        target = ["--kernel", str(w.kernel), "--shape", dims_text(w.shapes[0].dims), "--dtype", w.dtype,
+        target = ["--kernel", str(w.kernel), "--shapes", dims_text(w.shapes[0].dims), "--dtype", w.dtype,
                   "--mode", w.mode, *sets]
     else:
         from ascendopt.contract.frozen import project_root

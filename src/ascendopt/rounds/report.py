@@ -58,13 +58,33 @@ def opt_log_rows(contract: Mapping[str, Any], records: Sequence[RoundRecord]) ->
         gate = "pass" if r.gate.get("passed") else f"fail ({r.gate.get('failed_stage') or 'gate'})"
         ratio = r.ratio_vs_best
         # Change of the candidate's time against the best so far, from the round's interleaved
-        # samples (not from the frozen baseline row, which was timed at freeze): +x % is slower.
-        vs_best = _DASH if ratio is None else f"{ratio - 1:+.1%} time"
+        # samples (not from the frozen baseline row, which was timed at freeze): +x % is slower. The
+        # best's own median in that round is shown beside it, so the cell reads from its numbers.
+        best_ms = _interleaved_best_ms(r)
+        vs_best = _DASH if ratio is None else f"{ratio - 1:+.1%} time" + (
+            f" (best re-timed in this round: {_ms(best_ms)})" if best_ms is not None else "")
         if r.timing and r.timing.get("vs_best") == "inconclusive":
             vs_best += " (inconclusive)"  # the noise band was too wide to call it: reverted
         rows.append((str(r.number), _one_line(f"{_change_text(r)}: {r.hypothesis}"), gate,
                      _ms(r.candidate_ms), vs_best, r.verdict))
     return rows
+
+
+def _interleaved_best_ms(rec: RoundRecord) -> float | None:
+    """Median ms of the best so far as the round re-timed it interleaved with the candidate (geomean over
+    cases; the ``baseline`` side when the baseline was the best), None when the round timed no best."""
+    if not rec.timing:
+        return None
+    sides = [c.get("best") or c.get("baseline") for c in rec.timing["cases"]]
+    if not all(side and side.get("median_ms") for side in sides):
+        return None
+    return geomean([side["median_ms"] for side in sides])
+
+
+OPT_LOG_NOTE = ("Bench is the candidate's median in its round. vs best compares it with the best so far re-timed "
+                "interleaved in the same round (its median in brackets), not with row 0, which was timed at freeze; "
+                "the % is the paired estimate over the interleaved pairs, so it can differ slightly from the "
+                "ratio of the two medians.")
 
 
 def ub_warnings(records: Sequence[RoundRecord]) -> list[str]:
@@ -148,13 +168,16 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
     lines += ["## Environment", ""]
     env = records[-1].environment if records else None
     dev = contract.get("device") or {}
-    lines.append(f"`Env: {env}`" if env else f"`Env: {dev.get('name', contract.get('backend'))}`")
+    # the environment line names its own fields ("Device: ... | torch ... | branch[sha]")
+    lines.append(f"`{env}`" if env else f"`Device: {dev.get('name', contract.get('backend'))}`")
     lines += ["", "## Baseline", ""]
     lines += _table(("case", "median ms", "p20 ms", "p80 ms", "CV", "n"),
                     [(b["case"], _ms(b["median_ms"]), _ms(b["p20_ms"]), _ms(b["p80_ms"]), f"{b['cv']:.3f}",
                       str(b["n"])) for b in contract.get("baseline") or []])
     lines += ["", "## Rounds (OPT_LOG)", ""]
     lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
+    if records:
+        lines += ["", OPT_LOG_NOTE]
     over = ub_warnings(records)
     if over:
         lines += ["", "UB over budget (predicted off-NPU for the model chip; these tiles would not compile on "
@@ -180,7 +203,7 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
                         str(best.change.get("commit") or "working tree")))
-        lines.append(f"Device: {best.environment}")
+        lines.append(best.environment)  # "Device: ... | versions | branch[sha]"
         if (best.ub or {}).get("warning"):
             lines.append(f"**UB: {best.ub['warning']}**: do not promote this configuration to an NPU as it is.")
     lines += ["", "## No-go bar", ""]

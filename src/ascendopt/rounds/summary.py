@@ -13,6 +13,7 @@ collected is ``None`` and printed as "not collected", never as 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,58 @@ def moved(before: float | None, after: float | None, column: str) -> bool | None
     return abs(after - before) > MOVED_REL * base if base else after != before
 
 
+NOISE_Z = 3.29  # the noise band of a duration difference: two-sided 99.9 %, as the timing rule's (gate.bench)
+MIN_LAUNCHES = 3  # fewer profiled launches per side give no usable estimate of their spread
+
+
+def judge_target(before: float | None, after: float | None, column: str, *, kind: str | None,
+                 kernel_before: Mapping[str, Any] | None = None,
+                 kernel_after: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """How the targeted metric moved: direction (``up``/``down``/``same``), by how much (``change_abs`` in
+    the metric's unit, ``change_rel`` a fraction of before), and whether that is beyond noise (``moved``:
+    True/False, None when it cannot be judged; ``judgement`` says which and why).
+
+    ``kind``: the profile kind (``analysis["kind"]``); on ``cpu`` the hardware counters do not exist and
+    the durations are the interpreter's host time, so nothing is judged. A duration is judged against the
+    launch-to-launch spread of the profiled launches on both sides (``std_us``, ``count``): beyond
+    ``NOISE_Z`` standard errors of the difference, with at least ``MIN_LAUNCHES`` launches per side. A
+    counter is a mean over the launches whose spread is not recorded, so it is judged against fixed
+    thresholds (``MOVED_REL``, ``MOVED_ABS_RATIO``) and says so.
+    """
+    out: dict[str, Any] = {"direction": None, "change_abs": None, "change_rel": None, "noise_abs": None,
+                           "launches": {"before": (kernel_before or {}).get("count"),
+                                        "after": (kernel_after or {}).get("count")}}
+    if before is None or after is None:
+        return {**out, "moved": None, "judgement": "not collected on one or both sides"}
+    delta = after - before
+    out.update(direction="up" if delta > 0 else "down" if delta < 0 else "same", change_abs=delta,
+               change_rel=delta / abs(before) if before else None)
+    if kind == "cpu":
+        return {**out, "moved": None,
+                "judgement": "not judged: the CPU interpreter has no hardware counters, and its durations are "
+                             "host time of the interpreter (the timed verdict is the speed line)"}
+    launches = out["launches"]
+    if column == "duration_us":
+        stds = ((kernel_before or {}).get("std_us"), (kernel_after or {}).get("std_us"))
+        counts = (launches["before"] or 0, launches["after"] or 0)
+        if min(counts) < MIN_LAUNCHES or None in stds:
+            return {**out, "moved": None,
+                    "judgement": f"not judged: {counts[0]} and {counts[1]} profiled launch(es), too few to know "
+                                 f"their noise (profile more steps, e.g. collect --active 5)"}
+        noise = NOISE_Z * math.sqrt(stds[0] ** 2 / counts[0] + stds[1] ** 2 / counts[1])
+        out["noise_abs"] = noise
+        where = "beyond" if abs(delta) > noise else "within"
+        return {**out, "moved": abs(delta) > noise,
+                "judgement": f"{where} the noise of {counts[0]} and {counts[1]} profiled launches "
+                             f"(±{noise:.2f} us)"}
+    changed = moved(before, after, column)
+    rule = (f"{MOVED_REL:.0%} relative or {MOVED_ABS_RATIO:g} absolute" if column.endswith("_ratio")
+            else f"{MOVED_REL:.0%} relative")
+    return {**out, "moved": changed,
+            "judgement": f"{'beyond' if changed else 'within'} a fixed threshold of {rule} (a mean over the "
+                         "profiled launches; their counter spread is not recorded)"}
+
+
 def _column_group(column: str) -> tuple[str, ...]:
     """``column`` first, then the other columns of its summary row (the same quantity in another view)."""
     for _label, cols in SUMMARY_METRICS:
@@ -152,7 +205,8 @@ def build(
         "bound_evidence": bound_evidence(ka or kb),
         "not_collected": sorted(set((after or before or {}).get("not_collected") or [])),
         "target_metric": {"name": target_metric, "before": t_before, "after": t_after,
-                          "moved": moved(t_before, t_after, target_metric)},
+                          **judge_target(t_before, t_after, target_metric, kind=(after or before or {}).get("kind"),
+                                         kernel_before=kb, kernel_after=ka)},
         "ub": dict(ub) if ub else None,
         "speed": dict(speed) if speed else None,
         "verdict": verdict,
