@@ -62,7 +62,7 @@ class SearchResult:
     evaluations: int = 0  # fresh evaluations (cache hits excluded)
     space: int = 0  # feasible candidates
     pruned: list[Candidate] = field(default_factory=list)
-    stopped: str = ""  # "budget" | "converged"
+    stopped: str = ""  # "budget" | "time" | "converged"
 
     def to_dict(self) -> dict[str, Any]:
         return {"best": self.best.to_dict(), "start": self.start.to_dict(),
@@ -92,6 +92,7 @@ def search(
     on_trial: Callable[[Trial, Trial], None] | None = None,
     start_trial: Trial | None = None,
     probe: Sequence[str] = (),
+    out_of_time: Callable[[], bool] | None = None,
 ) -> SearchResult:
     """Greedy coordinate descent over ``space`` (the feasible configurations) from ``start``.
 
@@ -99,7 +100,8 @@ def search(
     evaluations (the start counts unless ``start_trial`` is given, e.g. the measured baseline).
     ``on_trial(trial, best_after)`` is called after each trial. Cache hits do not use budget.
     ``probe`` names tunables (flags, layouts) tried one step each way before the descent, in order,
-    as far as the budget goes.
+    as far as the budget goes. ``out_of_time()`` (e.g. a deadline of ``--budget-s``), when given, is
+    asked before each fresh evaluation; True ends the search like a spent budget, ``stopped`` "time".
     """
     allowed = {config_key(c) for c in space}
     if config_key(start) not in allowed:
@@ -108,6 +110,7 @@ def search(
     if choices is None:  # plain ascending order; pass ``axes(spec)`` for kernels with an auto 0
         choices = {n: sorted({c[n] for c in space}) for n in order}
     seen: dict[str, Trial] = {}
+    timed_out: list[bool] = []
     result = SearchResult(best=None, start=None, space=len(space))  # type: ignore[arg-type]
 
     def run(cfg: dict[str, int], incumbent: dict[str, int]) -> Trial | None:
@@ -119,6 +122,9 @@ def search(
             trial = hit
         else:
             if result.evaluations >= budget:
+                return None
+            if out_of_time is not None and out_of_time():
+                timed_out.append(True)
                 return None
             trial = evaluate(dict(cfg), dict(incumbent))
             result.evaluations += 1
@@ -222,7 +228,7 @@ def search(
                 if won:
                     improved = True
                     break
-    result.stopped = "budget" if out_of_budget else "converged"
+    result.stopped = ("time" if timed_out else "budget") if out_of_budget else "converged"
     return result
 
 
@@ -272,15 +278,20 @@ class TuneCache:
     def entries(self) -> dict[str, Any]:
         return self._data["entries"].get(self.key, {})
 
+    def entry(self, config: Mapping[str, int]) -> dict[str, Any] | None:
+        """The stored entry of ``config`` (``ms``, ``note`` and whatever ``put`` was given), or None."""
+        return self.entries().get(config_key(config))
+
     def get(self, config: Mapping[str, int]) -> Trial | None:
-        hit = self.entries().get(config_key(config))
+        hit = self.entry(config)
         if hit is None:
             return None
         return Trial(dict(config), hit.get("ms"), None, hit.get("note", ""), cached=True)
 
-    def put(self, trial: Trial) -> None:
+    def put(self, trial: Trial, **extra: Any) -> None:
+        """Store ``trial`` (``extra``: more JSON fields of its entry, e.g. screening's p20/p80)."""
         self._data["entries"].setdefault(self.key, {})[config_key(trial.config)] = {"ms": trial.ms,
-                                                                                  "note": trial.note}
+                                                                                  "note": trial.note, **extra}
         atomic_write_text(self.path, json.dumps(self._data, indent=1, sort_keys=True))
 
 
