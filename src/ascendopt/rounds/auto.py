@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ascendopt.errors import CorrectnessError, UsageError
@@ -84,6 +85,67 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
                      timer=timer, wall_clock=wall_clock, allow_ub_overflow=allow_ub_overflow)
 
 
+@dataclass(frozen=True)
+class AutoSpace:
+    """What ``--auto`` screens: the distinct UB-feasible configurations and the search's parameters."""
+
+    case: Any  # the contract's first shape case: screened (smoke check and timing) on it
+    start: dict[str, int]  # the best configuration so far
+    feasible: list  # tune.space.Candidate, UB-feasible on every shape case
+    pruned: list  # tune.space.Candidate, pruned by the UB model
+    space: list[dict[str, int]]  # distinct configurations (same launched tiles collapsed), the start among them
+    choices: dict[str, list[int]]  # value orders, the start's auto 0s at their resolved tiles
+    order: list[str]
+    probe: list[str]
+    bound: str
+    direction: int
+    enforce: bool  # UB overflow pruned
+
+    @property
+    def start_key(self) -> str:
+        return tune.config_key(self.start)
+
+
+def plan_space(ctx: RoundContext, info, allow_ub_overflow: bool = False) -> AutoSpace:
+    """The space ``--auto`` screens for ``ctx``'s contract on a backend with ``info`` (``Backend.info()``).
+
+    Configurations must fit the UB on every shape case (npu: the device's; elsewhere the model chip's,
+    unless ``allow_ub_overflow``). In a forward-only workload the tunables of the backward (``bwd`` in the
+    name) stay at the start's values: they never run. The bottleneck class is the latest round's, else the
+    spec's. Raises UsageError when the best so far itself is outside the feasible space.
+    """
+    contract, spec, records = ctx.contract, ctx.spec, ctx.records
+    w = contract.workload
+    case = w.shapes[0]
+    start = ctx.best_config
+    # npu: the device's UB; elsewhere the model chip's, unless overflowing tiles are asked for
+    enforce = info.ub_enforced or not allow_ub_overflow
+    fixed = {n: start[n] for n in spec.tunables if w.mode == "fwd" and "bwd" in n.lower()}
+    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=enforce,
+                                                  mode=w.mode, around=start, fixed=fixed)
+    # a candidate must fit every shape case of the contract, not only the first
+    for other in w.shapes[1:]:
+        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(
+            spec, other.dims, w.dtype, info.ub_bytes, enforce_ub=enforce, mode=w.mode, around=start, fixed=fixed)[0]}
+        pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
+        feasible = [c for c in feasible if tune.config_key(c.config) in ok]
+    start_key = tune.config_key(start)
+    if start_key not in {tune.config_key(c.config) for c in feasible}:
+        raise UsageError(f"the best configuration so far {start_key} is outside the UB-feasible space "
+                         f"({info.chip or info.backend}, {info.ub_bytes} B UB)",
+                         hint=None if info.ub_enforced else
+                         "off-NPU, --allow-ub-overflow searches tiles over the model chip's UB (ASCENDOPT_CHIP)")
+    distinct, alias = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
+    choices = tune_space.place_auto(tune_space.axes(spec), start,
+                                    lambda name, v: alias.get(tune.config_key({**start, name: v})) == start_key)
+    bound = next((r.summary["bound"] for r in reversed(records) if r.summary.get("bound")), None) \
+        or f"{spec.bound}_bound"
+    return AutoSpace(case, dict(start), feasible, pruned, [c.config for c in distinct], choices,
+                     tune_space.order_tunables(spec, case.dims, w.dtype, bound),
+                     [n for n in tune_space.probe_tunables(spec, case.dims, w.dtype) if n not in fixed], bound,
+                     tune_space.preferred_direction(bound), enforce)
+
+
 def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: float | None, confirm: int | None,
           pairs: int, step: Step, on_round, on_screened, on_space, timer, wall_clock,
           allow_ub_overflow: bool) -> dict[str, Any]:
@@ -91,39 +153,17 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
     from ascendopt.device import backends
     from ascendopt.gate.stages import ClockBackend, timing_inputs
 
-    ws, contract, spec, records = ctx.ws, ctx.contract, ctx.spec, ctx.records
+    ws, contract, spec = ctx.ws, ctx.contract, ctx.spec
     backend = backends.current()
     info = backend.info()
     w = contract.workload
-    case = w.shapes[0]
     baseline = ctx.baseline_config
-    start = ctx.best_config
     if allow_ub_overflow and info.ub_enforced:
         console.warn("--allow-ub-overflow has no effect on npu: a tile over the UB does not compile there")
-    # npu: the device's UB; elsewhere the model chip's, unless overflowing tiles are asked for
-    enforce = info.ub_enforced or not allow_ub_overflow
-    feasible, pruned = tune_space.enumerate_space(spec, case.dims, w.dtype, info.ub_bytes, enforce_ub=enforce,
-                                                  mode=w.mode, around=start)
-    # a candidate must fit every shape case of the contract, not only the first
-    for other in w.shapes[1:]:
-        ok = {tune.config_key(c.config) for c in tune_space.enumerate_space(spec, other.dims, w.dtype, info.ub_bytes,
-                                                                            enforce_ub=enforce, mode=w.mode,
-                                                                            around=start)[0]}
-        pruned += [c for c in feasible if tune.config_key(c.config) not in ok]
-        feasible = [c for c in feasible if tune.config_key(c.config) in ok]
-    if tune.config_key(start) not in {tune.config_key(c.config) for c in feasible}:
-        raise UsageError(f"the best configuration so far {tune.config_key(start)} is outside the UB-feasible space "
-                         f"({info.chip or info.backend}, {info.ub_bytes} B UB)",
-                         hint=None if info.ub_enforced else
-                         "off-NPU, --allow-ub-overflow searches tiles over the model chip's UB (ASCENDOPT_CHIP)")
-    distinct, alias = tune_space.dedupe(feasible, spec, [c.dims for c in w.shapes], w.dtype, w.mode, keep=start)
-    space = [c.config for c in distinct]
-    start_key = tune.config_key(start)
-    choices = tune_space.place_auto(tune_space.axes(spec), start,
-                                    lambda name, v: alias.get(tune.config_key({**start, name: v})) == start_key)
-    bound = next((r.summary["bound"] for r in reversed(records) if r.summary.get("bound")), None) \
-        or f"{spec.bound}_bound"
-    direction = tune_space.preferred_direction(bound)
+    plan = plan_space(ctx, info, allow_ub_overflow)
+    case, start, start_key, space, bound, direction = (plan.case, plan.start, plan.start_key, plan.space, plan.bound,
+                                                       plan.direction)
+    feasible, pruned, enforce = plan.feasible, plan.pruned, plan.enforce
     confirm = DEFAULT_CONFIRM if confirm is None else confirm
     budget_s = DEFAULT_BUDGET_S if budget_s is None else budget_s
     cache = tune.TuneCache(ws.screen_cache_path, tune_screen.screen_key(
@@ -142,10 +182,8 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
                                          tolerances=contract.tolerances or None)
 
     try:
-        run = tune_screen.run_screen(space, start, screen, order=tune_space.order_tunables(spec, case.dims, w.dtype,
-                                                                                          bound),
-                                     direction=direction, choices=choices,
-                                     probe=tune_space.probe_tunables(spec, case.dims, w.dtype), budget=budget,
+        run = tune_screen.run_screen(space, start, screen, order=plan.order, direction=direction, choices=plan.choices,
+                                     probe=plan.probe, budget=budget,
                                      out_of_time=lambda: wall_clock() >= deadline, cache=cache,
                                      on_screened=on_screened)
     except ValueError as exc:  # the start itself failed its smoke check: nothing can be ranked against it

@@ -68,6 +68,7 @@ class ScreenRun:
     rows: list[Screened] = field(default_factory=list)
     total: int = 0  # distinct candidates in the space
     fresh: int = 0  # candidates screened in this run (not from the cache)
+    searched: int = 0  # rows[:searched] came from the search, the rest from the nearest-first fill
     stopped: str = ""  # "covered" | "converged" | "budget" | "time"
     seconds: float = 0.0
 
@@ -86,7 +87,8 @@ class ScreenRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "total": self.total, "covered": self.covered,
-                "fresh": self.fresh, "stopped": self.stopped, "seconds": round(self.seconds, 3),
+                "fresh": self.fresh, "searched": self.searched, "stopped": self.stopped,
+                "seconds": round(self.seconds, 3),
                 "best": self.best.to_dict() if self.best else None}
 
 
@@ -208,6 +210,7 @@ def run_screen(space: Sequence[Mapping[str, int]], start: Mapping[str, int],
     result = tune.search(space, start, evaluate, order=order, direction=direction, budget=budget, cache=view,
                          choices=choices, probe=probe, out_of_time=out_of_time)
     run.stopped = result.stopped
+    run.searched = len(run.rows)
     if result.stopped == "converged":
         # budget left: the candidates the descent did not reach, nearest to the best so far first
         best = run.best.config if run.best else dict(start)
