@@ -1,6 +1,16 @@
 """Search over a bundled kernel's tunables (``optimize-round --auto``), and its cache.
 
-The space comes from ``ascendopt.tune.space`` (UB-pruned, equivalent launches collapsed).
+The space comes from ``ascendopt.tune.space`` (UB-pruned, equivalent launches collapsed). ``--auto``
+runs this search with a cheap evaluator, the screening of ``tune.screen`` (compile once, smoke check,
+short timing), and confirms only its fastest candidates as gated rounds (``rounds.auto``).
+
+Where it starts, and which way it goes, follow the evidence, not "largest first": the start is the best
+so far (the frozen configuration, whose auto tiles the UB model resolves); ``tune.space.place_auto``
+puts each auto 0 at the value it resolves to, so the first moves from an auto start are its neighbours
+(the next smaller and larger explicit tiles), whereas with the 0 above every explicit value the first
+move was the largest tile (on the H200, l2norm's --auto spent its two rounds on ``block_rows=128`` and
+``block_rows_bwd=128``). The direction tried first comes from the bottleneck class
+(``tune.space.preferred_direction``).
 
 Strategy: first a probe of each layout/flag tunable (``probe``: tunables that change no tile, such
 as G_T_CONTIG or FORM), one step each way from the best so far, even when the probe takes the whole
