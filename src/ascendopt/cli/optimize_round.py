@@ -23,7 +23,8 @@ def optimize_round(
     ] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Screen the bundled kernel's tunables fast (smoke check + short timing), "
-                                          "then confirm the fastest as gated rounds.")
+                                          "then confirm the fastest as gated rounds. Own code: screen its "
+                                          "@triton.autotune configs, each pinned, and name the one to pin.")
     ] = False,
     budget: Annotated[
         int | None, typer.Option("--budget", help="--auto: candidates screened at most (default: the whole space; "
@@ -111,6 +112,16 @@ def optimize_round(
             console.print_json(result)
             return
         render_screening(result["screening"])
+        if result.get("own_code"):
+            for pin in result["pin"]:
+                console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
+                            f"({format_config(pin['kwargs'])}) screened fastest at {pin['ms']:.4f} ms; replace "
+                            "@triton.autotune with a launch passing these values, then run optimize-round (without "
+                            "--auto): the gate measures that edit")
+            if not result["pin"]:
+                console.out("pin: no config passed the screening (see the table)")
+            console.out(f"screening cache: {result['screening']['cache']}")
+            return
         console.table(["round", "change", "gate", "median ms", "vs best", "verdict", "UB"],
                       [(r.number, format_config(r.change.get("set")),
                         "pass" if r.gate.get("passed") else "fail",

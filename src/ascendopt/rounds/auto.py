@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ascendopt.errors import CorrectnessError, UsageError
@@ -76,9 +77,12 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
     with ws.lock():
         ctx = RoundContext.load(ws)
         if not ctx.is_kernel:
-            raise UsageError("--auto screens a bundled kernel's tunables; own code is optimized by editing it",
-                             hint="a kernel with @triton.autotune: `ascendopt optimize-round --auto` lists and "
-                                  "screens its configs in a later version; pin one with a fixed launch")
+            if confirm is not None:
+                raise UsageError("--confirm applies to bundled kernels: on own code --auto screens @triton.autotune "
+                                 "configs and records nothing", hint="pin the fastest config in the source, then a "
+                                                                     "plain optimize-round gates and times that edit")
+            return screen_autotune(ctx, budget=budget, budget_s=budget_s, step=step or (lambda text: None),
+                                   on_screened=on_screened, on_space=on_space, wall_clock=wall_clock)
         check_stop(ctx, force)
         return _auto(ctx, hypothesis=hypothesis, budget=budget, budget_s=budget_s, confirm=confirm, pairs=pairs,
                      step=step or (lambda text: None), on_round=on_round, on_screened=on_screened, on_space=on_space,
@@ -230,3 +234,138 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
             "space": len(space), "feasible": len(feasible), "best": best, "bound": bound,
             "ub_chip": info.chip, "ub_overflow_allowed": not enforce, "over_budget_rounds": over_budget,
             "best_ub_warning": ub_use(ctx, best, info)["warning"]}
+
+
+# -- own code: @triton.autotune configs ------------------------------------------------------------
+
+
+def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: float | None = None,
+                    step: Step | None = None,
+                    on_screened: Callable[[tune_screen.Screened, tune_screen.ScreenRun], None] | None = None,
+                    on_space: Callable[[int], None] | None = None, wall_clock: Callable[[], float] = time.monotonic,
+                    timeout: float | None = None) -> dict[str, Any]:
+    """``--auto`` on own code: screen the ``@triton.autotune`` configs of the project's kernels.
+
+    The kernels are found in the project's tracked Python files and the exec-file (``tune.autotune``);
+    a config carrying num_warps/num_stages is refused (UsageError, exit 2) with lint rule AO101's
+    findings. Each config of each kernel is screened alone: the frozen workload runs in a child process
+    with that config pinned (the kernel's other configs removed), its outputs compared with the kernel's
+    first passing config's (``gate.equivalence``, the contract's tolerances; when ``workload()`` returns
+    tensors), then ``bench.measure`` in the child. Nothing is recorded: the user freezes the fastest config
+    into the launch (``pin``) and measures that edit with a plain ``optimize-round``. Screening stops at
+    ``budget`` configs or ``budget_s`` seconds; results are cached by exec-file, device and the sources'
+    hash. Returns ``{"own_code": True, "screening", "sites", "pin"}``.
+    """
+    import tempfile
+
+    from ascendopt import process
+    from ascendopt.contract.frozen import project_root
+    from ascendopt.device import backends
+    from ascendopt.tune import autotune
+
+    step = step or (lambda text: None)
+    root = project_root()
+    contract = ctx.contract
+    exec_rel = contract.workload.exec_file
+    files = sorted({*(process.git("ls-files", "*.py", cwd=root) or "").splitlines(), exec_rel})
+    sites = autotune.find_sites(root, files)
+    if not sites:
+        raise UsageError(f"--auto on own code screens @triton.autotune configs: none in the {len(files)} Python "
+                         f"file(s) of {root}", hint="own code is otherwise optimized by editing it, then a plain "
+                                                    "optimize-round")
+    refused = autotune.refusals(root, sites)
+    if refused:
+        from ascendopt.lint.registry import get_rule
+
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise UsageError(f"{refused[0]}{more}", hint=get_rule(autotune.CUDA_ONLY_RULE).fix)
+    screenable = [site for site in sites if site.configs]
+    if not screenable:
+        raise UsageError("; ".join(f"{s.path}:{s.line}: @triton.autotune of {s.kernel}: {s.why_not}" for s in sites))
+    candidates = [(site, cfg) for site in screenable for cfg in site.configs]
+    if on_space:
+        on_space(len(candidates))
+    info = backends.current().info()
+    digest = tune.source_digest(root, sorted({exec_rel, *(s.path for s in sites)}))
+    cache = tune.TuneCache(ctx.ws.screen_cache_path, f"screen|own|{exec_rel}|{info.name}|{digest}")
+    budget_s = DEFAULT_BUDGET_S if budget_s is None else budget_s
+    deadline = wall_clock() + budget_s
+    load_s = contract.timeout("workload_s", timeout)
+    tolerances = (contract.equivalence or {}).get("tolerances") or {}
+    run = tune_screen.ScreenRun(total=len(candidates))
+    t0 = time.monotonic()
+    step(f"auto: screening {len(candidates)} @triton.autotune config(s) of {len(screenable)} kernel(s), "
+         f"each pinned in its own run of {exec_rel}, at most {budget_s:g} s")
+    references: dict[str, Path] = {}
+    run.stopped = "covered"
+    with tempfile.TemporaryDirectory(prefix="ascendopt-autotune-") as tmp:
+        for site, cfg in candidates:
+            config = {"kernel": site.kernel, "config": cfg.index, **cfg.kwargs}
+            entry = cache.entry(config)
+            if entry is not None:
+                row = tune_screen.Screened(config, entry.get("ms"), entry.get("p20_ms"), entry.get("p80_ms"),
+                                           entry.get("smoke", "pass"), entry.get("note", ""), cached=True)
+            elif budget is not None and run.fresh >= budget:
+                run.stopped = "budget"
+                break
+            elif wall_clock() >= deadline:
+                run.stopped = "time"
+                break
+            else:
+                row = _screen_pinned(root, exec_rel, site, cfg, config, Path(tmp), references, tolerances,
+                                     load_s=load_s, limit_s=contract.timeout("timing_s", timeout))
+                run.fresh += 1
+                cache.put(tune.Trial(config, row.ms, note=row.note), p20_ms=row.p20_ms, p80_ms=row.p80_ms,
+                          smoke=row.smoke)
+            run.rows.append(row)
+            if on_screened:
+                on_screened(row, run)
+    run.searched = len(run.rows)
+    run.seconds = time.monotonic() - t0
+    pins = []
+    for site in screenable:
+        ranked = [r for r in run.ranked() if r.config["kernel"] == site.kernel]
+        if ranked:
+            best = ranked[0]
+            pins.append({"kernel": site.kernel, "path": site.path, "line": site.line, "config": best.config["config"],
+                         "kwargs": {k: v for k, v in best.config.items() if k not in ("kernel", "config")},
+                         "ms": best.ms})
+    return {"own_code": True, "screening": {**run.to_dict(), "budget": budget, "budget_s": budget_s,
+                                            "cache": str(cache.path), "case": exec_rel, "start_ms": None},
+            "sites": [s.to_dict() for s in sites], "pin": pins, "rounds": []}
+
+
+def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any], tmp: Path,
+                   references: dict[str, Path], tolerances, *, load_s: float, limit_s: float
+                   ) -> tune_screen.Screened:
+    """One autotune config: the workload with it pinned, its outputs vs the kernel's first passing config's,
+    then ``bench.measure`` of ``workload()`` in the child."""
+    from ascendopt.gate.equivalence import compare_outputs, load
+    from ascendopt.gate.interleave import FAILURES, workload_process
+    from ascendopt.tune import autotune
+
+    t0 = time.monotonic()
+    side = f"{site.kernel} config #{cfg.index}"
+    out = tmp / f"{site.kernel}-{cfg.index}.pt"
+    try:
+        with workload_process(root, exec_rel, side, load_s=load_s, seed=True,
+                              extra_env=autotune.pin_env(site.kernel, cfg.index, len(site.configs))) as child:
+            reply = child.outputs(out, limit_s)
+            if reply["outputs"]:
+                ref = references.get(site.kernel)
+                if ref is None:
+                    references[site.kernel] = out  # the reference of the kernel's later configs
+                else:
+                    bad = [c for c in compare_outputs(load(ref), load(out), tolerances) if not c.passed]
+                    if bad:
+                        return tune_screen.Screened(config, None, smoke="fail",
+                                                    note="outputs differ from the first config's: "
+                                                         + "; ".join(c.message for c in bad[:2]),
+                                                    seconds=time.monotonic() - t0)
+            timing = child.measure(limit_s, repeats=tune_screen.SCREEN_REPEATS)
+    except FAILURES as exc:
+        return tune_screen.Screened(config, None, smoke="raised", note=str(exc).splitlines()[0][:300],
+                                    seconds=time.monotonic() - t0)
+    return tune_screen.Screened(config, timing.median_ms, timing.p20_ms, timing.p80_ms,
+                                smoke="pass" if reply["outputs"] else "not compared (no tensors returned)",
+                                seconds=time.monotonic() - t0)

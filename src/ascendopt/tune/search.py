@@ -255,6 +255,18 @@ def source_hash(spec) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+def source_digest(root: Path, files: Iterable[str]) -> str:
+    """sha256 (16 hex) over the named files' paths and bytes (own code's screening cache key)."""
+    h = hashlib.sha256()
+    for rel in files:
+        h.update(rel.encode() + b"\0")
+        try:
+            h.update((Path(root) / rel).read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:16]
+
+
 def cache_key(kernel: str, dims: Mapping[str, Any], dtype: str, mode: str, device: str, src_hash: str,
               contract_digest: str = "") -> str:
     """The cache entry of one search setting. ``contract_digest``: the frozen contract's digest, so a
