@@ -105,6 +105,22 @@ def test_auto_screens_every_candidate_then_confirms_the_fastest_as_rounds(ws):
     assert (ws.root / "screen-cache.json").exists()
 
 
+def test_auto_screening_stops_at_its_time_budget_and_says_what_it_covered(ws):
+    """A wall clock that advances 1 s per reading: --budget-s 4 leaves room for a few screenings; the
+    confirmation still runs on what was covered, and the progress callbacks saw every screened candidate."""
+    ticks = iter(range(10_000))
+    space, seen = [], []
+    result = round_auto.run_auto(ws, hypothesis="auto", pairs=12, timer=gk.virtual_clock, budget_s=4,
+                                 wall_clock=lambda: float(next(ticks)), on_space=space.append,
+                                 on_screened=lambda row, run: seen.append((run.covered, run.best.ms)))
+    screening = result["screening"]
+    assert screening["stopped"] == "time" and 1 <= screening["covered"] < screening["total"] == 9
+    assert space == [9] and [n for n, _ in seen] == list(range(1, screening["covered"] + 1))
+    assert seen[-1][1] == min(r["ms"] for r in screening["rows"])  # the best so far, as the progress bar shows it
+    assert len(result["rounds"]) <= round_auto.DEFAULT_CONFIRM and screening["budget_s"] == 4
+    assert all(r.command.endswith("--auto --budget-s 4") for r in rounds.load_rounds(ws))
+
+
 def test_auto_screening_smoke_check_screens_out_a_wrong_candidate(ws, monkeypatch):
     """A candidate whose outputs are wrong (or left unwritten: NaN-poisoned) on the smoke shape is never
     timed and never confirmed, whatever its speed."""
