@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend:
         os.environ["ASCENDOPT_BACKEND"] = args.backend
     from ascendopt.device import backends
+    from ascendopt.errors import AscendoptError, DeviceFault
 
     backends.current().prepare_kernels()  # cpu: TRITON_INTERPRET=1 before any kernel module is imported
     rows = []
@@ -221,7 +222,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{kernel} {args.preset}: freeze, --auto (budget {args.budget_s:g} s), exhaustive screening",
               file=sys.stderr, flush=True)
-        row = run_case(kernel, args.preset, args, deadline)
+        try:
+            row = run_case(kernel, args.preset, args, deadline)
+        except AscendoptError as exc:  # one line in the table, not a traceback; later cases still run
+            row = {"kernel": kernel, "preset": args.preset, "skipped": f"{type(exc).__name__}: {exc}"}
+            if isinstance(exc, DeviceFault):  # the device context is gone: nothing more can run here
+                rows.append(row)
+                break
         rows.append(row)
         if args.out:  # after each case: a later failure keeps what was measured
             args.out.write_text(json.dumps({"rows": rows, "args": {k: str(v) for k, v in vars(args).items()}},

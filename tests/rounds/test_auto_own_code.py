@@ -30,7 +30,12 @@ OP = textwrap.dedent("""\
         return [ms] * len(quantiles) if quantiles else ms
 
 
-    @triton.autotune(configs=CONFIGS, key=["n"], do_bench=host_bench)
+    def no_wrong(configs, named_args, **kwargs):  # the planted wrong config never wins the real autotuning
+        return [c for c in configs if not c.kwargs.get("WRONG")]
+
+
+    @triton.autotune(configs=CONFIGS, key=["n"], do_bench=host_bench,
+                     prune_configs_by={"early_config_prune": no_wrong})
     @triton.jit
     def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WRONG: tl.constexpr = 0):
         pid = tl.program_id(0)
@@ -64,7 +69,7 @@ def _repo(tmp_path, configs=CONFIGS):
 def test_sites_are_read_statically_and_a_runtime_list_is_named():
     (site,) = autotune.sites_in_source(OP.replace("CONFIGS", CONFIGS), "op.py")
     assert (site.kernel, site.line, [c.kwargs for c in site.configs]) == (
-        "scale_kernel", 15, [{"BLOCK": 16}, {"BLOCK": 128}, {"BLOCK": 128, "WRONG": 1}])
+        "scale_kernel", 19, [{"BLOCK": 16}, {"BLOCK": 128}, {"BLOCK": 128, "WRONG": 1}])
     (dynamic,) = autotune.sites_in_source(OP.replace("CONFIGS", "[triton.Config({'BLOCK': b}) for b in (16, 32)]"),
                                           "op.py")
     assert dynamic.configs == () and "not a literal list" in dynamic.why_not
@@ -93,7 +98,7 @@ def test_own_code_auto_screens_each_config_pinned_and_names_the_one_to_pin(tmp_p
     assert code == 0, err[-3000:]
     text = " ".join(out.split())
     assert "3 of 3 candidates (0 screened now, 3 cached)" in text
-    assert "pin: op.py:15 scale_kernel: config #1 (BLOCK=128)" in text
+    assert "pin: op.py:19 scale_kernel: config #1 (BLOCK=128)" in text
     cache = json.loads((root / ".ascendopt" / "screen-cache.json").read_text())
     assert [key.split("|")[:3] for key in cache["entries"]] == [["screen", "own", "bench.py"]]
     code, _, err = cli("optimize-round", "-w", ws, "--hypothesis", "x", "--auto", "--confirm", "1")
@@ -111,7 +116,7 @@ def test_cuda_only_autotune_configs_are_found_with_the_lints_findings(tmp_path, 
     (tmp_path / "op.py").write_text(_cuda_only_op(extra))
     (site,) = autotune.sites_in_source((tmp_path / "op.py").read_text(), "op.py")
     (refusal,) = autotune.refusals(tmp_path, [site])
-    assert refusal.startswith("op.py:15: AO101 ") and "unsupported on Ascend" in refusal
+    assert refusal.startswith("op.py:19: AO101 ") and "unsupported on Ascend" in refusal
     (tmp_path / "clean.py").write_text(OP.replace("CONFIGS", CONFIGS))
     assert autotune.refusals(tmp_path, autotune.find_sites(tmp_path, ["clean.py"])) == []
 

@@ -107,7 +107,7 @@ def optimize_round(
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, budget_s=budget_s,
                                         confirm=confirm, force=force, pairs=pairs, step=bar.update,
                                         on_round=on_round, on_screened=on_screened, on_space=bar.set_total,
-                                        allow_ub_overflow=allow_ub_overflow)
+                                        allow_ub_overflow=allow_ub_overflow, timeout=timeout)
         if json:
             console.print_json(result)
             return

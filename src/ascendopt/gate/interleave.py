@@ -24,7 +24,8 @@ are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outpu
 "inputs_changed"}``); ``{"cmd": "exit"}``. A failure is answered ``{"error": message, "exit_code": N}``
 and the child exits. A child started with ``--seed`` (those whose outputs are compared) seeds ``random``,
 numpy and torch with 0 before the module code runs, so inputs drawn without a seed are the same on both
-sides.
+sides. A child whose environment carries ``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code)
+pins one ``@triton.autotune`` config of the named kernel before the module code runs.
 """
 
 from __future__ import annotations

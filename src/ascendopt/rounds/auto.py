@@ -59,8 +59,10 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
              on_round: Callable[[RoundOutcome], None] | None = None,
              on_screened: Callable[[tune_screen.Screened, tune_screen.ScreenRun], None] | None = None,
              on_space: Callable[[int], None] | None = None, timer: Callable[[], float] | None = None,
-             wall_clock: Callable[[], float] = time.monotonic, allow_ub_overflow: bool = False) -> dict[str, Any]:
+             wall_clock: Callable[[], float] = time.monotonic, allow_ub_overflow: bool = False,
+             timeout: float | None = None) -> dict[str, Any]:
     """``--auto``: screen the bundled kernel's tunables, then confirm the fastest as recorded rounds.
+    Own code: ``screen_autotune`` (``timeout``: ``--timeout``, its children's limits).
 
     ``budget``: fresh screenings at most (default: the whole space); ``budget_s``: screening's wall
     seconds (default ``DEFAULT_BUDGET_S``; ``wall_clock`` reads them); ``confirm``: candidates confirmed
@@ -82,7 +84,8 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
                                  "configs and records nothing", hint="pin the fastest config in the source, then a "
                                                                      "plain optimize-round gates and times that edit")
             return screen_autotune(ctx, budget=budget, budget_s=budget_s, step=step or (lambda text: None),
-                                   on_screened=on_screened, on_space=on_space, wall_clock=wall_clock)
+                                   on_screened=on_screened, on_space=on_space, wall_clock=wall_clock,
+                                   timeout=timeout)
         check_stop(ctx, force)
         return _auto(ctx, hypothesis=hypothesis, budget=budget, budget_s=budget_s, confirm=confirm, pairs=pairs,
                      step=step or (lambda text: None), on_round=on_round, on_screened=on_screened, on_space=on_space,
