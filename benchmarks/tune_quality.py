@@ -150,6 +150,24 @@ def measure_case(row, distinct, spec, backend, args, stop_at: float) -> None:
     row["exhaustive_s"] = round(time.monotonic() - t0, 1)
 
 
+def search_axes(row) -> dict[str, list[int]]:
+    """The search's value orders for a recorded case, each auto 0 of the start placed where its
+    resolved tile sits (``tune_space.place_auto``, as ``optimize-round --auto`` does). The landscape
+    does not record which explicit values alias the start; a fully measured case tells: they are the
+    values missing from it (collapsed into the start by ``dedupe``; a value collapsed into another
+    explicit tile is larger than the auto's, and ``place_auto`` uses the smallest). A sampled case keeps
+    the recorded order."""
+    from ascendopt.tune import search as tune
+    from ascendopt.tune import space as tune_space
+
+    choices = {n: list(v) for n, v in row["search"]["choices"].items()}
+    if row.get("neighbourhood") or len([e for e in row["landscape"] if not e["ub_pruned"]]) < row.get("space", 0):
+        return choices
+    start = row["search"]["start"]
+    known = {tune.config_key(e["config"]) for e in row["landscape"]}
+    return tune_space.place_auto(choices, start, lambda name, v: tune.config_key({**start, name: v}) not in known)
+
+
 def judge(row) -> dict:
     """Run ``tune.search`` over the row's recorded landscape; returns the result fields (or skipped)."""
     from ascendopt.tune import search as tune
@@ -167,7 +185,7 @@ def judge(row) -> dict:
     space = [e["config"] for e in row["landscape"] if not e["ub_pruned"]]
     result = tune.search(space, s["start"], lambda cfg, inc: tune.Trial(cfg, table[tune.config_key(cfg)]),
                          order=s["order"], direction=s["direction"], budget=budget,
-                         choices={n: list(v) for n, v in s["choices"].items()}, probe=s.get("probe", ()))
+                         choices=search_axes(row), probe=s.get("probe", ()))
     found_key = tune.config_key(result.best.config)
     return dict(measured=len(table), budget=budget, evaluations=result.evaluations,
                 eval_share=result.evaluations / len(table), exhaustive_best=best_key, exhaustive_ms=ok[best_key],

@@ -135,4 +135,8 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
             def update(self, text: str) -> None:
                 bar.update(task, description=text)
 
+            def set_total(self, total: int) -> None:
+                """Make the bar determinate once the amount of work is known (``done/total``)."""
+                bar.update(task, total=total)
+
         yield _Handle()

@@ -121,6 +121,11 @@ class Workspace:
         return self.root / "tune-cache.json"
 
     @property
+    def screen_cache_path(self) -> Path:
+        """``--auto``'s screening numbers: keyed by kernel source, not by contract (not part of the ledger)."""
+        return self.root / "screen-cache.json"
+
+    @property
     def archive_dir(self) -> Path:
         return self.root / "archive"
 

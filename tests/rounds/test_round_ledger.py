@@ -59,19 +59,30 @@ def test_rounds_of_another_contract_are_ignored_with_a_warning(ws, capsys):
     assert [r.number for r in RoundContext.load(ws).records] == [3, 4]
 
 
-def test_the_tune_cache_is_not_reused_across_a_refreeze(ws):
-    first = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock)
-    assert len(first["search"]["trials"]) > 1
-    again = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock, force=True)
-    assert any(t["cached"] for t in again["search"]["trials"])  # same contract: measured entries are reused
+def test_the_screening_cache_outlives_a_refreeze_but_not_a_kernel_edit(ws, monkeypatch):
+    """Screening numbers depend on the kernel source, shape, dtype, mode and device, not on the contract:
+    cached entries cost no budget, survive `freeze --force` (rounds do not), and a kernel edit (another
+    source hash) makes them unusable."""
+    from ascendopt.tune import search as tune
+
+    first = round_auto.run_auto(ws, hypothesis="auto", budget=2, confirm=0, pairs=12, timer=gk.virtual_clock)
+    assert first["screening"]["fresh"] == 2 and first["rounds"] == [] and rounds.load_rounds(ws) == []
+    again = round_auto.run_auto(ws, hypothesis="auto", budget=2, confirm=0, pairs=12, timer=gk.virtual_clock)
+    cached = [r["config"] for r in again["screening"]["rows"] if r["cached"]]
+    assert cached == [r["config"] for r in first["screening"]["rows"]]  # free: the budget screened 2 more
+    assert again["screening"]["fresh"] == 2 and again["screening"]["covered"] == 4
 
     freeze_kernel(ws, **FREEZE, force=True)
     (archive,) = ws.archive_dir.iterdir()
-    assert not ws.tune_cache_path.exists()
-    shutil.copy(archive / "tune-cache.json", ws.tune_cache_path)  # restored by hand: still not this contract's
-    fresh = round_auto.run_auto(ws, hypothesis="auto", budget=2, pairs=12, timer=gk.virtual_clock)
-    assert len(fresh["search"]["trials"]) > 1 and not any(t["cached"] for t in fresh["search"]["trials"])
-    assert [r.number for r in RoundContext.load(ws).records] == fresh["rounds"] and fresh["rounds"][0] == 1
+    assert ws.screen_cache_path.exists() and not (archive / "screen-cache.json").exists()
+    fresh = round_auto.run_auto(ws, hypothesis="auto", budget=1, confirm=1, pairs=12, timer=gk.virtual_clock)
+    assert sum(r["cached"] for r in fresh["screening"]["rows"]) == 4
+    assert [r.number for r in RoundContext.load(ws).records] == fresh["rounds"] == [1]
+
+    monkeypatch.setattr(tune, "source_hash", lambda spec: "0" * 16)
+    edited = round_auto.run_auto(ws, hypothesis="auto", budget=2, confirm=0, pairs=12, timer=gk.virtual_clock,
+                                 force=True)
+    assert not any(r["cached"] for r in edited["screening"]["rows"]) and edited["screening"]["fresh"] == 2
 
 
 def test_direction_names(capsys):

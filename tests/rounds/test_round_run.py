@@ -15,7 +15,6 @@ from ascendopt.errors import UsageError
 from ascendopt.rounds import auto as round_auto
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import run as round_run
-from ascendopt.tune import search as tune
 from ascendopt.workspace import Workspace
 
 
@@ -84,20 +83,69 @@ def test_stop_refuses_without_force_and_bad_sets(ws):
         _round(ws, {"BLOCK": "32"})
 
 
-def test_auto_search_records_each_candidate(ws):
-    result = round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
+def test_auto_screens_every_candidate_then_confirms_the_fastest_as_rounds(ws):
+    """Stage 1 screens the whole 9-configuration space (no round recorded for it); stage 2 turns the two
+    fastest screened candidates into gated rounds, and only those can be kept."""
+    result = round_auto.run_auto(ws, hypothesis="auto", pairs=12, timer=gk.virtual_clock)
+    screening = result["screening"]
+    assert screening["stopped"] == "covered" and screening["covered"] == screening["total"] == 9
+    assert screening["fresh"] == 9 and all(r["smoke"] == "pass" for r in screening["rows"])
+    # the screening's order is the planted cost: EXTRA=0 fastest, EXTRA=50 (the start) slowest
+    by_extra = {}
+    for r in screening["rows"]:
+        by_extra.setdefault(r["config"]["EXTRA"], []).append(r["ms"])
+    assert max(by_extra[0]) < min(by_extra[5]) and max(by_extra[5]) < min(by_extra[50])
+    assert screening["start_ms"] == pytest.approx(1.5 * min(by_extra[0]), rel=0.03)
     recs = rounds.load_rounds(ws)
-    assert [r.number for r in recs] == result["rounds"] and 1 <= len(recs) <= 4
-    assert result["best"]["EXTRA"] == 0  # the planted extra pass is found and dropped
-    assert all(r.command.endswith("--auto --budget 4") for r in recs)
-    assert all(len(r.change["set"]) == 1 for r in recs)  # one change per candidate round
-    assert (ws.root / "tune-cache.json").exists()
+    assert [r.number for r in recs] == result["rounds"] == [c["round"] for c in result["confirmed"]]
+    assert len(recs) == round_auto.DEFAULT_CONFIRM
+    assert all(c["config"]["EXTRA"] == 0 for c in result["confirmed"])  # the two fastest screened
+    assert recs[0].verdict == "keep" and result["best"]["EXTRA"] == 0
+    assert all(r.command.endswith("--auto") for r in recs) and "screened #1 of 9" in recs[0].hypothesis
+    assert (ws.root / "screen-cache.json").exists()
 
 
-def test_auto_search_stops_at_a_device_fault_and_remembers_the_configuration(ws, monkeypatch):
-    """BLOCK=64,EXTRA=5 (the probe's first move from the frozen EXTRA=50) breaks the device: the search
-    stops (DeviceFault, exit 5) and the tune cache records the configuration as failed, so the next --auto
-    run (a fresh process, same start) skips it and goes on."""
+def test_auto_screening_stops_at_its_time_budget_and_says_what_it_covered(ws):
+    """A wall clock that advances 1 s per reading: --budget-s 4 leaves room for a few screenings; the
+    confirmation still runs on what was covered, and the progress callbacks saw every screened candidate."""
+    ticks = iter(range(10_000))
+    space, seen = [], []
+    result = round_auto.run_auto(ws, hypothesis="auto", pairs=12, timer=gk.virtual_clock, budget_s=4,
+                                 wall_clock=lambda: float(next(ticks)), on_space=space.append,
+                                 on_screened=lambda row, run: seen.append((run.covered, run.best.ms)))
+    screening = result["screening"]
+    assert screening["stopped"] == "time" and 1 <= screening["covered"] < screening["total"] == 9
+    assert space == [9] and [n for n, _ in seen] == list(range(1, screening["covered"] + 1))
+    assert seen[-1][1] == min(r["ms"] for r in screening["rows"])  # the best so far, as the progress bar shows it
+    assert len(result["rounds"]) <= round_auto.DEFAULT_CONFIRM and screening["budget_s"] == 4
+    assert all(r.command.endswith("--auto --budget-s 4") for r in rounds.load_rounds(ws))
+
+
+def test_auto_screening_smoke_check_screens_out_a_wrong_candidate(ws, monkeypatch):
+    """A candidate whose outputs are wrong, or left unwritten (NaN-poisoned), on the smoke shape is never
+    timed and never confirmed, whatever its speed."""
+    def run(inputs, config, mode):
+        if config == {"BLOCK": 128, "EXTRA": 5}:
+            return gk._run(inputs, config, mode, skip_last=True)  # the last block of y is never stored
+        out = gk.t_scale(inputs, config, mode)
+        if config == {"BLOCK": 32, "EXTRA": 0}:
+            out["y"] = out["y"] * 1.5
+        return out
+
+    gk.install(monkeypatch, dataclasses.replace(gk.SPEC, run=run))
+    result = round_auto.run_auto(ws, hypothesis="auto", pairs=12, timer=gk.virtual_clock, confirm=3)
+    (wrong,) = [r for r in result["screening"]["rows"] if r["config"] == {"BLOCK": 32, "EXTRA": 0}]
+    assert wrong["ms"] is None and wrong["smoke"] == "fail" and wrong["note"].startswith("wrong: y")
+    (unwritten,) = [r for r in result["screening"]["rows"] if r["config"] == {"BLOCK": 128, "EXTRA": 5}]
+    assert unwritten["ms"] is None and unwritten["smoke"] == "fail" and "NaN/inf (unwritten" in unwritten["note"]
+    assert {"BLOCK": 32, "EXTRA": 0} not in [c["config"] for c in result["confirmed"]]
+    assert len(result["confirmed"]) == 2  # only two EXTRA=0 candidates are left within reach of the best
+
+
+def test_auto_stops_at_a_device_fault_and_remembers_the_configuration(ws, monkeypatch):
+    """BLOCK=64,EXTRA=5 (the probe's first move from the frozen EXTRA=50) breaks the device while screened:
+    --auto stops (DeviceFault, exit 5) and the screening cache records the configuration as failed, so the
+    next --auto run (a fresh process, same start) skips it and goes on."""
     import json
 
     from ascendopt.errors import DeviceFault
@@ -114,12 +162,14 @@ def test_auto_search_stops_at_a_device_fault_and_remembers_the_configuration(ws,
     with pytest.raises(DeviceFault, match="broke the device") as info:
         round_auto.run_auto(ws, hypothesis="auto", budget=4, pairs=12, timer=gk.virtual_clock)
     assert info.value.exit_code == 5 and info.value.config == {"BLOCK": 64, "EXTRA": 5}
-    (cached,) = json.loads((ws.root / "tune-cache.json").read_text())["entries"].values()
+    assert rounds.load_rounds(ws) == []  # screening records no round
+    (cached,) = json.loads((ws.root / "screen-cache.json").read_text())["entries"].values()
     assert cached["BLOCK=64,EXTRA=5"]["ms"] is None and "device fault" in cached["BLOCK=64,EXTRA=5"]["note"]
     launched.clear()
     result = round_auto.run_auto(ws, hypothesis="auto again", budget=4, pairs=12, timer=gk.virtual_clock)
     assert launched and {"BLOCK": 64, "EXTRA": 5} not in launched
-    assert "BLOCK=64,EXTRA=5" in [tune.config_key(t["config"]) for t in result["search"]["trials"]]
+    (row,) = [r for r in result["screening"]["rows"] if r["config"] == {"BLOCK": 64, "EXTRA": 5}]
+    assert row["cached"] and row["smoke"] == "device fault" and row["ms"] is None
 
 
 def test_parse_sets():
@@ -161,15 +211,23 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     assert rec["gate"]["passed"] and rec["verdict"] == "revert" and rec["timing"]["vs_baseline"] == "slower"
 
 
-def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
-    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "2",
-                         "--pairs", "12")
+def test_auto_cli_prints_the_screening_table_and_the_confirmation_rounds(ws, cli):
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "4",
+                         "--confirm", "1", "--pairs", "12")
     assert code == 0, err[-2000:]
     recs = rounds.load_rounds(ws)
-    assert 1 <= len(recs) <= 2 and f"auto search: {len(recs)} round(s)" in out
-    assert "best configuration: BLOCK=" in out and "tune-cache.json" in out
-    code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--budget", "2")
-    assert code == 2 and "--budget applies to --auto only" in err
+    assert len(recs) == 1 and "confirmation: 1 round(s)" in out
+    assert "screening on tiny: 4 of 9 candidates (4 screened now, 0 cached)" in " ".join(out.split())
+    assert "stopped: --budget reached" in " ".join(out.split())
+    assert "best configuration: BLOCK=" in out and "screen-cache.json" in out
+    assert recs[0].command.endswith("--auto --budget 4 --confirm 1")
+    for option, value in (("--budget", "2"), ("--budget-s", "5"), ("--confirm", "1")):
+        code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", option, value)
+        assert code == 2 and f"{option} applies to --auto only" in err
+    for option, value, why in (("--budget", "0", "must be >= 1"), ("--budget-s", "0", "must be > 0 seconds"),
+                               ("--confirm", "-1", "must be >= 0")):
+        code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--auto", option, value)
+        assert code == 2 and f"{option} {value}: {why}" in err
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
     assert code == 2 and "--pairs 11: at least 12 interleaved pairs" in err
 

@@ -22,10 +22,21 @@ def optimize_round(
                                          "a bundled kernel the changed tunables."),
     ] = None,
     auto: Annotated[
-        bool, typer.Option("--auto", help="Search the bundled kernel's tunables; each candidate is a round.")
+        bool, typer.Option("--auto", help="Screen the bundled kernel's tunables fast (smoke check + short timing), "
+                                          "then confirm the fastest as gated rounds. Own code: screen its "
+                                          "@triton.autotune configs, each pinned, and name the one to pin.")
     ] = False,
     budget: Annotated[
-        int | None, typer.Option("--budget", help="--auto: fresh evaluations at most (default 25% of the space).")
+        int | None, typer.Option("--budget", help="--auto: candidates screened at most (default: the whole space; "
+                                                  "cached ones are free).")
+    ] = None,
+    budget_s: Annotated[
+        float | None, typer.Option("--budget-s", help="--auto: screening's wall-time budget in seconds (default 240); "
+                                                      "it stops there and says what it covered.")
+    ] = None,
+    confirm: Annotated[
+        int | None, typer.Option("--confirm", help="--auto: the K fastest screened candidates become gated rounds "
+                                                   "(default 2; 0 screens only).")
     ] = None,
     allow_ub_overflow: Annotated[bool, typer.Option(
         "--allow-ub-overflow", help="--auto off-NPU: also search tiles the UB model says overflow the model chip "
@@ -54,7 +65,7 @@ def optimize_round(
     round is a drop, red at correctness, with the compiler's message); --no-precheck skips it (recorded).
     """
     from ascendopt import console
-    from ascendopt.cli.render import format_config, render_round_summary, speedup_text, ub_text
+    from ascendopt.cli.render import format_config, render_round_summary, render_screening, speedup_text, ub_text
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
     from ascendopt.rounds import auto as round_auto
@@ -68,8 +79,9 @@ def optimize_round(
     sets = round_run.parse_sets(set_)
     if auto and sets:
         raise UsageError("--auto and --set exclude each other: --auto chooses the values")
-    if budget is not None and not auto:
-        raise UsageError("--budget applies to --auto only")
+    for value, option in ((budget, "--budget"), (budget_s, "--budget-s"), (confirm, "--confirm")):
+        if value is not None and not auto:
+            raise UsageError(f"{option} applies to --auto only")
     if auto and direction is not None:
         raise UsageError("--auto and --direction exclude each other: each --auto round is named by the tunable "
                          "it changes")
@@ -79,6 +91,7 @@ def optimize_round(
                          "not refused, off-NPU)")
 
     if auto:
+        round_auto.check_auto_options(budget, budget_s, confirm)
         rows = []
 
         def on_round(outcome):
@@ -88,28 +101,51 @@ def optimize_round(
                          + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else "")
                          + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else ""))
 
-        with console.progress("optimize-round --auto") as bar:
-            result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
-                                        step=bar.update, on_round=on_round, allow_ub_overflow=allow_ub_overflow,
+        with console.progress("optimize-round --auto: screening", total=0) as bar:
+            def on_screened(row, run):
+                bar.advance()
+                best = run.best
+                bar.update(f"screening: best {format_config(best.config)} {best.ms:.4g} ms" if best else
+                           "screening: no candidate passed yet")
+
+            result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, budget_s=budget_s,
+                                        confirm=confirm, force=force, pairs=pairs, step=bar.update,
+                                        on_round=on_round, on_screened=on_screened, on_space=bar.set_total,
+                                        allow_ub_overflow=allow_ub_overflow, timeout=timeout,
                                         precheck=not no_precheck, ascend_python=ascend_python)
         if json:
             console.print_json(result)
+            return
+        render_screening(result["screening"])
+        if result.get("own_code"):
+            for pin in result["pin"]:
+                console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
+                            f"({format_config(pin['kwargs'])}) screened fastest at {pin['ms']:.4f} ms; replace "
+                            "@triton.autotune with a launch passing these values, then run optimize-round (without "
+                            "--auto): the gate measures that edit")
+            if not result["pin"]:
+                console.out("pin: no config passed the screening (see the table)")
+            console.out(f"screening cache: {result['screening']['cache']}")
             return
         console.table(["round", "change", "gate", "median ms", "vs best", "verdict", "UB"],
                       [(r.number, format_config(r.change.get("set")),
                         "pass" if r.gate.get("passed") else "fail",
                         "-" if r.candidate_ms is None else f"{r.candidate_ms:.4f}",
                         speedup_text(r.ratio_vs_best), r.verdict, ub_text(r.ub)) for r in rows],
-                      title=f"auto search: {len(rows)} round(s); {result['space']} distinct of "
-                            f"{result['feasible']} feasible configurations, {result['pruned']} pruned by the UB model "
-                            f"of {result['ub_chip']}; budget {result['budget']}")
+                      title=f"confirmation: {len(rows)} round(s), the fastest screened candidates gated and timed "
+                            f"interleaved against the best; {result['space']} distinct of {result['feasible']} "
+                            f"feasible configurations, {result['pruned']} pruned by the UB model of "
+                            f"{result['ub_chip']}")
+        if not rows:
+            console.out("confirmation: no screened candidate was within "
+                        f"{round_auto.CONFIRM_SLACK:.0%} of the best so far (or --confirm 0): nothing to confirm")
         if result["over_budget_rounds"]:
             console.out(f"UB over budget (--allow-ub-overflow) in round(s) "
                         f"{', '.join(map(str, result['over_budget_rounds']))}: those tiles would not compile on the "
                         f"NPU ({result['ub_chip']})")
         console.out(f"best configuration: {format_config(result['best'])}"
                     + (f" (UB: {result['best_ub_warning']})" if result["best_ub_warning"] else ""))
-        console.out(f"cache: {result['cache']}")
+        console.out(f"screening cache: {result['screening']['cache']}")
         console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
         return
 

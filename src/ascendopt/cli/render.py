@@ -35,6 +35,32 @@ def ub_text(ub: Mapping[str, Any] | None) -> str:
     return f"{ub['share']:.0%}" + ("" if ub.get("safe", True) else " OVER")
 
 
+SCREEN_ROWS = 15  # screening table rows shown (fastest first; screened-out candidates after them)
+
+
+def render_screening(screening: Mapping[str, Any]) -> None:
+    """``optimize-round --auto``'s screening table: the fastest candidates first, then those screened out,
+    with the coverage line (what was screened of the space, and why it stopped)."""
+    rows = screening["rows"]
+    start_ms = screening.get("start_ms")
+    ok = sorted((r for r in rows if r["ms"] is not None), key=lambda r: r["ms"])
+    out = [r for r in rows if r["ms"] is None]
+    shown = (ok + out)[:SCREEN_ROWS]
+    why = {"covered": "every candidate screened", "converged": "the search converged",
+           "budget": "--budget reached", "time": f"--budget-s {screening.get('budget_s', 0):g} s reached"}
+    console.table(["#", "config", "median ms", "p20-p80 ms", "vs best so far", "smoke", "cached"],
+                  [(i + 1, format_config(r["config"]), "-" if r["ms"] is None else f"{r['ms']:.4f}",
+                    "-" if r.get("p20_ms") is None else f"{r['p20_ms']:.4f}-{r['p80_ms']:.4f}",
+                    "-" if r["ms"] is None or not start_ms else speedup_text(r["ms"] / start_ms),
+                    r["smoke"] if not r.get("note") else f"{r['smoke']}: {r['note']}",
+                    "yes" if r.get("cached") else "") for i, r in enumerate(shown)],
+                  title=f"screening on {screening.get('case', '?')}: {screening['covered']} of {screening['total']} "
+                        f"candidates ({screening['fresh']} screened now, {screening['covered'] - screening['fresh']} "
+                        f"cached) in {screening['seconds']:.1f} s; stopped: "
+                        f"{why.get(screening['stopped'], screening['stopped'])}"
+                        + (f"; {len(rows) - len(shown)} more not shown" if len(rows) > len(shown) else ""))
+
+
 def _fmt(v: float | None, column: str = "") -> str:
     """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
     if v is None:

@@ -24,7 +24,8 @@ are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outpu
 "inputs_changed"}``); ``{"cmd": "exit"}``. A failure is answered ``{"error": message, "exit_code": N}``
 and the child exits. A child started with ``--seed`` (those whose outputs are compared) seeds ``random``,
 numpy and torch with 0 before the module code runs, so inputs drawn without a seed are the same on both
-sides.
+sides. A child whose environment carries ``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code)
+pins one ``@triton.autotune`` config of the named kernel before the module code runs.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def _seed() -> None:
 def _child_main(exec_file: str, seed: bool = False) -> None:
     import faulthandler
 
-    from ascendopt.errors import AscendoptError
+    from ascendopt.errors import AscendoptError, UsageError
+    from ascendopt.tune.autotune import install_pin
 
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
@@ -101,7 +103,11 @@ def _child_main(exec_file: str, seed: bool = False) -> None:
     try:
         if seed:
             _seed()
+        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (tune.autotune)
         fn = load_workload(Path(exec_file))
+        if pin is not None and not pin.applied:
+            raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "
+                             "nothing was pinned")
         proto.write(json.dumps({"ready": True}) + "\n")
         _serve(fn, proto)
     except AscendoptError as exc:
@@ -164,7 +170,8 @@ class _Child:
     quoted when the child fails.
     """
 
-    def __init__(self, tree: Path, exec_rel: str, side: str, *, seed: bool = False):
+    def __init__(self, tree: Path, exec_rel: str, side: str, *, seed: bool = False,
+                 extra_env: Mapping[str, str] | None = None):
         from ascendopt.device import backends
 
         self.side = side
@@ -176,6 +183,7 @@ class _Child:
         paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(extra_env or {})
         self.log = tempfile.TemporaryFile()
         self._buf = b""
         argv = [sys.executable, "-m", "ascendopt.gate.interleave", str(self.exec_file)] + (["--seed"] if seed else [])
@@ -296,10 +304,12 @@ class _Child:
 
 
 @contextlib.contextmanager
-def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, seed: bool = False) -> Iterator[_Child]:
+def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, seed: bool = False,
+                     extra_env: Mapping[str, str] | None = None) -> Iterator[_Child]:
     """A ready child running ``<tree>/<exec_rel>`` (module code done within ``load_s`` seconds; ``seed``:
-    seeded first, see the module docstring); closed, with its process group, on exit."""
-    child = _Child(tree, exec_rel, side, seed=seed)
+    seeded first, see the module docstring; ``extra_env``: more environment, e.g. ``tune.autotune``'s
+    pin); closed, with its process group, on exit."""
+    child = _Child(tree, exec_rel, side, seed=seed, extra_env=extra_env)
     try:
         child.start(load_s)
         yield child

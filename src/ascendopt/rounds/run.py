@@ -2,7 +2,7 @@
 
 The CLI (``cli/optimize_round.py``) and the demo call ``run_round``, which takes the workspace lock,
 loads the ``RoundContext`` once and hands it to ``record_round`` (``rounds.auto.run_auto`` calls
-``record_round`` once per candidate under one lock); tests call them with a tiny contract on the CPU
+``record_round`` once per confirmed candidate under one lock); tests call them with a tiny contract on the CPU
 interpreter. Order follows the loop (docs/practice.md §1, §10):
 
 1. refuse to run past a stop criterion unless ``force`` (and say which one);

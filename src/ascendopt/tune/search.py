@@ -1,6 +1,16 @@
 """Search over a bundled kernel's tunables (``optimize-round --auto``), and its cache.
 
-The space comes from ``ascendopt.tune.space`` (UB-pruned, equivalent launches collapsed).
+The space comes from ``ascendopt.tune.space`` (UB-pruned, equivalent launches collapsed). ``--auto``
+runs this search with a cheap evaluator, the screening of ``tune.screen`` (compile once, smoke check,
+short timing), and confirms only its fastest candidates as gated rounds (``rounds.auto``).
+
+Where it starts, and which way it goes, follow the evidence, not "largest first": the start is the best
+so far (the frozen configuration, whose auto tiles the UB model resolves); ``tune.space.place_auto``
+puts each auto 0 at the value it resolves to, so the first moves from an auto start are its neighbours
+(the next smaller and larger explicit tiles), whereas with the 0 above every explicit value the first
+move was the largest tile (on the H200, l2norm's --auto spent its two rounds on ``block_rows=128`` and
+``block_rows_bwd=128``). The direction tried first comes from the bottleneck class
+(``tune.space.preferred_direction``).
 
 Strategy: first a probe of each layout/flag tunable (``probe``: tunables that change no tile, such
 as G_T_CONTIG or FORM), one step each way from the best so far, even when the probe takes the whole
@@ -62,7 +72,7 @@ class SearchResult:
     evaluations: int = 0  # fresh evaluations (cache hits excluded)
     space: int = 0  # feasible candidates
     pruned: list[Candidate] = field(default_factory=list)
-    stopped: str = ""  # "budget" | "converged"
+    stopped: str = ""  # "budget" | "time" | "converged"
 
     def to_dict(self) -> dict[str, Any]:
         return {"best": self.best.to_dict(), "start": self.start.to_dict(),
@@ -92,6 +102,7 @@ def search(
     on_trial: Callable[[Trial, Trial], None] | None = None,
     start_trial: Trial | None = None,
     probe: Sequence[str] = (),
+    out_of_time: Callable[[], bool] | None = None,
 ) -> SearchResult:
     """Greedy coordinate descent over ``space`` (the feasible configurations) from ``start``.
 
@@ -99,7 +110,8 @@ def search(
     evaluations (the start counts unless ``start_trial`` is given, e.g. the measured baseline).
     ``on_trial(trial, best_after)`` is called after each trial. Cache hits do not use budget.
     ``probe`` names tunables (flags, layouts) tried one step each way before the descent, in order,
-    as far as the budget goes.
+    as far as the budget goes. ``out_of_time()`` (e.g. a deadline of ``--budget-s``), when given, is
+    asked before each fresh evaluation; True ends the search like a spent budget, ``stopped`` "time".
     """
     allowed = {config_key(c) for c in space}
     if config_key(start) not in allowed:
@@ -108,6 +120,7 @@ def search(
     if choices is None:  # plain ascending order; pass ``axes(spec)`` for kernels with an auto 0
         choices = {n: sorted({c[n] for c in space}) for n in order}
     seen: dict[str, Trial] = {}
+    timed_out: list[bool] = []
     result = SearchResult(best=None, start=None, space=len(space))  # type: ignore[arg-type]
 
     def run(cfg: dict[str, int], incumbent: dict[str, int]) -> Trial | None:
@@ -119,6 +132,9 @@ def search(
             trial = hit
         else:
             if result.evaluations >= budget:
+                return None
+            if out_of_time is not None and out_of_time():
+                timed_out.append(True)
                 return None
             trial = evaluate(dict(cfg), dict(incumbent))
             result.evaluations += 1
@@ -222,7 +238,7 @@ def search(
                 if won:
                     improved = True
                     break
-    result.stopped = "budget" if out_of_budget else "converged"
+    result.stopped = ("time" if timed_out else "budget") if out_of_budget else "converged"
     return result
 
 
@@ -237,6 +253,18 @@ def source_hash(spec) -> str:
     except (OSError, TypeError):
         data = b""
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def source_digest(root: Path, files: Iterable[str]) -> str:
+    """sha256 (16 hex) over the named files' paths and bytes (own code's screening cache key)."""
+    h = hashlib.sha256()
+    for rel in files:
+        h.update(rel.encode() + b"\0")
+        try:
+            h.update((Path(root) / rel).read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:16]
 
 
 def cache_key(kernel: str, dims: Mapping[str, Any], dtype: str, mode: str, device: str, src_hash: str,
@@ -272,15 +300,20 @@ class TuneCache:
     def entries(self) -> dict[str, Any]:
         return self._data["entries"].get(self.key, {})
 
+    def entry(self, config: Mapping[str, int]) -> dict[str, Any] | None:
+        """The stored entry of ``config`` (``ms``, ``note`` and whatever ``put`` was given), or None."""
+        return self.entries().get(config_key(config))
+
     def get(self, config: Mapping[str, int]) -> Trial | None:
-        hit = self.entries().get(config_key(config))
+        hit = self.entry(config)
         if hit is None:
             return None
         return Trial(dict(config), hit.get("ms"), None, hit.get("note", ""), cached=True)
 
-    def put(self, trial: Trial) -> None:
+    def put(self, trial: Trial, **extra: Any) -> None:
+        """Store ``trial`` (``extra``: more JSON fields of its entry, e.g. screening's p20/p80)."""
         self._data["entries"].setdefault(self.key, {})[config_key(trial.config)] = {"ms": trial.ms,
-                                                                                  "note": trial.note}
+                                                                                  "note": trial.note, **extra}
         atomic_write_text(self.path, json.dumps(self._data, indent=1, sort_keys=True))
 
 

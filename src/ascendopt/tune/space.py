@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -214,6 +214,31 @@ def axes(spec) -> dict[str, list[int]]:
         vals = sorted(t.choices)
         if is_auto_zero(t):
             vals = [v for v in vals if v != 0] + [0]
+        out[name] = vals
+    return out
+
+
+def place_auto(choices: Mapping[str, Sequence[int]], start: Mapping[str, int],
+               same_as_start: Callable[[str, int], bool]) -> dict[str, list[int]]:
+    """Search orders (``axes``) with each auto 0 of ``start`` moved to where its resolved tile sits.
+
+    ``axes`` puts an auto 0 above every explicit value, so from an auto start the first move "down"
+    is the largest explicit tile (on the H200, l2norm's ``--auto`` spent its budget on
+    ``block_rows=128`` first). Here the explicit values that launch the same tiles as the start
+    (``same_as_start(name, value)``: an alias in ``dedupe``) are replaced by the 0, placed at the
+    smallest of them, so the search's first moves from an auto start are its neighbours: the next
+    smaller and the next larger explicit tile. Tunables whose start is not an auto 0, or whose
+    resolved value no explicit value matches, keep their order.
+    """
+    out = {}
+    for name, vals in choices.items():
+        vals = list(vals)
+        if start.get(name) == 0 and vals and vals[-1] == 0:
+            twins = [v for v in vals[:-1] if same_as_start(name, v)]
+            if twins:
+                explicit = [v for v in vals[:-1] if v not in twins]
+                at = sum(v < min(twins) for v in explicit)
+                vals = explicit[:at] + [0] + explicit[at:]
         out[name] = vals
     return out
 
