@@ -97,8 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and map every expected error to its exit code."""
     from ascendopt import console
     from ascendopt.errors import AscendoptError
+    from ascendopt.workspace import set_invocation
 
     args = sys.argv[1:] if argv is None else argv
+    set_invocation(list(args))  # the command line the audit log records
     _state["debug"] = "--debug" in args or os.environ.get("ASCENDOPT_DEBUG") == "1"
     try:
         code = app(args=args, prog_name="ascendopt", standalone_mode=False)

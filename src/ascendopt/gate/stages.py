@@ -2,7 +2,9 @@
 the first red stage.
 
 * integrity (red: exit 3): the contract digest; bundled kernels: the sources of the oracle and
-  input factory; own code: the frozen files' sha256;
+  input factory; own code: the frozen files' sha256; the ledger: each round record against its own
+  digest, and the contract, round records and tune cache against the audit log ``log.jsonl`` (a file
+  edited, added or removed by hand, or a log line edited or removed, names the file);
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
   against the frozen test set (``gate.testset``: what "passed" means), then
@@ -91,11 +93,32 @@ def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResu
         contract = loaded
     checks = [Check(source, True, "digest matches")]
     checks += [Check(*item) for item in check_frozen_files(contract, project_root())]
+    frozen = len(checks) - 1
+    ledger, notes = _ledger_checks(ws)
+    checks += ledger
     bad = [c for c in checks if not c.passed]
+    data = {"notes": notes} if notes else {}
     if bad:
-        return StageResult("integrity", "fail", bad[0].message, checks), contract
-    return StageResult("integrity", "pass", f"contract digest and {len(checks) - 1} frozen item(s) unchanged",
-                       checks), contract
+        return StageResult("integrity", "fail", bad[0].message, checks, data), contract
+    return StageResult("integrity", "pass", f"contract digest, {frozen} frozen item(s) and the ledger "
+                                            f"({len(ledger)} file(s) against {ws.log_path.name}) unchanged",
+                       checks, data), contract
+
+
+def _ledger_checks(ws: Workspace) -> tuple[list[Check], list[str]]:
+    """The round records against their own digests and the ledger against the audit log: one failed
+    check per file edited, added or removed by hand; passed checks for the files that match."""
+    from ascendopt.rounds.records import tampered_rounds
+    from ascendopt.workspace import check_ledger, ledger_files
+
+    audit = check_ledger(ws)
+    bad = {path: text for path, text in [*tampered_rounds(ws), *audit.problems]}
+    checks = [Check(path, False, text) for path, text in bad.items()]
+    checks += [Check(str(ws.root / rel), True, "as the audit log recorded it") for rel in ledger_files(ws)
+               if str(ws.root / rel) not in bad and audit.checked]
+    for note in audit.notes:
+        console.status(f"gate: {note}")
+    return checks, audit.notes
 
 
 def kernel_raised(exc: Exception, kernel: str, config: Mapping[str, int]) -> str:

@@ -254,13 +254,15 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
     """
     _check_hypothesis(hypothesis)
     check_direction(direction)
-    with ws.lock():
+    with ws.lock() as session:
         ctx = RoundContext.load(ws)
         check_sets(ctx, sets)
         check_stop(ctx, force)
-        return record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
-                            reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
-                            direction=direction, timeout=timeout)
+        outcome = record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
+                               reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
+                               direction=direction, timeout=timeout)
+        session.exit_code = outcome.exit_code  # the audit log's entry: a drop exits with the gate's code
+        return outcome
 
 
 def _check_hypothesis(hypothesis: str) -> None:
