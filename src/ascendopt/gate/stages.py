@@ -112,7 +112,9 @@ def _ledger_checks(ws: Workspace) -> tuple[list[Check], list[str]]:
     from ascendopt.workspace import check_ledger, ledger_files
 
     audit = check_ledger(ws)
-    bad = {path: text for path, text in [*tampered_rounds(ws), *audit.problems]}
+    bad: dict[str, str] = {}
+    for path, text in [*tampered_rounds(ws), *audit.problems]:
+        bad.setdefault(path, text)  # one check per file: its own digest's word first
     checks = [Check(path, False, text) for path, text in bad.items()]
     checks += [Check(str(ws.root / rel), True, "as the audit log recorded it") for rel in ledger_files(ws)
                if str(ws.root / rel) not in bad and audit.checked]
