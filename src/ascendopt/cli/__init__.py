@@ -43,6 +43,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("optimize_round", "optimize-round"),
     ("gate", "gate"),
     ("reprofile", "reprofile"),
+    ("status", "status"),
     ("demo", "demo"),
     ("report", "report"),
     ("kernels", "kernels"),
