@@ -109,17 +109,24 @@ def main(argv: list[str] | None = None) -> None:
         if _state["debug"]:
             console.stderr().print_exception(suppress=[typer])
         console.error(str(exc))
+        console.end_events(int(exc.exit_code), exc.message, exc.hint)
         sys.exit(int(exc.exit_code))
     except typer.Exit as exc:
+        console.end_events(exc.exit_code)
         sys.exit(exc.exit_code)
     except _ClickException as exc:  # bad option or argument: usage error, exit 2
         exc.show(file=sys.stderr)
+        console.end_events(2, exc.format_message())
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         console.error("interrupted")
+        console.end_events(130, "interrupted")
         sys.exit(130)
-    except Exception:  # noqa: BLE001 - the boundary: a bug, shown in full
+    except Exception as exc:  # noqa: BLE001 - the boundary: a bug, shown in full
         console.stderr().print_exception(suppress=[typer])
         console.error("internal error (this is a bug in ascendopt; the traceback above says where)")
+        console.end_events(70, f"internal error: {type(exc).__name__}: {exc}")
         sys.exit(70)
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    console.end_events(code)
+    sys.exit(code)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, WorkspaceOpt
 
 # The short alias of every group (the first one the table lists), so the help cannot drift from the parser.
 _GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: "
@@ -72,6 +72,7 @@ def collect(
         "--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Profile a workload with the backend's profiler and print the profile folder(s).
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt
 
 
 def _analysis_table(report: dict[str, Any]) -> None:
@@ -34,6 +34,7 @@ def demo(
         int | None, typer.Option("--pairs", help="Interleaved timing pairs (default 16 on cpu, 30 on a device).")
     ] = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Run the whole loop on a bundled kernel and print the round summary and where the files are."""
     import tempfile

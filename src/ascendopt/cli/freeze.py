@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
 from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
@@ -65,6 +65,7 @@ def freeze(
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
 
 
 def optimize_round(
@@ -40,6 +40,7 @@ def optimize_round(
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
     best so far, re-profile with the contract's metric groups, record rounds/NNNN.yaml and print the

@@ -349,6 +349,9 @@ def _performance_result(comparisons) -> StageResult:
         checks.append(Check(case, c.verdict not in ("slower", "inconclusive"), verdict_line(case, c)))
         entry = {"case": case, **c.to_dict()}
         data.append(entry)
+        console.event("measurement", source="gate", case=case, sides={"baseline": c.baseline.to_dict(),
+                                                                      "candidate": c.candidate.to_dict()},
+                      ratio=c.ratio, verdict=c.verdict, noise_band=c.threshold_rel)
     slower = [ch for ch, (_, c) in zip(checks, comparisons, strict=True) if c.verdict == "slower"]
     if slower:
         return StageResult("performance", "fail", "regression: " + slower[0].message, checks,
@@ -384,6 +387,7 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     notes: list[str] = []
     integrity, contract = _integrity(ws, context.contract if context else None)
     stages.append(integrity)
+    _stage_event(integrity)
     root = project_root()
     if contract is not None and integrity.status == "pass":
         ctx = context or RoundContext.for_contract(ws, contract)
@@ -401,13 +405,20 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         for run in runners:
             stage = run()
             stages.append(stage)
+            _stage_event(stage)
             if stage.status == "fail":
                 break
     red = next((s.name for s in stages if s.status == "fail"), None)
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
+        _stage_event(stages[-1])
     notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
+
+
+def _stage_event(stage: StageResult) -> None:
+    console.event("stage_result", stage=stage.name, status=stage.status, exit_code=stage.exit_code,
+                  summary=stage.summary)
 
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:
