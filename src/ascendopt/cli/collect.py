@@ -104,18 +104,24 @@ def collect(
     common = [("--aic-metrics", aic_metrics), ("--level", level), ("--name", name), ("--out-dir", out_dir),
               ("--wait", wait), ("--warmup", warmup), ("--active", active), ("--repeat", repeat),
               ("--skip-first", skip_first), ("--steps", steps), ("--kernel-filter", kernel_filter)]
-    if exec_file is not None:
-        command = _command_line([("--exec-file", exec_file)] + common)
-        paths = collect_exec_file(exec_file, metric_groups=aic_metrics, out_dir=out_dir, name=name, timeout=timeout,
-                                  kernel_filter=kernel_filter, command=command, **schedule)
-    else:
-        config = _parse_sets(set_ or [])
-        sets = [("--set", f"{k}={v}") for k, v in config.items()]
-        command = _command_line([("--kernel", kernel), ("--shape", shape), ("--mode", mode), ("--dtype", dtype)]
-                                + sets + common)
-        paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config, metric_groups=aic_metrics,
-                               out_dir=out_dir, name=name, timeout=timeout, kernel_filter=kernel_filter,
-                               command=command, **schedule)
+    from contextlib import nullcontext
+
+    from ascendopt.workspace import Workspace
+
+    # into a workspace's profiles/: a write of the workspace, under its lock and in its audit log
+    with Workspace(target.parent).lock() if in_workspace else nullcontext():
+        if exec_file is not None:
+            command = _command_line([("--exec-file", exec_file)] + common)
+            paths = collect_exec_file(exec_file, metric_groups=aic_metrics, out_dir=out_dir, name=name,
+                                      timeout=timeout, kernel_filter=kernel_filter, command=command, **schedule)
+        else:
+            config = _parse_sets(set_ or [])
+            sets = [("--set", f"{k}={v}") for k, v in config.items()]
+            command = _command_line([("--kernel", kernel), ("--shape", shape), ("--mode", mode), ("--dtype", dtype)]
+                                    + sets + common)
+            paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config,
+                                   metric_groups=aic_metrics, out_dir=out_dir, name=name, timeout=timeout,
+                                   kernel_filter=kernel_filter, command=command, **schedule)
     profiles = [_summary(p) for p in paths]
     if analyze:
         _chain_analyze(paths, kernel_filter, json)
