@@ -61,6 +61,24 @@ def test_optimize_round_is_followed_from_start_to_round_recorded(ws, cli, tmp_pa
     assert kinds.count("phase_start") == kinds.count("phase_end") >= 2  # the command and its progress phase
     assert any(e["event"] == "progress" and e.get("message") for e in events)
     assert "error" not in kinds
+    # the same command's audit log entry: its command line, exit code and the record's file digest
+    from ascendopt.workspace import read_log, sha256_file
+
+    entry = read_log(ws).entries[-1]
+    assert entry["command"].startswith(f"ascendopt optimize-round -w {ws.root} --hypothesis")
+    assert entry["exit_code"] == code and entry["wrote"]["rounds/0001.yaml"] == sha256_file(ws.round_path(1))
+
+
+def test_auto_streams_one_round_recorded_per_candidate(ws, cli, tmp_path, validator):
+    stream = tmp_path / "events.ndjson"
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "2",
+                         "--pairs", "12", "--events", str(stream))
+    assert code == 0, err[-2000:]
+    events = _events(stream, validator)
+    recorded = [e["round"] for e in events if e["event"] == "round_recorded"]
+    assert recorded == [r.number for r in rounds.load_rounds(ws)] and len(recorded) >= 1
+    assert events[0]["phase"] == "optimize-round" and events[-1]["exit_code"] == 0
+    assert any(e["event"] == "phase_start" and e["phase"] == "optimize-round --auto" for e in events)
 
 
 def test_a_failing_command_ends_its_stream_with_an_error_event(ws, cli, tmp_path, validator):

@@ -43,8 +43,8 @@ def render(data: dict[str, Any]) -> None:
     c, r, stop = data["contract"], data["rounds"], data["stop"]
     commit = (c["commit"] or "none")[:12] + (" (dirty)" if c["dirty"] else "")
     rows = [("workspace", data["workspace"]),
-            ("contract", f"{'bundled kernel' if c['kind'] == 'kernel' else 'own code'} {c['target']} "
-                         f"({c['op']}) on {c['backend']} ({c['device']})"),
+            ("contract", f"{'bundled kernel' if c['kind'] == 'kernel' else 'own code'} {c['target']}"
+                         + (f" ({c['op']})" if c["op"] != c["target"] else "") + f" on {c['backend']} ({c['device']})"),
             ("frozen", f"{c['frozen_at']} at commit {commit}"),
             ("integrity", "contract digest matches" if c["digest_ok"] else f"EDITED: {c['edited']}")]
     if c["config"]:
