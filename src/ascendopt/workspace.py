@@ -558,7 +558,8 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
         code, message = 130, "interrupted"
     else:
         code, message = 70, f"{type(failure).__name__}: {failure}"
-    wrote = digests(ws.root, sorted({rel for rel in after if log_key(rel) in {log_key(c) for c in changed}}))
+    touched = {log_key(rel) for rel in changed}  # a folder key is digested whole when any file in it changed
+    wrote = digests(ws.root, sorted(rel for rel in after if log_key(rel) in touched))
     removed = sorted({log_key(rel) for rel in gone} - set(wrote))
     entry: dict[str, Any] = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
                              "command": invocation(), "git": _git_head(), "result": "ok" if code == 0 else "error",

@@ -92,3 +92,26 @@ def test_no_workspace_is_one_line_exit_2_with_the_freeze_command(tmp_path, cli, 
     (line,) = err.strip().splitlines()
     assert line.startswith(f"error: {repo / '.ascendopt'}: no ascendopt workspace here or above")
     assert "ascendopt freeze --kernel NAME" in line
+
+
+def test_own_code_status_from_a_subdirectory_of_the_repository(tmp_path, cli, monkeypatch):
+    from _own_code import commit_repo, freeze_in, sleep_repo_files
+
+    monkeypatch.delenv("ASCENDOPT_WORKSPACE", raising=False)
+    root = commit_repo(tmp_path / "repo", sleep_repo_files(0.004))
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--no-profile")
+    assert code == 0, err[-2000:]
+    monkeypatch.chdir(root / "tests")
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    code, out, err = cli("status", "--json")
+    assert code == 0, err[-2000:]
+    data = json_payload(out)
+    _schema().validate(data)
+    head = __import__("subprocess").run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                        text=True).stdout.strip()
+    assert data["workspace"] == str(root / ".ascendopt")
+    assert data["contract"] == {**data["contract"], "kind": "own-code", "target": "bench.py", "commit": head,
+                                "config": None}
+    assert data["rounds"]["count"] == 0 and data["next"][-1].endswith("--direction NAME")
+    assert data["next"][0].startswith("ascendopt collect") and "--exec-file" in data["next"][0]
