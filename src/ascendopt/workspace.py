@@ -8,7 +8,7 @@ Layout (``root`` defaults to ``./.ascendopt``, or ``$ASCENDOPT_WORKSPACE``, or `
     report.md, rounds.png  the last ``ascendopt report`` (default paths)
     profiles/<name>/ ...   profile folders collected by freeze/optimize-round/reprofile
     archive/<UTC stamp>/   the ledger of an earlier contract, moved aside by ``freeze --force``
-    log.jsonl              the append-only audit log: one entry per command that wrote (``audit``)
+    log.jsonl              the append-only audit log: one entry per command that wrote (``log_session``)
     lock                   held (flock) by the command that writes
 
 Without ``--workspace`` or ``$ASCENDOPT_WORKSPACE`` the workspace is found like git finds ``.git``: the
@@ -110,13 +110,13 @@ class Workspace:
     @classmethod
     def resolve(cls, explicit: str | os.PathLike | None = None, *, start: Path | None = None) -> Workspace:
         """``explicit`` (``--workspace``), else ``$ASCENDOPT_WORKSPACE``, else the nearest ``.ascendopt/``
-        from ``start`` (default: the current directory) up (``find``), else ``./.ascendopt``. A workspace
+        from ``start`` (default: the current directory) up (``find_workspace``), else ``./.ascendopt``. A workspace
         found above the current directory is said on stderr (which one this command uses)."""
         root = explicit or os.environ.get("ASCENDOPT_WORKSPACE")
         if root:
             return cls(Path(root).resolve())
         here = Path(start or Path.cwd()).resolve()
-        found = find(here)
+        found = find_workspace(here)
         if found is not None and found.parent != here:
             from ascendopt import console
 
@@ -218,7 +218,7 @@ class Workspace:
         """Exclusive, non-blocking lock: a second writer fails at once instead of interleaving.
 
         Yields the ``WriteSession``: on release, what the holder wrote under the workspace is appended
-        to the audit log as one entry (``audit``), while the lock is still held; the holder may set
+        to the audit log as one entry (``log_session``), while the lock is still held; the holder may set
         ``session.exit_code`` (e.g. a round recorded as a drop exits 1)."""
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.lock_path
@@ -278,7 +278,7 @@ FREEZE_HINT = ("run `ascendopt freeze --kernel NAME` (bundled kernel) or `ascend
                "PATH --kernel-filter S` (own code) first, or pass --workspace")
 
 
-def find(start: Path) -> Path | None:
+def find_workspace(start: Path) -> Path | None:
     """The nearest ``.ascendopt/`` folder in ``start`` or a parent, searched up to the git root (the first
     folder holding ``.git``) or the filesystem root; None when there is none."""
     for folder in (start, *start.parents):
@@ -296,12 +296,12 @@ _HELD: dict[Path, WriteSession] = {}
 
 class WriteSession:
     """One holder of the writer lock: what the workspace looked like when it was taken, so its release can
-    log what changed (``audit.entry_for``)."""
+    log what changed (``log_session``)."""
 
     def __init__(self, ws: Workspace):
         self.ws = ws
         self.exit_code = 0
-        self.before = scan(ws.root)
+        self.before = scan_files(ws.root)
 
     def wrote(self, relpath: str) -> bool:
         """Whether ``relpath`` changed during this session (this command's write, not logged yet)."""
@@ -358,7 +358,7 @@ def _stamp(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def scan(root: Path) -> dict[str, tuple[int, int]]:
+def scan_files(root: Path) -> dict[str, tuple[int, int]]:
     """``{relative path: (size, mtime ns)}`` of every file under the workspace but the lock, the log and
     the temp files of writes in flight."""
     out: dict[str, tuple[int, int]] = {}
@@ -383,7 +383,7 @@ def log_key(relpath: str) -> str:
     return relpath if len(parts) <= 2 else "/".join(parts[:2]) + "/"
 
 
-def digests(root: Path, relpaths: list[str]) -> dict[str, str]:
+def file_digests(root: Path, relpaths: list[str]) -> dict[str, str]:
     """``{log key: sha256}`` of these files; a folder key's digest covers its files' paths and digests."""
     import hashlib
 
@@ -545,7 +545,7 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
     from ascendopt.errors import AscendoptError
 
     ws = session.ws
-    after = scan(ws.root)
+    after = scan_files(ws.root)
     changed = [rel for rel, stamp in after.items() if session.before.get(rel) != stamp]
     gone = [rel for rel in session.before if rel not in after]
     if not changed and not gone:
@@ -559,7 +559,7 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
     else:
         code, message = 70, f"{type(failure).__name__}: {failure}"
     touched = {log_key(rel) for rel in changed}  # a folder key is digested whole when any file in it changed
-    wrote = digests(ws.root, sorted(rel for rel in after if log_key(rel) in touched))
+    wrote = file_digests(ws.root, sorted(rel for rel in after if log_key(rel) in touched))
     removed = sorted({log_key(rel) for rel in gone} - set(wrote))
     entry: dict[str, Any] = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
                              "command": invocation(), "git": _git_head(), "result": "ok" if code == 0 else "error",
@@ -568,7 +568,7 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
     if not ws.log_path.exists():
         earlier = [rel for rel in session.before if rel in after and rel not in changed]
         if earlier:  # a workspace of an older ascendopt: its files as they are now start the record
-            entry["adopted"] = digests(ws.root, earlier)
+            entry["adopted"] = file_digests(ws.root, earlier)
             entry["note"] = ("the audit log starts here: files written before it are adopted as they are "
                              "(hand edits before this entry cannot be detected)")
     return append_log(ws, entry)
