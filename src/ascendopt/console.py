@@ -185,12 +185,9 @@ def open_events(target: str, command: str) -> None:
             handle, owned = open(target, "a", encoding="utf-8"), True  # noqa: SIM115 - kept open for the command
         except OSError as exc:
             raise UsageError(f"--events {target}: cannot write ({exc.strerror})") from None
-    _EVENTS.update(file=handle, owned=owned, command=command, phases=[], started=time.monotonic(), errored=False)
+    _EVENTS.update(file=handle, owned=owned, command=command, phases=[command], started=time.monotonic(),
+                   errored=False)
     event("phase_start", phase=command)
-
-
-def events_open() -> bool:
-    return _EVENTS["file"] is not None
 
 
 def event(name: str, /, **fields: Any) -> None:
