@@ -25,7 +25,9 @@ TimeoutOpt = Annotated[
 ]
 WorkspaceOpt = Annotated[
     str | None,
-    typer.Option("--workspace", "-w", help="Workspace folder (default ./.ascendopt or $ASCENDOPT_WORKSPACE)."),
+    typer.Option("--workspace", "-w", help="Workspace folder (default: $ASCENDOPT_WORKSPACE, else the nearest "
+                                           ".ascendopt/ in this folder or a parent up to the git root, else "
+                                           "./.ascendopt)."),
 ]
 
 
@@ -42,5 +44,5 @@ EventsOpt = Annotated[
     typer.Option("--events", metavar="FILE", callback=_open_events,
                  help="Also write the command's progress as NDJSON events to FILE (appended; '-' for stderr): "
                       "phase_start, progress, measurement, stage_result, round_recorded, phase_end, error "
-                      "(README 'Events')."),
+                      "(schema: ascendopt/cli/schemas/events.schema.json)."),
 ]
