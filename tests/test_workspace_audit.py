@@ -194,3 +194,31 @@ def test_the_workspace_is_found_from_a_subdirectory_up_to_the_git_root(tmp_path,
     assert Workspace.resolve("elsewhere").root == deep / "elsewhere"
     monkeypatch.setenv("ASCENDOPT_WORKSPACE", str(tmp_path / "env"))
     assert Workspace.resolve().root == tmp_path / "env"
+
+
+def _write_and_hold(root: str, ready, release) -> None:
+    ws = Workspace(Path(root))
+    with ws.lock():
+        atomic_write_text(ws.round_path(2), "schema: 1\n")  # written, not logged until the lock is released
+        ready.set()
+        release.wait(10)
+
+
+def test_a_writer_in_another_process_is_not_judged_mid_write(tmp_path):
+    ws = Workspace(tmp_path / ".ascendopt")
+    with ws.lock():
+        atomic_write_text(ws.round_path(1), "schema: 1\n")
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_write_and_hold, args=(str(ws.root), ready, release))
+    proc.start()
+    try:
+        assert ready.wait(10)
+        audit = check_ledger(ws)
+        assert audit.problems == [] and any("another command is writing" in note for note in audit.notes)
+    finally:
+        release.set()
+        proc.join(10)
+    assert proc.exitcode == 0
+    audit = check_ledger(ws)  # released: its write is logged, and the ledger matches the log
+    assert audit.problems == [] and audit.notes == [] and audit.checked == 2
