@@ -353,15 +353,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What tells a rewrite: size, mtime and inode (an atomic write renames a new inode into place)."""
     st = path.stat()
-    return st.st_size, st.st_mtime_ns
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
-def scan_files(root: Path) -> dict[str, tuple[int, int]]:
-    """``{relative path: (size, mtime ns)}`` of every file under the workspace but the lock, the log and
+def scan_files(root: Path) -> dict[str, tuple[int, int, int]]:
+    """``{relative path: (size, mtime ns, inode)}`` of every file under the workspace but the lock, the log and
     the temp files of writes in flight."""
-    out: dict[str, tuple[int, int]] = {}
+    out: dict[str, tuple[int, int, int]] = {}
     if not root.is_dir():
         return out
     for folder, dirs, files in os.walk(root):
