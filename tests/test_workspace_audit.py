@@ -222,3 +222,33 @@ def test_a_writer_in_another_process_is_not_judged_mid_write(tmp_path):
     assert proc.exitcode == 0
     audit = check_ledger(ws)  # released: its write is logged, and the ledger matches the log
     assert audit.problems == [] and audit.notes == [] and audit.checked == 2
+
+
+def _killed_while_writing(root: str) -> None:
+    ws = Workspace(Path(root))
+    with ws.lock():
+        atomic_write_text(ws.round_path(2), "schema: 1\nnumber: 2\n")
+        os.kill(os.getpid(), 9)  # SIGKILL: no finally runs, the lock file keeps "pid N"
+
+
+def test_a_writer_killed_before_logging_is_recovered_by_the_next_writer(tmp_path):
+    ws = Workspace(tmp_path / ".ascendopt")
+    with ws.lock():
+        atomic_write_text(ws.round_path(1), "schema: 1\n")
+    proc = mp.get_context("fork").Process(target=_killed_while_writing, args=(str(ws.root),))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == -9
+    killed = f"pid {proc.pid}"
+    assert ws.killed_holder() == killed
+    audit = check_ledger(ws)  # not a hand edit: said, not failed
+    assert audit.problems == [] and any(f"{killed} was killed while writing" in note and "0002.yaml" in note
+                                        for note in audit.notes)
+    with ws.lock():
+        pass  # the next writer records what the killed one wrote
+    entry = read_log(ws).entries[-1]
+    assert entry["command"] == f"(recovered: {killed} was killed before it logged its writes)"
+    assert entry["wrote"] == {"rounds/0002.yaml": sha256_file(ws.round_path(2))} and entry["exit_code"] == 137
+    assert ws.killed_holder() is None and check_ledger(ws) == type(audit)([], [], 2)
+    ws.round_path(2).write_text("schema: 1\nnumber: 3\n")  # a hand edit after that is one again
+    assert [p for p, _ in check_ledger(ws).problems] == [str(ws.round_path(2))]

@@ -232,6 +232,8 @@ class Workspace:
                 raise LockHeld(f"{path}: workspace is locked by {holder}",
                                hint="wait for the other ascendopt command to finish") from None
             fh.seek(0)
+            killed = fh.read().strip()  # a holder's "pid N" left behind: it was killed before releasing
+            fh.seek(0)
             fh.truncate()
             fh.write(f"pid {os.getpid()}")
             fh.flush()
@@ -239,6 +241,8 @@ class Workspace:
             _HELD[self.root] = session
             failure: BaseException | None = None
             try:
+                if killed:
+                    log_recovery(self, killed)
                 yield session
             except BaseException as exc:
                 failure = exc
@@ -260,6 +264,13 @@ class Workspace:
     def held_by_this_process(self) -> WriteSession | None:
         """The open write session when this process holds the lock, else None."""
         return _HELD.get(self.root)
+
+    def killed_holder(self) -> str | None:
+        """``pid N`` of a writer killed while it held the lock (its record is still in the lock file and
+        nobody holds the lock), else None: its last writes may not be in the audit log."""
+        if self.root in _HELD or not self.lock_path.exists() or self.held_elsewhere():
+            return None
+        return self.lock_path.read_text(encoding="utf-8").strip() or None
 
     def held_elsewhere(self) -> bool:
         """Whether another process holds the writer lock now (a write may be half logged)."""
@@ -598,12 +609,62 @@ class AuditCheck:
     checked: int
 
 
+def _ledger_drift(ws: Workspace, log: LogRead,
+                  session: WriteSession | None = None) -> tuple[dict[str, str], list[str], list[tuple[str, str]]]:
+    """How the ledger differs from what the log last recorded: ``({path: sha256 now} for files changed or
+    never logged, [paths] logged but gone, [(absolute path, one line)] saying each)``. This process's own
+    writes in ``session`` (not logged yet) are left out."""
+    state = log.state()
+    present = ledger_files(ws)
+    changed: dict[str, str] = {}
+    messages: list[tuple[str, str]] = []
+    for rel in present:
+        if session is not None and session.wrote(rel):
+            continue  # this command's own write: logged when it releases the lock
+        path = ws.root / rel
+        digest = sha256_file(path)
+        if rel not in state:
+            changed[rel] = digest
+            messages.append((str(path), f"{path}: not in the audit log {ws.log_path.name} (written outside "
+                                        "ascendopt)"))
+        elif digest != state[rel][0]:
+            changed[rel] = digest
+            messages.append((str(path), f"{path}: edited by hand since ascendopt wrote it ({ws.log_path.name} "
+                                        f"line {state[rel][1]})"))
+    ledger_like = {k for k in state if k in ("contract.yaml", "tune-cache.json") or
+                   (k.startswith("rounds/") and not k.endswith("/"))}
+    removed = sorted(ledger_like - set(present))
+    for rel in removed:
+        path = ws.root / rel
+        messages.append((str(path), f"{path}: removed by hand ({ws.log_path.name} line {state[rel][1]} "
+                                    "recorded it)"))
+    return changed, removed, messages
+
+
+def log_recovery(ws: Workspace, killed: str) -> dict[str, Any] | None:
+    """A writer (``killed``: its ``pid N``) was killed while it held the lock: the ledger files it wrote
+    and never logged are recorded now, in an entry that says so, by the next holder of the lock (the
+    caller). No log yet, or nothing unlogged: no entry."""
+    if not ws.log_path.exists():
+        return None
+    changed, removed, _ = _ledger_drift(ws, read_log(ws))
+    if not changed and not removed:
+        return None
+    return append_log(ws, {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+                           "command": f"(recovered: {killed} was killed before it logged its writes)",
+                           "git": None, "result": "error", "exit_code": 137,
+                           "error": f"{killed} was killed while it held {ws.lock_path.name}",
+                           "wrote": changed, "removed": removed, "pid": os.getpid()})
+
+
 def check_ledger(ws: Workspace) -> AuditCheck:
     """Each ledger file must be as the log last recorded it (this process's own writes not logged yet
     excepted); a ledger file the log records but that is gone is a problem too, and so is a log whose
     chain is broken. No log (a workspace of an older ascendopt, or nothing written yet): nothing to
     compare, a note. A writer holding the lock in another process: its writes are not logged yet, so the
-    comparison is left out with a note."""
+    comparison is left out with a note. A writer killed while it held the lock: the differences are
+    notes, not problems (its last writes were never logged; the next writing command records them,
+    ``log_recovery``), while round records are still checked against their own digests by the gate."""
     log = read_log(ws)
     notes = [f"{ws.log_path}: line(s) {', '.join(map(str, log.torn))} torn (a writer was killed mid-append); "
              "skipped"] if log.torn else []
@@ -615,21 +676,11 @@ def check_ledger(ws: Workspace) -> AuditCheck:
     if ws.held_elsewhere():
         notes.append(f"{ws.lock_path}: another command is writing: the ledger was not compared with the log")
         return AuditCheck(problems, notes, 0)
-    session = ws.held_by_this_process()
-    state = log.state()
-    present = ledger_files(ws)
-    for rel in present:
-        if session is not None and session.wrote(rel):
-            continue  # this command's own write: logged when it releases the lock
-        path = ws.root / rel
-        if rel not in state:
-            problems.append((str(path), f"{path}: not in the audit log {ws.log_path.name} (written outside ascendopt)"))
-        elif sha256_file(path) != state[rel][0]:
-            problems.append((str(path), f"{path}: edited by hand since ascendopt wrote it ({ws.log_path.name} line "
-                                        f"{state[rel][1]})"))
-    ledger_like = {k for k in state if k in ("contract.yaml", "tune-cache.json") or
-                   (k.startswith("rounds/") and not k.endswith("/"))}
-    for rel in sorted(ledger_like - set(present)):
-        path = ws.root / rel
-        problems.append((str(path), f"{path}: removed by hand ({ws.log_path.name} line {state[rel][1]} recorded it)"))
-    return AuditCheck(problems, notes, len(present))
+    _, _, drift = _ledger_drift(ws, log, ws.held_by_this_process())
+    killed = ws.killed_holder()
+    if killed and drift:
+        notes.append(f"{ws.lock_path}: {killed} was killed while writing; not logged yet (the next writing command "
+                     f"records them): " + "; ".join(text for _, text in drift))
+    else:
+        problems += drift
+    return AuditCheck(problems, notes, len(ledger_files(ws)))
