@@ -285,8 +285,8 @@ class Workspace:
         return False
 
 
-FREEZE_HINT = ("run `ascendopt freeze --kernel NAME` (bundled kernel) or `ascendopt freeze --exec-file FILE --test "
-               "PATH --kernel-filter S` (own code) first, or pass --workspace")
+FREEZE_HINT = ("run `ascendopt freeze` first: `ascendopt freeze --kernel NAME` (bundled kernel) or `ascendopt freeze "
+               "--exec-file FILE --test PATH --kernel-filter S` (own code); or pass --workspace")
 
 
 def find_workspace(start: Path) -> Path | None:
