@@ -82,6 +82,20 @@ def test_a_hand_edited_contract_is_reported_not_fatal(ws, cli):
     assert data["next"][0] == "ascendopt gate"
 
 
+def test_a_hand_edited_round_record_is_named_with_the_gate_as_next_step(ws, cli):
+    kernel_round(ws, {"EXTRA": "0"})
+    path = ws.round_path(1)
+    path.write_text(path.read_text().replace("verdict: keep", "verdict: keep\n# edited"))
+    code, out, err = cli("status", "-w", str(ws.root), "--json")
+    assert code == 0, err
+    data = json_payload(out)
+    _schema().validate(data)
+    assert data["log"]["problems"] == [f"{path}: edited by hand since ascendopt wrote it (log.jsonl line 2)"]
+    assert data["next"][0] == "ascendopt gate"
+    code, out, _ = cli("status", "-w", str(ws.root))
+    assert code == 0 and "HAND EDIT" in out
+
+
 def test_no_workspace_is_one_line_exit_2_with_the_freeze_command(tmp_path, cli, monkeypatch):
     monkeypatch.delenv("ASCENDOPT_WORKSPACE", raising=False)
     repo = tmp_path / "repo"

@@ -3,8 +3,10 @@ criteria and the next step, as data (``cli/status.py`` renders it).
 
 Read-only: the contract is loaded without failing on a hand edit (``contract.digest_ok`` says so, the
 gate judges it), the rounds through one ``RoundContext`` (this contract's rounds only), the audit log
-as read (``workspace.read_log``). Times are ms per call; a speedup is baseline time / best time (> 1 is
-faster), the best's from its own round's interleaved timing against the baseline.
+as read (``workspace.read_log``) with the ledger checked against it and the round records against their
+digests (``log.problems``: what the gate's integrity stage would fail on). Times are ms per call; a
+speedup is baseline time / best time (> 1 is faster), the best's from its own round's interleaved
+timing against the baseline.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ascendopt.errors import IntegrityError, UsageError
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.records import RoundRecord
-from ascendopt.workspace import FREEZE_HINT, Workspace, read_log
+from ascendopt.workspace import FREEZE_HINT, Workspace, check_ledger, read_log
 
 
 def loop_status(ws: Workspace) -> dict[str, Any]:
@@ -37,6 +39,9 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
     records = ctx.records
     stop = ctx.stop_decision()
     log = read_log(ws)
+    # what the gate's integrity stage would say about the ledger (round digests, the log), said not judged
+    audit = check_ledger(ws)
+    problems = [text for _, text in [*rounds.tampered_rounds(ws), *audit.problems]]
     return {
         "workspace": str(ws.root),
         "contract": _contract(ctx, edited),
@@ -44,8 +49,8 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
         "stop": {**stop.to_dict(), "max_rounds": ctx.contract.max_rounds,
                  "rounds_left": max(0, ctx.contract.max_rounds - len(records))},
         "log": {"path": str(ws.log_path), "exists": ws.log_path.exists(), "entries": len(log.entries),
-                "torn_lines": log.torn, "problems": log.problems},
-        "next": next_steps(ctx, records, stop.stop, edited is not None),
+                "torn_lines": log.torn, "problems": problems, "notes": audit.notes},
+        "next": next_steps(ctx, records, stop.stop, edited is not None or bool(problems)),
     }
 
 
@@ -126,7 +131,8 @@ def _spread(timing: dict[str, Any] | None) -> dict[str, float] | None:
 
 
 def next_steps(ctx: RoundContext, records: tuple[RoundRecord, ...], stopped: bool, edited: bool) -> list[str]:
-    """The one or few commands that make sense now, first the one to run next."""
+    """The one or few commands that make sense now, first the one to run next. ``edited``: the contract
+    or the ledger was edited by hand (the gate names it)."""
     from ascendopt.rounds.profiles import baseline_profiles, collect_command
 
     if edited:
