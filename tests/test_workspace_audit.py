@@ -65,7 +65,7 @@ def test_the_cli_records_its_command_line(tmp_path, cli):
         with ws.lock():
             atomic_write_text(ws.round_path(1), "schema: 1\n")
     finally:
-        set_invocation([])
+        set_invocation(None)
     assert read_log(ws).entries[-1]["command"] == "ascendopt optimize-round --hypothesis 'two words'"
 
 

@@ -428,8 +428,9 @@ def entry_digest(entry: dict[str, Any]) -> str:
 _INVOCATION: dict[str, list[str] | None] = {"argv": None}
 
 
-def set_invocation(argv: list[str]) -> None:
-    _INVOCATION["argv"] = ["ascendopt", *argv]
+def set_invocation(argv: list[str] | None) -> None:
+    """The CLI's arguments (without the program name); None: back to ``sys.argv``."""
+    _INVOCATION["argv"] = None if argv is None else ["ascendopt", *argv]
 
 
 def invocation() -> str:
