@@ -3,6 +3,13 @@
 Status, progress, warnings and errors go to stderr; data (tables, JSON, paths asked for) goes to
 stdout, so ``ascendopt analyze --json ... | jq`` works. Colour follows rich's rules, so
 ``NO_COLOR`` and non-terminal output give plain text.
+
+The event stream (``--events FILE``, ``-`` for stderr) is the same progress for programs: one JSON
+object per line, ``{"event", "time", "command", ...}`` (``cli/schemas/events.schema.json``). It hangs off
+the calls that already inform humans, so the two never diverge: ``progress`` bars give ``phase_start``,
+``progress`` (done/total, message) and ``phase_end``; ``status`` lines give ``progress`` with the
+message; ``event`` adds the data events (``measurement``, ``stage_result``, ``round_recorded``); the
+CLI's error boundary ends the stream with ``error`` (on a failure) and the command's ``phase_end``.
 """
 
 from __future__ import annotations
@@ -39,8 +46,9 @@ def stderr() -> Console:
 
 
 def status(message: str) -> None:
-    """A progress/status line for humans (stderr)."""
+    """A progress/status line for humans (stderr); a ``progress`` event with the message."""
     stderr().print(message, style="dim")
+    event("progress", phase=_EVENTS["phases"][-1] if _EVENTS["phases"] else None, message=message)
 
 
 def info(message: str) -> None:
@@ -118,25 +126,116 @@ def table(
 
 @contextmanager
 def progress(description: str, total: int | None = None) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields an object with ``advance(n=1)`` and ``update(text)``."""
+    """A rich progress bar on stderr; yields an object with ``advance(n=1)`` and ``update(text)``. Events:
+    ``phase_start`` (phase = ``description``), ``progress`` on each call, ``phase_end`` with the status."""
+    import time
+
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), TextColumn("{task.completed}/{task.total}")]
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=stderr(), transient=False) as bar:
-        task = bar.add_task(description, total=total)
+    started = time.monotonic()
+    event("phase_start", phase=description, total=total)
+    _EVENTS["phases"].append(description)
+    outcome = "error"
+    try:
+        with Progress(*columns, console=stderr(), transient=False) as bar:
+            task = bar.add_task(description, total=total)
+            done, size = [0], [total]
 
-        class _Handle:
-            def advance(self, n: int = 1) -> None:
-                bar.advance(task, n)
+            class _Handle:
+                def advance(self, n: int = 1) -> None:
+                    bar.advance(task, n)
+                    done[0] += n
+                    event("progress", phase=description, done=done[0], total=size[0])
 
-            def update(self, text: str) -> None:
-                bar.update(task, description=text)
+                def update(self, text: str) -> None:
+                    bar.update(task, description=text)
+                    event("progress", phase=description, done=done[0], total=size[0], message=text)
 
-            def set_total(self, total: int) -> None:
-                """Make the bar determinate once the amount of work is known (``done/total``)."""
-                bar.update(task, total=total)
+                def set_total(self, n: int) -> None:
+                    """Make the bar determinate once the amount of work is known (``done/total``)."""
+                    size[0] = n
+                    bar.update(task, total=n)
 
-        yield _Handle()
+            yield _Handle()
+        outcome = "ok"
+    finally:
+        if _EVENTS["phases"] and _EVENTS["phases"][-1] == description:
+            _EVENTS["phases"].pop()
+        event("phase_end", phase=description, status=outcome, elapsed_s=round(time.monotonic() - started, 3))
+
+
+# -- the event stream ------------------------------------------------------------------------------
+
+EVENTS = ("phase_start", "progress", "measurement", "stage_result", "round_recorded", "phase_end", "error")
+_EVENTS: dict[str, Any] = {"file": None, "owned": False, "command": None, "phases": [], "started": 0.0,
+                           "errored": False}
+
+
+def open_events(target: str, command: str) -> None:
+    """Start the event stream of ``command`` to ``target`` (a file, appended to; ``-``: stderr) with the
+    command's ``phase_start``. A file that cannot be opened is a usage error (exit 2) naming it."""
+    import time
+
+    from ascendopt.errors import UsageError
+
+    close_events()
+    if target == "-":
+        handle, owned = sys.stderr, False
+    else:
+        try:
+            handle, owned = open(target, "a", encoding="utf-8"), True  # noqa: SIM115 - kept open for the command
+        except OSError as exc:
+            raise UsageError(f"--events {target}: cannot write ({exc.strerror})") from None
+    _EVENTS.update(file=handle, owned=owned, command=command, phases=[command], started=time.monotonic(),
+                   errored=False)
+    event("phase_start", phase=command)
+
+
+def event(name: str, /, **fields: Any) -> None:
+    """Write one event line (no stream open: nothing). ``name`` is one of ``EVENTS``; ``fields`` are
+    made JSON-ready (NaN -> null) like ``print_json``."""
+    import datetime as _dt
+
+    handle = _EVENTS["file"]
+    if handle is None:
+        return
+    if name not in EVENTS:
+        raise ValueError(f"unknown event {name!r}")
+    if name == "error":
+        _EVENTS["errored"] = True
+    line = {"event": name, "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+            "command": _EVENTS["command"], **fields}
+    try:
+        handle.write(json.dumps(_jsonable(line), allow_nan=False, separators=(",", ":")) + "\n")
+        handle.flush()
+    except (OSError, ValueError):  # a closed pipe or file: the stream ends, the command goes on
+        _EVENTS["file"] = None
+
+
+def end_events(exit_code: int, message: str | None = None, hint: str | None = None) -> None:
+    """End the stream: an ``error`` event when the command failed (unless one was written), then the
+    command's ``phase_end`` with its exit code; the file is closed."""
+    import time
+
+    from ascendopt.errors import ExitCode
+
+    if _EVENTS["file"] is None:
+        return
+    if exit_code != 0 and not _EVENTS["errored"]:
+        names = {int(c): c.name.lower() for c in ExitCode}
+        kind = {70: "internal", 130: "interrupted"}.get(exit_code, names.get(exit_code, "error"))
+        event("error", kind=kind, exit_code=exit_code, message=message or f"exit {exit_code}", hint=hint)
+    event("phase_end", phase=_EVENTS["command"], status="ok" if exit_code == 0 else "error", exit_code=exit_code,
+          elapsed_s=round(time.monotonic() - _EVENTS["started"], 3))
+    close_events()
+
+
+def close_events() -> None:
+    handle = _EVENTS["file"]
+    if handle is not None and _EVENTS["owned"]:
+        handle.close()
+    _EVENTS.update(file=None, owned=False, command=None, phases=[], errored=False)

@@ -8,7 +8,12 @@ Layout (``root`` defaults to ``./.ascendopt``, or ``$ASCENDOPT_WORKSPACE``, or `
     report.md, rounds.png  the last ``ascendopt report`` (default paths)
     profiles/<name>/ ...   profile folders collected by freeze/optimize-round/reprofile
     archive/<UTC stamp>/   the ledger of an earlier contract, moved aside by ``freeze --force``
+    log.jsonl              the append-only audit log: one entry per command that wrote (``log_session``)
     lock                   held (flock) by the command that writes
+
+Without ``--workspace`` or ``$ASCENDOPT_WORKSPACE`` the workspace is found like git finds ``.git``: the
+first ``.ascendopt/`` folder in the current directory or a parent, up to the git root (the folder
+holding ``.git``) or the filesystem root; none found: ``./.ascendopt`` (where ``freeze`` creates it).
 
 Every YAML document carries ``schema: 1``. Writes go to a temp file in the same folder, are
 fsync'ed and renamed over the target, so a killed command leaves the previous file intact.
@@ -16,6 +21,8 @@ fsync'ed and renamed over the target, so a killed command leaves the previous fi
 The *ledger* of a contract is the contract with everything measured under it: ``LEDGER``. A
 re-freeze archives it (``archive_ledger``) so the new contract's rounds, stop criteria, report and
 tune cache start over; profiles stay in ``profiles/`` (archived round records name them by path).
+The audit log is *not* archived: it is the workspace's history across contracts, and the re-freeze's
+own entry names what moved where.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from ascendopt.errors import ContractError, UsageError
 SCHEMA = 1
 # What one contract's loop wrote, archived together on a re-freeze (profiles stay: see the docstring).
 LEDGER = ("contract.yaml", "rounds", "tune-cache.json", "report.md", "rounds.png")
+DIRNAME = ".ascendopt"  # the workspace folder's default name, searched for from the current directory up
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -100,9 +108,20 @@ class Workspace:
     root: Path
 
     @classmethod
-    def resolve(cls, explicit: str | os.PathLike | None = None) -> Workspace:
-        root = explicit or os.environ.get("ASCENDOPT_WORKSPACE") or ".ascendopt"
-        return cls(Path(root).resolve())
+    def resolve(cls, explicit: str | os.PathLike | None = None, *, start: Path | None = None) -> Workspace:
+        """``explicit`` (``--workspace``), else ``$ASCENDOPT_WORKSPACE``, else the nearest ``.ascendopt/``
+        from ``start`` (default: the current directory) up (``find_workspace``), else ``./.ascendopt``. A workspace
+        found above the current directory is said on stderr (which one this command uses)."""
+        root = explicit or os.environ.get("ASCENDOPT_WORKSPACE")
+        if root:
+            return cls(Path(root).resolve())
+        here = Path(start or Path.cwd()).resolve()
+        found = find_workspace(here)
+        if found is not None and found.parent != here:
+            from ascendopt import console
+
+            console.status(f"workspace: {found} (found above {here})")
+        return cls(found or here / DIRNAME)
 
     @property
     def contract_path(self) -> Path:
@@ -186,18 +205,28 @@ class Workspace:
                 nums.append(int(p.stem))
         return sorted(nums)
 
+    @property
+    def log_path(self) -> Path:
+        return self.root / LOG_NAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "lock"
+
     def require_contract(self) -> Path:
         if not self.contract_path.exists():
-            raise UsageError(
-                f"{self.contract_path}: no contract", hint="run `ascendopt freeze` first (or pass --workspace)"
-            )
+            raise UsageError(f"{self.contract_path}: no contract", hint=FREEZE_HINT)
         return self.contract_path
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Exclusive, non-blocking lock: a second writer fails at once instead of interleaving."""
+    def lock(self) -> Iterator[WriteSession]:
+        """Exclusive, non-blocking lock: a second writer fails at once instead of interleaving.
+
+        Yields the ``WriteSession``: on release, what the holder wrote under the workspace is appended
+        to the audit log as one entry (``log_session``), while the lock is still held; the holder may set
+        ``session.exit_code`` (e.g. a round recorded as a drop exits 1)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / "lock"
+        path = self.lock_path
         fh = open(path, "a+", encoding="utf-8")
         try:
             try:
@@ -208,10 +237,26 @@ class Workspace:
                 raise LockHeld(f"{path}: workspace is locked by {holder}",
                                hint="wait for the other ascendopt command to finish") from None
             fh.seek(0)
+            killed = fh.read().strip()  # a holder's "pid N" left behind: it was killed before releasing
+            fh.seek(0)
             fh.truncate()
             fh.write(f"pid {os.getpid()}")
             fh.flush()
-            yield
+            session = WriteSession(self)
+            _HELD[self.root] = session
+            failure: BaseException | None = None
+            try:
+                if killed:
+                    log_recovery(self, killed)
+                yield session
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                try:
+                    session.close(failure)  # appended while the lock is still held
+                finally:
+                    _HELD.pop(self.root, None)
         finally:
             try:
                 fh.seek(0)
@@ -220,3 +265,428 @@ class Workspace:
                 pass
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
             fh.close()
+
+    def held_by_this_process(self) -> WriteSession | None:
+        """The open write session when this process holds the lock, else None."""
+        return _HELD.get(self.root)
+
+    def killed_holder(self) -> str | None:
+        """``pid N`` of a writer killed while it held the lock (its record is still in the lock file and
+        nobody holds the lock), else None: its last writes may not be in the audit log."""
+        if self.root in _HELD or not self.lock_path.exists() or self.held_elsewhere():
+            return None
+        return self.lock_path.read_text(encoding="utf-8").strip() or None
+
+    def held_elsewhere(self) -> bool:
+        """Whether another process holds the writer lock now (a write may be half logged)."""
+        if self.root in _HELD or not self.lock_path.exists():
+            return False
+        with open(self.lock_path, "a+", encoding="utf-8") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+FREEZE_HINT = ("run `ascendopt freeze` first: `ascendopt freeze --kernel NAME` (bundled kernel) or `ascendopt freeze "
+               "--exec-file FILE --test PATH --kernel-filter S` (own code); or pass --workspace")
+
+
+def find_workspace(start: Path) -> Path | None:
+    """The nearest ``.ascendopt/`` folder in ``start`` or a parent, searched up to the git root (the first
+    folder holding ``.git``) or the filesystem root; None when there is none."""
+    for folder in (start, *start.parents):
+        candidate = folder / DIRNAME
+        if candidate.is_dir():
+            return candidate
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+# Sessions of the writer lock this process holds, by workspace root.
+_HELD: dict[Path, WriteSession] = {}
+
+
+class WriteSession:
+    """One holder of the writer lock: what the workspace looked like when it was taken, so its release can
+    log what changed (``log_session``)."""
+
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self.exit_code = 0
+        self.before = scan_files(ws.root)
+
+    def wrote(self, relpath: str) -> bool:
+        """Whether ``relpath`` changed during this session (this command's write, not logged yet)."""
+        path = self.ws.root / relpath
+        now = _stamp(path) if path.is_file() else None
+        return now != self.before.get(relpath)
+
+    def close(self, failure: BaseException | None) -> None:
+        from ascendopt import console
+
+        try:
+            log_session(self, failure)
+        except Exception as exc:  # noqa: BLE001 - logging must never hide the command's own outcome
+            if failure is None:
+                raise
+            console.warn(f"{self.ws.log_path}: not appended ({exc})")
+
+
+# -- the audit log ------------------------------------------------------------------------------
+#
+# ``log.jsonl``: one JSON object per line, appended (never rewritten) by every command that wrote the
+# workspace, when it releases the writer lock (so appends are serialized by that lock):
+#
+#   {"time", "command" (the command line), "git" (HEAD of the current repository or null), "result"
+#    ("ok" | "error"), "exit_code", "error" (one line or null), "wrote" {path: sha256}, "removed" [path],
+#    "pid", "prev" (the previous entry's digest, null for the first), "digest" (sha256 of this entry
+#    without "digest", canonical JSON)}
+#
+# Files are named relative to the workspace; a file deeper than ``folder/file`` is logged as its
+# two-level folder (``profiles/round-0001-PipeUtilization/``) with one digest over its files, so a
+# profile of hundreds of files is one key. The first entry of a workspace that had files before it had
+# a log (an older ascendopt) carries ``adopted`` {path: sha256}: hand edits are detected from there on.
+# A writer killed mid-append leaves at most a torn last line: readers skip it (``LogRead.torn``) and
+# the next writer starts on a fresh line, chained to the last whole entry.
+
+LOG_NAME = "log.jsonl"
+# Written by ascendopt only, compared with the log by the gate: the contract, the round records and the
+# tune cache (the best configuration is the latest keep's record; --auto's measurements are the cache).
+_NOT_LOGGED = ("lock", LOG_NAME)
+
+
+def sha256_file(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What tells a rewrite: size, mtime and inode (an atomic write renames a new inode into place)."""
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def scan_files(root: Path) -> dict[str, tuple[int, int, int]]:
+    """``{relative path: (size, mtime ns, inode)}`` of every file under the workspace but the lock, the log and
+    the temp files of writes in flight."""
+    out: dict[str, tuple[int, int, int]] = {}
+    if not root.is_dir():
+        return out
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # staging folders of archive / drop
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+            if rel in _NOT_LOGGED or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            try:
+                out[rel] = _stamp(Path(folder) / name)
+            except FileNotFoundError:
+                continue
+    return out
+
+
+def log_key(relpath: str) -> str:
+    """The key a file is logged under: itself up to ``folder/file``, else its two-level folder + ``/``."""
+    parts = relpath.split("/")
+    return relpath if len(parts) <= 2 else "/".join(parts[:2]) + "/"
+
+
+def file_digests(root: Path, relpaths: list[str]) -> dict[str, str]:
+    """``{log key: sha256}`` of these files; a folder key's digest covers its files' paths and digests."""
+    import hashlib
+
+    single: dict[str, str] = {}
+    folders: dict[str, list[str]] = {}
+    for rel in sorted(relpaths):
+        key = log_key(rel)
+        path = root / rel
+        if not path.is_file():
+            continue
+        if key.endswith("/"):
+            folders.setdefault(key, []).append(f"{rel}\0{sha256_file(path)}\n")
+        else:
+            single[key] = sha256_file(path)
+    for key, lines in folders.items():
+        single[key] = hashlib.sha256("".join(lines).encode()).hexdigest()
+    return dict(sorted(single.items()))
+
+
+def entry_digest(entry: dict[str, Any]) -> str:
+    import hashlib
+    import json
+
+    body = {k: v for k, v in entry.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# The command line this process runs (set by the CLI's entry point); library callers log ``sys.argv``.
+_INVOCATION: dict[str, list[str] | None] = {"argv": None}
+
+
+def set_invocation(argv: list[str] | None) -> None:
+    """The CLI's arguments (without the program name); None: back to ``sys.argv``."""
+    _INVOCATION["argv"] = None if argv is None else ["ascendopt", *argv]
+
+
+def invocation() -> str:
+    import shlex
+    import sys
+
+    argv = _INVOCATION["argv"] or [Path(sys.argv[0]).name, *sys.argv[1:]]
+    return shlex.join(argv)
+
+
+@dataclass
+class LogRead:
+    """The audit log as read: its whole entries (each with ``"line"``: 1-based line number, added on
+    read), the line numbers of torn lines skipped, and the problems that mean a hand edit (one line each,
+    naming the file and line)."""
+
+    entries: list[dict[str, Any]]
+    torn: list[int]
+    problems: list[str]
+    ends_with_newline: bool = True
+
+    @property
+    def last_digest(self) -> str | None:
+        return self.entries[-1]["digest"] if self.entries else None
+
+    def state(self) -> dict[str, tuple[str, int]]:
+        """``{log key: (sha256, line)}`` as the log says the workspace was left (removed keys dropped)."""
+        out: dict[str, tuple[str, int]] = {}
+        for entry in self.entries:
+            for key, digest in {**(entry.get("adopted") or {}), **(entry.get("wrote") or {})}.items():
+                out[key] = (digest, entry["line"])
+            for key in entry.get("removed") or []:
+                out.pop(key, None)
+        return out
+
+
+def read_log(ws: Workspace) -> LogRead:
+    """Read ``log.jsonl``; never raises for its content. A line that is not JSON is torn (a killed writer)
+    when the chain runs on past it, else a problem; an entry whose digest or ``prev`` does not match is a
+    problem (edited or removed by hand)."""
+    import json
+
+    path = ws.log_path
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return LogRead([], [], [])
+    lines = raw.split(b"\n")
+    ends = raw.endswith(b"\n") or not raw
+    if lines and lines[-1] == b"":
+        lines.pop()
+    entries: list[dict[str, Any]] = []
+    torn: list[int] = []
+    problems: list[str] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line.decode("utf-8"))
+            if not isinstance(entry, dict) or "digest" not in entry:
+                raise ValueError("not an entry")
+        except (UnicodeDecodeError, ValueError):
+            torn.append(number)
+            continue
+        entry.pop("line", None)
+        if entry_digest(entry) != entry["digest"]:
+            problems.append(f"{path}: line {number}: edited by hand (its digest does not match its content)")
+        expected = entries[-1]["digest"] if entries else None
+        if entry.get("prev") != expected:
+            problems.append(f"{path}: line {number}: the entry before it was removed or edited (chain broken)")
+        entries.append({**entry, "line": number})
+    return LogRead(entries, torn, problems, ends)
+
+
+@contextmanager
+def _log_writer(ws: Workspace, wait_s: float = 30.0) -> Iterator[None]:
+    """The writer lock for one append: already held by this process's session, else taken blocking (up
+    to ``wait_s``), so concurrent appends never interleave and the chain stays linear."""
+    import time
+
+    if ws.root in _HELD:
+        yield
+        return
+    ws.root.mkdir(parents=True, exist_ok=True)
+    with open(ws.lock_path, "a+", encoding="utf-8") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockHeld(f"{ws.lock_path}: still locked after {wait_s:g} s; {ws.log_path} not appended",
+                                   hint="wait for the other ascendopt command to finish") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def append_log(ws: Workspace, entry: dict[str, Any]) -> dict[str, Any]:
+    """Append one entry (``prev`` and ``digest`` filled in) under the writer lock; returns it. The line is
+    one ``write`` of an ``O_APPEND`` file, fsync'ed; after a torn last line it starts on a new line."""
+    import json
+
+    with _log_writer(ws):
+        before = read_log(ws)
+        body = {**entry, "prev": before.last_digest}
+        body.pop("digest", None)
+        body["digest"] = entry_digest(body)
+        line = json.dumps(body, sort_keys=False, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+        if not before.ends_with_newline:
+            line = "\n" + line
+        fd = os.open(ws.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return body
+
+
+def log_session(session: WriteSession, failure: BaseException | None) -> dict[str, Any] | None:
+    """Log what ``session`` wrote (nothing written and no failure: no entry). Result and exit code from
+    ``failure`` (an exception leaving the lock) or ``session.exit_code``."""
+    from ascendopt.errors import AscendoptError
+
+    ws = session.ws
+    after = scan_files(ws.root)
+    changed = [rel for rel, stamp in after.items() if session.before.get(rel) != stamp]
+    gone = [rel for rel in session.before if rel not in after]
+    if not changed and not gone:
+        return None
+    if failure is None:
+        code, message = session.exit_code, None
+    elif isinstance(failure, AscendoptError):
+        code, message = int(failure.exit_code), str(failure)
+    elif isinstance(failure, KeyboardInterrupt):
+        code, message = 130, "interrupted"
+    else:
+        code, message = 70, f"{type(failure).__name__}: {failure}"
+    touched = {log_key(rel) for rel in changed}  # a folder key is digested whole when any file in it changed
+    wrote = file_digests(ws.root, sorted(rel for rel in after if log_key(rel) in touched))
+    removed = sorted({log_key(rel) for rel in gone} - set(wrote))
+    entry: dict[str, Any] = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+                             "command": invocation(), "git": _git_head(), "result": "ok" if code == 0 else "error",
+                             "exit_code": code, "error": message, "wrote": wrote, "removed": removed,
+                             "pid": os.getpid()}
+    if not ws.log_path.exists():
+        earlier = [rel for rel in session.before if rel in after and rel not in changed]
+        if earlier:  # a workspace of an older ascendopt: its files as they are now start the record
+            entry["adopted"] = file_digests(ws.root, earlier)
+            entry["note"] = ("the audit log starts here: files written before it are adopted as they are "
+                             "(hand edits before this entry cannot be detected)")
+    return append_log(ws, entry)
+
+
+def _git_head() -> str | None:
+    from ascendopt.process import git
+
+    return git("rev-parse", "HEAD", cwd=Path.cwd())
+
+
+def ledger_files(ws: Workspace) -> list[str]:
+    """The files the gate compares with the log, relative to the workspace: the contract, the round
+    records and the tune cache (what decides the best configuration), those that exist."""
+    names = [name for name in ("contract.yaml", "tune-cache.json") if (ws.root / name).is_file()]
+    return names + [f"rounds/{ws.round_path(n).name}" for n in ws.round_numbers()]
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """The ledger against the log: ``problems`` as ``(path, one line)`` (each a hand edit: exit 3),
+    ``notes`` what could not be checked and why."""
+
+    problems: list[tuple[str, str]]
+    notes: list[str]
+    checked: int
+
+
+def _ledger_drift(ws: Workspace, log: LogRead,
+                  session: WriteSession | None = None) -> tuple[dict[str, str], list[str], list[tuple[str, str]]]:
+    """How the ledger differs from what the log last recorded: ``({path: sha256 now} for files changed or
+    never logged, [paths] logged but gone, [(absolute path, one line)] saying each)``. This process's own
+    writes in ``session`` (not logged yet) are left out."""
+    state = log.state()
+    present = ledger_files(ws)
+    changed: dict[str, str] = {}
+    messages: list[tuple[str, str]] = []
+    for rel in present:
+        if session is not None and session.wrote(rel):
+            continue  # this command's own write: logged when it releases the lock
+        path = ws.root / rel
+        digest = sha256_file(path)
+        if rel not in state:
+            changed[rel] = digest
+            messages.append((str(path), f"{path}: not in the audit log {ws.log_path.name} (written outside "
+                                        "ascendopt)"))
+        elif digest != state[rel][0]:
+            changed[rel] = digest
+            messages.append((str(path), f"{path}: edited by hand since ascendopt wrote it ({ws.log_path.name} "
+                                        f"line {state[rel][1]})"))
+    ledger_like = {k for k in state if k in ("contract.yaml", "tune-cache.json") or
+                   (k.startswith("rounds/") and not k.endswith("/"))}
+    removed = sorted(ledger_like - set(present))
+    for rel in removed:
+        path = ws.root / rel
+        messages.append((str(path), f"{path}: removed by hand ({ws.log_path.name} line {state[rel][1]} "
+                                    "recorded it)"))
+    return changed, removed, messages
+
+
+def log_recovery(ws: Workspace, killed: str) -> dict[str, Any] | None:
+    """A writer (``killed``: its ``pid N``) was killed while it held the lock: the ledger files it wrote
+    and never logged are recorded now, in an entry that says so, by the next holder of the lock (the
+    caller). No log yet, or nothing unlogged: no entry."""
+    if not ws.log_path.exists():
+        return None
+    changed, removed, _ = _ledger_drift(ws, read_log(ws))
+    if not changed and not removed:
+        return None
+    return append_log(ws, {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+                           "command": f"(recovered: {killed} was killed before it logged its writes)",
+                           "git": None, "result": "error", "exit_code": 137,
+                           "error": f"{killed} was killed while it held {ws.lock_path.name}",
+                           "wrote": changed, "removed": removed, "pid": os.getpid()})
+
+
+def check_ledger(ws: Workspace) -> AuditCheck:
+    """Each ledger file must be as the log last recorded it (this process's own writes not logged yet
+    excepted); a ledger file the log records but that is gone is a problem too, and so is a log whose
+    chain is broken. No log (a workspace of an older ascendopt, or nothing written yet): nothing to
+    compare, a note. A writer holding the lock in another process: its writes are not logged yet, so the
+    comparison is left out with a note. A writer killed while it held the lock: the differences are
+    notes, not problems (its last writes were never logged; the next writing command records them,
+    ``log_recovery``), while round records are still checked against their own digests by the gate."""
+    log = read_log(ws)
+    notes = [f"{ws.log_path}: line(s) {', '.join(map(str, log.torn))} torn (a writer was killed mid-append); "
+             "skipped"] if log.torn else []
+    problems = [(str(ws.log_path), text) for text in log.problems]
+    if not ws.log_path.exists():
+        notes.append(f"{ws.log_path}: no audit log yet (a workspace of an older ascendopt): it starts at the next "
+                     "write; hand edits before that cannot be detected")
+        return AuditCheck(problems, notes, 0)
+    if ws.held_elsewhere():
+        notes.append(f"{ws.lock_path}: another command is writing: the ledger was not compared with the log")
+        return AuditCheck(problems, notes, 0)
+    _, _, drift = _ledger_drift(ws, log, ws.held_by_this_process())
+    killed = ws.killed_holder()
+    if killed and drift:
+        notes.append(f"{ws.lock_path}: {killed} was killed while writing; not logged yet (the next writing command "
+                     f"records them): " + "; ".join(text for _, text in drift))
+    else:
+        problems += drift
+    return AuditCheck(problems, notes, len(ledger_files(ws)))

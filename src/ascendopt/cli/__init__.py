@@ -43,6 +43,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("optimize_round", "optimize-round"),
     ("gate", "gate"),
     ("reprofile", "reprofile"),
+    ("status", "status"),
     ("demo", "demo"),
     ("report", "report"),
     ("kernels", "kernels"),
@@ -98,8 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and map every expected error to its exit code."""
     from ascendopt import console
     from ascendopt.errors import AscendoptError
+    from ascendopt.workspace import set_invocation
 
     args = sys.argv[1:] if argv is None else argv
+    set_invocation(list(args))  # the command line the audit log records
     _state["debug"] = "--debug" in args or os.environ.get("ASCENDOPT_DEBUG") == "1"
     try:
         code = app(args=args, prog_name="ascendopt", standalone_mode=False)
@@ -107,17 +110,24 @@ def main(argv: list[str] | None = None) -> None:
         if _state["debug"]:
             console.stderr().print_exception(suppress=[typer])
         console.error(str(exc))
+        console.end_events(int(exc.exit_code), exc.message, exc.hint)
         sys.exit(int(exc.exit_code))
     except typer.Exit as exc:
+        console.end_events(exc.exit_code)
         sys.exit(exc.exit_code)
     except _ClickException as exc:  # bad option or argument: usage error, exit 2
         exc.show(file=sys.stderr)
+        console.end_events(2, exc.format_message())
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         console.error("interrupted")
+        console.end_events(130, "interrupted")
         sys.exit(130)
-    except Exception:  # noqa: BLE001 - the boundary: a bug, shown in full
+    except Exception as exc:  # noqa: BLE001 - the boundary: a bug, shown in full
         console.stderr().print_exception(suppress=[typer])
         console.error("internal error (this is a bug in ascendopt; the traceback above says where)")
+        console.end_events(70, f"internal error: {type(exc).__name__}: {exc}")
         sys.exit(70)
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    console.end_events(code)
+    sys.exit(code)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, WorkspaceOpt
 
 # The short alias of every group (the first one the table lists), so the help cannot drift from the parser.
 _GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: "
@@ -72,6 +72,7 @@ def collect(
         "--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Profile a workload with the backend's profiler and print the profile folder(s).
 
@@ -103,18 +104,24 @@ def collect(
     common = [("--aic-metrics", aic_metrics), ("--level", level), ("--name", name), ("--out-dir", out_dir),
               ("--wait", wait), ("--warmup", warmup), ("--active", active), ("--repeat", repeat),
               ("--skip-first", skip_first), ("--steps", steps), ("--kernel-filter", kernel_filter)]
-    if exec_file is not None:
-        command = _command_line([("--exec-file", exec_file)] + common)
-        paths = collect_exec_file(exec_file, metric_groups=aic_metrics, out_dir=out_dir, name=name, timeout=timeout,
-                                  kernel_filter=kernel_filter, command=command, **schedule)
-    else:
-        config = _parse_sets(set_ or [])
-        sets = [("--set", f"{k}={v}") for k, v in config.items()]
-        command = _command_line([("--kernel", kernel), ("--shapes", shape), ("--mode", mode), ("--dtype", dtype)]
-                                + sets + common)
-        paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config, metric_groups=aic_metrics,
-                               out_dir=out_dir, name=name, timeout=timeout, kernel_filter=kernel_filter,
-                               command=command, **schedule)
+    from contextlib import nullcontext
+
+    from ascendopt.workspace import Workspace
+
+    # into a workspace's profiles/: a write of the workspace, under its lock and in its audit log
+    with Workspace(target.parent).lock() if in_workspace else nullcontext():
+        if exec_file is not None:
+            command = _command_line([("--exec-file", exec_file)] + common)
+            paths = collect_exec_file(exec_file, metric_groups=aic_metrics, out_dir=out_dir, name=name,
+                                      timeout=timeout, kernel_filter=kernel_filter, command=command, **schedule)
+        else:
+            config = _parse_sets(set_ or [])
+            sets = [("--set", f"{k}={v}") for k, v in config.items()]
+            command = _command_line([("--kernel", kernel), ("--shapes", shape), ("--mode", mode), ("--dtype", dtype)]
+                                    + sets + common)
+            paths = collect_kernel(kernel, shape=shape, dtype=dtype, mode=mode, config=config,
+                                   metric_groups=aic_metrics, out_dir=out_dir, name=name, timeout=timeout,
+                                   kernel_filter=kernel_filter, command=command, **schedule)
     profiles = [_summary(p) for p in paths]
     if analyze:
         _chain_analyze(paths, kernel_filter, json)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt
 
 DEFAULT_WORKSPACE = "ascendopt-demo"  # under the current directory
 
@@ -62,6 +62,7 @@ def demo(
         int | None, typer.Option("--pairs", help="Interleaved timing pairs (default 16 on cpu, 30 on a device).")
     ] = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Run the whole loop on a bundled kernel and print the round summary and where the files are."""
     from pathlib import Path

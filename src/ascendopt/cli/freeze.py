@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
 from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
@@ -67,6 +67,7 @@ def freeze(
     ascend_python: AscendPythonOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE"}
 
@@ -73,6 +73,7 @@ def gate(
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4;
     6 when the noise band is too wide to tell).

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
 
 
 def optimize_round(
@@ -53,6 +53,7 @@ def optimize_round(
     ascend_python: AscendPythonOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
     best so far, re-profile with the contract's metric groups, record rounds/NNNN.yaml and print the

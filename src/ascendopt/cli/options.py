@@ -25,7 +25,26 @@ TimeoutOpt = Annotated[
 ]
 WorkspaceOpt = Annotated[
     str | None,
-    typer.Option("--workspace", "-w", help="Workspace folder (default ./.ascendopt or $ASCENDOPT_WORKSPACE)."),
+    typer.Option("--workspace", "-w", help="Workspace folder (default: $ASCENDOPT_WORKSPACE, else the nearest "
+                                           ".ascendopt/ in this folder or a parent up to the git root, else "
+                                           "./.ascendopt)."),
+]
+
+
+def _open_events(ctx: typer.Context, value: str | None) -> str | None:
+    if value is not None:
+        from ascendopt import console
+
+        console.open_events(value, ctx.info_name or "ascendopt")
+    return value
+
+
+EventsOpt = Annotated[
+    str | None,
+    typer.Option("--events", metavar="FILE", callback=_open_events,
+                 help="Also write the command's progress as NDJSON events to FILE (appended; '-' for stderr): "
+                      "phase_start, progress, measurement, stage_result, round_recorded, phase_end, error "
+                      "(schema: ascendopt/cli/schemas/events.schema.json)."),
 ]
 AscendPythonOpt = Annotated[
     str | None,

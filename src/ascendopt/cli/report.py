@@ -42,12 +42,16 @@ def write_report(ws, md_path, png_path, *, check_digest: bool = False):
     """Write the report of workspace ``ws``: the plot to ``png_path`` (PNG), then the markdown to
     ``md_path``; returns the ``rounds.report.WorkspaceReport`` both were made from. Used by
     ``report`` and by ``demo``."""
+    from contextlib import nullcontext
+
     from ascendopt.rounds import report as rep
     from ascendopt.workspace import atomic_write_text
 
     result = rep.workspace_report(ws, plot_name=rep.plot_link(md_path, png_path), check_digest=check_digest)
-    rep.plot_rounds(result.contract, result.records, png_path)
-    atomic_write_text(md_path, result.markdown)
+    # a report written into the workspace is a write of it: under its lock, in its audit log
+    with ws.lock() if ws.contract_path.is_file() and ws.held_by_this_process() is None else nullcontext():
+        rep.plot_rounds(result.contract, result.records, png_path)
+        atomic_write_text(md_path, result.markdown)
     return result
 
 

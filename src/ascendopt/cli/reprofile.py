@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
 
 
 def reprofile(
@@ -16,6 +16,7 @@ def reprofile(
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
+    events: EventsOpt = None,
 ) -> None:
     """Profile the best configuration so far with the contract's metric groups, compare it with the
     profile before the last change, reclassify the hot kernel, say whether the metric the last

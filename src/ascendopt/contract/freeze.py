@@ -52,10 +52,13 @@ def _refuse_overwrite(ws: Workspace, force: bool) -> None:
                          hint="pass --force to replace it (the old contract and its rounds are archived)")
 
 
-def _save(ws: Workspace, contract: Contract, force: bool) -> None:
+def _save(ws: Workspace, contract: Contract, force: bool, *, profile: bool = False,
+          timeout: float | None = None) -> None:
     """Write the new contract under the workspace lock; a previous ledger (contract, rounds, tune cache,
     report) is archived first, so the new contract's rounds, stop criteria and report start over at
-    round 1. Profiles stay in ``profiles/`` as evidence (the archived rounds name them by path)."""
+    round 1. Profiles stay in ``profiles/`` as evidence (the archived rounds name them by path).
+    ``profile``: then profile the baseline (``_profile_baseline``) under the same lock, so freeze's one
+    audit log entry names everything it wrote."""
     with ws.lock():
         _refuse_overwrite(ws, force)  # re-checked under the lock: another freeze may have won
         archive = ws.archive_ledger()
@@ -66,6 +69,8 @@ def _save(ws: Workspace, contract: Contract, force: bool) -> None:
             names = ", ".join(sorted(p.name for p in archive.iterdir()))
             console.info(f"freeze: the previous ledger is archived in {archive} ({names}; {kept} round(s)); "
                          "rounds, stop criteria and the report start over at round 1")
+        if profile:
+            _profile_baseline(ws, contract, timeout)
 
 
 def _profile_baseline(ws: Workspace, contract: Contract, timeout: float | None) -> None:
@@ -124,6 +129,7 @@ def _fingerprint() -> tuple[str, dict[str, Any]]:
 
 
 def _timing(case: str, t) -> BaselineTiming:
+    console.event("measurement", source="freeze", case=case, sides={"baseline": t.to_dict()})
     return BaselineTiming(case=case, median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, cv=t.cv, n=t.n,
                           calls_per_sample=t.calls_per_sample)
 
@@ -254,9 +260,7 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
         timeouts=frozen_timeouts(timeout),
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
-    _save(ws, contract, force)
-    if profile:
-        _profile_baseline(ws, contract, timeout)
+    _save(ws, contract, force, profile=profile, timeout=timeout)
     return contract
 
 
@@ -362,9 +366,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         equivalence=outputs,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
-    _save(ws, contract, force)
-    if profile:
-        _profile_baseline(ws, contract, timeout)
+    _save(ws, contract, force, profile=profile, timeout=timeout)
     return contract
 
 

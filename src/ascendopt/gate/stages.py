@@ -2,7 +2,9 @@
 the first red stage.
 
 * integrity (red: exit 3): the contract digest; bundled kernels: the sources of the oracle and
-  input factory; own code: the frozen files' sha256;
+  input factory; own code: the frozen files' sha256; the ledger: each round record against its own
+  digest, and the contract, round records and tune cache against the audit log ``log.jsonl`` (a file
+  edited, added or removed by hand, or a log line edited or removed, names the file);
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
   against the frozen test set (``gate.testset``: what "passed" means), then
@@ -91,11 +93,34 @@ def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResu
         contract = loaded
     checks = [Check(source, True, "digest matches")]
     checks += [Check(*item) for item in check_frozen_files(contract, project_root())]
+    frozen = len(checks) - 1
+    ledger, notes = _ledger_checks(ws)
+    checks += ledger
     bad = [c for c in checks if not c.passed]
+    data = {"notes": notes} if notes else {}
     if bad:
-        return StageResult("integrity", "fail", bad[0].message, checks), contract
-    return StageResult("integrity", "pass", f"contract digest and {len(checks) - 1} frozen item(s) unchanged",
-                       checks), contract
+        return StageResult("integrity", "fail", bad[0].message, checks, data), contract
+    return StageResult("integrity", "pass", f"contract digest, {frozen} frozen item(s) and the ledger "
+                                            f"({len(ledger)} file(s) against {ws.log_path.name}) unchanged",
+                       checks, data), contract
+
+
+def _ledger_checks(ws: Workspace) -> tuple[list[Check], list[str]]:
+    """The round records against their own digests and the ledger against the audit log: one failed
+    check per file edited, added or removed by hand; passed checks for the files that match."""
+    from ascendopt.rounds.records import tampered_rounds
+    from ascendopt.workspace import check_ledger, ledger_files
+
+    audit = check_ledger(ws)
+    bad: dict[str, str] = {}
+    for path, text in [*tampered_rounds(ws), *audit.problems]:
+        bad.setdefault(path, text)  # one check per file: its own digest's word first
+    checks = [Check(path, False, text) for path, text in bad.items()]
+    checks += [Check(str(ws.root / rel), True, "as the audit log recorded it") for rel in ledger_files(ws)
+               if str(ws.root / rel) not in bad and audit.checked]
+    for note in audit.notes:
+        console.status(f"gate: {note}")
+    return checks, audit.notes
 
 
 def kernel_raised(exc: Exception, kernel: str, config: Mapping[str, int]) -> str:
@@ -349,6 +374,9 @@ def _performance_result(comparisons) -> StageResult:
         checks.append(Check(case, c.verdict not in ("slower", "inconclusive"), verdict_line(case, c)))
         entry = {"case": case, **c.to_dict()}
         data.append(entry)
+        console.event("measurement", source="gate", case=case, sides={"baseline": c.baseline.to_dict(),
+                                                                      "candidate": c.candidate.to_dict()},
+                      ratio=c.ratio, verdict=c.verdict, noise_band=c.threshold_rel)
     slower = [ch for ch, (_, c) in zip(checks, comparisons, strict=True) if c.verdict == "slower"]
     if slower:
         return StageResult("performance", "fail", "regression: " + slower[0].message, checks,
@@ -385,6 +413,7 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     notes: list[str] = []
     integrity, contract = _integrity(ws, context.contract if context else None)
     stages.append(integrity)
+    _stage_event(integrity)
     root = project_root()
     if contract is not None and integrity.status == "pass":
         ctx = context or RoundContext.for_contract(ws, contract)
@@ -404,11 +433,13 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         for run in runners:
             stage = run()
             stages.append(stage)
+            _stage_event(stage)
             if stage.status == "fail":
                 break
     red = next((s.name for s in stages if s.status == "fail"), None)
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
+        _stage_event(stages[-1])
     notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
 
@@ -424,6 +455,11 @@ def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[d
         return ctx.candidate_config(dict(best.config)) or {}, \
             f"best kept configuration, round {best.number} (--set overrides it)"
     return ctx.candidate_config({}) or {}, "the frozen configuration, no round was kept yet"
+
+
+def _stage_event(stage: StageResult) -> None:
+    console.event("stage_result", stage=stage.name, status=stage.status, exit_code=stage.exit_code,
+                  summary=stage.summary)
 
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:

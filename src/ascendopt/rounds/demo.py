@@ -127,10 +127,11 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
     advance()
 
     step(f"demo 2/7 collect: {', '.join(contract.metric_groups)}")
-    profiles = [str(p) for p in collect_kernel(plan.kernel, shape=dims_text(w.shapes[0].dims),
-                                               dtype=w.dtype, mode=w.mode, config=dict(w.config),
-                                               metric_groups=list(contract.metric_groups),
-                                               out_dir=ws.profiles_dir, name="baseline")]
+    with ws.lock():  # a write of the workspace (its audit log names the profile), like `collect -w`
+        profiles = [str(p) for p in collect_kernel(plan.kernel, shape=dims_text(w.shapes[0].dims),
+                                                   dtype=w.dtype, mode=w.mode, config=dict(w.config),
+                                                   metric_groups=list(contract.metric_groups),
+                                                   out_dir=ws.profiles_dir, name="baseline")]
     out["profiles"] = profiles
     advance()
 

@@ -114,6 +114,9 @@ class RoundRecord:
     # carried it); rounds of another contract are not this contract's ledger (``belongs_to``)
     contract_digest: str = ""
     notes: list[str] = field(default_factory=list)  # the warnings printed while the round ran
+    # sha256 of the record's own content (``record_digest``), written by ``save_round``; "": recorded
+    # before rounds carried it. The gate's integrity stage recomputes it (a hand edit is exit 3).
+    digest: str = ""
 
     def __post_init__(self) -> None:
         where = f"rounds/{self.number:04d}.yaml" if isinstance(self.number, int) else "round"
@@ -354,15 +357,53 @@ def next_number(ws: Workspace) -> int:
     return (nums[-1] + 1) if nums else 1
 
 
+def record_digest(data: Mapping[str, Any]) -> str:
+    """sha256 of a round record's content as read from its YAML (``schema`` and ``digest`` left out),
+    over canonical JSON (sorted keys), so the same content always gives the same digest."""
+    import hashlib
+    import json
+
+    body = {k: v for k, v in data.items() if k not in ("schema", "digest")}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def save_round(ws: Workspace, record: RoundRecord) -> Path:
-    """Write ``rounds/NNNN.yaml`` atomically; refuses to overwrite an existing round."""
+    """Write ``rounds/NNNN.yaml`` atomically with its ``digest``; refuses to overwrite an existing round.
+    A caller that does not hold the workspace lock gets it for this write (and its audit log entry)."""
+    if ws.held_by_this_process() is None:
+        with ws.lock():
+            return save_round(ws, record)
+    import yaml
+
+    from ascendopt.workspace import dump_yaml
+
     path = ws.round_path(record.number)
     if path.exists():
         raise ContractError(f"{path}: round {record.number} already recorded; rounds are never rewritten")
     if not record.created_at:
         record = replace(record, created_at=now_iso())
-    write_yaml(path, record.to_dict())
+    body = {k: v for k, v in record.to_dict().items() if k != "digest"}
+    # digest what a reader will load (the YAML round trip), not the Python objects
+    write_yaml(path, {**body, "digest": record_digest(yaml.safe_load(dump_yaml(body)))})
     return path
+
+
+def tampered_rounds(ws: Workspace) -> list[tuple[str, str]]:
+    """``(path, one line)`` for each round file whose content no longer matches its own ``digest``
+    (edited by hand); a record without a digest (an older ascendopt) is not judged here."""
+    out = []
+    for n in ws.round_numbers():
+        path = ws.round_path(n)
+        try:
+            data = read_yaml(path)
+        except ContractError as exc:
+            out.append((str(path), str(exc)))
+            continue
+        stored = data.get("digest")
+        if stored and stored != record_digest(data):
+            out.append((str(path), f"{path}: edited by hand (its content no longer matches its digest)"))
+    return out
 
 
 def best_round(records: Sequence[RoundRecord]) -> RoundRecord | None:

@@ -271,14 +271,16 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
     """
     _check_hypothesis(hypothesis)
     check_direction(direction)
-    with ws.lock():
+    with ws.lock() as session:
         ctx = RoundContext.load(ws)
         check_sets(ctx, sets)
         check_stop(ctx, force)
-        return record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
-                            reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
-                            direction=direction, timeout=timeout, precheck=precheck,
-                            ascend_python=ascend_python)
+        outcome = record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
+                               reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
+                               direction=direction, timeout=timeout, precheck=precheck,
+                               ascend_python=ascend_python)
+        session.exit_code = outcome.exit_code  # the audit log's entry: a drop exits with the gate's code
+        return outcome
 
 
 def _check_hypothesis(hypothesis: str) -> None:
@@ -395,6 +397,12 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             green, timing = False, None
         except AscendoptError as exc:
             console.warn(f"re-profile failed: {exc}")
+    for case in (timing or {}).get("cases", []):
+        vs_best = case.get("vs_best") or {}
+        console.event("measurement", source="optimize-round", round=number, case=case["case"],
+                      sides={side: case[side] for side in ("baseline", "best", "candidate") if case.get(side)},
+                      ratio=vs_best.get("ratio"), verdict=vs_best.get("verdict"),
+                      noise_band=vs_best.get("threshold_rel"))
     floor = None
     if timing:
         hit = [k for k in (after_report or {}).get("kernels", []) if matches_any(str(k.get("name")), names)]
@@ -430,4 +438,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                   verdict_reason=rounds.verdict_reason(timing))
     record = replace(draft, stop=stop, summary=summary)
     path = rounds.save_round(ws, record)
-    return RoundOutcome(rounds.load_rounds(ws)[-1], path, gsum["exit_code"])
+    saved = rounds.load_rounds(ws)[-1]
+    console.event("round_recorded", round=saved.number, verdict=saved.verdict, direction=saved.direction,
+                  path=str(path), digest=saved.digest, exit_code=gsum["exit_code"],
+                  ratio_vs_best=saved.ratio_vs_best, stop=saved.stop.to_dict())
+    return RoundOutcome(saved, path, gsum["exit_code"])
