@@ -50,6 +50,7 @@ def optimize_round(
     re-profiled is recorded as a drop with the error and exits 1 (after recording).
     """
     from ascendopt import console
+    from ascendopt.cli import next_steps
     from ascendopt.cli.render import format_config, render_round_summary, speedup_text, ub_text
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
@@ -87,6 +88,7 @@ def optimize_round(
         with console.progress("optimize-round --auto") as bar:
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, force=force, pairs=pairs,
                                         step=bar.update, on_round=on_round, allow_ub_overflow=allow_ub_overflow)
+        console.next_steps(next_steps.after_auto(ws))
         if json:
             console.print_json(result)
             return
@@ -105,7 +107,6 @@ def optimize_round(
         console.out(f"best configuration: {format_config(result['best'])}"
                     + (f" (UB: {result['best_ub_warning']})" if result["best_ub_warning"] else ""))
         console.out(f"cache: {result['cache']}")
-        console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
         return
 
     with console.progress("optimize-round") as bar:
@@ -113,6 +114,7 @@ def optimize_round(
                                       target_metric=target_metric, step=bar.update, direction=direction,
                                       timeout=timeout)
     record = outcome.record
+    console.next_steps(next_steps.after_round(ws, record.summary))
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})
     else:
