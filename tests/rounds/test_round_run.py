@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 import _gate_kernels as gk
+from _cli_json import json_payload
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
 from ascendopt.rounds import auto as round_auto
@@ -132,7 +133,6 @@ def test_parse_sets():
 
 def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     """Own code: the gate times the frozen commit (git worktree) against the edited working tree."""
-    import json
 
     from _own_code import commit_repo, sleep_repo_files
 
@@ -147,7 +147,7 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "halve the work",
                          "--pairs", "12", "--json")
     assert code == 0, err[-2000:]
-    rec = json.loads(out)
+    rec = json_payload(out)
     assert rec["change"]["kind"] == "code" and "op.py" in rec["change"]["diff_stat"]
     assert rec["verdict"] == "keep" and rec["timing"]["ratio_vs_baseline"] < 0.8
     assert rec["profiles"] and rec["summary"]["duration_us"]["after"] > 0
@@ -157,7 +157,7 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "more work", "--pairs",
                          "12", "--json")
     assert code == 0, err[-2000:]
-    rec = json.loads(out)
+    rec = json_payload(out)
     assert rec["gate"]["passed"] and rec["verdict"] == "revert" and rec["timing"]["vs_baseline"] == "slower"
 
 

@@ -141,8 +141,8 @@ def _run(args: list[str], command: str) -> tuple[int, dict | None]:
         return exc.exit_code, None
     except _ClickException as exc:  # bad option or argument, raised before the command runs: usage error, exit 2
         exc.show(file=sys.stderr)
-        return 2, envelope.error_fields(2, exc.format_message(), hint=" ".join(filter(None, ("ascendopt", command, "--help"))),
-                                        where=_click_where(exc))
+        usage = " ".join(filter(None, ("ascendopt", command, "--help")))
+        return 2, envelope.error_fields(2, exc.format_message(), hint=usage, where=_click_where(exc))
     except (exits.Interrupted, KeyboardInterrupt, typer.Abort) as exc:
         code = exc.exit_code if isinstance(exc, exits.Interrupted) else 130
         what = f"ascendopt {command}".strip()

@@ -137,10 +137,21 @@ def schema_names() -> list[str]:
 
 
 def validate(envelope: dict[str, Any]) -> None:
-    """Check an envelope against the envelope schema and its ``data`` against the command's schema;
-    raises ``jsonschema.ValidationError`` naming the path of the first wrong field."""
+    """Check an envelope against the envelope schema and its ``data`` against the command's schema (the
+    schemas refer to each other by ``$id``, ``urn:ascendopt:schema:1:<name>``); raises
+    ``jsonschema.ValidationError`` naming the path of the first wrong field."""
     import jsonschema
 
-    jsonschema.validate(envelope, schema(ENVELOPE_SCHEMA), cls=jsonschema.Draft202012Validator)
+    registry = _registry()
+    jsonschema.Draft202012Validator(schema(ENVELOPE_SCHEMA), registry=registry).validate(envelope)
     if envelope["data"] is not None:
-        jsonschema.validate(envelope["data"], schema(envelope["command"]), cls=jsonschema.Draft202012Validator)
+        jsonschema.Draft202012Validator(schema(envelope["command"]), registry=registry).validate(envelope["data"])
+
+
+@cache
+def _registry() -> Any:
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    return Registry().with_resources(
+        (schema(name)["$id"], DRAFT202012.create_resource(schema(name))) for name in schema_names())
