@@ -49,6 +49,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("lint", "lint"),
     ("ub", "ub"),
     ("env", "env"),
+    ("mcp", "mcp"),
 ]
 
 _state = {"debug": False}
