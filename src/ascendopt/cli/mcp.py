@@ -255,7 +255,8 @@ def _require_sdk() -> None:
 def mcp(
     tool_timeout: Annotated[float, typer.Option(
         "--tool-timeout", min=1, metavar="SECONDS",
-        help="Limit of one tool call: its command is stopped (SIGTERM, then SIGKILL) past it.")] = DEFAULT_TOOL_TIMEOUT_S,
+        help="Limit of one tool call: its command is stopped (SIGTERM, then SIGKILL) past it.",
+    )] = DEFAULT_TOOL_TIMEOUT_S,
 ) -> None:
     """Serve the loop's commands as Model Context Protocol tools over stdio (for coding agents).
 
