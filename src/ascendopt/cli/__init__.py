@@ -137,7 +137,7 @@ def _run(args: list[str], command: str) -> tuple[int, dict | None]:
             console.stderr().print_exception(suppress=[typer])
         console.error(str(exc))
         code = int(exc.exit_code)
-        return code, envelope.error_fields(code, exc.message, hint=exc.hint, where=getattr(exc, "where", None))
+        return code, envelope.error_fields(code, exc.message, hint=exc.hint, where=envelope.where_of(exc.message))
     except typer.Exit as exc:
         return exc.exit_code, None
     except _ClickException as exc:  # bad option or argument, raised before the command runs: usage error, exit 2

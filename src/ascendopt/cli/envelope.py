@@ -79,6 +79,19 @@ def error_fields(exit_code: int, message: str, *, hint: str | None = None, where
     return {"kind": outcome(exit_code)[0], "message": message, "hint": hint, "where": where}
 
 
+def where_of(message: str) -> str | None:
+    """What an error message is about, when it leads with it as the project's errors do (``PATH: problem``,
+    ``contract.yaml: tolerances.fwd.rtol: must be > 0``): the words before the last ``: `` that starts a
+    problem, as long as they are names (no spaces); None for a message that names nothing first."""
+    parts = message.split(": ")
+    names = []
+    for part in parts[:-1]:
+        if not part or any(ch.isspace() for ch in part):
+            break
+        names.append(part)
+    return ": ".join(names) or None
+
+
 def internal_where(exc: BaseException) -> str | None:
     """``file:line in function`` of the innermost frame of an unexpected exception (where the bug is)."""
     frames = traceback.extract_tb(exc.__traceback__)
