@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> None:
                 code, error = _run(args, command)
         if as_json:
             result = envelope.build(command, code, data=captured.data, next_commands=captured.next, error=error)
-            sys.stdout.write(console.dumps_json(result) + "\n")
-            sys.stdout.flush()
+            with exits.pipe_safe_stdout():  # a reader gone before the envelope: the exit code still says it all
+                sys.stdout.write(console.dumps_json(result) + "\n")
+                sys.stdout.flush()
     sys.exit(code)
 
 

@@ -38,6 +38,7 @@ MAX_RESULT_CHARS = 20_000  # a tool result an agent's context can take; the full
 _LIST_KEEP = (20, 10, 5, 2, 1)  # items kept per list while summarizing, tried in this order
 _STRING_KEEP = 2_000  # characters kept of a long string while summarizing
 _SKIPPED_PARAMS = {"json", "help"}  # the server always asks for --json; help is for people
+_running: set[subprocess.Popen] = set()  # the children of tool calls in flight (stopped when the server stops)
 _CLICK_TYPES = {"integer": "integer", "float": "number", "boolean": "boolean"}
 _PYTHON_TYPES = {int: "integer", float: "number", bool: "boolean"}
 
@@ -179,6 +180,7 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], *, timeout_s: float) -> 
     args = [sys.executable, "-m", "ascendopt", *argv[:1], "--json", *argv[1:]]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    _running.add(proc)
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout_s)
@@ -193,6 +195,8 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], *, timeout_s: float) -> 
     except BaseException:
         kill_group(proc)
         raise
+    finally:
+        _running.discard(proc)
     try:
         result = json.loads(out)
     except json.JSONDecodeError:
@@ -204,6 +208,25 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], *, timeout_s: float) -> 
         result["error"]["message"] = (f"tool call ran past the server's limit of {timeout_s:g} s (--tool-timeout) "
                                       f"and was stopped: {result['error']['message']}")
     return result
+
+
+def stop_running_tools() -> None:
+    """Stop the commands of tool calls still running (the server is going away): SIGTERM to each process
+    group, so each command ends itself and releases its workspace; SIGKILL to what is left after the grace."""
+    from ascendopt.process import kill_group
+
+    procs = list(_running)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + TERM_GRACE_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
 
 
 def build_server(*, timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> Any:
@@ -274,7 +297,10 @@ def mcp(
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(serve)
+    try:
+        anyio.run(serve)
+    finally:  # Ctrl-C, SIGTERM or the client gone: no tool call's command outlives the server
+        stop_running_tools()
 
 
 def register(app: typer.Typer, name: str) -> None:
