@@ -35,6 +35,10 @@ class Interrupted(BaseException):
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
+    # One interrupt is enough: a second Ctrl-C must not cut the cleanup short (killing the child process
+    # groups, releasing the lock) nor turn the one line into a traceback.
+    for sig in SIGNAL_NAMES:
+        signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
