@@ -5,7 +5,7 @@ and the rest inside their functions so that ``ascendopt --help`` stays fast and 
 
 Exit codes: 0 pass, 1 correctness, 2 usage/bad input, 3 contract integrity, 4 performance
 regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive (noise band too
-wide to tell), 70 internal error (a bug: please report).
+wide to tell), 70 internal error (a bug: please report), 130/143 interrupted by SIGINT/SIGTERM (``cli.exits``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from ascendopt import __version__
 EXIT_CODES_HELP = (
     "Exit codes: 0 pass, 1 correctness failure, 2 usage or bad input, 3 contract integrity violation, "
     "4 performance regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive "
-    "(noise band too wide to tell)."
+    "(noise band too wide to tell), 70 internal error (a bug), 130/143 interrupted (SIGINT/SIGTERM). With --json "
+    "every command prints one JSON envelope on stdout, whatever the outcome."
 )
 
 app = typer.Typer(
