@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 import _gate_kernels as gk
-from _cli_json import json_payload
+from _cli_json import json_envelope, json_payload
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
 from ascendopt.rounds import auto as round_auto
@@ -172,6 +172,15 @@ def test_auto_cli_prints_one_row_per_recorded_round(ws, cli):
     assert code == 2 and "--budget applies to --auto only" in err
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
     assert code == 2 and "--pairs 11: at least 12 interleaved pairs" in err
+
+
+def test_auto_cli_json_is_the_envelope_with_next_steps(ws, cli):
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "1",
+                         "--pairs", "12", "--json")
+    assert code == 0, err[-2000:]
+    env = json_envelope(out)  # validated against the optimize-round schema (the --auto form)
+    assert env["data"]["budget"] == 1 and len(env["data"]["rounds"]) == len(rounds.load_rounds(ws))
+    assert env["next"] == [f"ascendopt reprofile -w {ws.root}", f"ascendopt report -w {ws.root}"]
 
 
 def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys, tmp_path):
