@@ -146,3 +146,23 @@ def test_validation_rejects_a_wrong_payload():
 def test_json_payload_requires_the_envelope():
     with pytest.raises(AssertionError, match="not a --json envelope"):
         json_payload(json.dumps({"schema": 1, "kernels": []}))
+
+
+def test_the_loop_in_envelopes_freeze_gate_report(cli, tmp_path, monkeypatch):
+    """freeze -> gate -> report as an agent drives them: each prints a valid envelope whose ``next`` leads on."""
+    import _gate_kernels as gk
+
+    gk.install(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    ws = tmp_path / "ws"
+    freeze, err = _envelope(cli, "freeze", "--kernel", "t_scale", "--mode", "fwd", "--no-profile", "-w", str(ws),
+                            "--json")
+    assert freeze["status"] == "ok" and freeze["data"]["contract"] == str(ws / "contract.yaml"), err
+    assert f"ascendopt gate -w {ws}" in freeze["next"]
+    gate, err = _envelope(cli, "gate", "--skip-perf", "-w", str(ws), "--json")
+    assert gate["status"] == "ok" and gate["data"]["passed"], err
+    assert gate["next"][0].startswith(f"ascendopt optimize-round -w {ws} --hypothesis ")
+    assert gate["next"][0].endswith("--set NAME=VALUE")  # a bundled kernel's round changes a tunable
+    report, err = _envelope(cli, "report", "-w", str(ws), "--json")
+    assert report["status"] == "ok" and report["data"]["rounds"] == 0, err
+    assert (ws / "report.md").exists()
