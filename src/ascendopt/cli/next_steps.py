@@ -58,7 +58,7 @@ def after_kernels(name: str | None) -> Steps:
 def after_round(ws: Any, summary: Mapping[str, Any]) -> Steps:
     """Another round while the stop criteria allow one, else the report; a red gate first needs a green one."""
     root = str(ws.root)
-    if summary.get("verdict") == "drop":
+    if str(summary.get("verdict") or "").split(" ")[0] == "drop":  # a reprofile says "drop (round 3)"
         return [(_cmd("gate", "-w", root), "fix the change until the gate is green"),
                 (_round_command(ws), "then record it as a round")]
     if summary.get("another_round"):
