@@ -135,8 +135,7 @@ def tool_specs() -> list[ToolSpec]:
 
 def _summarize(value: Any, keep: int) -> Any:
     if isinstance(value, list):
-        head = [_summarize(v, keep) for v in value[:keep]]
-        return head
+        return [_summarize(v, keep) for v in value[:keep]]
     if isinstance(value, dict):
         return {k: _summarize(v, keep) for k, v in value.items()}
     if isinstance(value, str) and len(value) > _STRING_KEEP:
@@ -186,7 +185,10 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], *, timeout_s: float) -> 
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGTERM)  # the command ends itself: exit 143, its envelope, the lock released
+        try:  # the command ends itself: exit 143, its envelope, the lock released
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:  # it ended on its own at the limit
+            pass
         try:
             out, err = proc.communicate(timeout=TERM_GRACE_S)
         except subprocess.TimeoutExpired:
