@@ -127,12 +127,35 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+_deferred_next: list[tuple[str, str]] | None = None
+
+
+@contextmanager
+def deferred_next_steps() -> Iterator[list[tuple[str, str]]]:
+    """While active, ``next_steps`` (text mode) records into the yielded list; the caller prints it with
+    ``print_next_steps`` once the command has ended, so the ``next:`` line is the last thing on stderr."""
+    global _deferred_next
+    previous, _deferred_next = _deferred_next, []
+    try:
+        yield _deferred_next
+    finally:
+        _deferred_next = previous
+
+
 def next_steps(steps: Sequence[tuple[str, str]]) -> None:
     """The commands that make sense after this one, as ``(command line, why)`` pairs: the envelope's
-    ``next`` under ``capture_json``, else one ``next:`` line on stderr (guidance, not data)."""
+    ``next`` under ``capture_json``; else one ``next:`` line on stderr (guidance, not data), after the command
+    when ``deferred_next_steps`` is active."""
     if _capture is not None:
         _capture.next = [command for command, _ in steps]
-        return
+    elif _deferred_next is not None:
+        _deferred_next[:] = list(steps)
+    else:
+        print_next_steps(steps)
+
+
+def print_next_steps(steps: Sequence[tuple[str, str]]) -> None:
+    """One ``next:`` line on stderr: each command in backquotes with why, in order (nothing for no steps)."""
     if steps:
         info("next: " + "; then ".join(f"`{command}`" + (f" ({why})" if why else "") for command, why in steps))
 

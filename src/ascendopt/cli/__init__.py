@@ -102,8 +102,6 @@ def main(argv: list[str] | None = None) -> None:
     happens: success, a usage error click raises before the command runs, a red gate, an interrupt, a bug.
     Without it, a reader that closes stdout early is not a failure (``cli.exits``).
     """
-    from contextlib import nullcontext
-
     from ascendopt import console
     from ascendopt.cli import envelope, exits
 
@@ -112,10 +110,12 @@ def main(argv: list[str] | None = None) -> None:
     as_json = envelope.json_requested(args)
     command = envelope.command_of(args)
     with exits.signals_raise_interrupted():
-        with (console.capture_json() if as_json else nullcontext()) as captured:
+        with (console.capture_json() if as_json else console.deferred_next_steps()) as captured:
             with envelope.stdout_to_stderr() if as_json else exits.pipe_safe_stdout():
                 code, error = _run(args, command)
-        if as_json:
+        if not as_json:  # the text output's `next:` line comes last, after the command's own output
+            console.print_next_steps(captured)
+        else:
             result = envelope.build(command, code, data=captured.data, next_commands=captured.next, error=error)
             with exits.pipe_safe_stdout():  # a reader gone before the envelope: the exit code still says it all
                 sys.stdout.write(console.dumps_json(result) + "\n")
