@@ -72,6 +72,11 @@ KERNELS = ("_axpb_kernel", "_matmul_kernel")
 TIMEOUT_S = 300
 
 
+def _data(stdout: str):
+    """The command's payload: the ``data`` of the ``--json`` envelope it printed."""
+    return json.loads(stdout)["data"]
+
+
 def run(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False)
@@ -143,7 +148,7 @@ def main() -> int:
     pipe = run(base + ["--aic-metrics", "pipe", "--out-dir", str(work / "pipe"), "--json"], env)
     results["runs"]["pipe"] = pipe
     if checks.add("collect --aic-metrics pipe exits 0", pipe["rc"] == 0, pipe["stderr"][-300:]):
-        folder = Path(json.loads(pipe["stdout"])["profiles"][0]["path"])
+        folder = Path(_data(pipe["stdout"])["profiles"][0]["path"])
         try:
             results["pipe"] = check_pipe_folder(checks, folder)
         except Exception as exc:  # noqa: BLE001 - a check that crashes is a failed check, reported
@@ -151,7 +156,7 @@ def main() -> int:
         ana = run([sys.executable, "-m", "ascendopt", "analyze", str(folder), "--json"], env)
         results["runs"]["analyze"] = ana
         if checks.add("analyze reads the folder", ana["rc"] == 0, ana["stderr"][-300:]):
-            report = json.loads(ana["stdout"])
+            report = _data(ana["stdout"])
             classes = {k["name"]: k.get("bound") for k in report.get("kernels", [])}
             results["analyze_classes"] = classes
             results["analyze_report"] = report
@@ -163,9 +168,9 @@ def main() -> int:
     none = run(base + ["--aic-metrics", "none", "--out-dir", str(work / "none"), "--json"], env)
     results["runs"]["none"] = none
     if checks.add("collect --aic-metrics none exits 0", none["rc"] == 0, none["stderr"][-300:]):
-        folder = Path(json.loads(none["stdout"])["profiles"][0]["path"])
+        folder = Path(_data(none["stdout"])["profiles"][0]["path"])
         checks.add("none: no ncu pass, hardware_counters false",
-                   not (folder / "ncu_raw.csv").exists() and json.loads(none["stdout"])["profiles"][0][
+                   not (folder / "ncu_raw.csv").exists() and _data(none["stdout"])["profiles"][0][
                        "hardware_counters"] is False, sorted(p.name for p in folder.iterdir()))
 
     ncu_dirs = {str(Path(p).parent) for p in (shutil.which("ncu", path=env["PATH"]),) if p}

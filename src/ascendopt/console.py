@@ -100,10 +100,72 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
 
+class JsonCapture:
+    """What a command hands over for its ``--json`` envelope: its payload (``data``) and the commands that
+    make sense next (``next``). The CLI's error boundary prints the envelope once the command has ended,
+    whatever its outcome (``cli.envelope``)."""
+
+    def __init__(self) -> None:
+        self.data: Any = None
+        self.next: list[str] = []
+
+
+_capture: JsonCapture | None = None
+
+
+@contextmanager
+def capture_json() -> Iterator[JsonCapture]:
+    """While active, ``print_json`` and ``next_steps`` record into the yielded ``JsonCapture`` instead of
+    printing (the ``--json`` envelope is written by the caller, after the command)."""
+    global _capture
+    previous, _capture = _capture, JsonCapture()
+    try:
+        yield _capture
+    finally:
+        _capture = previous
+
+
 def print_json(obj: Any) -> None:
-    """Machine-readable output on stdout: valid JSON, NaN written as null."""
+    """Machine-readable output: valid JSON, NaN written as null. Under ``capture_json`` (``--json`` on
+    the command line) the object becomes the envelope's ``data``; otherwise it is printed on stdout."""
+    if _capture is not None:
+        _capture.data = _jsonable(obj)
+        return
     sys.stdout.write(dumps_json(obj) + "\n")
     sys.stdout.flush()
+
+
+_deferred_next: list[tuple[str, str]] | None = None
+
+
+@contextmanager
+def deferred_next_steps() -> Iterator[list[tuple[str, str]]]:
+    """While active, ``next_steps`` (text mode) records into the yielded list; the caller prints it with
+    ``print_next_steps`` once the command has ended, so the ``next:`` line is the last thing on stderr."""
+    global _deferred_next
+    previous, _deferred_next = _deferred_next, []
+    try:
+        yield _deferred_next
+    finally:
+        _deferred_next = previous
+
+
+def next_steps(steps: Sequence[tuple[str, str]]) -> None:
+    """The commands that make sense after this one, as ``(command line, why)`` pairs: the envelope's
+    ``next`` under ``capture_json``; else one ``next:`` line on stderr (guidance, not data), after the command
+    when ``deferred_next_steps`` is active."""
+    if _capture is not None:
+        _capture.next = [command for command, _ in steps]
+    elif _deferred_next is not None:
+        _deferred_next[:] = list(steps)
+    else:
+        print_next_steps(steps)
+
+
+def print_next_steps(steps: Sequence[tuple[str, str]]) -> None:
+    """One ``next:`` line on stderr: each command in backquotes with why, in order (nothing for no steps)."""
+    if steps:
+        info("next: " + "; then ".join(f"`{command}`" + (f" ({why})" if why else "") for command, why in steps))
 
 
 def table(

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from _cli_json import json_payload
 from ascendopt.analyze.diagnosis import analyze, compare
 from ascendopt.analyze.traces import load_profile
 from ascendopt.errors import UsageError
@@ -175,7 +176,7 @@ def test_metric_labels_are_defined_once_for_both_views():
 
 def test_cli_json_is_the_report(cli):
     code, out, _ = cli("analyze", str(ASCEND / "advisor_pipe"), "--json", "--top", "2")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0 and data["schema"] == 1 and len(data["kernels"]) == 2
 
 
@@ -187,7 +188,7 @@ def test_cli_filter_no_match_exits_2_with_closest_names(cli):
 
 def test_cli_compare(cli):
     code, out, err = cli("analyze", str(ASCEND / "advisor_pipe"), "--compare", str(ASCEND / "advisor_pipe"), "--json")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0, err
     assert data["compare"]["kernels"] and all(k["avg_us_ratio"] == 1 for k in data["compare"]["kernels"])
     code, out, _ = cli("analyze", str(CUDA), "--compare", str(CUDA))
@@ -200,7 +201,7 @@ def test_cli_list_runs(cli, tmp_path):
     shutil.copytree(ASCEND / "level0_cnn", tmp_path / "h_1_20250101000000000_ascend_pt")
     shutil.copytree(ASCEND / "level1_cnn", tmp_path / "h_1_20250102000000000_ascend_pt")
     code, out, _ = cli("analyze", str(tmp_path), "--list", "--json")
-    runs = json.loads(out)
+    runs = json_payload(out)
     assert code == 0 and [r["path"].rsplit("/", 1)[-1] for r in runs] == [
         "h_1_20250101000000000_ascend_pt", "h_1_20250102000000000_ascend_pt"]
     code, _, err = cli("analyze", str(tmp_path), "--top", "1")

@@ -1,12 +1,13 @@
-import json
 import subprocess
 import sys
+
+from _cli_json import json_payload
 
 
 def test_env_json_is_valid(cli):
     code, out, err = cli("env", "--json")
     assert code == 0, err
-    facts = json.loads(out)
+    facts = json_payload(out)
     assert facts["backend"] == "cpu"
     assert set(facts["versions"]) >= {"torch", "triton", "torch_npu", "cann"}
     assert facts["ub_bytes"] > 0

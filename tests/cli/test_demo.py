@@ -2,7 +2,6 @@
 workspace: report, optimize-round (refusals), reprofile. Real freeze, collect (child process and
 torch.profiler), analyze, gate and profiles: nothing is faked."""
 
-import json
 import os
 import re
 import subprocess
@@ -11,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from _cli_json import json_payload
 from ascendopt.rounds.records import load_rounds
 from ascendopt.workspace import Workspace
 
@@ -24,7 +24,7 @@ def demo_ws(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "ascendopt", "demo", "-w", str(root), "--json"], env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return root, json.loads(proc.stdout)
+    return root, json_payload(proc.stdout)
 
 
 def test_demo_runs_the_whole_loop(demo_ws):
@@ -60,7 +60,7 @@ def test_report_command(demo_ws, cli, tmp_path):
     md = tmp_path / "mr.md"
     code, out, err = cli("report", "-w", str(root), "--out", str(md), "--json")
     assert code == 0, err
-    info = json.loads(out)
+    info = json_payload(out)
     assert info["rounds"] == 1 and info["markdown"] == str(md)
     text = md.read_text()
     assert "| Iter | Direction (one line) | Gate | Bench (median ms) | vs best | Status |" in text
@@ -92,7 +92,7 @@ def test_reprofile_command(demo_ws, cli):
     root, _ = demo_ws
     code, out, err = cli("reprofile", "-w", str(root), "--json")
     assert code == 0, err[-2000:]
-    res = json.loads(out)
+    res = json_payload(out)
     assert res["previous"] == load_rounds(Workspace(root))[0].profiles_before  # before the last change
     assert res["profiles"] and res["profiles"][0].startswith(str(root / "profiles" / "reprofile-0001"))
     assert res["summary"]["target_metric"]["name"] == "duration_us"  # no counters: judged on duration
@@ -111,7 +111,7 @@ def test_a_red_gate_in_the_demo_says_which_stage_and_why(cli, tmp_path, monkeypa
     monkeypatch.setattr(gate, "run_gate", lambda *args, **kwargs: red)
     code, out, err = cli("demo", "-w", str(tmp_path / "ws"), "--json")
     assert code == 0, err  # a performance red is reported in the demo, not raised (1 and 3 are raised)
-    assert json.loads(out)["gate"] == {"passed": False, "exit_code": 4, "failed_stage": "performance",
+    assert json_payload(out)["gate"] == {"passed": False, "exit_code": 4, "failed_stage": "performance",
                                        "why": "regression: tiny/fwd +9.0% slower (planted)"}
 
 

@@ -2,7 +2,6 @@
 monkeypatching the registry): a real Triton kernel in the interpreter, launched through
 ``kernels.common.launch`` so the CPU profile shows it as a named range."""
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +11,7 @@ import triton
 import triton.language as tl
 import yaml
 
+from _cli_json import json_payload
 from ascendopt import kernels
 from ascendopt.kernels._lib.common import alloc, grid_size, launch
 from ascendopt.kernels.spec import Cost, KernelSpec, ShapePreset, Tunable
@@ -56,7 +56,7 @@ def test_collect_kernel_cli_json(registry, cli, tmp_path):
     code, out, err = cli("collect", "--kernel", "t_double", "--shape", "N=80", "--set", "BLOCK=16", "--aic-metrics",
                          "pipe", "--out-dir", str(tmp_path / "prof"), "--json")
     assert code == 0, err
-    data = json.loads(out)
+    data = json_payload(out)
     (profile,) = data["profiles"]
     assert data["backend"] == "cpu" and profile["metric_group"] == "PipeUtilization"
     assert profile["hardware_counters"] is False and profile["set_id"]

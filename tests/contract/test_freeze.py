@@ -1,13 +1,13 @@
 """`ascendopt freeze`: what the contract records, and everything freeze refuses."""
 
 import dataclasses
-import json
 import subprocess
 import textwrap
 
 import pytest
 
 import _gate_kernels as gk
+from _cli_json import json_payload
 from ascendopt.contract.freeze import varlen_dims
 from ascendopt.contract.model import load
 from ascendopt.workspace import Workspace
@@ -25,7 +25,7 @@ def test_freeze_bundled_kernel_records_the_contract(kernel_env, cli):
     code, out, err = cli("freeze", "--kernel", "t_scale", "--shapes", "tiny", "--shapes", "B=1,T=3,D=20",
                          "--set", "BLOCK=32", "--json", "-w", str(ws))
     assert code == 0, err
-    reported = json.loads(out)
+    reported = json_payload(out)
     c = load(Workspace(ws))
     assert reported["op"] == c.op == "t_scale"
     assert (c.workload.dtype, c.workload.mode, c.workload.config) == ("bf16", "fwdbwd", {"BLOCK": 32, "EXTRA": 0})
@@ -92,7 +92,7 @@ def test_varlen_twin_keeps_tokens_and_is_uneven():
 def test_varlen_twin_uses_the_preset_and_is_refused_without_support(kernel_env, cli, monkeypatch):
     code, out, err = cli("freeze", "--kernel", "t_scale", "--mode", "fwd", "--varlen", "--json", "-w", "ws")
     assert code == 0, err
-    shapes = json.loads(out)["workload"]["shapes"]
+    shapes = json_payload(out)["workload"]["shapes"]
     assert shapes == [{"name": "tiny", "dims": {"B": 2, "T": 10, "D": 32}},
                       {"name": "tiny_varlen", "dims": {"seqlens": [7, 13], "D": 32}}]
     fixed_only = {k: v for k, v in gk.SPEC.shapes.items() if not v.varlen}
@@ -172,7 +172,7 @@ def test_freeze_own_code_sees_a_directly_launched_triton_kernel(tmp_path, monkey
     code, out, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
                          "--kernel-filter", "_my_copy", "--json")
     assert code == 0, err
-    assert "_my_copy_kernel" in json.loads(out)["kernels_seen"]
+    assert "_my_copy_kernel" in json_payload(out)["kernels_seen"]
 
 
 def test_pytest_configuration_on_the_tests_paths_is_pinned_section_by_section(tmp_path):

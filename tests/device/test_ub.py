@@ -1,10 +1,10 @@
 """The UB model against hand-computed cases on the 192 KiB (910B) and 256 KiB (950) chips, and `ascendopt ub`."""
 
 import itertools
-import json
 
 import pytest
 
+from _cli_json import json_payload
 from ascendopt.device import ub
 from ascendopt.errors import UsageError
 
@@ -103,7 +103,7 @@ def test_cli_issue_example_overflows_with_exit_1(cli):
 def test_cli_json_safe_on_256kib(cli):
     code, out, _ = cli("ub", "--chip", "Ascend950", "--tile", "BT=64,BD=256", "--dtype", "bf16", "--mult", "6",
                        "--json")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0
     assert {k: data[k] for k in ("chip", "ub_bytes", "peak_bytes", "budget_bytes", "share_of_ub", "safe", "elements")} \
         == {"chip": "Ascend950", "ub_bytes": KIB256, "peak_bytes": 196608, "budget_bytes": 222822, "share_of_ub": 0.75,
@@ -113,7 +113,7 @@ def test_cli_json_safe_on_256kib(cli):
 def test_cli_solve(cli):
     code, out, _ = cli("ub", "--chip", "910B2", "--tile", "BT=64,BD=256", "--dtype", "bf16", "--mult", "6",
                        "--solve", "BT", "--json")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0 and data["solve"] == {"dim": "BT", "largest_safe": 32} and data["tile"] == {"BT": 32, "BD": 256}
     code, out, _ = cli("ub", "--chip", "910B2", "--tile", "BD=256", "--dtype", "bf16", "--mult", "6", "--solve", "BT")
     assert code == 0 and "largest safe BT" in out and "32" in out
@@ -121,19 +121,19 @@ def test_cli_solve(cli):
 
 def test_cli_default_chip_is_said(cli):
     code, out, err = cli("ub", "--tile", "BT=64", "--mult", "1", "--json")
-    assert code == 0 and json.loads(out)["chip"] == "Ascend910B2" and "using Ascend910B2" in err
+    assert code == 0 and json_payload(out)["chip"] == "Ascend910B2" and "using Ascend910B2" in err
 
 
 def test_cli_default_margin_is_the_model_default(cli):
     code, out, _ = cli("ub", "--ub-bytes", "1000", "--tile", "BT=100", "--mult", "2", "--json")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0 and data["margin"] == ub.DEFAULT_MARGIN == 0.85 and data["budget_bytes"] == 850
 
 
 def test_cli_ub_bytes_overrides_chip(cli):
     code, out, _ = cli("ub", "--ub-bytes", "1000", "--tile", "BT=100", "--dtype", "fp32", "--mult", "2", "--margin",
                        "0.8", "--json")
-    data = json.loads(out)
+    data = json_payload(out)
     assert code == 0 and (data["ub_source"], data["peak_bytes"], data["budget_bytes"]) == ("--ub-bytes", 800, 800)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, working_copy
 from _own_code import git as _git
 from ascendopt.contract.model import EQUIVALENCE_TOLERANCES, Contract
@@ -97,7 +98,7 @@ def _rebench(repo: Path, body: str) -> None:
 
 
 def _correctness(out: str) -> dict:
-    return json.loads(out)["stages"][1]
+    return json_payload(out)["stages"][1]
 
 
 # -- the gate ----------------------------------------------------------------------------------------

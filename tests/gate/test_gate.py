@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import _gate_kernels as gk
+from _cli_json import json_payload
 from ascendopt.contract.model import Tolerance
 from ascendopt.errors import UsageError
 from ascendopt.gate.correctness import compare_tensor
@@ -58,7 +59,7 @@ def test_freeze_then_gate_passes_with_json_and_junit(ws, cli, monkeypatch):
     monkeypatch.setattr(stages, "run_gate", functools.partial(stages.run_gate, timer=gk.virtual_clock))
     code, out, err = cli("gate", "-w", str(ws), "--json", "--junit", str(ws.parent / "gate.xml"), "--pairs", "12")
     assert code == 0, err
-    result = json.loads(out)
+    result = json_payload(out)
     assert result["passed"] and [s["status"] for s in result["stages"]] == ["pass"] * 4
     assert result["inconclusive_stage"] is None and result["failed_stage"] is None
     tensors = result["stages"][1]["data"]["tensors"]
@@ -80,7 +81,7 @@ def test_edited_tolerance_is_exit_3_naming_the_field(ws, cli):
     code, out, err = cli("gate", "-w", str(ws), "--skip-perf", "--json")
     assert code == 3
     assert "contract.yaml: tolerances: changed after freeze" in err
-    result = json.loads(out)
+    result = json_payload(out)
     assert [s["status"] for s in result["stages"]] == ["fail", "not-run", "not-run", "not-run"]
 
 
@@ -182,7 +183,7 @@ def test_a_noisy_device_makes_the_performance_stage_inconclusive_exit_6(ws, cli,
 
     code, out, err = cli("gate", "-w", str(ws), "--pairs", "12", "--json")
     assert code == 6
-    result = json.loads(out)
+    result = json_payload(out)
     assert (result["passed"], result["exit_code"], result["failed_stage"], result["inconclusive_stage"]) == \
         (False, 6, None, "performance")
     stage = result["stages"][3]
@@ -281,7 +282,7 @@ def repo(own_repo, tmp_path, monkeypatch):
 def test_own_code_gate_passes_against_its_frozen_commit(repo, cli):
     code, out, err = cli("gate", "--json")
     assert code == 0, err
-    result = json.loads(out)
+    result = json_payload(out)
     perf = result["stages"][3]["data"]["comparisons"][0]
     assert perf["case"] == "bench.py" and perf["verdict"] != "slower"
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True).stdout
@@ -335,7 +336,7 @@ def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
     assert code == 0, err
     code, out, err = cli("gate", "-w", "ws", "--skip-perf", "--json")
     assert code == 0, err
-    result = json.loads(out)
+    result = json_payload(out)
     assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "skipped"]
     (tensor,) = result["stages"][1]["data"]["tensors"]
     assert tensor["name"] == "y" and tensor["passed"] and tensor["torch_ratio"] > 0

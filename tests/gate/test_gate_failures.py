@@ -8,7 +8,6 @@ The hanging cases run the CLI in a child process with a wall-clock guard, so a h
 instead of stalling the suite.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, working_copy
 from ascendopt.process import ProcessTimeout
 from ascendopt.rounds import records as rounds
@@ -123,7 +123,7 @@ def test_a_workload_that_raises_is_a_red_correctness_stage_with_file_line_json_a
     junit = repo.parent / "gate.xml"
     code, out, err = cli("gate", "--json", "--junit", str(junit))
     assert code == 1, err
-    result = json.loads(out)
+    result = json_payload(out)
     assert [s["status"] for s in result["stages"]] == ["pass", "fail", "not-run", "not-run"]
     stage = result["stages"][1]
     where = f"{repo / 'bench.py'}:{CALL_LINE}: workload() raised ZeroDivisionError: planted"
@@ -142,7 +142,7 @@ def test_a_workload_that_raises_while_timed_is_exit_1_not_a_regression(repo, cli
     _plant(repo, 'CALLS[0] += 1\nif CALLS[0] > 2:\n    raise RuntimeError("planted on call 3")\n')
     code, out, err = cli("gate", "--json", "--pairs", "12")
     assert code == 1, err
-    result = json.loads(out)
+    result = json_payload(out)
     assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "fail"]
     perf = result["stages"][3]
     assert perf["exit_code"] == 1 and perf["summary"].startswith(
@@ -157,7 +157,7 @@ def test_a_hanging_workload_ends_at_the_timeout_with_nothing_left_running(repo, 
     proc, took = _cli_child(repo, "gate", "--timeout", "5", "--json", "--junit", str(tmp_path / "gate.xml"))
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert took < 60
-    result = json.loads(proc.stdout)
+    result = json_payload(proc.stdout)
     stage = result["stages"][1]
     assert stage["status"] == "fail" and stage["summary"] == (
         "candidate: bench.py workload() kernel-hit calls: timed out after 5 s (killed with its process group)")
@@ -180,7 +180,7 @@ def test_optimize_round_records_a_raising_change_as_a_drop_with_the_error(repo, 
     _plant(repo, 'raise ZeroDivisionError("planted")\n')
     code, out, err = cli("optimize-round", "--hypothesis", "halve the work", "--json")
     assert code == 1, err
-    rec = json.loads(out)
+    rec = json_payload(out)
     where = f"{repo / 'bench.py'}:{CALL_LINE}: workload() raised ZeroDivisionError: planted"
     assert rec["verdict"] == "drop" and rec["timing"] is None
     assert rec["gate"]["failed_stage"] == "correctness" and where in rec["gate"]["error"]
@@ -198,7 +198,7 @@ def test_optimize_round_records_a_hanging_change_as_a_drop_naming_the_limit(repo
     _hang(repo, pids)
     proc, took = _cli_child(repo, "optimize-round", "--hypothesis", "halve the work", "--timeout", "5", "--json")
     assert proc.returncode == 1, proc.stderr[-2000:]
-    rec = json.loads(proc.stdout)
+    rec = json_payload(proc.stdout)
     assert rec["verdict"] == "drop" and "timed out after 5 s (killed with its process group)" in rec["gate"]["error"]
     assert took < 60 and _gone(pids) == []
 

@@ -6,7 +6,6 @@ them, a pytest configuration edited to deselect them, an environment that skips 
 parametrization, a run that collects but runs nothing, a non-pytest command that reports a failure.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from _cli_json import json_payload
 from _own_code import working_copy
 
 OP = textwrap.dedent("""\
@@ -105,7 +105,7 @@ def repo(frozen_repo, tmp_path, monkeypatch):
 
 def _gate(cli, *extra):
     code, out, err = cli("gate", "--skip-perf", "--json", *extra)
-    return code, json.loads(out), err
+    return code, json_payload(out), err
 
 
 def test_freeze_records_each_test_and_pins_the_pytest_configuration(frozen_repo):

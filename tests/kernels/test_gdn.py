@@ -102,7 +102,12 @@ def test_gate_layout_and_fusion_do_not_change_results(config):
                                                       config=base)
     o_other, f_other = chunk_gated_delta_rule_fwd(*args, initial_state=x["initial_state"], output_final_state=True,
                                                   config={**base, **config})
-    assert torch.equal(o_default, o_other) and torch.equal(f_default, f_other)
+    if "fuse_kkt_solve" in config:
+        # Separate stages multiply tiles of other shapes: numpy's BLAS may block (and so round) those dots
+        # differently (it does with OPENBLAS_CORETYPE=Haswell), so the same arithmetic agrees to fp32 rounding.
+        assert _ratio(o_other, o_default) < 1e-6 and _ratio(f_other, f_default) < 1e-6
+    else:  # the same kernels and tiles, another layout or loop form: bit for bit
+        assert torch.equal(o_default, o_other) and torch.equal(f_default, f_other)
 
 
 def test_fused_wy_matches_the_separate_stages():

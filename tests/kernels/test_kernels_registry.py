@@ -1,11 +1,11 @@
 """Every registered KernelSpec is complete, and `ascendopt kernels` shows them."""
 
-import json
 import math
 
 import pytest
 import torch
 
+from _cli_json import json_payload
 from ascendopt.device import ub
 from ascendopt.kernels import all_specs, get
 from ascendopt.kernels.spec import REQUIRED_PRESETS, Cost, KernelSpec, UBStage
@@ -111,7 +111,7 @@ def test_tiny_inputs_are_seeded_random_and_never_zero(spec):
 def test_cli_lists_every_kernel(cli):
     code, out, err = cli("kernels", "--json")
     assert code == 0, err
-    data = json.loads(out)
+    data = json_payload(out)
     listed = {k["name"]: k for k in data["kernels"]}
     assert set(listed) == {s.name for s in _specs()}
     l2 = listed["l2norm"]
@@ -124,7 +124,7 @@ def test_cli_lists_every_kernel(cli):
 def test_cli_detail_shows_support_ub_and_cost(cli, on_910b2):
     code, out, err = cli("kernels", "rms_norm", "--json")
     assert code == 0, err
-    detail = json.loads(out)["kernels"][0]
+    detail = json_payload(out)["kernels"][0]
     realistic = detail["presets"]["realistic"]
     assert realistic["modes"]["fwdbwd"]["bf16"] == "supported"
     assert all(stage["safe"] for stage in realistic["ub_model"]["stages"])

@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from _cli_json import json_payload
 from ascendopt.errors import UsageError
 from ascendopt.lint import RULES, active_rules, get_rule, lint_paths, lint_source
 
@@ -501,14 +502,14 @@ def test_cli_clean_exit_0(cli, tree):
 
 def test_cli_json_and_github(cli, tree):
     code, out, _ = cli("lint", str(tree), "--format", "json")
-    data = json.loads(out)
+    data = json.loads(out)  # --format json: the lint report itself (a lint output format, not the envelope)
     assert code == 1 and data["files_checked"] == 2 and data["errors"] == []
     assert data["findings"][0] | {"path": ""} == {"rule": "AO101", "name": "no-num-warps-stages", "path": "",
                                                   "line": 5, "col": 16, "message": data["findings"][0]["message"]}
     code, out, _ = cli("lint", str(tree / "dirty.py"), "--format", "github")
     assert out.startswith(f"::error file={tree / 'dirty.py'},line=5,col=16::AO101 `num_warps=`")
     code, out, _ = cli("lint", str(tree), "--json", "--ignore", "AO101")
-    assert code == 0 and json.loads(out)["findings"] == []
+    assert code == 0 and json_payload(out)["findings"] == []
 
 
 def test_cli_github_escapes_workflow_command_characters(cli, tmp_path):
@@ -537,7 +538,7 @@ def test_cli_explain_and_list(cli):
     assert code == 0 and out.startswith("AO401 dot-lhs-reuse:") and "Why:" in out and "Fix:" in out
     assert "Ascend tl.dot clobbers the left operand" in out
     code, out, _ = cli("lint", "--explain", "AO401", "--json")
-    assert json.loads(out)["id"] == "AO401"
+    assert json_payload(out)["id"] == "AO401"
     code, out, _ = cli("lint", "--list-rules")
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == sorted(RULES)
     code, _, err = cli("lint", "--explain", "AO999")

@@ -5,12 +5,12 @@ Bundled-kernel rounds use the gate's test kernel with its virtual clock (tests/_
 own-code rounds a small git repository made once per module and copied for each test.
 """
 
-import json
 import shutil
 
 import pytest
 
 import _gate_kernels as gk
+from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, frozen_kernel_workspace, kernel_round, sleep_repo_files, working_copy
 from _own_code import git as _git
 from ascendopt.contract.freeze import freeze_kernel
@@ -115,7 +115,7 @@ def test_the_direction_option(ws, cli):
     code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "drop the extra pass", "--set",
                          "EXTRA=0", "--direction", "passes", "--pairs", "12", "--json")
     assert code == 0, err[-2000:]
-    assert json.loads(out)["direction"] == "passes" and rounds.load_rounds(ws)[0].direction == "passes"
+    assert json_payload(out)["direction"] == "passes" and rounds.load_rounds(ws)[0].direction == "passes"
 
 
 # -- own code ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 import _gate_kernels as gk
+from _cli_json import json_envelope, json_payload
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
 from ascendopt.rounds import auto as round_auto
@@ -182,7 +183,6 @@ def test_parse_sets():
 
 def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     """Own code: the gate times the frozen commit (git worktree) against the edited working tree."""
-    import json
 
     from _own_code import commit_repo, sleep_repo_files
 
@@ -197,7 +197,7 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "halve the work",
                          "--pairs", "12", "--json")
     assert code == 0, err[-2000:]
-    rec = json.loads(out)
+    rec = json_payload(out)
     assert rec["change"]["kind"] == "code" and "op.py" in rec["change"]["diff_stat"]
     assert rec["verdict"] == "keep" and rec["timing"]["ratio_vs_baseline"] < 0.8
     assert rec["profiles"] and rec["summary"]["duration_us"]["after"] > 0
@@ -207,7 +207,7 @@ def test_own_code_round_measures_the_edited_tree(tmp_path, monkeypatch, cli):
     code, out, err = cli("optimize-round", "-w", str(root / ".ascendopt"), "--hypothesis", "more work", "--pairs",
                          "12", "--json")
     assert code == 0, err[-2000:]
-    rec = json.loads(out)
+    rec = json_payload(out)
     assert rec["gate"]["passed"] and rec["verdict"] == "revert" and rec["timing"]["vs_baseline"] == "slower"
 
 
@@ -230,6 +230,15 @@ def test_auto_cli_prints_the_screening_table_and_the_confirmation_rounds(ws, cli
         assert code == 2 and f"{option} {value}: {why}" in err
     code, _, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "x", "--set", "EXTRA=0", "--pairs", "11")
     assert code == 2 and "--pairs 11: at least 12 interleaved pairs" in err
+
+
+def test_auto_cli_json_is_the_envelope_with_next_steps(ws, cli):
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "search", "--auto", "--budget", "1",
+                         "--pairs", "12", "--json")
+    assert code == 0, err[-2000:]
+    env = json_envelope(out)  # validated against the optimize-round schema (the --auto form)
+    assert env["data"]["screening"]["budget"] == 1 and len(env["data"]["rounds"]) == len(rounds.load_rounds(ws))
+    assert env["next"] == [f"ascendopt reprofile -w {ws.root}", f"ascendopt report -w {ws.root}"]
 
 
 def test_a_change_that_resolves_to_the_same_tiles_is_flagged(capsys, tmp_path):

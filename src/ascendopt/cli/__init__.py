@@ -5,7 +5,7 @@ and the rest inside their functions so that ``ascendopt --help`` stays fast and 
 
 Exit codes: 0 pass, 1 correctness, 2 usage/bad input, 3 contract integrity, 4 performance
 regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive (noise band too
-wide to tell), 70 internal error (a bug: please report).
+wide to tell), 70 internal error (a bug: please report), 130/143 interrupted by SIGINT/SIGTERM (``cli.exits``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from ascendopt import __version__
 EXIT_CODES_HELP = (
     "Exit codes: 0 pass, 1 correctness failure, 2 usage or bad input, 3 contract integrity violation, "
     "4 performance regression, 5 environment (backend/profiler unavailable), 6 performance inconclusive "
-    "(noise band too wide to tell)."
+    "(noise band too wide to tell), 70 internal error (a bug), 130/143 interrupted (SIGINT/SIGTERM). With --json "
+    "every command prints one JSON envelope on stdout, whatever the outcome."
 )
 
 app = typer.Typer(
@@ -51,6 +52,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("precheck", "precheck"),
     ("ub", "ub"),
     ("env", "env"),
+    ("mcp", "mcp"),
 ]
 
 _state = {"debug": False}
@@ -96,38 +98,80 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app and map every expected error to its exit code."""
+    """Console-script entry point: run the app and map every outcome to its exit code.
+
+    With ``--json`` (anywhere before ``--``) stdout carries exactly one envelope (``cli.envelope``) whatever
+    happens: success, a usage error click raises before the command runs, a red gate, an interrupt, a bug.
+    Without it, a reader that closes stdout early is not a failure (``cli.exits``).
+    """
     from ascendopt import console
-    from ascendopt.errors import AscendoptError
+    from ascendopt.cli import envelope, exits
     from ascendopt.workspace import set_invocation
 
     args = sys.argv[1:] if argv is None else argv
     set_invocation(list(args))  # the command line the audit log records
     _state["debug"] = "--debug" in args or os.environ.get("ASCENDOPT_DEBUG") == "1"
+    as_json = envelope.json_requested(args)
+    command = envelope.command_of(args)
+    with exits.signals_raise_interrupted():
+        with (console.capture_json() if as_json else console.deferred_next_steps()) as captured:
+            with envelope.stdout_to_stderr() if as_json else exits.pipe_safe_stdout():
+                code, error = _run(args, command)
+                console.end_events(code, (error or {}).get("message"), (error or {}).get("hint"))  # --events
+        if not as_json:  # the text output's `next:` line comes last, after the command's own output
+            console.print_next_steps(captured)
+        else:
+            result = envelope.build(command, code, data=captured.data, next_commands=captured.next, error=error)
+            with exits.pipe_safe_stdout():  # a reader gone before the envelope: the exit code still says it all
+                sys.stdout.write(console.dumps_json(result) + "\n")
+                sys.stdout.flush()
+    sys.exit(code)
+
+
+def _run(args: list[str], command: str) -> tuple[int, dict | None]:
+    """The single error boundary: run the app; ``(exit code, the envelope's error fields or None)``.
+
+    Every expected error prints one line on stderr; a bug prints its traceback and exits 70.
+    """
+    from ascendopt import console
+    from ascendopt.cli import envelope, exits
+    from ascendopt.errors import AscendoptError
+
     try:
         code = app(args=args, prog_name="ascendopt", standalone_mode=False)
     except AscendoptError as exc:
         if _state["debug"]:
             console.stderr().print_exception(suppress=[typer])
         console.error(str(exc))
-        console.end_events(int(exc.exit_code), exc.message, exc.hint)
-        sys.exit(int(exc.exit_code))
+        code = int(exc.exit_code)
+        return code, envelope.error_fields(code, exc.message, hint=exc.hint, where=envelope.where_of(exc.message))
     except typer.Exit as exc:
-        console.end_events(exc.exit_code)
-        sys.exit(exc.exit_code)
-    except _ClickException as exc:  # bad option or argument: usage error, exit 2
+        return exc.exit_code, None
+    except _ClickException as exc:  # bad option or argument, raised before the command runs: usage error, exit 2
         exc.show(file=sys.stderr)
-        console.end_events(2, exc.format_message())
-        sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        console.error("interrupted")
-        console.end_events(130, "interrupted")
-        sys.exit(130)
+        usage = " ".join(filter(None, ("ascendopt", command, "--help")))
+        return 2, envelope.error_fields(2, exc.format_message(), hint=usage, where=_click_where(exc))
+    except (exits.Interrupted, KeyboardInterrupt, typer.Abort) as exc:
+        code = exc.exit_code if isinstance(exc, exits.Interrupted) else 130
+        what = f"ascendopt {command}".strip()
+        console.error(f"interrupted: {what} stopped by {exc if isinstance(exc, exits.Interrupted) else 'Ctrl-C'}; "
+                      "the workspace is intact (files are replaced whole, child processes were stopped, the lock "
+                      "was released)")
+        return code, envelope.error_fields(code, f"{what} interrupted", where=what)
+    except BrokenPipeError:  # stdout closed under a write the pipe-safe stream did not see: nothing to report
+        return 0, None
     except Exception as exc:  # noqa: BLE001 - the boundary: a bug, shown in full
         console.stderr().print_exception(suppress=[typer])
         console.error("internal error (this is a bug in ascendopt; the traceback above says where)")
-        console.end_events(70, f"internal error: {type(exc).__name__}: {exc}")
-        sys.exit(70)
-    code = code if isinstance(code, int) else 0
-    console.end_events(code)
-    sys.exit(code)
+        return 70, envelope.error_fields(70, f"{type(exc).__name__}: {exc}", where=envelope.internal_where(exc),
+                                         hint="a bug in ascendopt: please report it with the traceback (stderr)")
+    return (code if isinstance(code, int) else 0), None
+
+
+def _click_where(exc: Exception) -> str | None:
+    """The option or argument a click usage error is about (``--pairs``), when it says."""
+    param = getattr(exc, "param", None)
+    if param is not None:
+        opts = getattr(param, "opts", None) or [getattr(param, "name", None)]
+        return opts[0]
+    return getattr(exc, "option_name", None)

@@ -85,6 +85,7 @@ def collect(
     5 when the backend or ncu is missing.
     """
     from ascendopt import console
+    from ascendopt.cli import next_steps
     from ascendopt.collect import collect_exec_file, collect_kernel
     from ascendopt.collect.api import out_dir_for
     from ascendopt.device import backends
@@ -128,9 +129,10 @@ def collect(
         return
     if json:
         console.print_json({"schema": 1, "backend": backends.current().name, "profiles": profiles})
-        return
-    for path in paths:
-        console.out(str(path))
+    else:
+        for path in paths:
+            console.out(str(path))
+    console.next_steps(next_steps.after_collect(paths))
 
 
 def _summary(path) -> dict[str, object]:

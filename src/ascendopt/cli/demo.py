@@ -71,6 +71,7 @@ def demo(
 
     round_run.prepare_backend()  # before anything imports the kernel registry
     from ascendopt import console
+    from ascendopt.cli.next_steps import after_demo
     from ascendopt.cli.report import write_report
     from ascendopt.rounds import demo as round_demo
     from ascendopt.workspace import Workspace
@@ -101,8 +102,7 @@ def demo(
         for label, path in (("contract", ws.contract_path), ("round record", result.round_path),
                             ("profiles", ws.profiles_dir), ("report", md), ("plot", png)):
             console.out(f"  {label:<13} {path}")
-        console.out(f"next: ascendopt optimize-round -w {ws.root} --hypothesis '...' --set NAME=VALUE "
-                    f"(or --auto), then ascendopt report -w {ws.root}")
+    console.next_steps(after_demo(ws))
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

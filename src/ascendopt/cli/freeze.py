@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Annotated
 
 import typer
@@ -83,11 +82,10 @@ def freeze(
     exit 1 if one does not; --no-precheck skips; the contract records the verdict).
     """
     from ascendopt import console
+    from ascendopt.cli import next_steps
     from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.errors import UsageError
     from ascendopt.kernels.spec import parse_assignments
-    from ascendopt.rounds.context import RoundContext
-    from ascendopt.rounds.profiles import baseline_profiles, collect_command
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
@@ -120,7 +118,15 @@ def freeze(
                                     precheck=not no_precheck, ascend_python=ascend_python)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
-        return
+    else:
+        _render(ws, contract)
+    console.next_steps(next_steps.after_freeze(ws, contract))
+
+
+def _render(ws, contract) -> None:
+    """The contract as a table of fields (stdout)."""
+    from ascendopt import console
+
     w = contract.workload
     rows = [("contract", str(ws.contract_path)), ("op", contract.op), ("entry point", contract.entry_point),
             ("backend", f"{contract.backend} ({contract.device.get('name')})")]
@@ -144,11 +150,6 @@ def freeze(
              ("git commit",
               (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
     console.table(["field", "value"], rows, title="ascendopt freeze")
-    ctx = RoundContext.for_contract(ws, contract)
-    profiled = baseline_profiles(ctx)
-    first = (f"`{shlex.join(['ascendopt', 'analyze', *profiled])}` (the baseline profile)" if profiled else
-             f"`{collect_command(ctx)}` (profile), then `ascendopt analyze`")
-    console.info(f"next: {first}; `ascendopt gate` checks the contract")
 
 
 def register(app: typer.Typer, name: str) -> None:

@@ -90,6 +90,7 @@ def gate(
     from pathlib import Path
 
     from ascendopt import console
+    from ascendopt.cli.next_steps import after_gate
     from ascendopt.gate.stages import run_gate
     from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace, atomic_write_text
@@ -99,6 +100,7 @@ def gate(
                       timeout=timeout)
     if junit:
         atomic_write_text(Path(junit), result.to_junit())
+    console.next_steps(after_gate(ws, result.passed))
     if json:
         console.print_json(result.to_dict())
     else:

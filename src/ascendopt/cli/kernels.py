@@ -16,10 +16,12 @@ def kernels(
     """List the bundled kernels: modes, dtypes, shape presets, tunables (default and choices), support ranges."""
     from ascendopt import console
     from ascendopt import kernels as registry
+    from ascendopt.cli.next_steps import after_kernels
     from ascendopt.kernels.describe import describe_spec
 
     specs = [registry.get(name)] if name else registry.all_specs()
     data = [describe_spec(spec, detail=name is not None) for spec in specs]
+    console.next_steps(after_kernels(name))
     if json:
         console.print_json({"schema": 1, "kernels": data})
         return

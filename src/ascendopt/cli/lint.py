@@ -57,6 +57,9 @@ def lint(
     if not paths:
         raise UsageError("lint: give at least one file or folder", hint="e.g. ascendopt lint src/ --format github")
     report = lint_paths(paths, select=select, ignore=ignore)
+    if json:
+        console.print_json(report.to_dict())
+        raise typer.Exit(report.exit_code)
     text = render(report, fmt)
     if text:
         sys.stdout.write(text + "\n")

@@ -66,6 +66,7 @@ def optimize_round(
     round is a drop, red at correctness, with the compiler's message); --no-precheck skips it (recorded).
     """
     from ascendopt import console
+    from ascendopt.cli import next_steps
     from ascendopt.cli.render import format_config, render_round_summary, render_screening, speedup_text, ub_text
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
@@ -114,6 +115,7 @@ def optimize_round(
                                         on_round=on_round, on_screened=on_screened, on_space=bar.set_total,
                                         allow_ub_overflow=allow_ub_overflow, timeout=timeout,
                                         precheck=not no_precheck, ascend_python=ascend_python)
+        console.next_steps(next_steps.after_auto(ws))
         if json:
             console.print_json(result)
             return
@@ -147,7 +149,6 @@ def optimize_round(
         console.out(f"best configuration: {format_config(result['best'])}"
                     + (f" (UB: {result['best_ub_warning']})" if result["best_ub_warning"] else ""))
         console.out(f"screening cache: {result['screening']['cache']}")
-        console.out("next: `ascendopt reprofile` (re-profile the best and reclassify), then `ascendopt report`")
         return
 
     with console.progress("optimize-round") as bar:
@@ -155,6 +156,7 @@ def optimize_round(
                                       target_metric=target_metric, step=bar.update, direction=direction,
                                       timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python)
     record = outcome.record
+    console.next_steps(next_steps.after_round(ws, record.summary))
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})
     else:

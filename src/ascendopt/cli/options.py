@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON envelope on stdout, whatever the outcome: {schema, command, status, exit_code, "
+                   "error, data, next} (schemas: ascendopt/cli/schemas/).")]
 
 
 def _positive_seconds(value: float | None) -> float | None:

@@ -22,6 +22,7 @@ def reprofile(
     profile before the last change, reclassify the hot kernel, say whether the metric the last
     hypothesis targeted moved, and apply the stop criteria (stall, floor, max_rounds, directions)."""
     from ascendopt import console
+    from ascendopt.cli.next_steps import after_reprofile
     from ascendopt.rounds import run as round_run
 
     round_run.prepare_backend()
@@ -33,6 +34,7 @@ def reprofile(
     ws.require_contract()
     with ws.lock(), console.progress("reprofile") as bar:
         result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update, timeout=timeout)
+    console.next_steps(after_reprofile(ws, result["summary"]))
     if json:
         console.print_json(result)
         return

@@ -78,3 +78,22 @@ def quiet_native_log() -> Iterator[list[str]]:
         thread.join(timeout=5)
         os.close(read_end)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def quiet_profiler() -> Iterator[list[str]]:
+    """Around a torch.profiler run: nothing the profiler prints on its own reaches the terminal.
+
+    kineto's log level is raised for the process (``collect.kineto.silence_kineto_log``), its native lines
+    are dropped from fd 2 (``quiet_native_log``; yields the dropped lines), and torch's "Profiler clears
+    events at the end of each cycle" UserWarning is filtered (one trace per cycle is what we ask for).
+    """
+    import warnings
+
+    from ascendopt.collect.kineto import silence_kineto_log
+
+    silence_kineto_log()
+    with quiet_native_log() as dropped, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle",
+                                category=UserWarning)
+        yield dropped

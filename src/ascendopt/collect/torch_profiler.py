@@ -8,13 +8,12 @@ counters here: on cuda they come from Nsight Compute in a second run (``collect.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ascendopt.collect import kernel_table
 from ascendopt.collect.names import profile_folder
-from ascendopt.collect.native_log import quiet_native_log
+from ascendopt.collect.native_log import quiet_profiler
 from ascendopt.collect.settings import ProfileSettings
 
 
@@ -83,11 +82,8 @@ def profile_torch(fn: Callable[[], object], settings: ProfileSettings, dest_root
 
     sync = backends.Backend(backend, "collect").synchronize
     hook = name_interpreted_kernels() if backend == "cpu" else contextlib.nullcontext(None)
-    # kineto's native USDT / STAGE lines and torch's "clears events at the end of each cycle" warning (one
-    # trace per cycle is what on_trace_ready writes) would break the progress line: kept off the terminal
-    with hook as kernel_names, quiet_native_log(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle",
-                                category=UserWarning)
+    # kineto's native lines and torch's per-cycle warning would break the progress line: kept off the terminal
+    with hook as kernel_names, quiet_profiler():
         with profile(activities=activities, schedule=schedule(**settings.schedule), on_trace_ready=on_trace_ready,
                      record_shapes=True) as prof:
             for step in range(settings.steps):

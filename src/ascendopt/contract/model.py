@@ -487,8 +487,15 @@ def save(ws: Workspace, contract: Contract) -> None:
 
 
 def load_raw(ws: Workspace) -> dict[str, Any]:
+    """The contract file as a mapping. A file that is there but does not read as one (invalid YAML, truncated
+    to nothing, another schema) is a contract integrity violation (exit 3), as a readable hand edit is:
+    only ``freeze`` writes it, so the one repair is the same (restore it, or freeze again)."""
     ws.require_contract()
-    return read_yaml(ws.contract_path)
+    try:
+        return read_yaml(ws.contract_path)
+    except ContractError as exc:
+        raise IntegrityError(f"{exc.message} (the frozen contract was truncated or edited by hand)",
+                             hint="restore the file or re-run `ascendopt freeze --force`") from None
 
 
 def load(ws: Workspace, *, check_digest: bool = True) -> Contract:

@@ -34,14 +34,14 @@ def observed_kernels(fn: Callable[[], Any]) -> list[str]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from ascendopt.collect.kineto import silence_kineto_log
+    from ascendopt.collect.native_log import quiet_profiler
     from ascendopt.collect.torch_profiler import name_interpreted_kernels
 
-    silence_kineto_log()  # kineto's profiler_start/stop lines would break the progress line
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
     # On cpu, own code launches kernel[grid](...) directly: collect's hook names those launches too.
     naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext()
-    with naming, profile(activities=activities) as prof:
+    # the profiler's own lines and warnings would break the progress line: kept off the terminal
+    with naming, quiet_profiler(), profile(activities=activities) as prof:
         fn()
         backend.synchronize()
     totals: dict[str, float] = {}
