@@ -98,6 +98,19 @@ def test_gate_on_a_cpu_contract(tmp_path, monkeypatch):
     assert env["next"][0].startswith(f"ascendopt optimize-round -w {tmp_path / 'ws'} --hypothesis ")
 
 
+def test_status_says_where_the_loop_stands(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("freeze", "--kernel", "rms_norm", "--shapes", "tiny", "--mode", "fwd", "--dtype", "fp32",
+                           "--no-profile", "-w", str(tmp_path / "ws"))
+    assert code == 0, err
+    _, env = _call("status", {"workspace": str(tmp_path / "ws")})
+    assert (env["status"], env["exit_code"]) == ("ok", 0)
+    data = env["data"]
+    assert (data["contract"]["kind"], data["contract"]["target"], data["contract"]["digest_ok"]) == \
+        ("kernel", "rms_norm", True)
+    assert data["rounds"]["count"] == 0 and data["rounds"]["best"] is None and not data["stop"]["stop"]
+
+
 def test_a_failing_call_returns_an_error_envelope(tmp_path):
     result, env = _call("gate", {"workspace": str(tmp_path / "nothing-frozen")})
     assert result.is_error and (env["exit_code"], env["status"], env["error"]["kind"]) == (2, "error", "usage")

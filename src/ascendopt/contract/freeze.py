@@ -116,7 +116,7 @@ def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None
         raise CorrectnessError(f"baseline does not lower for Ascend, refusing to freeze: {record['verdict']}",
                                hint="fix the kernel (ascendopt precheck shows every launch), or --no-precheck")
     if record and record["status"] == "unavailable":
-        console.warn(f"freeze: Ascend precheck {record['verdict']}")
+        console.info(f"note: freeze: Ascend precheck {record['verdict']}")  # recorded; nothing is wrong
     return replace(contract, precheck=record)
 
 
