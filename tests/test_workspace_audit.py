@@ -51,6 +51,23 @@ def test_a_lock_session_logs_what_it_wrote_with_digests_and_exit_code(tmp_path):
     assert check_ledger(ws).problems == []
 
 
+def test_a_signal_during_a_write_is_logged_with_the_exit_code_the_process_gives(tmp_path):
+    """SIGTERM / SIGINT reach a command as cli.exits.Interrupted (a BaseException): the entry says 143 / 130,
+    the codes the process exits with, not an internal error."""
+    import signal
+
+    from ascendopt.cli.exits import Interrupted
+
+    ws = Workspace(tmp_path / ".ascendopt")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with pytest.raises(Interrupted):
+            with ws.lock():
+                atomic_write_text(ws.round_path(signum), "schema: 1\n")
+                raise Interrupted(signum)
+    codes = [(e["exit_code"], e["result"]) for e in read_log(ws).entries]
+    assert codes == [(143, "error"), (130, "error")]
+
+
 def test_the_cli_records_its_command_line(tmp_path, cli):
     ws = Workspace(tmp_path / ".ascendopt")
     atomic_write_text(tmp_path / "r.md", "x")

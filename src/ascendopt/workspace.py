@@ -572,8 +572,9 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
         code, message = session.exit_code, None
     elif isinstance(failure, AscendoptError):
         code, message = int(failure.exit_code), str(failure)
-    elif isinstance(failure, KeyboardInterrupt):
-        code, message = 130, "interrupted"
+    elif isinstance(failure, KeyboardInterrupt) or hasattr(failure, "signum"):
+        # Ctrl-C, or the CLI's SIGINT / SIGTERM interrupt (cli.exits.Interrupted carries its 130 / 143)
+        code, message = int(getattr(failure, "exit_code", 130)), f"interrupted ({failure or 'SIGINT'})"
     else:
         code, message = 70, f"{type(failure).__name__}: {failure}"
     touched = {log_key(rel) for rel in changed}  # a folder key is digested whole when any file in it changed
