@@ -21,6 +21,7 @@ from ascendopt.analyze import checks
 from ascendopt.analyze.matching import name_matcher
 from ascendopt.analyze.rules import VECTOR_PIPE_SUM, RuleSet, classify, kernel_kind, load_rules
 from ascendopt.analyze.traces import Profile
+from ascendopt.analyze.traces.columns import CONTEXT_COLUMNS as CONTEXT
 from ascendopt.analyze.traces.columns import NON_COMPUTE_CORE_TYPES
 from ascendopt.console import finite_or_none
 from ascendopt.errors import UsageError
@@ -28,8 +29,6 @@ from ascendopt.errors import UsageError
 SCHEMA = 1
 KEYS = ["device", "name", "core_type"]
 BY = ("name", "shape")  # `analyze --by`: one row per kernel name, or per kernel name and input shapes
-# Per-kernel context carried from the kernel table (text, first launch of the group) -- not metrics.
-CONTEXT = ("task_type", "op_state", "input_shapes", "input_dtypes", "output_shapes")
 # Bytes moved to / from device memory: data volumes (MemoryAccess; msprof op's Memory.csv) first, else the
 # Memory group's bandwidth columns times the duration. Canonical units: KB = 1024 B, GB/s with GB = 2**30 B.
 VOLUME_KB = ("cube_read_main_memory_kb", "cube_write_main_memory_kb", "vector_read_main_memory_kb",

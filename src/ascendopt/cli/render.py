@@ -13,14 +13,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ascendopt import console
+from ascendopt.tune.space import config_text as format_config  # noqa: F401 - the renderers' name for it
 
 if TYPE_CHECKING:
     from ascendopt.gate.correctness import TensorReport
-
-
-def format_config(config: Mapping[str, int] | None) -> str:
-    """Tunables as ``BT=32, BD=128`` in the configuration's order; ``-`` for none (own code)."""
-    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
 
 
 def speedup_text(ratio: float | None) -> str:

@@ -10,19 +10,14 @@ the same workload under two configs).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ascendopt.workspace import read_yaml, write_yaml
+from ascendopt.workspace import read_yaml, sha256_file, write_yaml
 
 FILENAME = "ascendopt_profile.yaml"
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def git_commit(where: Path) -> str | None:

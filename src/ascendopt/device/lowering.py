@@ -35,7 +35,6 @@ DEFAULT_ARCH = "Ascend910B2"
 TYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int32": "i32",
               "int64": "i64", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 # Launch keywords that are compile options, not kernel parameters (kept out of the signature).
-LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "debug", "stream", "multibuffer", "warmup", "grid"}
 ERROR_CHARS = 400  # the one-line compiler message is trimmed to its location and its last characters
 
 
@@ -129,7 +128,7 @@ def signature_of(fn, args: list, kwargs: dict) -> tuple[dict, dict]:
             if value.dtype not in TYPE_NAMES:
                 raise TypeError(f"parameter {name} of {fn.__name__}: no Triton type for tensor dtype {value.dtype}")
             signature[name] = "*" + TYPE_NAMES[value.dtype]
-        elif isinstance(value, str) and (value.startswith("*") or value in _SCALAR_TYPES):
+        elif isinstance(value, str) and (value.startswith("*") or value in SCALAR_TYPES):
             signature[name] = value  # a type given by a launch description
         elif isinstance(value, bool):
             signature[name] = "i1"
@@ -142,7 +141,7 @@ def signature_of(fn, args: list, kwargs: dict) -> tuple[dict, dict]:
     return signature, constants
 
 
-_SCALAR_TYPES = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"}
+SCALAR_TYPES = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"}
 
 
 def launch_key(fn, signature: dict, constants: dict) -> tuple:

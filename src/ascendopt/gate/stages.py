@@ -42,6 +42,7 @@ from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
 from ascendopt.gate.worktrees import checkout, frozen_commit
 from ascendopt.rounds.context import RoundContext
+from ascendopt.tune.space import config_text
 from ascendopt.workspace import Workspace
 
 __all__ = ["Check", "GateResult", "StageResult", "missing_kernels", "observed_kernels", "run_gate",
@@ -292,11 +293,6 @@ def timing_inputs(spec, dims: Mapping[str, Any], dtype: str, mode: str, device) 
     per_set = max(1, spec.cost(dims, dtype, mode).bytes)
     count = max(1, min(8, -(-2 * 64 * 2**20 // per_set)))
     return [(spec.make_inputs(dict(dims), dtype, device, seed),) for seed in range(count)]
-
-
-def config_text(config: Mapping[str, Any] | None) -> str:
-    """Tunables as ``block_rows=32, weight_mode=0`` (the configuration's order); ``-`` for none."""
-    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
 
 
 def timing_line(kernel: str, case: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any],

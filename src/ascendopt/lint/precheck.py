@@ -27,11 +27,11 @@ from typing import Any
 
 from ascendopt.device import ascend_env, ttadapter
 from ascendopt.device.config import chip_facts, chip_key, default_model_chip
+from ascendopt.device.lowering import SCALAR_TYPES  # standard library only: safe to import here
 from ascendopt.errors import UsageError
 
 SCHEMA = 1
 LAUNCH_KEYS = {"kernel", "grid", "signature", "constexprs", "label"}
-_POINTER_OR_SCALAR = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"}
 
 
 def load_launch_file(path: str | Path) -> tuple[list[dict], str | None]:
@@ -66,7 +66,7 @@ def load_launch_file(path: str | Path) -> tuple[list[dict], str | None]:
         if not isinstance(signature, dict) or not isinstance(constexprs, dict):
             raise UsageError(f"{at}: signature and constexprs must be mappings of parameter names")
         for name, kind in signature.items():
-            if not isinstance(kind, str) or kind.lstrip("*") not in _POINTER_OR_SCALAR:
+            if not isinstance(kind, str) or kind.lstrip("*") not in SCALAR_TYPES:
                 raise UsageError(f"{at}: signature {name}: {kind!r} is not a Triton type",
                                  hint="a pointer '*fp32', '*bf16', ... or a scalar i32, i64, fp32, ...")
         for name, value in constexprs.items():

@@ -265,7 +265,7 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         if (rec.ub or {}).get("warning"):
             over_budget.append(rec.number)
         confirmed.append({"config": dict(cfg), "round": rec.number, "verdict": rec.verdict, "screen_ms": row.ms,
-                          "ratio_vs_best": rec.timing["ratio_vs_best"] if rec.timing else None})
+                          "ratio_vs_best": rec.ratio_vs_best})
         if on_round:
             on_round(outcome)
         if rec.verdict == "keep":

@@ -22,6 +22,7 @@ from ascendopt.analyze.matching import matches_any
 # The summary's rows, (label, canonical columns in preference order): defined with the other metric
 # labels in ``analyze.traces.columns``.
 from ascendopt.analyze.traces.columns import SUMMARY_METRICS
+from ascendopt.gate.bench import DecisionRule
 
 # Rows of metric groups that are often not collected: shown only when collected on either side.
 _OPTIONAL_ROWS = frozenset(label for label, _ in SUMMARY_METRICS if "GB/s" in label or "(ncu)" in label)
@@ -104,7 +105,7 @@ def moved(before: float | None, after: float | None, column: str) -> bool | None
     return abs(after - before) > MOVED_REL * base if base else after != before
 
 
-NOISE_Z = 3.29  # the noise band of a duration difference: two-sided 99.9 %, as the timing rule's (gate.bench)
+NOISE_Z = DecisionRule.z  # the noise band of a duration difference: two-sided 99.9 %, the timing rule's
 MIN_LAUNCHES = 3  # fewer profiled launches per side give no usable estimate of their spread
 
 

@@ -40,6 +40,11 @@ class Candidate:
         return asdict(self)
 
 
+def config_text(config: Mapping[str, int] | None) -> str:
+    """Tunables as ``BT=32, BD=128`` in the configuration's order; ``-`` for none (own code)."""
+    return ", ".join(f"{k}={v}" for k, v in (config or {}).items()) or "-"
+
+
 def config_key(config: Mapping[str, int]) -> str:
     """Stable text key of a configuration: ``BD=256,BT=16`` (names sorted)."""
     return ",".join(f"{k}={config[k]}" for k in sorted(config))
