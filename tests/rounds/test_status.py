@@ -68,7 +68,9 @@ def test_status_from_a_subdirectory_before_and_after_rounds(ws, cli, monkeypatch
     flat = " ".join(out.split())
     assert f"round 1 (BLOCK=64, EXTRA=0): {best['speedup_vs_baseline']:.3f}x vs baseline" in flat
     assert f"2 revert ({revert.direction}): a small extra pass" in flat
-    assert "next: ascendopt optimize-round --hypothesis" in out
+    assert "next: `ascendopt optimize-round --hypothesis" in err  # guidance on stderr, as every command
+    code, out, err = cli("status", "--json")
+    assert code == 0 and json.loads(out)["next"] == data["next"]  # the envelope's next is the status's next
 
 
 def test_a_hand_edited_contract_is_reported_not_fatal(ws, cli):

@@ -19,6 +19,8 @@ def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     from ascendopt.workspace import Workspace
 
     data = loop_status(Workspace.resolve(workspace))
+    # the envelope's `next`, and the one `next:` line on stderr, like every other command
+    console.next_steps([(step, "") for step in data["next"]])
     if json:
         console.print_json(data)
         return
@@ -76,8 +78,6 @@ def render(data: dict[str, Any]) -> None:
                         "-" if k["speedup"] is None else f"{k['speedup']:.3f}x",
                         "-" if k["noise_band"] is None else f"±{k['noise_band']:.1%}") for k in best["cases"]],
                       title=f"best (round {best['number']}) vs baseline, per case")
-    for step in data["next"]:
-        console.out(f"next: {step}")
 
 
 def register(app: typer.Typer, name: str) -> None:
