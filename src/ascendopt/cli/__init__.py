@@ -73,7 +73,7 @@ def _version_callback(value: bool) -> None:
 def root(
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
+        typer.Option("--backend", metavar="BACKEND", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
                      envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
