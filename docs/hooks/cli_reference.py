@@ -17,6 +17,26 @@ PAGE_DIR = "reference/cli"
 _MARKDOWN_SPECIAL = re.compile(r"([*_<>\[\]])")
 
 
+def on_config(config):
+    """mkdocs event: the nav's ``Commands`` entry becomes the index page followed by one page per command, in
+    the CLI's order (so a new command gets its page without touching mkdocs.yml)."""
+    from ascendopt.cli import COMMANDS
+
+    index = f"{PAGE_DIR}/index.md"
+
+    def expand(items):
+        for i, item in enumerate(items):
+            if isinstance(item, dict):
+                (title, value), = item.items()
+                if value == index:
+                    items[i] = {title: [index] + [{name: f"{PAGE_DIR}/{name}.md"} for _, name in COMMANDS]}
+                elif isinstance(value, list):
+                    expand(value)
+
+    expand(config["nav"])
+    return config
+
+
 def on_files(files, config):
     """mkdocs event: add the generated pages to the site's files (the nav in mkdocs.yml names them)."""
     from mkdocs.structure.files import File
