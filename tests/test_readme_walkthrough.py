@@ -46,7 +46,8 @@ def test_the_walkthrough_has_its_parts():
     assert set(_files(blocks)) == {"scale.py", "tests/test_scale.py", "bench.py"}
     commands = _commands(blocks)
     # the whole loop, in the loop's order
-    order = ("ascendopt freeze ", "git add .ascendopt/contract.yaml", "ascendopt collect ", "ascendopt analyze ", "ascendopt optimize-round ",
+    order = ("ascendopt freeze ", "git add .ascendopt/contract.yaml", "ascendopt collect ", "ascendopt analyze ",
+             "ascendopt optimize-round ",
              "ascendopt --backend cpu gate --skip-perf", "ascendopt status", "ascendopt reprofile",
              "ascendopt report ", "git add .ascendopt/log.jsonl .ascendopt/rounds")
     positions = [next((i for i, c in enumerate(commands) if c.startswith(needed)), None) for needed in order]
