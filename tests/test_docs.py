@@ -124,3 +124,31 @@ def test_the_readme_stays_short():
     """The README is the short manual (issue 31: at most 250 lines); the reference lives in the site."""
     lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines: move reference prose into docs/"
+
+
+def test_the_command_pages_cover_every_option_and_argument():
+    """The reference is generated from the click tree: every option spelling, metavar and argument of every
+    command is on its page, and the examples are the ones ``--help`` prints."""
+    import importlib.util
+
+    import typer.main
+
+    from ascendopt.cli import COMMANDS, app
+
+    spec = importlib.util.spec_from_file_location("cli_reference", REPO_ROOT / "docs" / "hooks" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pages = module.pages()
+    assert set(pages) == {"index"} | {name for _, name in COMMANDS}
+    group = typer.main.get_command(app)
+    for _, name in COMMANDS:
+        command = group.commands[name]
+        for param in command.params:
+            for spelling in [*param.opts, *param.secondary_opts] if param.param_type_name == "option" else []:
+                assert spelling in pages[name], f"{name}: {spelling} missing from its reference page"
+            if param.metavar:
+                assert param.metavar in pages[name], f"{name}: {param.metavar} missing"
+        examples = [line.strip() for line in command.epilog.split("\b", 1)[1].splitlines() if line.strip()]
+        assert examples and all(line in pages[name] for line in examples), name
+    for option in group.params:
+        assert option.opts[0] in pages["index"]
