@@ -72,6 +72,7 @@ def _index(group, ctx, names: list[str]) -> str:
     lines += ["## Commands", "", "| command | does |", "|---|---|"]
     for name in names:
         lines.append(f"| [`{name}`]({name}.md) | {_escape(_summary(group.commands[name]))} |")
+    lines += [""] + _examples(group)
     return "\n".join(lines) + "\n"
 
 
@@ -87,11 +88,16 @@ def _command_page(title: str, command, ctx) -> str:
         for param in arguments:
             lines += [f"`{param.metavar or param.name.upper()}`", f":   {_escape(param.help or '')}", ""]
     lines += ["## Options", ""] + _options(command, ctx)
-    if command.epilog:
-        lines += ["## Examples", "", "```bash"]
-        lines += [line.strip() for line in command.epilog.split("\b", 1)[-1].strip("\n").splitlines()]
-        lines += ["```", ""]
+    lines += _examples(command)
     return "\n".join(lines) + "\n"
+
+
+def _examples(command) -> list[str]:
+    """The command's ``Examples:`` epilog (``cli.options.examples``) as a bash block."""
+    if not command.epilog:
+        return []
+    body = command.epilog.split("\b", 1)[-1].strip("\n").splitlines()
+    return ["## Examples", "", "```bash", *(line.strip() for line in body), "```", ""]
 
 
 def _options(command, ctx) -> list[str]:

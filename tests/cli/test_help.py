@@ -60,6 +60,7 @@ def test_the_command_list_prints_every_summary_whole(monkeypatch):
     from ascendopt.cli import app
 
     text = _help(monkeypatch=monkeypatch)
+    assert "Examples:" in text.split("\nCommands:\n", 1)[1], text
     listed = dict(re.findall(r"^  ([a-z-]+)\s{2,}(.+)$", text.split("\nCommands:\n", 1)[1], re.MULTILINE))
     assert set(listed) == set(COMMAND_NAMES), listed
     group = get_command(app)

@@ -29,6 +29,9 @@ EXIT_CODES_HELP = (
 app = typer.Typer(
     name="ascendopt",
     help="Freeze, collect, analyze, optimize, gate and re-profile Triton-Ascend kernels.\n\n" + EXIT_CODES_HELP,
+    epilog="Examples:\n\n\b\n  ascendopt demo                    # the whole loop on a bundled kernel\n"
+           "  ascendopt freeze --help           # every command has --help with examples\n"
+           "  ascendopt --backend cpu gate --skip-perf --junit gate.xml",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
