@@ -71,7 +71,7 @@ def gate(
                                 "test cannot reach p < 0.002 and no regression could ever be called).")] = 30,
     junit: Annotated[
         str | None, typer.Option("--junit", metavar="PATH",
-            help="Write JUnit XML (one testcase per stage/tensor) to FILE.")
+            help="Write JUnit XML (one testcase per stage/tensor) to PATH.")
     ] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
