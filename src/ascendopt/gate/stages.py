@@ -12,7 +12,9 @@ the first red stage.
   its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
   returns, its outputs compared with the frozen commit's (``gate.equivalence``);
 * kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call
-  (own code: the call the correctness stage's child profiled);
+  (own code: the call the correctness stage's child profiled), and that call's kernel census against
+  the frozen one (``gate.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
+  the host, is red; new kernels that take the time are reported;
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
   process; own code: the frozen commit (a temporary git worktree) vs the working tree,
   interleaved in two child processes (``ascendopt.gate.interleave``); a side whose workload
@@ -38,7 +40,7 @@ from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, IntegrityError, UsageError
 from ascendopt.gate import bench
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
-from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
+from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
 from ascendopt.gate.worktrees import checkout, frozen_commit
 from ascendopt.rounds.context import RoundContext
@@ -190,8 +192,8 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:
     """Own code: the frozen tests, then ``workload()`` of the working tree loaded and called in a child
-    process (a warm call and one profiled call: the names the kernel-hit stage matches, in
-    ``data["seen"]``). A workload that raises, crashes or outlives ``workload_s`` is a red stage
+    process (a warm call and one profiled call: the kernel census the kernel-hit stage judges, in
+    ``data["census"]``). A workload that raises, crashes or outlives ``workload_s`` is a red stage
     naming ``file:line`` or the limit, never an exception out of the gate.
 
     With output equivalence frozen on, that child's first call saves what ``workload()`` returned and the
@@ -214,7 +216,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
         try:
             with workload_process(root, exec_rel, "candidate", load_s=limit, seed=compare) as child:
                 candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
-                seen = child.kernels(limit)
+                census = child.kernel_census(limit)
             outputs, data = (_output_checks(contract, root, candidate, Path(tmp), limit) if candidate is not None
                              else ([], {}))
         except WORKLOAD_FAILURES as exc:
@@ -224,7 +226,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
         checks.append(Check("output equivalence", True, f"not checked: {why}"))
     checks += outputs
-    data = {**tests.data, "seen": seen, **({"equivalence": data} if data else {})}
+    data = {**tests.data, "census": census, **({"equivalence": data} if data else {})}
     bad = [c for c in outputs if not c.passed]
     if bad:
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -264,24 +266,16 @@ def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
                        {**(data or {}), "error": message}, workload_error=message)
 
 
-def _kernel_hit(ctx: RoundContext, config: dict[str, int], seen: list[str] | None) -> StageResult:
-    """``seen``: own code, the names the correctness stage's workload child observed; bundled kernels
-    are observed here, in this process."""
+def _kernel_hit(ctx: RoundContext, config: dict[str, int], census: Mapping[str, Any] | None) -> StageResult:
+    """``census``: own code, the census the correctness stage's workload child took; bundled kernels are
+    profiled here, in this process (``kernel_hit.kernel_census``). Judged by ``kernel_hit.kernel_hit_stage``
+    against the contract's frozen census: the expected kernels ran and did the work."""
     contract, spec = ctx.contract, ctx.spec
     if spec is not None:
         case = contract.workload.shapes[0]
         inputs = spec.make_inputs(dict(case.dims), contract.workload.dtype, backends.current().torch_device(), 0)
-        seen = observed_kernels(lambda: spec.run(inputs, config, contract.workload.mode))
-    seen = list(seen or [])
-    missing = missing_kernels(contract.expected_kernels, seen)
-    checks = [Check(name, name not in missing, "seen" if name not in missing else "not in the profile")
-              for name in contract.expected_kernels]
-    if missing:
-        return StageResult("kernel_hit", "fail",
-                           f"expected kernel(s) {', '.join(missing)} did not run (torch fallback?); "
-                           f"the profile shows: {', '.join(seen[:8]) or 'nothing'}", checks, {"seen": seen[:50]})
-    return StageResult("kernel_hit", "pass", f"{', '.join(contract.expected_kernels)} ran", checks,
-                       {"seen": seen[:50]})
+        census = kernel_census(lambda: spec.run(inputs, config, contract.workload.mode))
+    return kernel_hit_stage(contract.expected_kernels, census or {"kernels": {}}, contract.kernel_census)
 
 
 def timing_inputs(spec, dims: Mapping[str, Any], dtype: str, mode: str, device) -> list[tuple[dict[str, Any]]]:
@@ -421,7 +415,7 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
             notes.append(f"candidate: {source}: {config_text(config)}")
         runners = [
             lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_own(contract, root, timeout)),
-            lambda: _kernel_hit(ctx, config, stages[-1].data.get("seen")),  # own code: seen at correctness
+            lambda: _kernel_hit(ctx, config, stages[-1].data.get("census")),  # own code: taken at correctness
             lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
                      _performance_kernel(ctx, config, timer, pairs, source) if ctx.is_kernel else
                      _performance_own(contract, root, pairs, timeout)),
