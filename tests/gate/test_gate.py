@@ -344,7 +344,8 @@ def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
     assert checks[0] == {"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}
     # and the census of the call against the frozen one (gate.kernel_hit.judge_census)
     assert [c["name"] for c in checks[1:3]] == ["expected share", "host time"] and all(c["passed"] for c in checks)
-    assert result["stages"][2]["data"]["census"]["kernels"]["_rms_norm_fwd_kernel"]["calls"] == 1
+    assert result["stages"][2]["data"]["census"]["kernels"]["_rms_norm_fwd_kernel"]["calls"] >= 1
+    assert "launch counts" not in [c["name"] for c in checks]  # as many launches per call as at freeze
 
 
 def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypatch):
