@@ -182,3 +182,73 @@ def test_cpu_census_counts_each_interpreted_launch_once():
     census = kernel_hit.kernel_census(twice)
     assert census["backend"] == "cpu" and census["kernels"]["_t_scale_kernel"]["calls"] == 2
     assert census["kernels"]["_t_scale_kernel"]["share"] > 0.5
+
+
+OWN_OP = '''import time
+
+import torch
+import triton
+import triton.language as tl
+
+TOKEN = False  # the planted attack: a token launch, the work in torch ops for SPEND_S seconds
+SPEND_S = 0.0
+
+
+@triton.jit
+def my_scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def my_scale(x):
+    y = torch.empty_like(x)
+    n = 16 if TOKEN else x.numel()
+    my_scale_kernel[(triton.cdiv(n, 16),)](x, y, n, BLOCK=16)
+    if TOKEN:
+        a = torch.ones(96, 96)
+        deadline = time.perf_counter() + SPEND_S
+        while time.perf_counter() < deadline:
+            torch.mm(a, a)
+        y.copy_(x * 2)
+    return y
+'''
+OWN_TEST = "import torch\nfrom op import my_scale\n\n\ndef test_doubles():\n    x = torch.arange(40.0)\n" \
+           "    assert torch.equal(my_scale(x), x * 2)\n"
+OWN_BENCH = "import torch\nfrom op import my_scale\n\nx = torch.arange(512.0)\n\n\ndef workload():\n" \
+            "    return my_scale(x)\n"
+
+
+def test_own_code_token_launch_with_the_work_in_torch_ops_is_red(tmp_path, monkeypatch, cli):
+    """Own code (a git repository with a real Triton kernel, frozen with its test): the unchanged tree is
+    green at kernel hit; the planted token launch (Wafer field guide / Makora taxonomy) is red there."""
+    from _own_code import commit_repo, freeze_in
+    from ascendopt.contract.model import load_raw
+    from ascendopt.workspace import Workspace
+
+    root = commit_repo(tmp_path / "repo", {"op.py": OWN_OP, "tests/test_op.py": OWN_TEST,
+                                           "bench.py": OWN_BENCH})
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                               "my_scale_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    monkeypatch.chdir(root)
+    census = load_raw(Workspace.resolve(None))["kernel_census"]
+    assert census["kernels"]["my_scale_kernel"]["calls"] == 1 and census["kernels"]["my_scale_kernel"]["triton"]
+    code, out, err = cli("gate", "--skip-perf", "--json")
+    assert code == 0, err  # control: the unchanged tree
+
+    op = root / "op.py"
+    op.write_text(op.read_text().replace("TOKEN = False", "TOKEN = True").replace(
+        "SPEND_S = 0.0", f"SPEND_S = {3 * census['device_us'] * 1e-6!r}"))
+    code, out, err = cli("gate", "--skip-perf")
+    assert code == 1, out + err
+    assert "FAIL at kernel_hit" in out and "token launch" in out and "aten::mm" in out
+
+
+def test_npu_census_from_the_torch_npu_profile(fake_torch_npu, monkeypatch):
+    """npu: the census is read from the (fake, faithful) torch_npu profile's kernel_details rows."""
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "npu")
+    census = kernel_hit.kernel_census(lambda: None)
+    assert census["backend"] == "npu" and census["device_us"] > 0
+    mm = next(k for n, k in census["kernels"].items() if "MatMulV2" in n)
+    assert mm["calls"] >= 1 and 0 < mm["share"] <= 1 and census["wall_us"] >= census["host_us"] >= 0
