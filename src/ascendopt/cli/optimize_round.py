@@ -55,6 +55,11 @@ def optimize_round(
                                              "default: from the hypothesis words, else the bottleneck class."),
     ] = None,
     pairs: Annotated[int, typer.Option("--pairs", metavar="N", help="Interleaved timing rounds per shape case.")] = 30,
+    accept_implausible: Annotated[str | None, typer.Option(
+        "--accept-implausible", metavar="REASON",
+        help="Allow a keep on an implausible speedup (> 5x vs the baseline, or under the device's roofline "
+             "floor), for the reason given; the reason is recorded in the round. Without it such a round is "
+             "a revert.")] = None,
     timeout: TimeoutOpt = None,
     no_precheck: NoPrecheckOpt = False,
     ascend_python: AscendPythonOpt = None,
@@ -97,6 +102,9 @@ def optimize_round(
         raise UsageError("--auto and --direction exclude each other: each --auto round is named by the tunable "
                          "it changes")
     round_run.check_direction(direction)
+    if accept_implausible is not None and (auto or not accept_implausible.strip()):
+        raise UsageError("--accept-implausible: give the reason the speedup is real (one line); it applies to one "
+                         "round, not to --auto")
     if allow_ub_overflow and not auto:
         raise UsageError("--allow-ub-overflow applies to --auto only (a --set tile over the UB is reported, "
                          "not refused, off-NPU)")
@@ -163,7 +171,8 @@ def optimize_round(
     with console.progress("optimize-round") as bar:
         outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=sets, force=force, pairs=pairs,
                                       target_metric=target_metric, step=bar.update, direction=direction,
-                                      timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python)
+                                      timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python,
+                                      accept_implausible=accept_implausible)
     record = outcome.record
     console.next_steps(next_steps.after_round(ws, record.summary))
     if json:

@@ -194,14 +194,19 @@ class RoundRecord:
 # -- verdicts and stop criteria ----------------------------------------------------------------
 
 
-def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None) -> str:
+def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None,
+            implausible: bool = False) -> str:
     """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
 
     ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower" | "inconclusive"), None
     on a red gate. Inconclusive is a revert: neither a gain nor "no gain at a bound" can be claimed.
+    ``implausible``: the timing is too good to believe (``bench.implausible_reason``) and no acceptance
+    was recorded: a revert, never a keep.
     """
     if not gate_passed:
         return "drop"  # never benchmarked, never a speed claim
+    if implausible:
+        return "revert"
     if vs_best == "faster":
         return "keep"
     if vs_best == "inconclusive":
@@ -212,11 +217,15 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 
 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
-    """Why a round was reverted without a verdict on its speed: the widest noise band of an
-    inconclusive comparison with the best so far, or (own code) why the best could not be timed
-    (None when the timing could tell)."""
+    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
+    widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
+    not be timed (None when the timing could tell)."""
     from ascendopt.gate.bench import DecisionRule
 
+    found = (timing or {}).get("implausible")
+    if found and not found.get("accepted"):
+        return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
+                "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
     if not timing or timing.get("vs_best") != "inconclusive":
         return None
     unverified = (timing.get("best") or {}).get("unverified")

@@ -36,7 +36,7 @@ from ascendopt import console, process
 from ascendopt.analyze.matching import matches_any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import AscendoptError, ExitCode, UsageError
-from ascendopt.gate.stages import ClockBackend, kernel_raised
+from ascendopt.gate.stages import ClockBackend, kernel_raised, roofline_floor
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import summary as round_summary
@@ -200,6 +200,15 @@ def precheck_stage(ctx: RoundContext, gsum: dict[str, Any], config: Mapping[str,
 # -- the round ---------------------------------------------------------------------------------
 
 
+def _floors(ctx: RoundContext, backend) -> dict[str, float | None]:
+    """Per shape case of a bundled kernel, the roofline floor in ms (``gate.stages.roofline_floor``); own
+    code has no cost model: none."""
+    if not ctx.is_kernel:
+        return {}
+    w = ctx.contract.workload
+    return {case.name: roofline_floor(ctx.spec, case.dims, w.dtype, w.mode, backend) for case in w.shapes}
+
+
 @dataclass
 class RoundOutcome:
     record: RoundRecord
@@ -260,14 +269,15 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
               timer: Callable[[], float] | None = None, direction: str | None = None,
-              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None
-              ) -> RoundOutcome:
+              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None,
+              accept_implausible: str | None = None) -> RoundOutcome:
     """Run and record one round under the workspace lock. Returns the record, its path and the exit code.
 
     Refuses past a stop criterion unless ``force``. ``before_profiles``: the best-so-far profile when
     the caller has one (else found or collected). ``reprofile=False`` skips both profiles. ``timer``: a
     clock in ms replacing the device timer (tests, like ``gate.run_gate``). ``direction``: the round's
     direction name (``round_direction``). ``timeout``: ``--timeout`` (see ``record_round``).
+    ``accept_implausible``: see ``record_round``.
     """
     _check_hypothesis(hypothesis)
     check_direction(direction)
@@ -278,7 +288,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         outcome = record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
                                reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
                                direction=direction, timeout=timeout, precheck=precheck,
-                               ascend_python=ascend_python)
+                               ascend_python=ascend_python, accept_implausible=accept_implausible)
         session.exit_code = outcome.exit_code  # the audit log's entry: a drop exits with the gate's code
         return outcome
 
@@ -294,7 +304,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  timer: Callable[[], float] | None = None, plan: Plan | None = None,
                  command_text: str | None = None, direction: str | None = None,
                  timeout: float | None = None, precheck: bool = True,
-                 ascend_python: str | None = None) -> RoundOutcome:
+                 ascend_python: str | None = None, accept_implausible: str | None = None) -> RoundOutcome:
     """One round on an already loaded context; the caller holds the workspace lock and has applied the
     stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
     ``sets`` and the best so far. ``timeout``: ``--timeout`` in seconds, replacing the contract's
@@ -303,7 +313,12 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     Every attempt is recorded: a candidate that raises, crashes or hangs at the gate, while timed or
     while re-profiled is a ``drop`` whose ``gate`` holds the error (``summary``, ``error``), and the
     outcome's exit code is 1. Off-NPU a green gate is followed by the Ascend lowering precheck
-    (``precheck_stage``; ``precheck=False``: skipped, said in the record)."""
+    (``precheck_stage``; ``precheck=False``: skipped, said in the record).
+
+    A candidate faster than the baseline beyond belief (``rt.implausible_cases``: > 5x after the re-check,
+    or a bundled kernel under its roofline floor) is never kept on that timing: the round is a revert
+    unless ``accept_implausible`` (a person's reason, ``--accept-implausible``) is given; either way the
+    finding and the acceptance go into the record's ``timing["implausible"]``."""
     from ascendopt.device import backends
     from ascendopt.gate.stages import run_gate
 
@@ -413,7 +428,16 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
-    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
+    implausible = False
+    if timing:
+        found = rt.implausible_cases(timing, _floors(ctx, backend))
+        if found:
+            timing["implausible"] = {"cases": found, "accepted": accept_implausible}
+            implausible = not accept_implausible
+            note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})"
+                 if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
+                 "without --accept-implausible REASON")
+    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor, implausible)
     if tree is not None and verdict == "keep":
         note(rtree.uncommitted_keep_note(tree, number))
     metrics = {}
