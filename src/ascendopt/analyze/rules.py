@@ -493,7 +493,8 @@ def _lead_evidence(dominant: Mapping[str, Any]) -> dict[str, Any]:
         versus = "no other pipe is busy"
     else:
         lead = dominant["lead"]
-        versus = (f"{'' if lead is None else f'{lead:.2f}x '}the next pipe, {column_words(dominant['next_column'])} "
+        times = "" if lead is None else f"{shown_against(lead, rule['threshold'], 2)}x "
+        versus = (f"{times}the next pipe, {column_words(dominant['next_column'])} "
                   f"{dominant['next_value']:.3f}")
     verb = "leads" if dominant["leads"] else "does not clearly lead"
     return {"column": dominant["column"], "value": value, "op": "leads" if dominant["leads"] else "< lead",
