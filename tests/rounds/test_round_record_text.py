@@ -60,6 +60,12 @@ def test_reprofile_after_a_dropped_round_describes_the_tree_it_profiled(repo, cl
     _edit(repo, *FAILING_EDIT)
     code, _, err = cli("optimize-round", "-w", ws, "--hypothesis", "math: triple it", "--pairs", "12")
     assert code == 1, err[-2000:]
+    # control: the tree still holds the red change, so the advice is the gate's
+    code, out, err = cli("reprofile", "-w", ws, "--json")
+    assert code == 0, err[-2000:]
+    data = json_payload(out)
+    assert data["profiled"]["red_round"] == 1 and any("still holds round 1's change" in n for n in data["notes"])
+    assert json_envelope(out)["next"][0].startswith("ascendopt gate ")  # the next step is the gate
     _edit(repo, *reversed(FAILING_EDIT))  # the change is undone: the tree is the frozen one again
     code, _, err = cli("gate", "-w", ws, "--skip-perf")
     assert code == 0, err[-2000:]
@@ -71,8 +77,8 @@ def test_reprofile_after_a_dropped_round_describes_the_tree_it_profiled(repo, cl
     assert data["profiled"]["text"].startswith("the working tree at ")
     assert any("round 1 (math: triple it) was dropped" in n for n in data["notes"])
     assert "drop" not in data["summary"]["verdict"]
-    whys = envelope["next"]
-    assert not any("until the gate is green" in w for w in whys), whys
+    assert not envelope["next"][0].startswith("ascendopt gate "), envelope["next"]
     code, out, err = cli("reprofile", "-w", ws)
     assert code == 0, err[-2000:]
     assert "reprofile of the working tree at" in out and "after: math: triple it" not in out
+    assert "next: " in err and "until the gate is green" not in err and "another round is warranted" in err

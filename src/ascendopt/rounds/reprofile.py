@@ -30,8 +30,9 @@ def last_applied(records) -> object | None:
 
 
 def profiled_state(ctx: RoundContext) -> dict[str, Any]:
-    """What reprofile profiles, in words and as data: ``{"kind": "kernel" | "code", "round" (the kept round
-    whose state it is, None: the baseline / an unrecorded tree), "hypothesis" (that round's), "text"}``.
+    """What reprofile profiles, in words and as data: ``{"kind": "kernel" | "code", "round" (the applied round
+    whose state it is, None: the baseline / an unrecorded tree), "hypothesis" (that round's), "text",
+    "red_round" (own code: the dropped round whose tree this still is, else None)}``.
 
     Bundled kernel: the best kept configuration (``RoundContext.best_config``). Own code: the working tree
     (its HEAD and whether it has uncommitted edits), matched to a recorded round by its content digest."""
@@ -40,22 +41,25 @@ def profiled_state(ctx: RoundContext) -> dict[str, Any]:
         config = ", ".join(f"{k}={v}" for k, v in (ctx.best_config or {}).items())
         if best is None:
             return {"kind": "kernel", "round": None, "hypothesis": None,
-                    "text": f"the baseline configuration ({config})"}
+                    "text": f"the baseline configuration ({config})", "red_round": None}
         return {"kind": "kernel", "round": best.number, "hypothesis": best.hypothesis,
-                "text": f"the best so far, round {best.number} ({best.hypothesis}; {config})"}
+                "text": f"the best so far, round {best.number} ({best.hypothesis}; {config})", "red_round": None}
     from ascendopt.contract.frozen import project_root
     from ascendopt.rounds import tree as rtree
 
     tree = rtree.tree_state(project_root(), exclude=[ctx.ws.root])
+    # the newest round that measured this very tree (its content digest), a dropped one included
     same = next((r for r in reversed(ctx.records)
-                 if r.verdict != "drop" and tree.digest and r.change.get("tree_digest") == tree.digest), None)
+                 if tree.digest and r.change.get("tree_digest") == tree.digest), None)
     at = f"at {tree.commit[:12]}" if tree.commit else "(no git commit)"
     edits = f" with {len(tree.uncommitted)} uncommitted path(s)" if tree.uncommitted else ""
     text = f"the working tree {at}{edits}"
     if same is not None:
         text += f": the tree of round {same.number} ({same.hypothesis}, {same.verdict})"
-    return {"kind": "code", "round": same.number if same else None, "hypothesis": same.hypothesis if same else None,
-            "text": text}
+    applied = same is not None and same.verdict != "drop"
+    return {"kind": "code", "round": same.number if applied else None,
+            "hypothesis": same.hypothesis if applied else None, "text": text,
+            "red_round": same.number if same is not None and not applied else None}
 
 
 def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Callable[[str], None] | None = None,
@@ -86,7 +90,11 @@ def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Call
     last = records[-1] if records else None
     applied = last_applied(records)
     notes = []
-    if last is not None and last.verdict == "drop":
+    red = next((r for r in records if r.number == state.get("red_round")), None)
+    if red is not None:  # own code: the tree profiled is the one a round's gate found red
+        notes.append(f"the working tree still holds round {red.number}'s change ({red.hypothesis}), whose gate was "
+                     "red: fix it until the gate is green, or undo it")
+    elif last is not None and last.verdict == "drop":
         notes.append(f"round {last.number} ({last.hypothesis}) was dropped at a red gate and never applied: "
                      f"this profile is of {state['text']}")
     names = ctx.kernel_names
@@ -95,10 +103,14 @@ def reprofile(ctx: RoundContext, *, target_metric: str | None = None, step: Call
                                                  applied.hypothesis if applied else "", bound_before)
     stop = ctx.stop_decision()
     summary = round_summary.build(kernel_names=names, before=before, after=after,
-                                  verdict=f"{applied.verdict} (round {applied.number})" if applied else "base",
+                                  verdict=(f"drop (round {red.number})" if red is not None
+                                           else f"{applied.verdict} (round {applied.number})" if applied else "base"),
                                   another_round=not stop.stop,
                                   stop_reason=stop.reason, target_metric=target)
-    summary["verdict_label"] = "last applied round's verdict"  # reprofile itself judges nothing
+    # reprofile itself judges nothing: the verdict of the round whose state it profiled (a red one: the next
+    # step is the gate), else of the last applied round
+    summary["verdict_label"] = "verdict of the profiled tree's round" if red is not None else \
+        "last applied round's verdict"
     return {"schema": 1, "previous": previous, "profiles": now, "config": config,
             "hypothesis": state["hypothesis"], "profiled": state, "notes": notes, "summary": summary,
             "compare": compare(before, after), "stop": stop.to_dict(),
