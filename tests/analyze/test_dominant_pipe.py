@@ -142,3 +142,16 @@ def test_a_known_chip_alias_in_the_environment_is_accepted():
     proc = _run("analyze", str(ASCEND / "level1_cnn"), "--top", "1", env={"ASCENDOPT_CHIP": "910b4"})
     assert proc.returncode == 0, proc.stderr
     assert "device: chip Ascend910B4" in proc.stdout
+
+
+def test_a_cuda_profile_without_counters_gets_cuda_advice(tmp_path):
+    """A CUDA trace without its Nsight Compute file: the advice names ncu, never MemoryUB (an Ascend group)."""
+    import shutil
+
+    from conftest import DATA
+
+    shutil.copy(DATA / "cuda" / "trace.json", tmp_path / "trace.json")
+    report = analyze(load_profile(tmp_path))
+    levers = [lever for k in report["kernels"] for lever in k["levers"]]
+    assert report["kind"] == "cuda" and levers
+    assert all("Nsight Compute" in lever for lever in levers) and not any("MemoryUB" in lever for lever in levers)

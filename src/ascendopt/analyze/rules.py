@@ -66,11 +66,12 @@ class Lever:
     makers: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
 
-    def fits(self, kind: KernelKind, backend: str | None = None) -> bool:
+    def fits(self, kind: KernelKind | None, backend: str | None = None) -> bool:
+        """Whether the lever applies to a kernel of ``kind`` on a profile of ``backend`` (None: not known)."""
         if self.backends and backend is not None and backend not in self.backends:
             return False
-        return all(not allowed or value in allowed for allowed, value in
-                   ((self.cores, kind.core), (self.families, kind.family), (self.makers, kind.maker)))
+        return kind is None or all(not allowed or value in allowed for allowed, value in
+                                   ((self.cores, kind.core), (self.families, kind.family), (self.makers, kind.maker)))
 
 
 @dataclass(frozen=True)
@@ -345,9 +346,7 @@ def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]], kind: Ke
 def _finding_of(rule: Rule, evidence: list[dict[str, Any]], kind: KernelKind | None,
                 backend: str | None = None) -> Finding:
     """The finding of ``rule``, its levers limited to what fits this kernel's kind and the profile's backend."""
-    levers = [lv for lv in rule.levers if (kind is None and (not lv.backends or backend is None
-                                                             or backend in lv.backends))
-              or (kind is not None and lv.fits(kind, backend))]
+    levers = [lv for lv in rule.levers if lv.fits(kind, backend)]
     return Finding(rule.name, rule.label, evidence, [lv.text for lv in levers], [lv.origin for lv in levers])
 
 
