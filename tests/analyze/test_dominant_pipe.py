@@ -99,23 +99,20 @@ def test_a_value_just_below_its_bound_is_printed_with_the_digits_that_show_it():
 
 # -- levers the profile's backend can follow -----------------------------------------------------------------
 
-def _cpu_profile(folder):
-    """A CPU (Triton interpreter) profile folder as ``collect --aic-metrics pipe,ub`` writes it on cpu."""
-    folder.mkdir()
-    (folder / "kernels.csv").write_text("name,core_type,start_us,duration_us,step,device,block_dim\n"
-                                        "_add_kernel,cpu,0,120,,cpu,4\n_add_kernel,cpu,200,130,,cpu,4\n")
-    (folder / "ascendopt_profile.yaml").write_text("schema: 1\nbackend: cpu\nset_id: s1\n"
-                                                   "metric_group: PipeUtilization\n")
-    return folder
-
-
 def _run(*args, env=None):
     return subprocess.run([sys.executable, "-m", "ascendopt", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
 
 
 def test_a_cpu_profile_is_not_told_to_collect_pipeutilization(tmp_path):
-    proc = _run("analyze", str(_cpu_profile(tmp_path / "cpu")))
+    """A real CPU collect with ``--aic-metrics pipe,ub`` (two runs, as on the issue's machine), then analyze."""
+    cpu = {"ASCENDOPT_BACKEND": "cpu"}
+    proc = _run("collect", "--kernel", "chunk_local_cumsum", "--shapes", "tiny", "--aic-metrics", "pipe,ub",
+                "--out-dir", str(tmp_path / "p"), env=cpu)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folders = sorted(str(p) for p in (tmp_path / "p").iterdir())
+    assert len(folders) == 2
+    proc = _run("analyze", *folders, env=cpu)
     assert proc.returncode == 0, proc.stderr
     assert "collect PipeUtilization first" not in proc.stdout
     assert "has no hardware counters" in proc.stdout and "npu or cuda profile" in proc.stdout
