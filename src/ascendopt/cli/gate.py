@@ -34,10 +34,8 @@ def _render(result) -> None:
                 if not check.passed:
                     console.out(check.message)
         elif stage.name == "correctness" and stage.status == "fail" and "outcomes" in stage.data:
-            for check in stage.checks:  # own code: each frozen test that does not pass, with its own error lines
-                if not check.passed:
-                    first, *rest = check.message.splitlines() or [""]
-                    console.out(f"{check.name}: {first}" + "".join(f"\n    {line}" for line in rest))
+            for line in stage.failure_lines(tail=False):  # own code: each frozen test that does not pass
+                console.out(line)
         if stage.name == "correctness" and stage.status == "fail" and "output_tail" in stage.data:
             console.out(stage.data["output_tail"])
         if stage.name == "performance" and stage.status in ("pass", "fail", "inconclusive", "implausible"):

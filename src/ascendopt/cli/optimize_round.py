@@ -181,6 +181,10 @@ def optimize_round(
         render_round_summary(record.summary, f"round {record.number} ({record.direction})")
         if not record.gate.get("passed"):
             console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
+            error = record.gate.get("error")
+            if error and error != record.gate.get("summary"):  # the failing tests' own error lines
+                for line in str(error).splitlines():
+                    console.out(f"  {line}")
         console.out(f"recorded: {outcome.path}")
     if outcome.exit_code:  # a drop exits with the gate's code (1 correctness, 3 integrity), after recording
         raise typer.Exit(outcome.exit_code)

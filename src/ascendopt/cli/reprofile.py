@@ -51,8 +51,11 @@ def print_result(result: dict) -> None:
     from ascendopt import console
     from ascendopt.cli.render import render_round_summary
 
-    title = "reprofile" + (f" after: {result['hypothesis']}" if result.get("hypothesis") else "")
+    profiled = result.get("profiled") or {}
+    title = "reprofile of " + profiled["text"] if profiled.get("text") else "reprofile"
     render_round_summary(result["summary"], title)
+    for note in result.get("notes") or []:
+        console.info(f"note: {note}")
     console.out(f"previous: {', '.join(Path(p).name for p in result['previous'])}")
     console.out(f"profile: {', '.join(result['profiles'])}")
 

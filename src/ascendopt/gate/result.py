@@ -84,6 +84,20 @@ class StageResult:
             return InconclusiveError(f"gate implausible at {self.name}: {self.summary}", hint=IMPLAUSIBLE_ADVICE)
         return self._error_class(f"gate red at {self.name}: {self.summary}")
 
+    def failure_lines(self, *, tail: bool = True) -> list[str]:
+        """The red stage's own error lines, as ``ascendopt gate`` prints them: each failed check as
+        ``NAME: first line`` with its further lines indented (a frozen test's assertion lines, a tensor out
+        of tolerance, an output that differs), then (``tail``) the command's last output lines where no test
+        says more."""
+        lines: list[str] = []
+        for check in self.checks:
+            if not check.passed:
+                first, *rest = check.message.splitlines() or [""]
+                lines += [f"{check.name}: {first}", *(f"    {line}" for line in rest)]
+        if tail and self.data.get("output_tail"):
+            lines += str(self.data["output_tail"]).splitlines()
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "exit_code": self.exit_code, "summary": self.summary,
                 "checks": [c.to_dict() for c in self.checks], "data": self.data,

@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ascendopt.rounds.records import RoundRecord, StopDecision, best_round, geomean, should_stop
+from ascendopt.rounds.records import (
+    SPEEDUP_STATISTIC,
+    RoundRecord,
+    StopDecision,
+    best_round,
+    geomean,
+    should_stop,
+)
 from ascendopt.workspace import Workspace
 
 OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
@@ -106,15 +113,15 @@ def _stats(samples: Sequence[float] | None, timing: Mapping[str, Any]) -> list[s
 
 
 def promotion_stats(best: RoundRecord) -> tuple[list[list[str]], float]:
-    """Rows of the promotion stats block for the best round and its equal-weight geomean speedup."""
+    """Rows of the promotion stats block for the best round and its speedup over the baseline: the
+    round's own number (``RoundRecord.speedup_vs_baseline``, ``records.SPEEDUP_STATISTIC``), the one the
+    round and ``status`` print."""
     rows = []
-    speedups = []
     for case in best.timing["cases"]:
         samples = case.get("samples_ms") or {}
         for side in ("baseline", "candidate"):
             rows.append([case["case"], side, *_stats(samples.get(side), case[side])])
-        speedups.append(case["baseline"]["median_ms"] / case["candidate"]["median_ms"])
-    return rows, geomean(speedups)
+    return rows, best.speedup_vs_baseline
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -198,7 +205,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         lines.append("")
         lines += _table(STATS_COLUMNS, rows)
         cases = len(best.timing["cases"])
-        lines += ["", f"Equal-weight geomean speedup vs baseline: **{speedup:.3f}x** over {cases} case(s)."]
+        lines += ["", f"Speedup vs baseline: **{speedup:.3f}x** over {cases} case(s) ({SPEEDUP_STATISTIC}; the "
+                      "number the round and `status` print)."]
         cfg = best.config
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else

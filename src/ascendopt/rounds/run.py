@@ -163,14 +163,30 @@ def gate_passed(result) -> bool:
     return failed is None or (failed.name == "performance" and not failed.workload_error)
 
 
+# How much of a red stage's error lines a round keeps: enough for a few failing tests' assertions.
+ERROR_LINES = 60
+
+
+def gate_error(stage) -> str | None:
+    """A red stage's error as a round records it: the workload's error, else the failing checks' own error
+    lines (``StageResult.failure_lines``, what ``ascendopt gate`` prints), the first ``ERROR_LINES``."""
+    if stage.workload_error:
+        return stage.workload_error
+    lines = stage.failure_lines()
+    if len(lines) > ERROR_LINES:
+        lines = [*lines[:ERROR_LINES], f"... {len(lines) - ERROR_LINES} more line(s): `ascendopt gate` shows all"]
+    return "\n".join(lines) or None
+
+
 def gate_summary(result) -> dict[str, Any]:
-    """The part of a GateResult a round record keeps (never a speed on a red gate)."""
+    """The part of a GateResult a round record keeps (never a speed on a red gate); ``error``: the red
+    stage's own error lines (``gate_error``)."""
     failed = result.failed_stage
     red = not gate_passed(result)
     return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
             "failed_stage": failed.name if red else None,
             "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages),
-            "error": failed.workload_error if red else None}
+            "error": gate_error(failed) if red else None}
 
 
 def failed_after_gate(stage: str, error: str) -> dict[str, Any]:

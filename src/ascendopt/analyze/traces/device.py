@@ -154,9 +154,9 @@ def offer_derived(facts: Facts, frame) -> None:
 
 def offer_user_chip(facts: Facts) -> None:
     """Last resort: the chip the user names in ``$ASCENDOPT_CHIP`` (the variable ``device`` reads too)."""
-    import os
+    from ascendopt.device.config import user_chip
 
-    name = os.environ.get("ASCENDOPT_CHIP")
+    name = user_chip()  # an unknown name is a usage error (exit 2), as for --chip
     if name:
         offer_chip(facts, name, "$ASCENDOPT_CHIP")
 
