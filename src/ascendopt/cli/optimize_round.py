@@ -77,6 +77,7 @@ def optimize_round(
     round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
+    ws.check_writable()
     bench.check_pairs(pairs)
     sets = round_run.parse_sets(set_)
     if auto and sets:

@@ -28,13 +28,18 @@ def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.2f} us"
+    """A duration in ms as text in the unit its magnitude picks."""
+    from ascendopt.console import duration_text
+
+    return duration_text(None if value is None else value * 1e3)
 
 
 def _spread(side: dict[str, float] | None) -> str:
+    from ascendopt.console import spread_text
+
     if not side:
         return "-"
-    return f"{side['median'] * 1e3:.2f} us [p20 {side['p20'] * 1e3:.2f}, p80 {side['p80'] * 1e3:.2f}]"
+    return spread_text(side["median"] * 1e3, side["p20"] * 1e3, side["p80"] * 1e3)
 
 
 def render(data: dict[str, Any]) -> None:
@@ -51,8 +56,8 @@ def render(data: dict[str, Any]) -> None:
             ("integrity", "contract digest matches" if c["digest_ok"] else f"EDITED: {c['edited']}")]
     if c["config"]:
         rows.append(("baseline config", format_config(c["config"])))
-    rows += [(f"baseline {b['case']}", f"{_ms(b['median_ms'])} [p20 {b['p20_ms'] * 1e3:.2f}, p80 "
-                                       f"{b['p80_ms'] * 1e3:.2f}] n={b['n']}") for b in c["baseline"]]
+    rows += [(f"baseline {b['case']}", f"{_spread({'median': b['median_ms'], 'p20': b['p20_ms'], 'p80': b['p80_ms']})} "
+                                       f"n={b['n']}") for b in c["baseline"]]
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r["verdicts"].items()))
     rows.append(("rounds", f"{r['count']}" + (f" ({verdicts})" if verdicts else "")))
     last = r["last"]
