@@ -73,13 +73,16 @@ def is_write_problem(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in _WRITE_PROBLEMS
 
 
-def write_problem(exc: OSError, path: str | os.PathLike | None = None) -> AscendoptError:
+def write_problem(exc: OSError, path: str | os.PathLike | None = None, *, doing: str | None = "cannot write"
+                  ) -> AscendoptError:
     """The one-line error of an ``OSError`` met writing: ``PATH: cannot write (read-only file system)``; the path
-    the system names (``exc.filename``) wins over ``path`` (the file the caller meant to write)."""
+    the system names (``exc.filename``) wins over ``path`` (the file the caller meant to write). ``doing`` None:
+    what was being done is not known (the CLI's boundary), ``PATH: permission denied``."""
     where = exc.filename if exc.filename is not None else path
     reason = _WRITE_PROBLEMS.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
     cls = NoSpace if exc.errno in _FULL else WriteFailed
-    return cls(f"{os.fsdecode(where) if where is not None else '(unknown path)'}: cannot write ({reason})")
+    name = os.fsdecode(where) if where is not None else "(unknown path)"
+    return cls(f"{name}: {doing} ({reason})" if doing else f"{name}: {reason}")
 
 
 @contextmanager
@@ -345,6 +348,7 @@ class Workspace:
         return self.root / "lock"
 
     def require_contract(self) -> Path:
+        self.check_ledger_shape()
         if not self.contract_path.exists():
             raise UsageError(f"{self.contract_path}: no contract", hint=FREEZE_HINT)
         return self.contract_path

@@ -171,7 +171,7 @@ def _run(args: list[str], command: str) -> tuple[int, dict | None]:
             return _internal_error(exc)
         if _state["debug"]:
             console.stderr().print_exception(suppress=[typer])
-        problem = write_problem(exc)
+        problem = write_problem(exc, doing=None)
         console.error(str(problem))
         code = int(problem.exit_code)
         return code, envelope.error_fields(code, problem.message, where=envelope.where_of(problem.message))
