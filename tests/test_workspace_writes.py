@@ -11,8 +11,8 @@ import pytest
 from ascendopt.errors import ExitCode, IntegrityError
 from ascendopt.workspace import (
     NoSpace,
-    WriteFailed,
     Workspace,
+    WriteFailed,
     atomic_write_text,
     check_output_folder,
     check_output_path,
