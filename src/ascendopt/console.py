@@ -84,14 +84,15 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 _DURATION_UNITS = ((1e3, 1.0, "us"), (1e6, 1e3, "ms"), (math.inf, 1e6, "s"))
 
 
-def duration_unit(us: float) -> tuple[float, str]:
-    """``(divisor, unit)`` for a duration of ``us`` microseconds: us below 1 ms, ms below 1 s, else s. A line
-    that prints several related durations (a median and its p20/p80) picks the unit once, from the median."""
+def duration_unit(us: float, digits: int = 2) -> tuple[float, str]:
+    """``(divisor, unit)`` for a duration of ``us`` microseconds: us below 1 ms, ms below 1 s, else s (judged on
+    the value as printed with ``digits`` decimals, so 999.996 us is ``1.00 ms``, never ``1000.00 us``). A line that
+    prints several related durations (a median and its p20/p80) picks the unit once, from the median."""
     magnitude = abs(us) if math.isfinite(us) else 0.0
     for bound, divisor, unit in _DURATION_UNITS:
-        if magnitude < bound:
+        if round(magnitude / divisor, digits) * divisor < bound:
             return divisor, unit
-    return _DURATION_UNITS[-1][1:]  # pragma: no cover - inf bound above
+    return _DURATION_UNITS[-1][1:]  # pragma: no cover - the last bound is infinite
 
 
 def duration_text(us: float | None, *, unit_of: float | None = None, digits: int = 2, sign: bool = False) -> str:
@@ -101,7 +102,7 @@ def duration_text(us: float | None, *, unit_of: float | None = None, digits: int
     raw numbers in their fixed units (``_us``, ``_ms`` fields)."""
     if us is None:
         return "-"
-    divisor, unit = duration_unit(us if unit_of is None else unit_of)
+    divisor, unit = duration_unit(us if unit_of is None else unit_of, digits)
     return f"{us / divisor:{'+' if sign else ''}.{digits}f} {unit}"
 
 

@@ -390,7 +390,8 @@ class Workspace:
                 raise
             finally:
                 try:
-                    session.close(failure)  # appended while the lock is still held
+                    with writing(self.log_path):  # a full disk or a read-only log: one line naming the log
+                        session.close(failure)  # appended while the lock is still held
                 finally:
                     _HELD.pop(self.root, None)
         finally:

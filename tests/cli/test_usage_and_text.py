@@ -89,7 +89,7 @@ def test_counted_messages_agree_with_their_count():
 
 @pytest.mark.parametrize(("us", "text"), [
     (0.5, "0.50 us"), (812.4, "812.40 us"), (999.994, "999.99 us"), (1000.0, "1.00 ms"), (120721.03, "120.72 ms"),
-    (999_999.0, "1000.00 ms"), (3_070_000.0, "3.07 s"), (-2500.0, "-2.50 ms"), (None, "-"),
+    (999.996, "1.00 ms"), (999_999.0, "1.00 s"), (3_070_000.0, "3.07 s"), (-2500.0, "-2.50 ms"), (None, "-"),
 ])
 def test_duration_text_picks_the_unit_by_magnitude(us, text):
     assert console.duration_text(us) == text
