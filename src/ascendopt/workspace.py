@@ -316,6 +316,10 @@ class Workspace:
     def drop_archived(self, archive: Path) -> None:
         """Remove the ledger files that ``archive`` holds copies of (after the new contract is written).
         ``rounds/`` is renamed away first, so it vanishes at once rather than file by file."""
+        with writing(self.root):
+            self._drop_archived(archive)
+
+    def _drop_archived(self, archive: Path) -> None:
         for name in LEDGER:
             src = self.root / name
             if name == "contract.yaml" or not (archive / name).exists() or not src.exists():

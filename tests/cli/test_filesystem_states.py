@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from _cli_json import json_envelope
 from _readonly import readable_copy, run_read_only
 
 FREEZE = ["freeze", "--kernel", "rms_norm", "--shapes", "tiny", "--dtype", "fp32", "--mode", "fwd", "--no-profile",
@@ -154,6 +155,10 @@ def test_gate_junit_to_a_folder_stops_before_the_gate_runs(ws, tmp_path):
     proc = _ascendopt("gate", "-w", str(ws), "--junit", str(tmp_path))
     _one_error_line(proc, 2, f"{tmp_path}: is a directory (--junit needs a file path)")
     assert proc.stdout == ""  # no stage ran: the verdict is never computed and then lost
+    as_json = _ascendopt("gate", "-w", str(ws), "--junit", str(tmp_path), "--json")
+    envelope = json_envelope(as_json.stdout)
+    assert as_json.returncode == 2 and envelope["error"]["kind"] == "usage" and envelope["data"] is None
+    assert envelope["error"]["where"] == str(tmp_path)
     assert _state(ws) == before
 
 

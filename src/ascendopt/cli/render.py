@@ -103,7 +103,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
         # both references were re-timed in this round, interleaved with the candidate: the frozen baseline's
         # time (measured at freeze, under other conditions) is not what the speedups compare with
-        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {speedup_text(speed['ratio_vs_best'])}, "
+        candidate = console.duration_text(speed["candidate_ms"] * 1e3, digits=3)
+        lines.append(f"speed: {candidate}; vs best {speedup_text(speed['ratio_vs_best'])}, "
                      f"vs baseline {speedup_text(speed['ratio_vs_baseline'])} (speedups against both re-timed "
                      "interleaved in this round)")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
