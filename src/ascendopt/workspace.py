@@ -158,7 +158,7 @@ def _nearest_folder(folder: Path, meant: Path) -> Path:
 def probe_folder(folder: Path, meant: str | os.PathLike) -> None:
     """Create and remove a file in ``folder``; a file-system refusal is ``write_problem`` naming ``meant``."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".ascendopt-probe-", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=".ascendopt-probe-", suffix=".tmp", dir=folder)  # .tmp: never logged
     except OSError as exc:
         if not is_write_problem(exc):
             raise
