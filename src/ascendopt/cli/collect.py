@@ -106,6 +106,12 @@ def collect(
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be > 0 seconds")
     target, in_workspace = out_dir_for(out_dir, workspace)
+    from ascendopt.workspace import Workspace, check_output_folder
+
+    if in_workspace:
+        Workspace(target.parent).check_writable()
+    else:
+        check_output_folder(target, "--out-dir")
     if in_workspace:
         console.info(f"collect: writing into the workspace's {target} (the loop reads its profiles there; "
                      "--out-dir writes elsewhere)")
@@ -116,8 +122,6 @@ def collect(
               ("--wait", wait), ("--warmup", warmup), ("--active", active), ("--repeat", repeat),
               ("--skip-first", skip_first), ("--steps", steps), ("--kernel-filter", kernel_filter)]
     from contextlib import nullcontext
-
-    from ascendopt.workspace import Workspace
 
     # into a workspace's profiles/: a write of the workspace, under its lock and in its audit log
     with Workspace(target.parent).lock() if in_workspace else nullcontext():

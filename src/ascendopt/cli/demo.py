@@ -86,7 +86,9 @@ def demo(
     # is the demo's own, so a second run replaces its contract (archived) without asking.
     root = Path(workspace) if workspace else Path(DEFAULT_WORKSPACE)
     ws = Workspace(root.resolve())
+    ws.check_writable()
     console.info(f"demo: {kernel} [{plan.preset}] on {plan.backend} ({plan.device_name}); workspace {ws.root}")
+    round_demo.keep_out_of_git(ws)
     with console.progress("demo", total=len(round_demo.STEPS)) as bar:
         result = round_demo.run_demo(ws, plan, step=bar.update, advance=bar.advance,
                                      on_analysis=None if json else _analysis_table,

@@ -100,6 +100,7 @@ def freeze(
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
+    ws.check_writable()  # a damaged or unwritable workspace: one line before any measurement
     groups = aic_metrics  # freeze parses and checks the names (collect.metrics)
     if bool(kernel) == bool(exec_file):
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
@@ -153,8 +154,8 @@ def _render(ws, contract) -> None:
                      + ", ".join(f"{k} rtol {t['rtol']:g} atol {t['atol']:g}" for k, t in eq["tolerances"].items())
                      if eq["enabled"] else f"off: {eq['reason']}"))
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
-    rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
-              f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
+    rows += [(f"baseline {b.case}", f"{console.spread_text(b.median_ms * 1e3, b.p20_ms * 1e3, b.p80_ms * 1e3)} "
+              f"CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
     if contract.precheck:
         rows.append(("Ascend precheck", contract.precheck["verdict"]))
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),

@@ -105,15 +105,18 @@ def gate(
 
     from ascendopt import console
     from ascendopt.cli.next_steps import after_gate
+    from ascendopt.contract.frozen import project_root
     from ascendopt.gate.stages import run_gate
     from ascendopt.kernels.spec import parse_assignments
-    from ascendopt.workspace import Workspace, atomic_write_text
+    from ascendopt.workspace import Workspace, atomic_write_text, check_output_path
 
+    if junit:  # before the gate runs: a verdict must never be lost to an unwritable report path
+        check_output_path(junit, "--junit")
     ws = Workspace.resolve(workspace)
     result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs,
                       timeout=timeout, accept_implausible=_reason(accept_implausible))
     if junit:
-        atomic_write_text(Path(junit), result.to_junit())
+        atomic_write_text(Path(junit), result.to_junit(str(project_root())))
     console.next_steps(after_gate(ws, result.passed))
     if json:
         console.print_json(result.to_dict())

@@ -91,6 +91,7 @@ def optimize_round(
     round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
+    ws.check_writable()
     bench.check_pairs(pairs)
     sets = round_run.parse_sets(set_)
     if auto and sets:
@@ -117,14 +118,15 @@ def optimize_round(
             r = outcome.record
             rows.append(r)
             console.info(f"round {r.number}: {format_config(r.change.get('set'))} -> {r.verdict}"
-                         + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else "")
+                         + (f" ({console.duration_text(r.candidate_ms * 1e3, digits=3)})" if r.candidate_ms else "")
                          + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else ""))
 
         with console.progress("optimize-round --auto: screening", total=0) as bar:
             def on_screened(row, run):
                 bar.advance()
                 best = run.best
-                bar.update(f"screening: best {format_config(best.config)} {best.ms:.4g} ms" if best else
+                bar.update(f"screening: best {format_config(best.config)} {console.duration_text(best.ms * 1e3)}"
+                           if best else
                            "screening: no candidate passed yet")
 
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, budget_s=budget_s,
@@ -140,7 +142,8 @@ def optimize_round(
         if result.get("own_code"):
             for pin in result["pin"]:
                 console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
-                            f"({format_config(pin['kwargs'])}) screened fastest at {pin['ms']:.4f} ms; replace "
+                            f"({format_config(pin['kwargs'])}) screened fastest at "
+                            f"{console.duration_text(pin['ms'] * 1e3, digits=3)}; replace "
                             "@triton.autotune with a launch passing these values, then run optimize-round (without "
                             "--auto): the gate measures that edit")
             if not result["pin"]:

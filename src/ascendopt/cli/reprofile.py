@@ -35,6 +35,7 @@ def reprofile(
 
     ws = Workspace.resolve(workspace)
     ws.require_contract()
+    ws.check_writable()
     with ws.lock(), console.progress("reprofile") as bar:
         result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update, timeout=timeout)
     console.next_steps(after_reprofile(ws, result["summary"]))

@@ -55,7 +55,9 @@ class Timing:
         return asdict(self)
 
     def spread_text(self) -> str:
-        return f"{self.median_ms * 1e3:.2f} us [p20 {self.p20_ms * 1e3:.2f}, p80 {self.p80_ms * 1e3:.2f}]"
+        from ascendopt.console import spread_text
+
+        return spread_text(self.median_ms * 1e3, self.p20_ms * 1e3, self.p80_ms * 1e3)
 
 
 def summarize(samples_ms: Sequence[float], calls_per_sample: int = 1) -> Timing:

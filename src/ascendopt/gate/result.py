@@ -13,6 +13,7 @@ one tensor of one shape case, a failed test, one timed case); JUnit XML gets one
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -153,14 +154,21 @@ class GateResult:
                 "implausible_stage": implausible.name if implausible else None, "stages": stages,
                 "notes": self.notes}
 
-    def to_junit(self) -> str:
-        """JUnit XML: one testsuite, one testcase per check (stages without checks get one)."""
+    def to_junit(self, root: str | None = None) -> str:
+        """JUnit XML: one testsuite, one testcase per check (stages without checks get one). ``root``: the project
+        root; test names (a frozen file, a workspace file, a test id) under it are written relative to it, so two
+        checkouts of one project name the same tests alike."""
+        prefix = os.path.join(root, "") if root else None
+
+        def relative(name: str) -> str:
+            return name.replace(prefix, "") if prefix else name
+
         suite = ET.Element("testsuite", name="ascendopt gate")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for stage in self.stages:
             checks = stage.checks or [Check(stage.name, stage.status not in ("fail", *UNDECIDED), stage.summary)]
             for check in checks:
-                case = ET.SubElement(suite, "testcase", classname=f"gate.{stage.name}", name=check.name)
+                case = ET.SubElement(suite, "testcase", classname=f"gate.{stage.name}", name=relative(check.name))
                 counts["tests"] += 1
                 if stage.status in ("skipped", "not-run"):
                     ET.SubElement(case, "skipped", message=stage.summary)

@@ -245,4 +245,6 @@ def verdict(report: dict) -> str:
         return f"{failed[0]['kernel']} does not lower: {failed[0]['error']}"
     if not report["launches"]:
         return "no launch recorded"
-    return f"lowers ({len(report['launches'])} launches)"
+    from ascendopt.console import plural
+
+    return f"lowers ({plural(len(report['launches']), 'launch')})"

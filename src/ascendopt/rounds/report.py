@@ -12,6 +12,7 @@ baseline (docs/practice.md §10).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from ascendopt.rounds.records import (
     geomean,
     should_stop,
 )
-from ascendopt.workspace import Workspace
+from ascendopt.workspace import Workspace, writing
 
 OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
 STATS_COLUMNS = ("case", "side", "median ms", "mean ms", "std ms", "min ms", "p10 ms", "p90 ms", "n")
@@ -308,14 +309,16 @@ def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], pat
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
+        with writing(path, name_it=True):  # a refusal names the plot, not its temp file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(tmp, format="png")
+            os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return path
 
 

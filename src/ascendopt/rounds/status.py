@@ -27,6 +27,7 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
     usage error (exit 2) naming the folder and the freeze command to run."""
     from ascendopt.contract import model as contract_mod
 
+    ws.check_ledger_shape()  # a folder named contract.yaml: a damaged workspace (exit 3), not a missing one
     if not ws.contract_path.is_file():
         raise UsageError(f"{ws.root}: no ascendopt workspace here or above (no contract.yaml)", hint=FREEZE_HINT)
     raw = contract_mod.load_raw(ws)
