@@ -38,6 +38,8 @@ os.environ["HOME"] = str(HERMETIC_ROOT / "home")
 os.environ["XDG_CACHE_HOME"] = str(HERMETIC_ROOT / "xdg-cache")
 os.environ["XDG_CONFIG_HOME"] = str(HERMETIC_ROOT / "xdg-config")
 os.environ["ASCENDOPT_CACHE"] = str(HERMETIC_ROOT / "ascendopt-cache")
+# matplotlib's font cache would follow the per-test XDG cache: one for the session, built once
+os.environ["MPLCONFIGDIR"] = str(HERMETIC_ROOT / "matplotlib")
 (HERMETIC_ROOT / "home").mkdir()
 # no global git configuration any more: the commits tests make need a name of their own
 os.environ.update(GIT_AUTHOR_NAME="ascendopt tests", GIT_AUTHOR_EMAIL="tests@ascendopt.invalid",
