@@ -105,7 +105,8 @@ def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
 def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None,
                    timeout: float | None) -> Contract:
     """Off-NPU, the baseline's kernels must lower for Ascend (``lint.precheck.loop_precheck``): the verdict
-    goes into the contract; a kernel that does not lower refuses the freeze (exit 1), like a wrong baseline."""
+    goes into the contract; a kernel that does not lower refuses the freeze (exit 1), like a wrong baseline. A
+    workload that launches no Triton kernel of the target has nothing to lower: recorded, never refused."""
     from dataclasses import replace
 
     from ascendopt.lint.precheck import loop_precheck
@@ -117,7 +118,7 @@ def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None
     if record and record["status"] == "fails":
         raise CorrectnessError(f"baseline does not lower for Ascend, refusing to freeze: {record['verdict']}",
                                hint="fix the kernel (ascendopt precheck shows every launch), or --no-precheck")
-    if record and record["status"] == "unavailable":
+    if record and record["status"] in ("unavailable", "nothing"):
         console.info(f"note: freeze: Ascend precheck {record['verdict']}")  # recorded; nothing is wrong
     return replace(contract, precheck=record)
 

@@ -198,7 +198,8 @@ class Contract:
     # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
     equivalence: dict[str, Any] | None = None
     # the Ascend lowering precheck of the baseline's kernels off-NPU (lint.precheck.loop_precheck): {"status":
-    # "lowers" | "skipped" | "unavailable", "verdict": one line, ...}; None on npu and in older contracts
+    # "lowers" | "nothing" (own code launched no Triton kernel of the target) | "skipped" | "unavailable",
+    # "verdict": one line, ...}; None on npu and in older contracts
     precheck: dict[str, Any] | None = None
     # the baseline's kernel census (gate.kernel_hit.kernel_census): launches and device time per kernel name in
     # one workload call, the call's device, wall and host time; the gate's kernel-hit stage compares the
@@ -335,7 +336,7 @@ def _precheck(f: _Fields, value: Any) -> dict[str, Any] | None:
         return None
     record = dict(f.mapping(value, "precheck"))
     f.text(f.get(record, "status", "precheck."), "precheck.status",
-           choices=("lowers", "fails", "skipped", "unavailable"))
+           choices=("lowers", "fails", "nothing", "skipped", "unavailable"))
     f.text(f.get(record, "verdict", "precheck."), "precheck.verdict")
     return record
 
