@@ -184,8 +184,27 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
     if run.problem and not run.outcomes:  # no test to show: the command's own last lines say why
         data["output_tail"] = run.output_tail
+    untrusted = _test_run_integrity(contract, root, run)
+    if untrusted:
+        checks = [Check(name, False, message) for name, message in untrusted] + checks
+        message = untrusted[0][1] + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else "")
+        return StageResult("correctness", "fail", f"integrity of the test run: {message}", checks, data,
+                           integrity_error=message)
     return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
                        data)
+
+
+def _test_run_integrity(contract: Contract, root: Path, run) -> list[tuple[str, str]]:
+    """What makes the frozen test run untrusted (``SuiteRun.integrity``), and every file it used that freeze
+    neither pinned nor declared a target (``gate.scope.newcomers``; a contract frozen before ascendopt
+    recorded the run's scope, ``targets`` None, is not checked for them)."""
+    from ascendopt.gate import scope
+
+    problems = list(run.integrity)
+    if contract.targets is not None and run.runner == "pytest" and run.used:
+        pinned = [f.path for f in contract.frozen_files]
+        problems += scope.newcomers(scope.used_files(run.used, root), pinned, contract.targets)
+    return problems
 
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:
