@@ -207,7 +207,7 @@ def _module_files() -> set[str]:
     files = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str):
+        if isinstance(path, str) and os.path.isfile(path):  # some carry a made-up __file__
             files.add(os.path.abspath(path))
     return files
 

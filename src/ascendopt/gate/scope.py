@@ -87,7 +87,7 @@ def used_files(used: Mapping[str, Any] | None, root: Path) -> dict[str, str]:
     for path in used.get("conftests", []):
         add(path, "config")
     for path in used.get("modules", []):
-        if path.endswith((".py", ".so", ".pyd")) or os.path.isfile(path):
+        if os.path.isfile(path):  # a module object may carry a made-up __file__ (torch's op namespaces)
             add(path, "module")
     for path in used.get("opened", []):
         add(path, "data")
@@ -166,5 +166,6 @@ def workload_imports(root: Path, exec_rel: str, limit_s: float) -> list[str]:
             raise CorrectnessError(f"freeze: loading {exec_rel} to find the code it imports failed: {last}")
         files = json.loads(out.read_text())
     env_dirs = _environment_dirs()
-    rels = [relative(f, root) for f in files if not _in_environment(os.path.realpath(f), env_dirs)]
+    rels = [relative(f, root) for f in files
+            if os.path.isfile(f) and not _in_environment(os.path.realpath(f), env_dirs)]
     return sorted(r for r in set(rels) if inside(r) and os.path.basename(r) != "conftest.py")

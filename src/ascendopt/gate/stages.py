@@ -184,7 +184,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
     if run.problem and not run.outcomes:  # no test to show: the command's own last lines say why
         data["output_tail"] = run.output_tail
-    untrusted = _test_run_integrity(contract, root, run)
+    untrusted = _test_run_integrity(contract, root, run, timeout)
     if untrusted:
         checks = [Check(name, False, message) for name, message in untrusted] + checks
         message = untrusted[0][1] + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else "")
@@ -194,17 +194,28 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
                        data)
 
 
-def _test_run_integrity(contract: Contract, root: Path, run) -> list[tuple[str, str]]:
+def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | None) -> list[tuple[str, str]]:
     """What makes the frozen test run untrusted (``SuiteRun.integrity``), and every file it used that freeze
-    neither pinned nor declared a target (``gate.scope.newcomers``; a contract frozen before ascendopt
-    recorded the run's scope, ``targets`` None, is not checked for them)."""
+    neither pinned nor declared a target (``gate.scope.newcomers``). A module new since freeze that the
+    working tree's ``workload()`` imports is target code (a round may split its code into a new module);
+    one that only the test run imports is not. A contract frozen before ascendopt recorded the run's
+    scope (``targets`` None) is not checked for newcomers."""
     from ascendopt.gate import scope
 
     problems = list(run.integrity)
-    if contract.targets is not None and run.runner == "pytest" and run.used:
-        pinned = [f.path for f in contract.frozen_files]
-        problems += scope.newcomers(scope.used_files(run.used, root), pinned, contract.targets)
-    return problems
+    if contract.targets is None or run.runner != "pytest" or not run.used:
+        return problems
+    pinned = [f.path for f in contract.frozen_files]
+    kinds = scope.used_files(run.used, root)
+    new = scope.newcomers(kinds, pinned, contract.targets)
+    if any(kinds[rel] == "module" for rel, _ in new):
+        try:
+            imported = scope.workload_imports(root, contract.workload.exec_file,
+                                              contract.timeout("workload_s", timeout))
+        except AscendoptError:  # a timeout too; the workload's own failure is the correctness stage's
+            imported = []
+        new = scope.newcomers(kinds, pinned, [*contract.targets, *imported])
+    return problems + new
 
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:
