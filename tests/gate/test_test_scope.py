@@ -232,12 +232,14 @@ def test_a_forged_report_written_by_the_code_under_test_is_exit_3(repo, cli):
     ("import torch\ntorch.allclose = lambda *a, **k: True", "torch.allclose"),
     ("import torch.testing\ntorch.testing.assert_close.__code__ = (lambda *a, **k: None).__code__",
      "torch.testing.assert_close"),
-    ("import _pytest.python_api as api\napi.ApproxScalar.__eq__ = lambda self, other: True",
-     "_pytest.python_api.ApproxScalar.__eq__"),
+    ("import pytest\ntype(pytest.approx(1.0)).__eq__ = lambda self, other: True",
+     f"{pytest.approx.__module__}.ApproxScalar.__eq__"),
 ])
 def test_a_replaced_comparison_function_is_exit_3_naming_it(repo, cli, patch, name):
     """KernelBench's eval hacking / KernelGuard: monkeypatch the checker's comparison to always agree."""
     (repo / "op.py").write_text(_under_test(patch))
     code, result, err = _gate(cli)
     assert code == 3, err
-    assert f"{name}: the comparison function was replaced during the test run" in err
+    assert "the comparison function was replaced during the test run" in err
+    named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
+    assert named[name].startswith(f"{name}: the comparison function was replaced during the test run")

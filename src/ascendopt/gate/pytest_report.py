@@ -69,11 +69,11 @@ COMPARISONS = (
     "torch:Tensor.allclose", "torch:Tensor.isclose", "torch:Tensor.equal",
     "torch.testing._comparison:assert_close",
     "numpy:allclose", "numpy:isclose", "numpy:array_equal", "numpy:array_equiv",
-    "pytest:approx", "_pytest.python_api:approx",
+    "pytest:approx",
 )
 # Whole families: every public assert function of numpy.testing, every assert method of unittest's
 # TestCase, and the comparison methods of each of pytest.approx's classes.
-_FAMILIES = ("numpy.testing", "unittest", "_pytest.python_api")
+_FAMILIES = ("numpy.testing", "unittest", "pytest")
 
 
 def _read_key() -> bytes | None:
@@ -121,6 +121,10 @@ def _originals() -> dict[str, tuple[object, object]]:
             module = importlib.import_module(family)
         except ImportError:
             continue
+        if family == "pytest":  # pytest.approx's module (_pytest.python_api, _pytest.approx in pytest 9)
+            module = importlib.import_module(module.approx.__module__)
+            family = module.__name__
+            bind(f"{family}.approx", module.approx)
         if family == "numpy.testing":
             for name in dir(module):
                 if name.startswith("assert_"):
@@ -129,13 +133,12 @@ def _originals() -> dict[str, tuple[object, object]]:
             for name in dir(module.TestCase):
                 if name.startswith("assert") or name == "fail":
                     bind(f"unittest.TestCase.{name}", getattr(module.TestCase, name))
-        else:  # pytest.approx's classes: what `actual == approx(expected)` calls
+        else:  # pytest.approx's classes: what `actual == approx(expected)` calls, inherited or their own
             for cls_name in dir(module):
                 cls = getattr(module, cls_name)
                 if isinstance(cls, type) and cls_name.startswith("Approx"):
                     for method in ("__eq__", "__ne__"):
-                        if method in vars(cls):
-                            bind(f"{family}.{cls_name}.{method}", vars(cls)[method])
+                        bind(f"{family}.{cls_name}.{method}", getattr(cls, method))
     return bound
 
 
@@ -149,8 +152,8 @@ def _current(name: str) -> object:
         obj: object = module
         try:
             for part in parts[i:]:
-                obj = vars(obj)[part] if isinstance(obj, type) and part.startswith("__") else getattr(obj, part)
-        except (AttributeError, KeyError):
+                obj = getattr(obj, part)
+        except AttributeError:
             return None
         return obj
     return None
