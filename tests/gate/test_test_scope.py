@@ -187,25 +187,38 @@ def test_a_configuration_file_named_by_the_environment_is_exit_3(repo, cli, tmp_
     assert "../other.ini: pytest configuration" in err
 
 
+SHADOW_PYTEST = textwrap.dedent("""\
+    import json, os, sys
+
+    ids = ["tests/test_op.py::test_matches_reference", "tests/test_op.py::test_matches_expected",
+           "tests/test_op.py::test_scalar"]
+    report = {"version": 1, "exitstatus": 0, "collected": ids, "deselected": [],
+              "outcomes": {i: "passed" for i in ids}, "details": {}}
+    with open(os.environ["ASCENDOPT_PYTEST_REPORT"], "w") as fh:
+        json.dump(report, fh)
+    print("3 passed")
+    sys.exit(0)
+    """)
+
+
 def test_a_repository_pytest_module_does_not_run(repo, cli):
     """Environment tampering: a pytest.py at the repository root that writes an all-passed report in the
-    format the plugin writes, and exits 0 (``python -m pytest`` in the repository would run it)."""
+    format the plugin wrote before, and exits 0 (``python -m pytest`` in the repository would run it)."""
     (repo / "op.py").write_text(WRONG)
-    (repo / "pytest.py").write_text(textwrap.dedent("""\
-        import json, os, sys
-
-        ids = ["tests/test_op.py::test_matches_reference", "tests/test_op.py::test_matches_expected",
-               "tests/test_op.py::test_scalar"]
-        report = {"version": 1, "exitstatus": 0, "collected": ids, "deselected": [],
-                  "outcomes": {i: "passed" for i in ids}, "details": {}}
-        with open(os.environ["ASCENDOPT_PYTEST_REPORT"], "w") as fh:
-            json.dump(report, fh)
-        print("3 passed")
-        sys.exit(0)
-        """))
+    (repo / "pytest.py").write_text(SHADOW_PYTEST)
     code, result, err = _gate(cli)
     assert code == 1, err  # the real pytest ran the frozen tests, and they fail on the wrong op
     assert result["stages"][1]["summary"].startswith("3 frozen test(s) not passing")
+
+
+def test_a_repository_pytest_module_put_first_by_pythonpath_cannot_forge_the_report(repo, cli, monkeypatch):
+    """The same shadow with the repository on the user's PYTHONPATH: it runs, and its report does not verify."""
+    (repo / "op.py").write_text(WRONG)
+    (repo / "pytest.py").write_text(SHADOW_PYTEST)
+    monkeypatch.setenv("PYTHONPATH", str(repo))
+    code, result, err = _gate(cli)
+    assert code == 3, err
+    assert "the test report is not one the plugin writes" in err
 
 
 def test_a_forged_report_written_by_the_code_under_test_is_exit_3(repo, cli):

@@ -29,7 +29,9 @@ def main(argv: list[str]) -> int:
 
     sys.path.insert(0, root)
     sys.argv = ["pytest", *args]
-    return pytest.console_main()
+    code = pytest.main(args)
+    sys.stdout.flush()
+    return int(code)
 
 
 if __name__ == "__main__":

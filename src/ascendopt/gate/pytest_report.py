@@ -45,6 +45,9 @@ payload (``version`` 2)::
 
 ``where``: the crash location (a skip: the skip's); ``lines``: the ``E`` lines of a failure's
 traceback (else its crash message), a skip's reason.
+
+PYTEST_DONT_REWRITE: the launcher imports this module before pytest registers it (pytest would warn
+that it cannot rewrite its asserts; it has none to rewrite).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ the first red stage.
   edited, added or removed by hand, or a log line edited or removed, names the file);
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
-  against the frozen test set (``gate.testset``: what "passed" means), then
+  against the frozen test set (``gate.testset``: what "passed" means; a run that cannot be trusted,
+  or that used a file freeze neither pinned nor declared target code, ``gate.scope``, is red with
+  exit 3 instead: ``StageResult.integrity_error``), then
   ``workload()`` loaded and called in a child process (a workload that raises, crashes or outlives
   its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
   returns, its outputs compared with the frozen commit's (``gate.equivalence``);

@@ -3,7 +3,10 @@
 What "passed" means:
 
 * a pytest command (``pytest ...``, ``py.test ...``, ``python -m pytest ...``) runs with this
-  interpreter and the plugin ``ascendopt.gate.pytest_report``, which reports every test by node id.
+  interpreter's pytest, never one of the repository (``gate.pytest_launch``), and the plugin
+  ``ascendopt.gate.pytest_report``, which reports every test by node id in a report authenticated
+  with a per-run key, what the run used (``gate.scope`` pins it), and any comparison function
+  replaced during the run (``SuiteRun.integrity``: an integrity failure, exit 3).
   Freeze records each test's outcome on the baseline (``Contract.test_set``) and refuses a baseline
   with a failing test, a run of no test, or no test passed. The gate requires every test that passed
   at freeze to pass again: skipped, deselected, xfailed, missing (renamed or removed), failed or
