@@ -20,8 +20,9 @@ what lies in the repository, and the conftests and configuration file wherever t
 Runner (``runner``): the files pytest, _pytest, pluggy and this plugin were imported from; the parent
 requires them outside the repository.
 
-Comparisons (``comparisons``): at import (before any conftest or test module runs) every comparison
-function a test relies on is bound with its ``__code__`` (``COMPARISONS``: torch's and numpy's testing
+Comparisons (``comparisons``): at import (before any conftest or test module runs; torch's when torch
+is first imported, as its module code ends) every comparison function a test relies on is bound with
+its ``__code__`` (``COMPARISONS``: torch's and numpy's testing
 and closeness functions, ``math.isclose``, ``pytest.approx`` and its ``__eq__``, unittest's asserts);
 at session end each one that is no longer the same object, or whose code object was swapped, is listed
 in ``replaced``.
@@ -74,6 +75,8 @@ COMPARISONS = (
     "numpy:allclose", "numpy:isclose", "numpy:array_equal", "numpy:array_equiv",
     "pytest:approx",
 )
+# Bound when first imported (``_BindOnImport``), not up front: importing torch would slow every run.
+LAZY = ("torch",)
 # Whole families: every public assert function of numpy.testing, every assert method of unittest's
 # TestCase, and the comparison methods of each of pytest.approx's classes.
 _FAMILIES = ("numpy.testing", "unittest", "pytest")
@@ -98,9 +101,16 @@ def _read_key() -> bytes | None:
     return b"".join(chunks) or None
 
 
-def _originals() -> dict[str, tuple[object, object]]:
-    """name -> (the object, its ``__code__`` or None) of every comparison function importable now."""
+def _originals(only: str | None = None) -> dict[str, tuple[object, object]]:
+    """name -> (the object, its ``__code__`` or None) of every comparison function importable now, those
+    of a ``LAZY`` package only once it is imported; ``only``: those of that top-level package alone."""
     bound: dict[str, tuple[object, object]] = {}
+
+    def wanted(module_name: str) -> bool:
+        top = module_name.split(".")[0]
+        if only is not None:
+            return top == only
+        return (top not in LAZY or top in sys.modules) and importlib.util.find_spec(top) is not None
 
     def bind(name: str, obj: object) -> None:
         if callable(obj):
@@ -108,7 +118,7 @@ def _originals() -> dict[str, tuple[object, object]]:
 
     for spec in COMPARISONS:
         module_name, attr = spec.split(":")
-        if importlib.util.find_spec(module_name.split(".")[0]) is None:
+        if not wanted(module_name):
             continue
         try:
             obj: object = importlib.import_module(module_name)
@@ -118,7 +128,7 @@ def _originals() -> dict[str, tuple[object, object]]:
             continue
         bind(f"{module_name}.{attr}", obj)
     for family in _FAMILIES:
-        if importlib.util.find_spec(family.split(".")[0]) is None:
+        if not wanted(family):
             continue
         try:
             module = importlib.import_module(family)
@@ -143,6 +153,53 @@ def _originals() -> dict[str, tuple[object, object]]:
                     for method in ("__eq__", "__ne__"):
                         bind(f"{family}.{cls_name}.{method}", getattr(cls, method))
     return bound
+
+
+class _BindingLoader:
+    """The loader of a ``LAZY`` package, which binds its comparison functions as soon as its module code
+    has run: before the code that imported it gets the module."""
+
+    def __init__(self, loader, name: str):
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        _ORIGINALS.update(_originals(only=self._name))
+
+    def __getattr__(self, attr: str):
+        return getattr(self._loader, attr)
+
+
+class _BindOnImport:
+    """A ``sys.meta_path`` finder that gives each ``LAZY`` package, on its first import, a ``_BindingLoader``."""
+
+    def __init__(self, names):
+        self.waiting = set(names)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.waiting:
+            return None
+        self.waiting.discard(name)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _BindingLoader(spec.loader, name)
+        return spec
+
+
+def unbound_packages(originals: dict[str, tuple[object, object]]) -> list[str]:
+    """``LAZY`` packages imported during the run whose comparison functions were never bound (the
+    binding finder was taken out of the way): their functions cannot be vouched for."""
+    return [f"{top} (imported, but its comparison functions were not bound at import)" for top in LAZY
+            if top in sys.modules and not any(name.startswith(top + ".") for name in originals)]
 
 
 def _current(name: str) -> object:
@@ -317,7 +374,8 @@ class _Recorder:
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         modules, opened = self._usage.files()
-        replaced = sorted(self.replaced | set(replaced_comparisons(self._originals)))
+        replaced = sorted(self.replaced | set(replaced_comparisons(self._originals))
+                          | set(unbound_packages(self._originals)))
         ini = getattr(session.config, "inipath", None)
         data = {"version": VERSION, "exitstatus": int(exitstatus), "collected": self.collected,
                 "deselected": self.deselected, "outcomes": self.outcomes, "details": self.details,
@@ -342,7 +400,8 @@ _USAGE = _Usage()
 _ORIGINALS: dict[str, tuple[object, object]] = {}
 if REPORT_ENV in os.environ:  # a run started by ascendopt (its pytest-xdist workers inherit the variable)
     sys.addaudithook(_USAGE.hook)
-    _ORIGINALS = _originals()
+    _ORIGINALS.update(_originals())
+    sys.meta_path.insert(0, _BindOnImport(top for top in LAZY if top not in sys.modules))
 
 
 def pytest_load_initial_conftests(early_config) -> None:
@@ -378,4 +437,5 @@ class _Worker:
         modules, opened = _USAGE.files()
         self.config.workeroutput["ascendopt"] = {
             "modules": sorted(set(modules) | _module_files()), "opened": opened,
-            "conftests": sorted(self.conftests), "replaced": replaced_comparisons(_ORIGINALS)}
+            "conftests": sorted(self.conftests),
+            "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS)}
