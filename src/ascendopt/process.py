@@ -41,8 +41,9 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run(argv: Sequence[str], *, label: str, timeout: float | None, cwd: str | os.PathLike | None = None,
-        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` to completion with stdout and stderr captured as text (stdin closed).
+    ``pass_fds``: file descriptors the child inherits (``subprocess.Popen``'s).
 
     ``timeout`` in seconds (None: no limit, for callers that own a limit of their own). On expiry the
     process group is killed and ``ProcessTimeout`` raised with the output so far; an interrupt kills
@@ -50,7 +51,7 @@ def run(argv: Sequence[str], *, label: str, timeout: float | None, cwd: str | os
     """
     proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=tuple(pass_fds))
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:

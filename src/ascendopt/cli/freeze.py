@@ -32,6 +32,10 @@ TestCmdOpt = Annotated[Str, typer.Option(
                        "exit 0 and print a summary line 'N passed' (N >= 1, no failures).")]
 ReferenceOpt = Annotated[Strs, typer.Option("--reference", metavar="PATH",
     help="Own code: frozen reference/oracle file(s).")]
+TargetOpt = Annotated[Strs, typer.Option(
+    "--target", metavar="PATH", help="Own code: the target code a round is meant to change (file or folder; repeat). Everything "
+                     "else the frozen tests load from the repository is pinned. Default: what workload() "
+                     "imports from the repository.")]
 KernelFilterOpt = Annotated[Str, typer.Option(
     "--kernel-filter", metavar="SUBSTRING",
     help="Own code: substring of the target kernel's name that must appear in the profile.")]
@@ -63,6 +67,7 @@ def freeze(
     test: TestOpt = None,
     test_cmd: TestCmdOpt = None,
     reference: ReferenceOpt = None,
+    target: TargetOpt = None,
     kernel_filter: KernelFilterOpt = None,
     equivalence_tol: EquivTolOpt = None,
     no_equivalence: NoEquivOpt = False,
@@ -83,7 +88,7 @@ def freeze(
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
     Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...]
-    [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence].
+    [--target PATH...] [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence].
     Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
     existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
@@ -105,7 +110,8 @@ def freeze(
     if bool(kernel) == bool(exec_file):
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
     if kernel:
-        own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--kernel-filter": kernel_filter,
+        own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--target": target,
+                    "--kernel-filter": kernel_filter,
                     "--equivalence-tol": equivalence_tol, "--no-equivalence": no_equivalence}
         given = [k for k, v in own_only.items() if v]
         if given:
@@ -127,7 +133,7 @@ def freeze(
                                     test_cmd=test_cmd, references=reference or [], metric_groups=groups,
                                     max_rounds=max_rounds, force=force, timeout=timeout, profile=not no_profile,
                                     equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol),
-                                    precheck=not no_precheck, ascend_python=ascend_python)
+                                    precheck=not no_precheck, ascend_python=ascend_python, targets=target)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
     else:
@@ -154,6 +160,8 @@ def _render(ws, contract) -> None:
                      + ", ".join(f"{k} rtol {t['rtol']:g} atol {t['atol']:g}" for k, t in eq["tolerances"].items())
                      if eq["enabled"] else f"off: {eq['reason']}"))
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
+    if contract.targets is not None:
+        rows.append(("target code", ", ".join(contract.targets) or "none (every file the tests use is pinned)"))
     rows += [(f"baseline {b.case}", f"{console.spread_text(b.median_ms * 1e3, b.p20_ms * 1e3, b.p80_ms * 1e3)} "
               f"CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
     if contract.precheck:

@@ -56,6 +56,9 @@ def render(data: dict[str, Any]) -> None:
                          + (f" ({c['op']})" if c["op"] != c["target"] else "") + f" on {c['backend']} ({c['device']})"),
             ("frozen", f"{c['frozen_at']} at commit {commit}"),
             ("integrity", "contract digest matches" if c["digest_ok"] else f"EDITED: {c['edited']}")]
+    if c.get("target_code") is not None:
+        rows.append(("target code", (", ".join(c["target_code"]) or "none")
+                     + f"; {c['pinned_support']} file(s) the tests load pinned besides the tests"))
     if c["config"]:
         rows.append(("baseline config", format_config(c["config"])))
     rows += [(f"baseline {b['case']}", f"{_spread({'median': b['median_ms'], 'p20': b['p20_ms'], 'p80': b['p80_ms']})} "

@@ -42,7 +42,7 @@ from ascendopt.contract.model import (
     frozen_timeouts,
     save,
 )
-from ascendopt.errors import CorrectnessError, UsageError
+from ascendopt.errors import CorrectnessError, IntegrityError, UsageError
 from ascendopt.workspace import Workspace
 
 DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
@@ -275,8 +275,15 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                      metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                      force: bool = False, timeout: float | None = None, equivalence: bool = True,
                      equivalence_tol: Mapping[str, Mapping[str, float]] | None = None,
-                     profile: bool = True, precheck: bool = True, ascend_python: str | None = None) -> Contract:
+                     profile: bool = True, precheck: bool = True, ascend_python: str | None = None,
+                     targets: Sequence[str] | None = None) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
+
+    What the baseline's test run used besides them (conftests and the configuration file wherever they
+    are, the repository's modules and data files it imported or read) is pinned too, except the target
+    code (``targets``, ``--target``: files or folders; default: what ``workload()`` imports from the
+    repository, ``gate.scope``). A test run that cannot be trusted (its report does not verify, the
+    runner came from the repository, a comparison function was replaced) is refused (IntegrityError, exit 3).
 
     ``workload()`` is called in a child process (``gate.interleave.workload_process``): its kernel-hit
     calls within ``workload_s``, the baseline measurement within ``timing_s``. A workload that raises,
@@ -291,6 +298,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     """
     import tempfile
 
+    from ascendopt.gate import scope
     from ascendopt.gate.interleave import FAILURES, workload_process
     from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
@@ -309,6 +317,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     files += [file_entry(r, "reference", root) for r in references]
     argv = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q", *[f.path for f in files
                                                                                    if f.role == "test"]]
+    declared = _targets(targets, root) if targets else None
     # the pytest configuration that decides which tests run, and how, is frozen with the tests
     files += pytest_config_entries([f.path for f in files if f.role == "test"], root, argv)
     console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
@@ -319,6 +328,10 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     except ProcessTimeout as exc:
         raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                hint="fix the hanging test, or give it more time with --timeout SECONDS") from None
+    if test_run.integrity:
+        raise IntegrityError("freeze: the baseline's test run cannot be trusted: "
+                             + "; ".join(message for _, message in test_run.integrity[:3]),
+                             hint="remove what replaces the runner, its report or the comparison functions")
     refusal = baseline_refusal(test_run)
     if refusal:
         raise CorrectnessError(refusal)
@@ -341,11 +354,20 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             timing = child.measure(timeouts["timing_s"])
         outputs = _equivalence_record(root, exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES, **(equivalence_tol or {})},
                                       git["commit"], timeouts["workload_s"])
+        known = [f.path for f in files]
+        chosen = declared if declared is not None else [
+            rel for rel in scope.workload_imports(root, exec_rel, timeouts["workload_s"]) if rel not in known]
     except FAILURES as exc:
         raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                hint="fix the workload, or give it more time with --timeout SECONDS") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    support = scope.pins(scope.used_files(test_run.used, root), root, known, chosen)
+    files += support
+    console.info(f"freeze: target code ({'--target' if declared is not None else 'what workload() imports'}): "
+                 f"{', '.join(chosen) or 'none'}; pinned {len(support)} more file(s) the test run used"
+                 + (f": {', '.join(f.path for f in support[:6])}" + (' ...' if len(support) > 6 else '')
+                    if support else ""))
     if git["commit"] is None:
         console.warn(f"{root} is not a git repository: `ascendopt gate` cannot time the baseline "
                      "(it checks out the frozen commit); use `gate --skip-perf`")
@@ -373,10 +395,26 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         test_set=test_run.test_set(),
         equivalence=outputs,
         kernel_census=census,
+        targets=tuple(chosen),
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)
     return contract
+
+
+def _targets(paths: Sequence[str], root: Path) -> list[str]:
+    """``--target`` paths (files or folders of the repository) relative to ``root``."""
+    chosen = []
+    for path in paths:
+        full = (Path.cwd() / path).resolve()
+        if not full.exists():
+            raise UsageError(f"--target {path}: no such file or folder")
+        try:
+            chosen.append(full.relative_to(root).as_posix())
+        except ValueError:
+            raise UsageError(f"--target {path}: outside the project root {root}",
+                             hint="the target code is code of the repository being optimized") from None
+    return sorted(set(chosen))
 
 
 def _equivalence_record(root: Path, exec_rel: str, first: Mapping[str, Any] | None, tmp: Path,

@@ -102,7 +102,7 @@ def section_text(text: str, section: str) -> str | None:
     return "\n".join(lines) if found else None
 
 
-def _config_bytes(root: Path, path: str) -> bytes | None:
+def config_bytes(root: Path, path: str) -> bytes | None:
     """What is pinned for a test-config ``path``: the file, or for ``file::[section]`` the section's
     text; None when the file or the section is absent."""
     match = _SECTION.match(path)
@@ -142,7 +142,7 @@ def pytest_config_entries(tests: Sequence[str], root: Path, argv: Sequence[str] 
                 paths.append(full.relative_to(root).as_posix())
     entries = []
     for path in dict.fromkeys(paths):
-        data = _config_bytes(root, path)
+        data = config_bytes(root, path)
         if data is not None:
             entries.append(FrozenFile(path=path, role="test-config", sha256=sha256_bytes(data)))
     return entries
@@ -175,7 +175,7 @@ def check_frozen_files(contract: Contract, root: Path) -> list[tuple[str, bool, 
                 results.append((frozen.path, True, "unchanged"))
             continue
         if frozen.role == "test-config":
-            data = _config_bytes(root, frozen.path)
+            data = config_bytes(root, frozen.path)
         else:
             data = (root / frozen.path).read_bytes() if (root / frozen.path).is_file() else None
         if data is None:

@@ -26,8 +26,10 @@ from ascendopt.workspace import Workspace, read_yaml, write_yaml
 KINDS = ("kernel", "exec-file")
 MODES = ("fwd", "fwdbwd")
 TOLERANCE_KEYS = ("fwd", "bwd")
-# test-config: pytest configuration on the frozen tests' paths (conftest.py, pytest.ini, a config section)
-FILE_ROLES = ("test", "reference", "workload", "oracle", "test-config")
+# test-config: pytest configuration on the frozen tests' paths (conftest.py, pytest.ini, a config section) and
+# any the baseline's test run loaded; test-support: a module or data file of the repository the baseline's
+# test run imported or read that is not target code (gate.scope)
+FILE_ROLES = ("test", "reference", "workload", "oracle", "test-config", "test-support")
 # How the frozen test command is judged (ascendopt.gate.testset): pytest test by test, another command
 # by its "N passed" summary line; and the outcomes a test may have had on the baseline.
 TEST_RUNNERS = ("pytest", "command")
@@ -205,6 +207,11 @@ class Contract:
     # one workload call, the call's device, wall and host time; the gate's kernel-hit stage compares the
     # candidate's with it. None in contracts frozen before it existed (the comparison is then skipped, said)
     kernel_census: dict[str, Any] | None = None
+    # own code: the target code, the repository files (or folders) a round is meant to change, relative to
+    # the project root (``freeze --target``; default: what workload() imports from the repository,
+    # gate.scope); everything else the frozen test run used is pinned. None: a bundled kernel, or a
+    # contract frozen before the test run's scope was recorded
+    targets: tuple[str, ...] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -225,6 +232,10 @@ class Contract:
         data["commands"] = {k: list(v) for k, v in self.commands.items()}
         for key in ("expected_kernels", "kernels_seen", "metric_groups"):
             data[key] = list(data[key])
+        if self.targets is None:
+            data.pop("targets")  # absent, as in contracts frozen before it existed
+        else:
+            data["targets"] = list(self.targets)
         return data
 
     @classmethod
@@ -307,6 +318,7 @@ class Contract:
             equivalence=equivalence,
             precheck=_precheck(f, data.get("precheck")),
             kernel_census=_kernel_census(f, data.get("kernel_census")),
+            targets=None if data.get("targets") is None else f.strings(data["targets"], "targets"),
         )
 
 

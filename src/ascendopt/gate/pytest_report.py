@@ -1,29 +1,278 @@
-"""A pytest plugin for the frozen test run (``-p ascendopt.gate.pytest_report``): every test's outcome
-by node id, and the failing tests' own error lines, written as JSON to the file named by
-``$ASCENDOPT_PYTEST_REPORT`` when the session ends.
+"""A pytest plugin for the frozen test run: every test's outcome by node id, the failing tests' own
+error lines, what the run used, and whether the comparison functions stayed the originals, written as
+authenticated JSON to the file named by ``$ASCENDOPT_PYTEST_REPORT`` when the session ends.
 
 Freeze records which tests passed on the baseline and the gate requires each of them to pass again,
 so a test that is skipped, deselected, xfailed or gone is seen even when pytest exits 0. Outcomes:
 ``passed``, ``failed``, ``error`` (setup, teardown or collection), ``skipped``, ``xfailed``,
-``xpassed``; deselected node ids are listed apart. ``ascendopt.gate.testset`` starts the run and
-reads the file. This module runs inside the user's pytest process: it imports nothing of ascendopt.
+``xpassed``; deselected node ids are listed apart. ``ascendopt.gate.testset`` starts the run (through
+``ascendopt.gate.pytest_launch``, which imports this module before any file of the repository can be
+imported) and reads the file. This module runs inside the user's pytest process: it imports nothing
+of ascendopt.
 
-File format (``version`` 1)::
+What the run used (``used``, absolute paths): ``modules``, every imported module's file (from
+``sys.modules`` and from the import system's reads of source and cached byte code, seen by an audit
+hook on ``open``, so a module removed from ``sys.modules`` is still seen); ``opened``, every regular
+file opened for reading and never for writing (data, expected outputs); ``conftests``, every conftest
+module pytest registered; ``inifile``, the configuration file pytest read (or null). The parent keeps
+what lies in the repository, and the conftests and configuration file wherever they are.
 
-    {"version": 1, "exitstatus": 0, "collected": [nodeid, ...], "deselected": [nodeid, ...],
-     "outcomes": {nodeid: outcome}, "details": {nodeid: {"where": "path:line", "lines": [...]}}}
+Runner (``runner``): the files pytest, _pytest, pluggy and this plugin were imported from; the parent
+requires them outside the repository.
+
+Comparisons (``comparisons``): at import (before any conftest or test module runs; torch's when torch
+is first imported, as its module code ends) every comparison function a test relies on is bound with
+its ``__code__`` (``COMPARISONS``: torch's and numpy's testing
+and closeness functions, ``math.isclose``, ``pytest.approx`` and its ``__eq__``, unittest's asserts);
+at session end each one that is no longer the same object, or whose code object was swapped, is listed
+in ``replaced``.
+
+Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
+``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
+test can read it from the environment or the pipe, and the report carries an HMAC-SHA256 of its
+payload under that key. A report written by anything else (a conftest, a test that writes "passed"
+and ``os._exit(0)``s, a shadowing ``pytest``) does not verify.
+
+File format::
+
+    {"payload": "<JSON text>", "mac": "<hex HMAC-SHA256 of the payload text under the key>"}
+
+payload (``version`` 2)::
+
+    {"version": 2, "exitstatus": 0, "collected": [nodeid, ...], "deselected": [nodeid, ...],
+     "outcomes": {nodeid: outcome}, "details": {nodeid: {"where": "path:line", "lines": [...]}},
+     "used": {"modules": [...], "opened": [...], "conftests": [...], "inifile": path or null},
+     "runner": {"pytest": path, ...}, "comparisons": {"checked": N, "replaced": [name, ...]}}
 
 ``where``: the crash location (a skip: the skip's); ``lines``: the ``E`` lines of a failure's
 traceback (else its crash message), a skip's reason.
+
+PYTEST_DONT_REWRITE: the launcher imports this module before pytest registers it (pytest would warn
+that it cannot rewrite its asserts; it has none to rewrite).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import importlib
+import importlib.util
 import json
 import os
+import sys
 
 REPORT_ENV = "ASCENDOPT_PYTEST_REPORT"
+KEY_FD_ENV = "ASCENDOPT_REPORT_FD"  # the read end of the pipe that carries the per-run key
+VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
+# The comparison functions tests rely on, as "module:attribute.path"; those of a module that is not
+# installed are left out. Python functions are compared by identity and code object, builtins by identity.
+COMPARISONS = (
+    "math:isclose",
+    "torch:allclose", "torch:isclose", "torch:equal", "torch:testing.assert_close",
+    "torch:Tensor.allclose", "torch:Tensor.isclose", "torch:Tensor.equal",
+    "torch.testing._comparison:assert_close",
+    "numpy:allclose", "numpy:isclose", "numpy:array_equal", "numpy:array_equiv",
+    "pytest:approx",
+)
+# Bound when first imported (``_BindOnImport``), not up front: importing torch would slow every run.
+LAZY = ("torch",)
+# Whole families: every public assert function of numpy.testing, every assert method of unittest's
+# TestCase, and the comparison methods of each of pytest.approx's classes.
+_FAMILIES = ("numpy.testing", "unittest", "pytest")
+
+
+def _read_key() -> bytes | None:
+    """The run's key from the inherited pipe (the parent wrote it and closed its end), which is then
+    closed; the descriptor's number leaves the environment. None when not run by ascendopt."""
+    fd = os.environ.pop(KEY_FD_ENV, None)
+    if fd is None or not fd.isdigit():
+        return None
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(int(fd), 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(int(fd))
+    except OSError:
+        return None
+    return b"".join(chunks) or None
+
+
+def _originals(only: str | None = None) -> dict[str, tuple[object, object]]:
+    """name -> (the object, its ``__code__`` or None) of every comparison function importable now, those
+    of a ``LAZY`` package only once it is imported; ``only``: those of that top-level package alone."""
+    bound: dict[str, tuple[object, object]] = {}
+
+    def wanted(module_name: str) -> bool:
+        top = module_name.split(".")[0]
+        if only is not None:
+            return top == only
+        return (top not in LAZY or top in sys.modules) and importlib.util.find_spec(top) is not None
+
+    def bind(name: str, obj: object) -> None:
+        if callable(obj):
+            bound[name] = (obj, getattr(obj, "__code__", None))
+
+    for spec in COMPARISONS:
+        module_name, attr = spec.split(":")
+        if not wanted(module_name):
+            continue
+        try:
+            obj: object = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            continue
+        bind(f"{module_name}.{attr}", obj)
+    for family in _FAMILIES:
+        if not wanted(family):
+            continue
+        try:
+            module = importlib.import_module(family)
+        except ImportError:
+            continue
+        if family == "pytest":  # pytest.approx's module (_pytest.python_api, _pytest.approx in pytest 9)
+            module = importlib.import_module(module.approx.__module__)
+            family = module.__name__
+            bind(f"{family}.approx", module.approx)
+        if family == "numpy.testing":
+            for name in dir(module):
+                if name.startswith("assert_"):
+                    bind(f"{family}.{name}", getattr(module, name))
+        elif family == "unittest":
+            for name in dir(module.TestCase):
+                if name.startswith("assert") or name == "fail":
+                    bind(f"unittest.TestCase.{name}", getattr(module.TestCase, name))
+        else:  # pytest.approx's classes: what `actual == approx(expected)` calls, inherited or their own
+            for cls_name in dir(module):
+                cls = getattr(module, cls_name)
+                if isinstance(cls, type) and cls_name.startswith("Approx"):
+                    for method in ("__eq__", "__ne__"):
+                        bind(f"{family}.{cls_name}.{method}", getattr(cls, method))
+    return bound
+
+
+class _BindingLoader:
+    """The loader of a ``LAZY`` package, which binds its comparison functions as soon as its module code
+    has run: before the code that imported it gets the module."""
+
+    def __init__(self, loader, name: str):
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        _ORIGINALS.update(_originals(only=self._name))
+
+    def __getattr__(self, attr: str):
+        return getattr(self._loader, attr)
+
+
+class _BindOnImport:
+    """A ``sys.meta_path`` finder that gives each ``LAZY`` package, on its first import, a ``_BindingLoader``."""
+
+    def __init__(self, names):
+        self.waiting = set(names)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.waiting:
+            return None
+        self.waiting.discard(name)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _BindingLoader(spec.loader, name)
+        return spec
+
+
+def unbound_packages(originals: dict[str, tuple[object, object]]) -> list[str]:
+    """``LAZY`` packages imported during the run whose comparison functions were never bound (the
+    binding finder was taken out of the way): their functions cannot be vouched for."""
+    return [f"{top} (imported, but its comparison functions were not bound at import)" for top in LAZY
+            if top in sys.modules and not any(name.startswith(top + ".") for name in originals)]
+
+
+def _current(name: str) -> object:
+    """The object ``name`` (as ``_originals`` names it) refers to now, or None when it is gone."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:i]))
+        if module is None:
+            continue
+        obj: object = module
+        try:
+            for part in parts[i:]:
+                obj = getattr(obj, part)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def replaced_comparisons(originals: dict[str, tuple[object, object]]) -> list[str]:
+    """The names of the comparison functions that are no longer the object (or the code) bound at start."""
+    replaced = []
+    for name, (obj, code) in originals.items():
+        now = _current(name)
+        if now is not obj or getattr(now, "__code__", None) is not code:
+            replaced.append(name)
+    return replaced
+
+
+class _Usage:
+    """Files the process reads, seen by an audit hook (hooks cannot be removed once added): regular files
+    opened for reading, files opened for writing (left out: the run's outputs), and cached byte code of
+    imported modules (mapped back to their source)."""
+
+    def __init__(self):
+        self.active = False  # from the loading of the first conftest on: pytest's own search for its
+        # configuration files (it reads every candidate on the way up) is not the tests' reading
+        self.read: set[str] = set()
+        self.written: set[str] = set()
+
+    def hook(self, event: str, args: tuple) -> None:
+        if event != "open" or not self.active or not args or not isinstance(args[0], (str, bytes)):
+            return
+        path, mode = args[0], args[1] if len(args) > 1 else "r"
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+            flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_APPEND", 0)))
+        (self.written if writing else self.read).add(path)
+
+    def files(self) -> tuple[list[str], list[str]]:
+        """(module source files read through byte code or source, other files read): absolute paths."""
+        modules, opened = set(), set()
+        for path in self.read - self.written:
+            full = os.path.abspath(path)
+            if "__pycache__" in full.split(os.sep) and full.endswith(".pyc"):
+                try:
+                    modules.add(importlib.util.source_from_cache(full))
+                except ValueError:
+                    pass
+            elif os.path.isfile(full):
+                opened.add(full)
+        return sorted(modules), sorted(opened)
+
+
+def _module_files() -> set[str]:
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.isfile(path):  # some carry a made-up __file__
+            files.add(os.path.abspath(path))
+    return files
 
 
 def _detail(report) -> dict[str, object]:
@@ -49,13 +298,32 @@ def _detail(report) -> dict[str, object]:
     return {"where": where, "lines": lines[:MAX_LINES]}
 
 
+def _sealer(key: bytes):
+    """A function that writes ``data`` with its HMAC to a path; the key lives only in its closure."""
+
+    def seal(path: str, data: dict) -> None:
+        payload = json.dumps(data)
+        mac = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"payload": payload, "mac": mac}, fh)
+
+    return seal
+
+
 class _Recorder:
-    def __init__(self, path: str):
+    def __init__(self, path: str, seal, usage: _Usage, originals: dict[str, tuple[object, object]]):
         self.path = path
+        self._seal = seal
+        self._usage = usage
+        self._originals = originals
         self.collected: list[str] = []
         self.deselected: list[str] = []
         self.outcomes: dict[str, str] = {}
         self.details: dict[str, dict[str, object]] = {}
+        self.conftests: set[str] = set()
+        self.modules: set[str] = set()
+        self.replaced: set[str] = set()
+        self.worker_opened: set[str] = set()
 
     def _record(self, nodeid: str, outcome: str, report) -> None:
         # The first outcome that is not a pass wins (a teardown error after a passed call is an error).
@@ -63,6 +331,11 @@ class _Recorder:
             self.outcomes[nodeid] = outcome
             if outcome not in ("passed", "xpassed"):
                 self.details[nodeid] = _detail(report)
+
+    def pytest_plugin_registered(self, plugin) -> None:
+        path = getattr(plugin, "__file__", None)
+        if isinstance(path, str) and os.path.basename(path) == "conftest.py":
+            self.conftests.add(os.path.abspath(path))
 
     def pytest_collection_finish(self, session) -> None:
         self.collected = [item.nodeid for item in session.items]
@@ -91,15 +364,78 @@ class _Recorder:
             return  # a clean setup or teardown says nothing about the test
         self._record(report.nodeid, outcome, report)
 
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist: what a worker process used and found replaced (``_worker_finish``)."""
+        seen = getattr(node, "workeroutput", {}).get("ascendopt", {})
+        self.modules.update(seen.get("modules", []))
+        self.conftests.update(seen.get("conftests", []))
+        self.replaced.update(seen.get("replaced", []))
+        self.worker_opened.update(seen.get("opened", []))
+
     def pytest_sessionfinish(self, session, exitstatus) -> None:
-        data = {"version": 1, "exitstatus": int(exitstatus), "collected": self.collected,
-                "deselected": self.deselected, "outcomes": self.outcomes, "details": self.details}
-        with open(self.path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
+        modules, opened = self._usage.files()
+        replaced = sorted(self.replaced | set(replaced_comparisons(self._originals))
+                          | set(unbound_packages(self._originals)))
+        ini = getattr(session.config, "inipath", None)
+        data = {"version": VERSION, "exitstatus": int(exitstatus), "collected": self.collected,
+                "deselected": self.deselected, "outcomes": self.outcomes, "details": self.details,
+                "used": {"modules": sorted(self.modules | set(modules) | _module_files()),
+                         "opened": sorted(set(opened) | self.worker_opened),
+                         "conftests": sorted(self.conftests), "inifile": str(ini) if ini else None},
+                "runner": runner_files(),
+                "comparisons": {"checked": len(self._originals), "replaced": replaced}}
+        self._seal(self.path, data)
+
+
+def runner_files() -> dict[str, str | None]:
+    """Where pytest, _pytest, pluggy and this plugin were imported from."""
+    return {name: getattr(sys.modules.get(name), "__file__", None)
+            for name in ("pytest", "_pytest", "pluggy", __name__)}
+
+
+# -- at import: before any conftest, test module or file of the repository is loaded ----------------
+
+_KEY = _read_key()
+_USAGE = _Usage()
+_ORIGINALS: dict[str, tuple[object, object]] = {}
+if REPORT_ENV in os.environ:  # a run started by ascendopt (its pytest-xdist workers inherit the variable)
+    sys.addaudithook(_USAGE.hook)
+    _ORIGINALS.update(_originals())
+    sys.meta_path.insert(0, _BindOnImport(top for top in LAZY if top not in sys.modules))
+
+
+def pytest_load_initial_conftests(early_config) -> None:
+    # pytest's own implementation, which imports the conftests, is trylast: this one runs before it
+    _USAGE.active = True
 
 
 def pytest_configure(config) -> None:
     path = os.environ.get(REPORT_ENV)
-    # pytest-xdist workers send their reports to the controller, which alone writes the file
-    if path and not hasattr(config, "workerinput") and not config.pluginmanager.has_plugin("ascendopt-report"):
-        config.pluginmanager.register(_Recorder(path), "ascendopt-report")
+    if not path:
+        return
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its findings go to the controller
+        if not config.pluginmanager.has_plugin("ascendopt-worker"):
+            config.pluginmanager.register(_Worker(config), "ascendopt-worker")
+    elif _KEY is not None and not config.pluginmanager.has_plugin("ascendopt-report"):
+        config.pluginmanager.register(_Recorder(path, _sealer(_KEY), _USAGE, _ORIGINALS), "ascendopt-report")
+
+
+class _Worker:
+    """In a pytest-xdist worker: the files it used and the comparisons replaced in it, handed to the
+    controller through ``workeroutput`` (the controller alone writes the report)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.conftests: set[str] = set()
+
+    def pytest_plugin_registered(self, plugin) -> None:
+        path = getattr(plugin, "__file__", None)
+        if isinstance(path, str) and os.path.basename(path) == "conftest.py":
+            self.conftests.add(os.path.abspath(path))
+
+    def pytest_sessionfinish(self, session) -> None:
+        modules, opened = _USAGE.files()
+        self.config.workeroutput["ascendopt"] = {
+            "modules": sorted(set(modules) | _module_files()), "opened": opened,
+            "conftests": sorted(self.conftests),
+            "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS)}

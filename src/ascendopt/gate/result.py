@@ -66,9 +66,15 @@ class StageResult:
     # Set when the stage is red because the workload raised, crashed or timed out (the error): the
     # code under test failed, so the stage exits 1 whatever its name (not 4 at performance).
     workload_error: str | None = None
+    # Set when the stage is red because what decides its verdict cannot be trusted (the frozen test run
+    # used a file freeze did not pin, its report did not verify, a comparison function was replaced):
+    # an integrity failure, exit 3 whatever the stage.
+    integrity_error: str | None = None
 
     @property
     def _error_class(self) -> type[AscendoptError]:
+        if self.integrity_error:
+            return IntegrityError
         return CorrectnessError if self.workload_error else STAGE_ERRORS[self.name]
 
     @property
@@ -102,7 +108,7 @@ class StageResult:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "exit_code": self.exit_code, "summary": self.summary,
                 "checks": [c.to_dict() for c in self.checks], "data": self.data,
-                "workload_error": self.workload_error}
+                "workload_error": self.workload_error, "integrity_error": self.integrity_error}
 
 
 @dataclass

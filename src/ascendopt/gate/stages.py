@@ -7,7 +7,9 @@ the first red stage.
   edited, added or removed by hand, or a log line edited or removed, names the file);
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
-  against the frozen test set (``gate.testset``: what "passed" means), then
+  against the frozen test set (``gate.testset``: what "passed" means; a run that cannot be trusted,
+  or that used a file freeze neither pinned nor declared target code, ``gate.scope``, is red with
+  exit 3 instead: ``StageResult.integrity_error``), then
   ``workload()`` loaded and called in a child process (a workload that raises, crashes or outlives
   its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
   returns, its outputs compared with the frozen commit's (``gate.equivalence``);
@@ -188,8 +190,38 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
     if run.problem and not run.outcomes:  # no test to show: the command's own last lines say why
         data["output_tail"] = run.output_tail
+    untrusted = _test_run_integrity(contract, root, run, timeout)
+    if untrusted:
+        checks = [Check(name, False, message) for name, message in untrusted] + checks
+        message = untrusted[0][1] + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else "")
+        return StageResult("correctness", "fail", f"integrity of the test run: {message}", checks, data,
+                           integrity_error=message)
     return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
                        data)
+
+
+def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | None) -> list[tuple[str, str]]:
+    """What makes the frozen test run untrusted (``SuiteRun.integrity``), and every file it used that freeze
+    neither pinned nor declared a target (``gate.scope.newcomers``). A module new since freeze that the
+    working tree's ``workload()`` imports is target code (a round may split its code into a new module);
+    one that only the test run imports is not. A contract frozen before ascendopt recorded the run's
+    scope (``targets`` None) is not checked for newcomers."""
+    from ascendopt.gate import scope
+
+    problems = list(run.integrity)
+    if contract.targets is None or run.runner != "pytest" or not run.used:
+        return problems
+    pinned = [f.path for f in contract.frozen_files]
+    kinds = scope.used_files(run.used, root)
+    new = scope.newcomers(kinds, pinned, contract.targets)
+    if any(kinds[rel] == "module" for rel, _ in new):
+        try:
+            imported = scope.workload_imports(root, contract.workload.exec_file,
+                                              contract.timeout("workload_s", timeout))
+        except AscendoptError:  # a timeout too; the workload's own failure is the correctness stage's
+            imported = []
+        new = scope.newcomers(kinds, pinned, [*contract.targets, *imported])
+    return problems + new
 
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:

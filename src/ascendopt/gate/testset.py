@@ -3,7 +3,10 @@
 What "passed" means:
 
 * a pytest command (``pytest ...``, ``py.test ...``, ``python -m pytest ...``) runs with this
-  interpreter and the plugin ``ascendopt.gate.pytest_report``, which reports every test by node id.
+  interpreter's pytest, never one of the repository (``gate.pytest_launch``), and the plugin
+  ``ascendopt.gate.pytest_report``, which reports every test by node id in a report authenticated
+  with a per-run key, what the run used (``gate.scope`` pins it), and any comparison function
+  replaced during the run (``SuiteRun.integrity``: an integrity failure, exit 3).
   Freeze records each test's outcome on the baseline (``Contract.test_set``) and refuses a baseline
   with a failing test, a run of no test, or no test passed. The gate requires every test that passed
   at freeze to pass again: skipped, deselected, xfailed, missing (renamed or removed), failed or
@@ -16,8 +19,12 @@ What "passed" means:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
 import sys
 import tempfile
 from collections import Counter
@@ -29,9 +36,10 @@ from typing import Any
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
 from ascendopt.errors import EnvironmentProblem
-from ascendopt.gate.pytest_report import REPORT_ENV
+from ascendopt.gate.pytest_report import KEY_FD_ENV, REPORT_ENV, VERSION
 
 PLUGIN = "ascendopt.gate.pytest_report"
+LAUNCHER = "ascendopt.gate.pytest_launch"
 FAILING = ("failed", "error")
 NOT_RUN = ("deselected", "not run")  # collected but not run (deselected, or stopped early by -x)
 COMMAND_RULE = ("a frozen test command that is not pytest must exit 0 and print a summary line 'N passed' "
@@ -61,6 +69,11 @@ class SuiteRun:
     passed: int = 0
     problem: str | None = None
     output_tail: str = ""
+    # pytest: what the run used (the plugin's ``used``: absolute paths; ``gate.scope.used_files``)
+    used: dict[str, Any] = field(default_factory=dict)
+    # pytest: why the run itself cannot be trusted, ``(what, message)`` each, an integrity failure (exit 3):
+    # a report not written by the plugin, a runner imported from the repository, a comparison replaced
+    integrity: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -94,7 +107,13 @@ class SuiteRun:
 
 def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
     """Run the frozen test command ``argv`` in ``root`` on this process's backend and read what each
-    test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised."""
+    test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised.
+
+    A pytest command runs as ``python -m ascendopt.gate.pytest_launch ROOT -p PLUGIN -p no:cacheprovider
+    ARGS`` with
+    ``PYTHONSAFEPATH=1``: pytest and its plugins come from this environment, never from the repository
+    (``gate.pytest_launch``), and the report is authenticated with a fresh key passed through a pipe
+    (``gate.pytest_report``); ``SuiteRun.integrity`` says what of that did not hold."""
     from ascendopt.device import backends
 
     env = backends.child_env(kernels=True)  # the tests run on the backend this process selected
@@ -103,14 +122,52 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
         proc = _run(resolve_command(argv), root, env, timeout)
         return proc if isinstance(proc, SuiteRun) else _command_run(proc)
     require_pytest()
-    with tempfile.TemporaryDirectory(prefix="ascendopt-tests-") as tmp:
-        report = Path(tmp) / "report.json"
-        env[REPORT_ENV] = str(report)
-        # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
-        proc = _run([sys.executable, "-m", "pytest", "-p", PLUGIN, *args], root, env, timeout)
-        if isinstance(proc, SuiteRun):
-            return proc
-        return _pytest_run(proc, _read_report(report))
+    key = secrets.token_bytes(32)
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, key)  # 32 bytes fit in any pipe buffer: the write never blocks
+        os.close(write_end)
+        write_end = -1
+        with tempfile.TemporaryDirectory(prefix="ascendopt-tests-") as tmp:
+            report = Path(tmp) / "report.json"
+            env[REPORT_ENV] = str(report)
+            env[KEY_FD_ENV] = str(read_end)
+            env["PYTHONSAFEPATH"] = "1"  # neither the working directory nor a script's folder on sys.path
+            # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
+            # no cache: pytest's cache (--lf, --sw) would let an earlier run decide what this one runs
+            proc = _run([sys.executable, "-m", LAUNCHER, str(root), "-p", PLUGIN, "-p", "no:cacheprovider", *args],
+                        root, env, timeout, pass_fds=(read_end,))
+            if isinstance(proc, SuiteRun):
+                return proc
+            data, forged = _read_report(report, key)
+            run = _pytest_run(proc, data)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    if forged:
+        run.integrity.append(("test report", forged))
+    if data is not None:
+        run.used = dict(data.get("used") or {})
+        run.integrity += _runner_problems(data.get("runner") or {}, root)
+        replaced = (data.get("comparisons") or {}).get("replaced") or []
+        run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
+                                 "longer the object pytest started with); the tests' verdicts cannot be trusted")
+                          for name in replaced]
+    return run
+
+
+def _runner_problems(runner: Mapping[str, Any], root: Path) -> list[tuple[str, str]]:
+    """A runner module (pytest, _pytest, pluggy, the plugin) imported from inside ``root``, or not at all."""
+    problems = []
+    top = os.path.realpath(root)
+    for name, path in runner.items():
+        if not path:
+            problems.append((name, f"{name}: the test run did not import it from the environment"))
+        elif os.path.realpath(path) == top or os.path.realpath(path).startswith(top + os.sep):
+            problems.append((name, f"{name}: the test runner was imported from the repository ({path}), not from "
+                                   "the environment"))
+    return problems
 
 
 def require_pytest() -> None:
@@ -124,20 +181,36 @@ def require_pytest() -> None:
                                       "the Python it runs in")
 
 
-def _run(argv: list[str], root: Path, env: dict[str, str], timeout: float):
+def _run(argv: list[str], root: Path, env: dict[str, str], timeout: float, pass_fds: Sequence[int] = ()):
     try:
-        return process.run(argv, label="frozen tests", timeout=timeout, cwd=root, env=env)
+        return process.run(argv, label="frozen tests", timeout=timeout, cwd=root, env=env, pass_fds=pass_fds)
     except OSError as exc:  # not found, not executable
         return SuiteRun("pytest" if pytest_args(argv) is not None else "command", -1,
                         problem=f"cannot start {argv[0]}: {exc.strerror or exc}")
 
 
-def _read_report(path: Path) -> dict[str, Any] | None:
+def _read_report(path: Path, key: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The plugin's report and None, or None and None when there is none (the run never got to write it),
+    or None and why it does not verify: a report whose HMAC under this run's ``key`` does not match was
+    written by something else than the plugin (a conftest, a test, a shadowing runner)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("version") == 1 else None
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None, None
+    try:
+        outer = json.loads(text)
+        payload, mac = outer["payload"], outer["mac"]
+        if not isinstance(payload, str) or not isinstance(mac, str):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        return None, "the test report is not one the plugin writes (no authentication code): something in the " \
+                     "test run wrote it in the plugin's place"
+    expected = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, mac):
+        return None, "the test report's authentication code does not match this run's key: something in the " \
+                     "test run wrote or altered it"
+    data = json.loads(payload)
+    return (data if isinstance(data, dict) and data.get("version") == VERSION else None), None
 
 
 def _tail(proc) -> str:

@@ -75,6 +75,9 @@ def _contract(ctx: RoundContext, edited: str | None) -> dict[str, Any]:
         "edited": edited,
         "baseline": baseline,
         "baseline_ms": rounds.geomean([b.median_ms for b in c.baseline]) if c.baseline else None,
+        # own code: the code a round is meant to change (None: a bundled kernel or an older contract)
+        "target_code": list(c.targets) if c.targets is not None else None,
+        "pinned_support": sum(f.role in ("test-support", "test-config") for f in c.frozen_files),
     }
 
 

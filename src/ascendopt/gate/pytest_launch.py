@@ -1,0 +1,38 @@
+"""Start the frozen pytest run so that the runner is the environment's, never a file of the repository.
+
+``python -m ascendopt.gate.pytest_launch ROOT ARGS...`` with ``PYTHONSAFEPATH=1`` in the environment
+(``ascendopt.gate.testset`` starts it so): neither the working directory nor the script's folder is on
+``sys.path``, so ``pytest``, ``_pytest`` and ``pluggy`` import from the installed environment even when
+the repository holds a ``pytest.py``, a ``pytest/`` package or a ``pluggy.py``. Then the reporting plugin
+(``ascendopt.gate.pytest_report``) is imported, which reads the run's key, adds its audit hook and binds
+the comparison functions, all before a file of the repository can be imported. Only then is ``ROOT``
+put first on ``sys.path``, as ``python -m pytest`` would put the working directory, and pytest runs
+with ``ARGS``. The plugin's report names where the runner was imported from; the parent checks it.
+
+``PYTHONSAFEPATH`` stays set for the whole run: it also keeps pytest-xdist's worker processes
+(``python -c`` in the repository) from importing a ``pytest.py`` of the working directory, and the
+tests' own Python children run with it too.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    root, args = argv[0], argv[1:]
+    import _pytest  # noqa: F401 - imported now, from the environment: the repository is not on sys.path yet
+    import pluggy  # noqa: F401
+    import pytest
+
+    from ascendopt.gate import pytest_report  # noqa: F401 - key, audit hook and comparisons, before any test code
+
+    sys.path.insert(0, root)
+    sys.argv = ["pytest", *args]
+    code = pytest.main(args)
+    sys.stdout.flush()
+    return int(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

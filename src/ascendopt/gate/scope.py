@@ -1,0 +1,171 @@
+"""What the frozen test run used, pinned: the files a test run loads besides the frozen test files.
+
+The reporting plugin (``gate.pytest_report``) lists what the run imported, opened, registered as a
+conftest and read as its configuration (absolute paths). Here those become repository-relative paths
+(``../`` for a file above the repository) of four kinds:
+
+* ``config``: the configuration file pytest read, wherever it is (a file pytest reads one section of,
+  ``pyproject.toml`` / ``tox.ini`` / ``setup.cfg``, as ``file::[section]``, as ``frozen`` pins it), and
+  every conftest it registered, wherever it is: pinned as ``role: test-config``;
+* ``module``: a module file in the repository the run imported (helpers, reference implementations);
+* ``data``: a file in the repository the run opened for reading and never wrote (expected outputs,
+  reference data): both pinned as ``role: test-support``.
+
+Files of the installed environment (under ``sys.prefix``, a ``site-packages`` folder) are the
+environment's and not pinned. The target code (``Contract.targets``: the files a round is meant to
+change) is left out: at freeze by default what ``workload()`` imports from the repository (a child
+process loads the exec file and calls ``workload()`` once: ``workload_imports``), else ``freeze
+--target PATH...`` (a folder stands for every file under it).
+
+Freeze pins what the baseline's run used (``pins``); the integrity stage checks the pinned files'
+digests before the run (``contract.frozen.check_frozen_files``), and after the run the gate fails
+integrity for a file that takes part now and was not pinned (``newcomers``: a new conftest, a new
+helper module, another configuration file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ascendopt.contract.model import FrozenFile
+
+CONFIG_SECTIONS = {"pyproject.toml": "tool.pytest", "tox.ini": "pytest", "setup.cfg": "tool:pytest"}
+ROLE = {"config": "test-config", "module": "test-support", "data": "test-support"}
+
+
+def _environment_dirs() -> list[str]:
+    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return sorted(dirs)
+
+
+def _in_environment(path: str, env_dirs: Sequence[str]) -> bool:
+    parts = Path(path).parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    return any(path == d or path.startswith(d + os.sep) for d in env_dirs)
+
+
+def relative(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` in POSIX form (``../x`` above it)."""
+    return Path(os.path.relpath(os.path.realpath(path), os.path.realpath(root))).as_posix()
+
+
+def inside(rel: str) -> bool:
+    return rel != ".." and not rel.startswith("../")
+
+
+def used_files(used: Mapping[str, Any] | None, root: Path) -> dict[str, str]:
+    """The plugin's ``used`` record -> repository-relative path -> kind (``config``, ``module``, ``data``).
+    Conftests and the configuration file count wherever they are; modules and data only in the
+    repository and outside the installed environment."""
+    used = used or {}
+    env_dirs = _environment_dirs()
+    kinds: dict[str, str] = {}
+
+    def add(path: str, kind: str) -> None:
+        full = os.path.realpath(path)
+        if _in_environment(full, env_dirs) and kind != "config":
+            return
+        rel = relative(full, root)
+        if kind != "config" and not inside(rel):
+            return
+        if os.path.basename(full) == "conftest.py":
+            kind = "config"
+        kinds.setdefault(rel, kind)
+
+    ini = used.get("inifile")
+    if ini:
+        rel = relative(ini, root)
+        name = os.path.basename(rel)
+        kinds[f"{rel}::[{CONFIG_SECTIONS[name]}]" if name in CONFIG_SECTIONS else rel] = "config"
+    for path in used.get("conftests", []):
+        add(path, "config")
+    for path in used.get("modules", []):
+        if os.path.isfile(path):  # a module object may carry a made-up __file__ (torch's op namespaces)
+            add(path, "module")
+    for path in used.get("opened", []):
+        add(path, "data")
+    return kinds
+
+
+def is_target(rel: str, targets: Iterable[str]) -> bool:
+    """Whether ``rel`` is one of ``targets`` or lies in a target folder."""
+    return any(rel == t or rel.startswith(t.rstrip("/") + "/") for t in targets)
+
+
+def pins(kinds: Mapping[str, str], root: Path, known: Iterable[str], targets: Sequence[str]) -> list[FrozenFile]:
+    """The files to pin at freeze: every used file neither ``known`` (pinned already) nor a target."""
+    from ascendopt.contract.frozen import config_bytes, sha256_bytes
+
+    known = set(known)
+    entries = []
+    for rel, kind in sorted(kinds.items()):
+        if rel in known or is_target(rel, targets):
+            continue
+        data = config_bytes(root, rel) if kind == "config" else _read(root / rel)
+        if data is not None:
+            entries.append(FrozenFile(path=rel, role=ROLE[kind], sha256=sha256_bytes(data)))
+    return entries
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def newcomers(kinds: Mapping[str, str], pinned: Iterable[str], targets: Sequence[str]) -> list[tuple[str, str]]:
+    """``(path, message)`` for every file the run used that freeze neither pinned nor declared a target."""
+    pinned = set(pinned)
+    what = {"config": "pytest configuration (a conftest or the configuration file pytest read)",
+            "module": "a module the tests imported", "data": "a file the tests opened"}
+    return [(rel, f"{rel}: {what[kind]} takes part in the test run since freeze (not pinned, not a target); "
+                  "remove it, or re-freeze")
+            for rel, kind in sorted(kinds.items())
+            if rel not in pinned and not is_target(rel, targets)]
+
+
+# -- the default targets: what workload() imports from the repository --------------------------------
+
+_IMPORTS = """\
+import json, os, sys
+from pathlib import Path
+root, exec_file, out = sys.argv[1:4]
+sys.path.insert(0, root)
+from ascendopt.gate.interleave import load_workload
+load_workload(Path(exec_file))()
+files = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
+                if isinstance(getattr(m, "__file__", None), str)})
+Path(out).write_text(json.dumps(files))
+"""
+
+
+def workload_imports(root: Path, exec_rel: str, limit_s: float) -> list[str]:
+    """The repository files (relative) that ``exec_rel``'s module code and one ``workload()`` call import,
+    in a child process like the gate's workload child (``limit_s`` seconds)."""
+    from ascendopt import process
+    from ascendopt.device import backends
+    from ascendopt.errors import CorrectnessError
+
+    env = backends.child_env(kernels=True)
+    paths = [str(root)] + ([str(root / "src")] if (root / "src").is_dir() else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    with tempfile.TemporaryDirectory(prefix="ascendopt-imports-") as tmp:
+        out = Path(tmp) / "imports.json"
+        proc = process.run([sys.executable, "-c", _IMPORTS, str(root), str(root / exec_rel), str(out)],
+                           label="workload imports", timeout=limit_s, cwd=root, env=env)
+        if proc.returncode != 0 or not out.is_file():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise CorrectnessError(f"freeze: loading {exec_rel} to find the code it imports failed: {last}")
+        files = json.loads(out.read_text())
+    env_dirs = _environment_dirs()
+    rels = [relative(f, root) for f in files
+            if os.path.isfile(f) and not _in_environment(os.path.realpath(f), env_dirs)]
+    return sorted(r for r in set(rels) if inside(r) and os.path.basename(r) != "conftest.py")
