@@ -33,9 +33,10 @@ TestCmdOpt = Annotated[Str, typer.Option(
 ReferenceOpt = Annotated[Strs, typer.Option("--reference", metavar="PATH",
     help="Own code: frozen reference/oracle file(s).")]
 TargetOpt = Annotated[Strs, typer.Option(
-    "--target", metavar="PATH", help="Own code: the target code a round is meant to change (file or folder; repeat). Everything "
-                     "else the frozen tests load from the repository is pinned. Default: what workload() "
-                     "imports from the repository.")]
+    "--target", metavar="PATH",
+    help="Own code: the target code a round is meant to change (file or folder; repeat). Everything "
+         "else the frozen tests load from the repository is pinned. Default: what workload() "
+         "imports from the repository.")]
 KernelFilterOpt = Annotated[Str, typer.Option(
     "--kernel-filter", metavar="SUBSTRING",
     help="Own code: substring of the target kernel's name that must appear in the profile.")]
