@@ -65,6 +65,10 @@ def render(data: dict[str, Any]) -> None:
         speed = "-" if best["speedup_vs_baseline"] is None else f"{best['speedup_vs_baseline']:.3f}x"
         band = "" if best["noise_band"] is None else f" (noise band ±{best['noise_band']:.1%})"
         rows.append(("best", f"round {best['number']} ({what}): {speed} vs baseline{band}, {_ms(best['best_ms'])}"))
+        if best["commit"] and not best["config"]:
+            mine = f"your commit {best['user_commit'][:12]} holds it" if best["user_commit"] else \
+                f"in none of your recent commits (`git checkout {best['commit'][:12]} -- .` restores it)"
+            rows.append(("best code", f"snapshot {best['commit'][:12]}; {mine}"))
     else:
         rows.append(("best", "the baseline (no round kept yet)"))
     rows.append(("stop criteria", ("STOP: " if stop["stop"] else "") + stop["reason"]))

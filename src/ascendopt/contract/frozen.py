@@ -41,11 +41,11 @@ def project_root(start: Path | None = None) -> Path:
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """``{"commit": HEAD sha or None, "dirty": bool}`` of the repository at ``root``."""
-    head = git("rev-parse", "HEAD", cwd=root)
-    if not head:
-        return {"commit": None, "dirty": False}
-    return {"commit": head, "dirty": bool(git("status", "--porcelain", "--untracked-files=no", cwd=root))}
+    """``{"commit": HEAD sha or None, "dirty": bool, "tree": tree id, "tree_digest": content digest}`` of the
+    repository at ``root`` (``vcs.commit_state``: read from the objects and the disk, not the index)."""
+    from ascendopt import vcs
+
+    return vcs.commit_state(root)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console, process
+from ascendopt import console
 from ascendopt.analyze.matching import matches_any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import AscendoptError, ExitCode, UsageError
@@ -335,10 +335,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         from ascendopt.contract.frozen import project_root
 
         root = project_root()
-        tree = rtree.tree_state(root, exclude=[ws.root])
-        change = {"kind": "code", "commit": tree.commit,
-                  "diff_stat": (process.git("diff", "--stat", "HEAD", cwd=root) or "")[-2000:],
-                  "tree_digest": tree.digest, "committed": not tree.uncommitted}
+        tree = rtree.round_snapshot(root, ws.root, number)
+        change = rtree.change_record(root, tree, ws.root)
         note(rtree.same_tree_note(tree, ctx.records))
     command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
     direction = round_direction(direction, hypothesis, plan)
@@ -414,8 +412,6 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
     verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
-    if tree is not None and verdict == "keep":
-        note(rtree.uncommitted_keep_note(tree, number))
     metrics = {}
     if before_report and after_report:
         from ascendopt.analyze.diagnosis import compare
