@@ -41,6 +41,22 @@ def frozen_commit(contract, root: Path | None = None) -> str:
     return str(commit)
 
 
+def frozen_commit_checks(contract, root: Path) -> list:
+    """The integrity stage's check of an own-code contract's frozen commit (``frozen_commit``): one passed
+    or failed ``Check``; none for a bundled kernel or a contract frozen outside git. A shallow clone that
+    lacks the commit raises EnvironmentProblem (exit 5): nothing was tampered with, the history is missing."""
+    from ascendopt.gate.result import Check
+
+    commit = contract.git.get("commit")
+    if contract.is_kernel or not commit:
+        return []
+    try:
+        frozen_commit(contract, root)
+    except IntegrityError as exc:
+        return [Check(f"frozen commit {str(commit)[:12]}", False, str(exc))]
+    return [Check(f"frozen commit {str(commit)[:12]}", True, "reachable, holding the content recorded at freeze")]
+
+
 @contextmanager
 def checkout(root: Path, commit: str, exec_rel: str, *, label: str = "baseline",
              digest: str | None = None) -> Iterator[Path]:
