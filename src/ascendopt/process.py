@@ -102,11 +102,42 @@ _JUDGE_OWN = ("GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMM
               "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")
 
 
+_GLOBAL_CONFIG: dict[str, str] = {}
+
+
+def _judge_global_config() -> str:
+    """What the judge's git reads as its global configuration: nothing, except the ``safe.directory``
+    entries of the user's and the system's configuration (git honours those only from there, and a CI
+    container whose checkout belongs to another user needs them); a file written once per process."""
+    if "path" in _GLOBAL_CONFIG:
+        return _GLOBAL_CONFIG["path"]
+    _GLOBAL_CONFIG["path"] = os.devnull
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:  # from the filesystem root: no repository's own configuration is read
+        proc = run(["git", "config", "--get-all", "safe.directory"], label="git config", timeout=GIT_TIMEOUT_S,
+                   cwd=os.path.abspath(os.sep), env=env)
+    except (OSError, ProcessTimeout):
+        return os.devnull
+    dirs = [line for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
+    if dirs:
+        import atexit
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="ascendopt-gitconfig-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("[safe]\n" + "".join(f"\tdirectory = {d}\n" for d in dirs))
+        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+        _GLOBAL_CONFIG["path"] = path
+    return _GLOBAL_CONFIG["path"]
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of the judge's git: this process's without any GIT_* variable, plus ``JUDGE_GIT_ENV``
-    and ``extra`` (only the variables in ``_JUDGE_OWN``)."""
+    (the global configuration: only the user's ``safe.directory`` entries) and ``extra`` (only the variables
+    in ``_JUDGE_OWN``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(JUDGE_GIT_ENV)
+    env["GIT_CONFIG_GLOBAL"] = _judge_global_config()
     for key, value in (extra or {}).items():
         if key not in _JUDGE_OWN:
             raise ValueError(f"git_env: {key} is not one of the variables the judge sets")

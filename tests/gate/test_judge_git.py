@@ -244,3 +244,26 @@ def test_controls_an_unchanged_tree_and_an_honest_change_committed_or_not(repo):
     assert vcs.user_commit_holding(repo, second.commit) == _head(repo)
     assert frozen_commit(frozen, repo) == frozen.git["commit"]
     assert vcs.ref_commit(repo, "refs/ascendopt/rounds/0002") == second.commit
+
+
+def test_the_users_and_the_systems_git_configuration_is_not_read_but_safe_directory(repo, tmp_path, monkeypatch):
+    """A global gitconfig naming hooks, a replace-refs base and a filter: none of it reaches the judge; only
+    its safe.directory entries are carried (a CI container whose checkout another user owns needs them)."""
+    from ascendopt import process
+
+    marker = tmp_path / "hook-ran"
+    _hook(tmp_path / "global-hooks" / "reference-transaction", marker)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[core]\n\thooksPath = {tmp_path / 'global-hooks'}\n"
+                                     "[safe]\n\tdirectory = /some/checkout\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setattr(process, "_GLOBAL_CONFIG", {})
+    env = process.git_env()
+    assert Path(env["GIT_CONFIG_GLOBAL"]).read_text() == "[safe]\n\tdirectory = /some/checkout\n"
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_NO_REPLACE_OBJECTS"] == "1"
+    vcs.snapshot(repo, "refs/ascendopt/rounds/0001", "round 1")
+    assert not marker.exists()
+    with pytest.raises(ValueError, match="GIT_DIR"):
+        process.git_env({"GIT_DIR": "/elsewhere"})

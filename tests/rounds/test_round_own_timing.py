@@ -13,6 +13,7 @@ import pytest
 
 from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
 from _own_code import git as _git
+from _own_code import head as _head
 from ascendopt.contract.freeze import freeze_exec_file
 from ascendopt.gate import bench
 from ascendopt.rounds import profiles as rp
@@ -117,3 +118,15 @@ def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain
     assert fifth.timing["best"] == {"round": 4, "commit": fourth.change["snapshot"]}
     assert fifth.verdict == "revert" and fifth.timing["vs_best"] == "same" and fifth.change["committed"] is True
     _consistent(fifth.timing)
+
+    # status and report name the kept round's snapshot and the user's commit that holds it (HEAD, "keep
+    # round 4"), never the parent the round started on (which holds the code before the change)
+    from ascendopt.rounds.report import workspace_report
+    from ascendopt.rounds.status import loop_status
+
+    kept_commit = _head(repo)
+    assert fourth.change["commit"] != kept_commit  # the round started on the parent
+    best = loop_status(Workspace(repo / ".ascendopt"))["rounds"]["best"]
+    assert best["number"] == 4 and best["commit"] == fourth.change["snapshot"] and best["user_commit"] == kept_commit
+    markdown = workspace_report(Workspace(repo / ".ascendopt"), plot_name=None).markdown
+    assert f"snapshot {fourth.change['snapshot']}" in markdown and f"your commit {kept_commit}" in markdown

@@ -73,7 +73,7 @@ def render(data: dict[str, Any]) -> None:
         rows.append(("best", "the baseline (no round kept yet)"))
     rows.append(("stop criteria", ("STOP: " if stop["stop"] else "") + stop["reason"]))
     log = data["log"]
-    rows.append(("audit log", f"{log['entries']} entries" if log["exists"] else "none yet (starts at the next write)"))
+    rows.append(("audit log", f"{log['entries']} entries" if log["exists"] else "MISSING (see below)"))
     rows += [("HAND EDIT", text) for text in log["problems"]]
     console.table(["field", "value"], rows, title="ascendopt status")
     if best and best["cases"]:
