@@ -13,10 +13,11 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
 5. the candidate re-profiled with the contract's metric groups and compared with the best's profile;
 6. verdict, stop decision, round record, round summary.
 
-Own code (``workload.kind == "exec-file"``): step 4 runs three child processes, the frozen commit and
-the best kept round's commit each checked out in a temporary worktree, and the working tree
-(``rounds.timing.measure_own``); a best whose state no commit holds is not timed, and the round
-cannot keep. ``--set`` is refused first (own code changes by editing the tree). The round's direction is
+Own code (``workload.kind == "exec-file"``): the round first stores the working tree as its snapshot
+commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); step 4 runs
+three child processes, the frozen commit and the best kept round's snapshot each read from git into a
+temporary folder, and the working tree (``rounds.timing.measure_own``); a best whose snapshot is gone is
+not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree). The round's direction is
 ``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling: larger row tile``), else
 "code" (all such rounds are one direction to the stop criteria). The round warns, and keeps in its
 ``notes``, when the working tree is unchanged since an earlier round of the ledger and when a keep
