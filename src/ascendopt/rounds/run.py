@@ -17,11 +17,11 @@ Own code (``workload.kind == "exec-file"``): the round first stores the working 
 commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); step 4 runs
 three child processes, the frozen commit and the best kept round's snapshot each read from git into a
 temporary folder, and the working tree (``rounds.timing.measure_own``); a best whose snapshot is gone is
-not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree). The round's direction is
-``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling: larger row tile``), else
-"code" (all such rounds are one direction to the stop criteria). The round warns, and keeps in its
-``notes``, when the working tree is unchanged since an earlier round of the ledger and when a keep
-is not committed (``rounds.tree``).
+not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree).
+The round's direction is ``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling:
+larger row tile``), else "code" (all such rounds are one direction to the stop criteria). The round
+warns, and keeps in its ``notes``, when the working tree is unchanged since an earlier round of the
+ledger (``rounds.tree``); a keep needs no commit (the next rounds time the best from its snapshot).
 """
 
 from __future__ import annotations

@@ -166,10 +166,12 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
                 note: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Own code: baseline (the frozen commit), best (the best kept round's snapshot) and candidate (the
     working tree ``root``) timed interleaved, one child process each (``gate.interleave.tree_processes``),
-    the commits read from git into temporary folders (``gate.worktrees.checkout``). Returns the round's ``timing``, with ``best``:
+    the commits read from git into temporary folders (``gate.worktrees.checkout``). Returns the round's
+    ``timing``, with ``best``:
     ``{"round", "commit"}`` of the state timed as the best (round None: no keep yet, the baseline is the
     best), or ``{"round", "commit": None, "unverified": why}`` when no commit verifiably holds the best
-    round's state (its snapshot gone, or a record of an older ascendopt never committed) (``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
+    round's state (its snapshot gone, or a record of an older ascendopt never committed;
+    ``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
     ``vs_best`` is "inconclusive".
 
     ``workload_s`` limits each side's module code, ``timing_s`` the whole timing phase (``timeout``:
