@@ -128,5 +128,6 @@ def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain
     assert fourth.change["commit"] != kept_commit  # the round started on the parent
     best = loop_status(Workspace(repo / ".ascendopt"))["rounds"]["best"]
     assert best["number"] == 4 and best["commit"] == fourth.change["snapshot"] and best["user_commit"] == kept_commit
-    markdown = workspace_report(Workspace(repo / ".ascendopt"), plot_name=None).markdown
-    assert f"snapshot {fourth.change['snapshot']}" in markdown and f"your commit {kept_commit}" in markdown
+    report = workspace_report(Workspace(repo / ".ascendopt"), plot_name=None)
+    assert report.best_commit == fourth.change["snapshot"] and report.best_user_commit == kept_commit
+    assert f"snapshot {fourth.change['snapshot']}" in report.markdown and f"your commit {kept_commit}" in report.markdown

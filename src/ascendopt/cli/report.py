@@ -32,7 +32,8 @@ def report(
     result = write_report(ws, md_path, png_path)  # a report reads; the gate judges integrity
     if json:
         console.print_json({"markdown": str(md_path), "plot": str(png_path), "rounds": len(result.records),
-                            "best_round": result.best_round, "stop": result.stop.to_dict()})
+                            "best_round": result.best_round, "best_commit": result.best_commit,
+                            "best_user_commit": result.best_user_commit, "stop": result.stop.to_dict()})
         return
     console.out(result.markdown.removesuffix("\n"))  # out() ends the line: stdout is the file, byte for byte
     console.info(f"report written to {md_path} and {png_path}")

@@ -244,6 +244,9 @@ class WorkspaceReport:
     markdown: str
     best_round: int | None  # number of the latest kept round; None while the baseline is the best
     stop: StopDecision  # the stop criteria over the recorded rounds, under the contract's max_rounds
+    # own code: the best round's snapshot commit and the user's commit holding the same files (None: none)
+    best_commit: str | None = None
+    best_user_commit: str | None = None
 
 
 def plot_link(md_path: Path, png_path: Path) -> str:
@@ -275,6 +278,8 @@ def workspace_report(ws: Workspace, *, plot_name: str | None, check_digest: bool
                                  best_user_commit=user_commit),
         best_round=best.number if best else None,
         stop=ctx.stop_decision(),
+        best_commit=(best.change or {}).get("snapshot") if best else None,
+        best_user_commit=user_commit,
     )
 
 
