@@ -81,9 +81,14 @@ def head(root: Path) -> str | None:
 
 
 def toplevel(start: Path) -> Path | None:
-    """The top level of the git working tree containing ``start``; None outside git."""
-    top = _out(start, "rev-parse", "--show-toplevel")
-    return Path(top).resolve() if top else None
+    """The top level of the git working tree containing ``start``: the nearest folder from ``start`` up that
+    holds ``.git`` and that git accepts as a repository; None outside git. Found here rather than asked of
+    git, whose answer a repository's ``core.worktree`` can point anywhere."""
+    start = Path(start).resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder if _out(folder, "rev-parse", "--git-dir") is not None else None
+    return None
 
 
 def _algorithm(root: Path) -> str:
@@ -313,7 +318,7 @@ def file_token(path: Path) -> str | None:
 def working_paths(root: Path, exclude: Sequence[Path] = ()) -> list[str] | None:
     """The working tree's paths: tracked and untracked-not-ignored, the ``exclude`` folders and
     ``__pycache__`` left out; None outside git."""
-    proc = _run(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    proc = _run(root, f"--work-tree={root}", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     if proc.returncode != 0:
         return None
     prefixes = relative_prefixes(root, exclude)
@@ -389,7 +394,7 @@ def snapshot(root: Path, ref: str, message: str, exclude: Sequence[Path] = ()) -
             tokens[rel] = "link:" + os.readlink(full)
         elif full.is_dir():
             if gitlinks is None:
-                staged = _run(root, "ls-files", "-z", "--stage").stdout.split("\0")
+                staged = _run(root, f"--work-tree={root}", "ls-files", "-z", "--stage").stdout.split("\0")
                 gitlinks = {e.split("\t", 1)[1]: e.split()[1] for e in staged if e.startswith("160000 ")}
             if rel in gitlinks:
                 entries.append(("160000", gitlinks[rel], rel))

@@ -267,3 +267,21 @@ def test_the_users_and_the_systems_git_configuration_is_not_read_but_safe_direct
     assert not marker.exists()
     with pytest.raises(ValueError, match="GIT_DIR"):
         process.git_env({"GIT_DIR": "/elsewhere"})
+
+
+def test_core_worktree_cannot_point_the_judge_at_another_folder(repo, tmp_path):
+    """core.worktree naming a decoy copy of the pristine baseline: the judge's project root, its listing
+    and its reading of the tree stay the repository's own folder."""
+    from ascendopt.contract.frozen import project_root
+
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "op.py").write_text(SLOW)
+    git(repo, "config", "core.worktree", str(decoy))
+    (repo / "op.py").write_text(FAST)
+    (repo / "helper.py").write_text("X = 1\n")
+    assert project_root(repo / "tests") == repo.resolve()
+    assert vcs.commit_state(repo)["dirty"] is True
+    snap = vcs.snapshot(repo, "refs/ascendopt/rounds/0001", "round 1")
+    files = vcs.verify_recorded(repo, snap.commit, reachable=False)
+    assert files["op.py"].data == FAST.encode() and "helper.py" in files

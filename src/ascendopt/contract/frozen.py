@@ -30,14 +30,15 @@ from typing import Any
 
 from ascendopt.contract.model import Contract, FrozenFile
 from ascendopt.errors import UsageError
-from ascendopt.process import git
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The git top level containing ``start`` (default: the current directory), else ``start``."""
+    """The git top level containing ``start`` (default: the current directory), else ``start``
+    (``vcs.toplevel``: never where a repository's ``core.worktree`` points)."""
+    from ascendopt import vcs
+
     start = Path(start or Path.cwd()).resolve()
-    top = git("rev-parse", "--show-toplevel", cwd=start)
-    return Path(top).resolve() if top else start
+    return vcs.toplevel(start) or start
 
 
 def git_state(root: Path) -> dict[str, Any]:
