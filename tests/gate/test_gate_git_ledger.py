@@ -75,6 +75,8 @@ def test_the_audit_log_deleted_is_exit_3_and_adopt_is_explicit(repo, cli):
     code, payload, err = _gate(cli)
     assert code == 3, err[-2000:]
     assert "log.jsonl: deleted" in _integrity(payload)["summary"]
+    code, out, err = cli("status", "--json")  # status reads: it says what the gate fails on
+    assert code == 0 and any("log.jsonl: deleted" in p for p in json_payload(out)["log"]["problems"])
     code, out, err = cli("adopt", "--json")
     assert code == 0, err
     data = json_payload(out)
