@@ -16,8 +16,8 @@ best or candidate), the phase and the limit. A workload that raises, or a child 
 
 Child protocol (one JSON object per line; the child's own stdout is redirected to stderr so a
 workload's prints cannot corrupt it): after the module code ran the child says ``{"ready": true}``;
-``{"cmd": "kernels"}`` -> ``{"seen": [names]}`` (``kernel_hit.observed_kernels``: a warm call, then
-one profiled call); ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
+``{"cmd": "kernels"}`` -> ``{"seen": [names], "census": {...}}`` (``kernel_hit.kernel_census``: a warm
+call, then one profiled call); ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
 ``{"cmd": "sample", "calls"}`` -> ``{"ms"}`` (per call); ``{"cmd": "measure", "repeats"}`` ->
 ``{"timing": bench.Timing as a dict}``; ``{"cmd": "outputs", "path"}`` -> one call whose returned tensors
 are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outputs", "skipped",
@@ -128,9 +128,11 @@ def _serve(fn: Callable[[], Any], proto) -> None:
     for line in sys.stdin:
         msg = json.loads(line)
         if msg["cmd"] == "kernels":
-            from ascendopt.gate.kernel_hit import observed_kernels
+            from ascendopt.gate.kernel_hit import census_names, kernel_census
 
-            reply: dict[str, Any] = {"seen": observed_kernels(fn)[:MAX_NAMES]}
+            census = kernel_census(fn)
+            census["kernels"] = dict(list(census["kernels"].items())[:MAX_NAMES])
+            reply: dict[str, Any] = {"seen": census_names(census), "census": census}
         elif msg["cmd"] == "warmup":
             reply = {"per_call_ms": run.warmup(int(msg["count"]), float(msg["min_ms"]))}
         elif msg["cmd"] == "sample":
@@ -274,6 +276,10 @@ class _Child:
     def kernels(self, limit_s: float) -> list[str]:
         """Kernel names in a profile of one call (after a warm one), within ``limit_s``."""
         return list(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["seen"])
+
+    def kernel_census(self, limit_s: float) -> dict[str, Any]:
+        """The workload's kernel census (``kernel_hit.kernel_census``) within ``limit_s``."""
+        return dict(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["census"])
 
     def measure(self, limit_s: float, repeats: int = 30):
         """``bench.measure`` of ``workload()`` in the child, within ``limit_s`` -> ``bench.Timing``."""

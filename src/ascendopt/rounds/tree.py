@@ -32,21 +32,27 @@ MAX_LATER_COMMITS = 5
 @dataclass(frozen=True)
 class TreeState:
     """``commit``: HEAD (None outside git); ``digest``: the working tree's content digest (None outside
-    git); ``snapshot``: the round's snapshot of it (None when none was taken)."""
+    git); ``uncommitted``: paths whose content differs from HEAD's (edited, added, deleted), read from disk;
+    ``snapshot``: the round's snapshot of it (None when none was taken)."""
 
     commit: str | None
     digest: str | None
+    uncommitted: tuple[str, ...] = ()
     snapshot: vcs.Snapshot | None = None
 
 
 def tree_state(root: Path, exclude: Sequence[Path] = ()) -> TreeState:
     """The working tree of the git repository at ``root``, read from disk; ``exclude``: folders to leave out
     (the workspace). Outside git (or before the first commit) every field is empty."""
-    commit = vcs.head(Path(root))
-    tokens = vcs.working_tokens(Path(root), exclude) if commit else None
+    root = Path(root)
+    commit = vcs.head(root)
+    tokens = vcs.working_tokens(root, exclude) if commit else None
     if not commit or tokens is None:
         return TreeState(None, None)
-    return TreeState(commit, vcs.content_digest(tokens))
+    prefixes = vcs.relative_prefixes(root, exclude)
+    committed = {p: f.token for p, f in vcs.tree_files(root, commit, "HEAD").items() if not vcs.skipped(p, prefixes)}
+    changed = tuple(sorted(p for p in {*tokens, *committed} if tokens.get(p) != committed.get(p)))
+    return TreeState(commit, vcs.content_digest(tokens), changed)
 
 
 def round_snapshot(root: Path, workspace: Path, number: int) -> TreeState:
@@ -58,7 +64,7 @@ def round_snapshot(root: Path, workspace: Path, number: int) -> TreeState:
         return TreeState(None, None)
     ref = vcs.private_ref(root, workspace, "rounds", f"{number:04d}")
     snap = vcs.snapshot(root, ref, f"ascendopt round {number}: the working tree measured", exclude=[workspace])
-    return TreeState(commit, snap.digest, snap)
+    return TreeState(commit, snap.digest, snapshot=snap)
 
 
 def change_record(root: Path, state: TreeState, workspace: Path) -> dict:
