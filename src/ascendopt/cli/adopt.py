@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
 
 
 def adopt(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
@@ -33,5 +33,11 @@ def adopt(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
         console.info(f"  accepted: {text}")
 
 
+EXAMPLES = examples(
+    "ascendopt adopt",
+    "ascendopt adopt --json -w .ascendopt-cpu",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(adopt)
+    app.command(name, epilog=EXAMPLES)(adopt)
