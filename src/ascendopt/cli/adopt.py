@@ -8,11 +8,12 @@ from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
 
 
 def adopt(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
-    """Adopt the workspace's ledger as it is now: a workspace of an older ascendopt (a contract without an
-    audit log), or a log the gate reports as deleted, rolled back or replaced, or a contract not written by
-    a freeze. One `adopt` entry in log.jsonl records every file with its digest and the problems it accepts;
-    the gate checks from there on. Nothing to adopt (the log chains to the freeze): no entry, exit 0. No
-    contract: exit 2."""
+    """Accept the workspace's ledger as it is (logged).
+
+    For a workspace of an older ascendopt (a contract without an audit log), a log the gate reports as
+    deleted, rolled back or replaced, or a contract not written by a freeze. One `adopt` entry in log.jsonl
+    records every file with its digest and the problems it accepts; the gate checks from there on. Nothing
+    to adopt (the log chains to the freeze): no entry, exit 0. No contract: exit 2."""
     from ascendopt import console
     from ascendopt.workspace import Workspace
     from ascendopt.workspace import adopt as adopt_workspace

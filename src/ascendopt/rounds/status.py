@@ -93,12 +93,12 @@ def _rounds(records: tuple[RoundRecord, ...], ws: Workspace) -> dict[str, Any]:
     }
 
 
-def _best(best: RoundRecord, ws: Workspace) -> dict[str, Any]:
+def _best(best: RoundRecord, ws: Workspace | None = None) -> dict[str, Any]:
     """The best kept round and its speedup over the baseline with the spread behind it: per shape case
     the medians with p20/p80 of both sides and the noise band (relative, ± on the time ratio) of that
     round's interleaved comparison. A code round names its snapshot commit (``commit``; a record of an
     older ascendopt: the HEAD it started on) and the user's commit holding the same files
-    (``user_commit``, None when none of the recent ones does)."""
+    (``user_commit``, None when none of the recent ones does, or without ``ws``)."""
     timing = best.timing or {}
     cases = []
     for case in timing.get("cases", []):
@@ -126,12 +126,12 @@ def _best(best: RoundRecord, ws: Workspace) -> dict[str, Any]:
     }
 
 
-def _best_commits(best: RoundRecord, ws: Workspace) -> dict[str, Any]:
+def _best_commits(best: RoundRecord, ws: Workspace | None) -> dict[str, Any]:
     change = best.change or {}
     if change.get("kind") != "code":
         return {"commit": None, "user_commit": None}
-    if not change.get("snapshot"):
-        return {"commit": change.get("commit"), "user_commit": None}
+    if not change.get("snapshot") or ws is None:
+        return {"commit": change.get("snapshot") or change.get("commit"), "user_commit": None}
     from ascendopt.contract.frozen import project_root
     from ascendopt.rounds.tree import best_commits
 
