@@ -15,6 +15,7 @@ import pytest
 from ascendopt.errors import UsageError
 from ascendopt.workspace import (
     Workspace,
+    adopt,
     append_log,
     atomic_write_text,
     check_ledger,
@@ -29,7 +30,8 @@ def _lines(ws):
 
 def test_a_lock_session_logs_what_it_wrote_with_digests_and_exit_code(tmp_path):
     ws = Workspace(tmp_path / ".ascendopt")
-    with ws.lock():
+    with ws.lock() as session:
+        session.event = "freeze"  # what freeze marks its session with: the contract's origin
         atomic_write_text(ws.contract_path, "schema: 1\n")
         atomic_write_text(ws.profiles_dir / "p1" / "deep" / "trace.json", "{}")
     with ws.lock():
@@ -46,6 +48,7 @@ def test_a_lock_session_logs_what_it_wrote_with_digests_and_exit_code(tmp_path):
                               "profiles/p1/": first["wrote"]["profiles/p1/"]}  # a folder is one key
     assert len(first["wrote"]["profiles/p1/"]) == 64 and first["prev"] is None
     assert first["result"] == "ok" and first["exit_code"] == 0 and first["pid"] == os.getpid()
+    assert first["event"] == "freeze" and "event" not in second
     assert second["result"] == "error" and second["exit_code"] == 2 and second["error"] == "planted"
     assert list(second["wrote"]) == ["rounds/0001.yaml"] and second["prev"] == first["digest"]
     assert check_ledger(ws).problems == []
@@ -162,18 +165,26 @@ def test_a_killed_writer_leaves_the_log_readable(tmp_path):
     assert [e["command"] for e in read_log(ws).entries] == ["before", "after"] and read_log(ws).problems == []
 
 
-def test_a_legacy_workspace_is_adopted_at_its_first_logged_write(tmp_path):
+def test_a_legacy_workspace_is_an_integrity_failure_until_adopted_explicitly(tmp_path):
+    """A contract without its audit log (an older ascendopt's workspace) is exit 3, not a note; a later write
+    does not adopt it quietly (the contract's origin is still no freeze); ``adopt`` does, once."""
     ws = Workspace(tmp_path / ".ascendopt")
     atomic_write_text(ws.contract_path, "schema: 1\n")  # written by an ascendopt without a log
-    assert any("no audit log yet" in note for note in check_ledger(ws).notes)
+    audit = check_ledger(ws)
+    assert audit.notes == [] and len(audit.problems) == 1
+    assert audit.problems[0][1].startswith(f"{ws.log_path}: missing: contract.yaml exists without the audit log")
     with ws.lock():
         atomic_write_text(ws.round_path(1), "schema: 1\n")
     (entry,) = read_log(ws).entries
     assert entry["adopted"] == {"contract.yaml": sha256_file(ws.contract_path)} and "starts here" in entry["note"]
-    assert check_ledger(ws).problems == []
+    assert [p for p, _ in check_ledger(ws).problems] == [str(ws.contract_path)]  # not by a freeze
+    result = adopt(ws)
+    assert result["entry"] == 2 and "contract.yaml" in result["adopted"] and len(result["accepted"]) == 1
+    assert read_log(ws).entries[-1]["event"] == "adopt" and check_ledger(ws).problems == []
+    assert adopt(ws) == {"adopted": {}, "accepted": [], "entry": None}  # nothing left to adopt
     ws.contract_path.write_text("schema: 1\nop: edited\n")
     assert check_ledger(ws).problems == [(str(ws.contract_path), f"{ws.contract_path}: edited by hand since "
-                                          "ascendopt wrote it (log.jsonl line 1)")]
+                                          "ascendopt wrote it (log.jsonl line 2)")]
 
 
 def test_ledger_files_added_or_removed_by_hand(tmp_path):

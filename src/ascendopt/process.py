@@ -41,19 +41,23 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run(argv: Sequence[str], *, label: str, timeout: float | None, cwd: str | os.PathLike | None = None,
-        env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` to completion with stdout and stderr captured as text (stdin closed).
-    ``pass_fds``: file descriptors the child inherits (``subprocess.Popen``'s).
+        env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = (), input: bytes | None = None,
+        binary: bool = False) -> subprocess.CompletedProcess:
+    """Run ``argv`` to completion with stdout and stderr captured as text (``binary``: as bytes); stdin
+    is ``input`` (bytes, which makes the output bytes too) or closed. ``pass_fds``: file descriptors the
+    child inherits (``subprocess.Popen``'s).
 
     ``timeout`` in seconds (None: no limit, for callers that own a limit of their own). On expiry the
     process group is killed and ``ProcessTimeout`` raised with the output so far; an interrupt kills
     the group too before it propagates.
     """
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None, text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, pass_fds=tuple(pass_fds))
+    binary = binary or input is not None
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None, text=not binary,
+                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            pass_fds=tuple(pass_fds))
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         kill_group(proc)
         partial = _text(exc.stdout) + _text(exc.stderr)
@@ -70,11 +74,101 @@ def _text(data: bytes | str | None) -> str:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
 
 
+# -- the judge's git ---------------------------------------------------------------------------
+#
+# Every git command ascendopt runs goes through ``git_run``. A repository can configure what git sees and
+# runs: hooks (run by checkout, commit, update-ref), replace refs and grafts (a commit shown with other
+# content), attribute filters, textconv and eol conversion (a file shown other than stored), fsmonitor and
+# the untracked cache (a changed file reported unchanged), and the environment can point git at another
+# repository, index or configuration. The judge reads none of that: the user's and the system's
+# configuration are not read, every GIT_* variable of the environment is dropped, replace refs and grafts
+# are off, and the core settings that change what git sees are fixed on the command line (which wins
+# over the repository's own configuration). Contents are never read through a checkout: ``ascendopt.vcs``
+# reads objects raw (``cat-file``) and verifies each against its id, and hashes working-tree files itself
+# (index bits such as assume-unchanged and skip-worktree are never asked).
+
+JUDGE_GIT_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false", "core.autocrlf=false",
+    "core.eol=lf", "core.safecrlf=false", "core.attributesFile=/dev/null", "core.sparseCheckout=false",
+    "core.splitIndex=false", "core.symlinks=true", "core.quotePath=false", "core.pager=cat", "core.askPass=",
+    "core.sshCommand=false", "diff.external=", "gc.auto=0", "maintenance.auto=false", "commit.gpgSign=false",
+    "tag.gpgSign=false", "log.showSignature=false", "protocol.allow=never", "fetch.recurseSubmodules=false",
+    "submodule.recurse=false", "index.sparse=false", "feature.manyFiles=false", "color.ui=false",
+)
+# What the judge sets in git's environment (after dropping every GIT_* variable of its own)
+JUDGE_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_NO_REPLACE_OBJECTS": "1",
+                 "GIT_GRAFT_FILE": os.devnull, "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+                 "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_LAZY_FETCH": "1", "GIT_ADVICE": "0", "LC_ALL": "C"}
+# Variables ascendopt itself may set for one command (a temporary index, the snapshot commits' identity)
+_JUDGE_OWN = ("GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+              "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")
+
+
+_GLOBAL_CONFIG: dict[str, str] = {}
+
+
+def _judge_global_config() -> str:
+    """What the judge's git reads as its global configuration: nothing, except the ``safe.directory``
+    entries of the user's and the system's configuration (git honours those only from there, and a CI
+    container whose checkout belongs to another user needs them); a file written once per process."""
+    if "path" in _GLOBAL_CONFIG:
+        return _GLOBAL_CONFIG["path"]
+    _GLOBAL_CONFIG["path"] = os.devnull
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:  # from the filesystem root: no repository's own configuration is read
+        proc = run(["git", "config", "--get-all", "safe.directory"], label="git config", timeout=GIT_TIMEOUT_S,
+                   cwd=os.path.abspath(os.sep), env=env)
+    except (OSError, ProcessTimeout):
+        return os.devnull
+    dirs = [line for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else []
+    if dirs:
+        import atexit
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="ascendopt-gitconfig-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("[safe]\n" + "".join(f"\tdirectory = {d}\n" for d in dirs))
+        atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+        _GLOBAL_CONFIG["path"] = path
+    return _GLOBAL_CONFIG["path"]
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of the judge's git: this process's without any GIT_* variable, plus ``JUDGE_GIT_ENV``
+    (the global configuration: only the user's ``safe.directory`` entries) and ``extra`` (only the variables
+    in ``_JUDGE_OWN``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(JUDGE_GIT_ENV)
+    env["GIT_CONFIG_GLOBAL"] = _judge_global_config()
+    for key, value in (extra or {}).items():
+        if key not in _JUDGE_OWN:
+            raise ValueError(f"git_env: {key} is not one of the variables the judge sets")
+        env[key] = value
+    return env
+
+
+def git_argv(*args: str) -> list[str]:
+    """``git`` with the judge's fixed configuration (``JUDGE_GIT_CONFIG``) and ``--no-replace-objects``."""
+    argv = ["git", "--no-replace-objects"]
+    for item in JUDGE_GIT_CONFIG:
+        argv += ["-c", item]
+    return argv + list(args)
+
+
+def git_run(*args: str, cwd: str | os.PathLike, timeout: float = GIT_TIMEOUT_S, input: bytes | None = None,
+            binary: bool = False, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the judge's git (``git_argv``, ``git_env(env)``) in ``cwd``; the completed process (bytes with
+    ``input`` or ``binary``). Raises OSError (no git) or ProcessTimeout like ``run``."""
+    return run(git_argv(*args), label=f"git {' '.join(args[:2])}", timeout=timeout, cwd=cwd, env=git_env(env),
+               input=input, binary=binary)
+
+
 def git(*args: str, cwd: str | os.PathLike, check: bool = False, timeout: float = GIT_TIMEOUT_S) -> str | None:
-    """``git args`` in ``cwd``: its stdout, stripped. Without ``check`` a failure (or no git) gives
-    None; with ``check`` it raises EnvironmentProblem (exit 5) naming the command and git's message."""
+    """``git args`` in ``cwd`` (the judge's git: ``git_run``): its stdout, stripped. Without ``check`` a
+    failure (or no git) gives None; with ``check`` it raises EnvironmentProblem (exit 5) naming the command
+    and git's message."""
     try:
-        proc = run(["git", *args], label=f"git {' '.join(args[:2])}", timeout=timeout, cwd=cwd)
+        proc = git_run(*args, cwd=cwd, timeout=timeout)
     except (OSError, ProcessTimeout) as exc:
         if check:
             raise EnvironmentProblem(f"git {' '.join(args[:2])} in {Path(cwd)}: {exc}") from None

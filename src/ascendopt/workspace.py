@@ -462,6 +462,21 @@ class Workspace:
                 raise IntegrityError(f"{path}: is {what} (a damaged workspace: move it aside, or remove it)")
 
 
+# What of the workspace is committed with the code (the ledger the gate checks, so CI can check it from a
+# fresh clone) and what stays on this machine: ``freeze`` writes this ``.gitignore`` into the workspace.
+COMMITTED = ("contract.yaml", "log.jsonl", "tune-cache.json", "rounds/*.yaml")
+GITIGNORE = ("# written by `ascendopt freeze`: commit the ledger (the contract, its audit log, the round records\n"
+             "# and the tune cache) with your code; profiles, archives, reports, caches and the lock stay local.\n"
+             "*\n!.gitignore\n!rounds/\n" + "".join(f"!{name}\n" for name in COMMITTED))
+
+
+def write_gitignore(ws: Workspace) -> None:
+    """Write ``GITIGNORE`` as the workspace's ``.gitignore`` unless the user has one of their own."""
+    path = ws.root / ".gitignore"
+    if not path.exists():
+        atomic_write_text(path, GITIGNORE)
+
+
 FREEZE_HINT = ("run `ascendopt freeze` first: `ascendopt freeze --kernel NAME` (bundled kernel) or `ascendopt freeze "
                "--exec-file FILE --test PATH --kernel-filter S` (own code); or pass --workspace")
 
@@ -489,6 +504,8 @@ class WriteSession:
     def __init__(self, ws: Workspace):
         self.ws = ws
         self.exit_code = 0
+        # what the holder is, when it may write the contract: "freeze" or "adopt" (``LEDGER_EVENTS``)
+        self.event: str | None = None
         self.before = scan_files(ws.root)
 
     def wrote(self, relpath: str) -> bool:
@@ -728,6 +745,7 @@ def append_log(ws: Workspace, entry: dict[str, Any]) -> dict[str, Any]:
             os.fsync(fd)
         finally:
             os.close(fd)
+        _advance_log_ref(ws, before, body)
     return body
 
 
@@ -758,6 +776,8 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
                              "command": invocation(), "git": _git_head(), "result": "ok" if code == 0 else "error",
                              "exit_code": code, "error": message, "wrote": wrote, "removed": removed,
                              "pid": os.getpid()}
+    if session.event:
+        entry["event"] = session.event
     if not ws.log_path.exists():
         earlier = [rel for rel in session.before if rel in after and rel not in changed]
         if earlier:  # a workspace of an older ascendopt: its files as they are now start the record
@@ -765,6 +785,69 @@ def log_session(session: WriteSession, failure: BaseException | None) -> dict[st
             entry["note"] = ("the audit log starts here: files written before it are adopted as they are "
                              "(hand edits before this entry cannot be detected)")
     return append_log(ws, entry)
+
+
+# -- the log's head as a private ref ---------------------------------------------------------------
+#
+# After every append the log's head is also kept in the repository that holds the workspace, as a commit
+# on ``refs/ascendopt/log`` (``vcs.private_ref``) whose tree is the log as written and whose message names
+# the head entry's digest. The ref advances only along the chain (the head it names is an entry of the log
+# appended to) or at a freeze or an adopt: a log deleted, truncated or replaced by an older or a forged one
+# no longer holds the head the ref names, and the gate says so (exit 3). A fresh clone has no private refs:
+# then nothing is compared (the committed log is checked on its own).
+
+LOG_REF = "log"
+LEDGER_EVENTS = ("freeze", "adopt")  # the entries that may write the contract
+_LOG_HEAD = "ascendopt audit log head "
+
+
+def _log_repo(ws: Workspace) -> Path | None:
+    from ascendopt import vcs
+
+    folder = ws.root if ws.root.is_dir() else ws.root.parent
+    try:
+        return vcs.toplevel(folder)
+    except Exception:  # noqa: BLE001 - no git: the workspace has no ref
+        return None
+
+
+def log_ref_head(ws: Workspace) -> tuple[str, str] | None:
+    """``(ref, head entry digest)`` the log's private ref names; None without git or without the ref."""
+    from ascendopt import vcs
+
+    repo = _log_repo(ws)
+    if repo is None:
+        return None
+    ref = vcs.private_ref(repo, ws.root, LOG_REF)
+    commit = vcs.ref_commit(repo, ref)
+    if commit is None:
+        return None
+    found = vcs.read_objects(repo, [commit]).get(commit)
+    message = found[1].split(b"\n\n", 1)[-1].decode(errors="replace") if found else ""
+    digest = message.split(_LOG_HEAD, 1)[1].split()[0] if _LOG_HEAD in message else ""
+    return ref, digest
+
+
+def _advance_log_ref(ws: Workspace, before: LogRead, body: dict[str, Any]) -> None:
+    """Point the log's ref at the log just appended (``body`` its new head), when the ref is absent, names
+    an entry of the log as it was (``before``), or ``body`` is a freeze or an adopt."""
+    from ascendopt import vcs
+    from ascendopt.errors import AscendoptError
+
+    repo = _log_repo(ws)
+    if repo is None:
+        return
+    try:
+        named = log_ref_head(ws)
+        if named is not None and body.get("event") not in LEDGER_EVENTS and \
+                named[1] not in {e["digest"] for e in before.entries}:
+            return  # the log was replaced: leave the ref where it was, for the gate to see
+        ref = vcs.private_ref(repo, ws.root, LOG_REF)
+        vcs.store_file_commit(repo, ref, ws.log_path, LOG_NAME, f"{_LOG_HEAD}{body['digest']}")
+    except AscendoptError as exc:  # a repository git cannot write: the log itself is appended
+        from ascendopt import console
+
+        console.warn(f"{ws.log_path}: its head was not recorded in git ({exc})")
 
 
 def _git_head() -> str | None:
@@ -850,18 +933,71 @@ def check_ledger(ws: Workspace) -> AuditCheck:
     notes = [f"{ws.log_path}: line(s) {', '.join(map(str, log.torn))} torn (a writer was killed mid-append); "
              "skipped"] if log.torn else []
     problems = [(str(ws.log_path), text) for text in log.problems]
-    if not ws.log_path.exists():
-        notes.append(f"{ws.log_path}: no audit log yet (a workspace of an older ascendopt): it starts at the next "
-                     "write; hand edits before that cannot be detected")
-        return AuditCheck(problems, notes, 0)
     if ws.held_elsewhere():
         notes.append(f"{ws.lock_path}: another command is writing: the ledger was not compared with the log")
         return AuditCheck(problems, notes, 0)
-    _, _, drift = _ledger_drift(ws, log, ws.held_by_this_process())
+    head = log_ref_head(ws)
+    if head is not None and head[1] not in {e["digest"] for e in log.entries}:
+        what = "deleted" if not ws.log_path.exists() else "truncated, rolled back or replaced"
+        problems.append((str(ws.log_path), f"{ws.log_path}: {what}: it does not hold the head entry {head[1][:12]} "
+                                           f"that {head[0]} recorded (`ascendopt adopt` accepts the log as it is)"))
+    if not ws.log_path.exists():
+        if ws.contract_path.exists() and not problems:
+            problems.append((str(ws.log_path), f"{ws.log_path}: missing: {ws.contract_path.name} exists without the "
+                                               "audit log of the freeze that made it (deleted, not committed with "
+                                               "the contract, or a workspace of an older ascendopt: `ascendopt "
+                                               "adopt` adopts it)"))
+        return AuditCheck(problems, notes, 0)
+    session = ws.held_by_this_process()
+    _, _, drift = _ledger_drift(ws, log, session)
     killed = ws.killed_holder()
     if killed and drift:
         notes.append(f"{ws.lock_path}: {killed} was killed while writing; not logged yet (the next writing command "
                      f"records them): " + "; ".join(text for _, text in drift))
     else:
         problems += drift
+        if not (session is not None and session.wrote("contract.yaml")):
+            problems += _contract_origin(ws, log)
     return AuditCheck(problems, notes, len(ledger_files(ws)))
+
+
+def _contract_origin(ws: Workspace, log: LogRead) -> list[tuple[str, str]]:
+    """The contract must have been written by a freeze (or accepted by an adopt) that the log records: the
+    last entry that wrote or adopted ``contract.yaml`` is a ``freeze`` or ``adopt`` event. A contract edited
+    and resealed with ascendopt's own functions under the lock is logged too, but not as a freeze."""
+    if not ws.contract_path.exists():
+        return []
+    writer = None
+    for entry in log.entries:
+        if "contract.yaml" in {**(entry.get("adopted") or {}), **(entry.get("wrote") or {})}:
+            writer = entry
+    path = str(ws.contract_path)
+    if writer is None:
+        return [(path, f"{path}: the audit log {ws.log_path.name} records no freeze that wrote it")]
+    if writer.get("event") not in LEDGER_EVENTS:
+        return [(path, f"{path}: last written by {ws.log_path.name} line {writer['line']} ({writer.get('command')!r}), "
+                       "not by a freeze: the contract was rewritten outside `ascendopt freeze` (re-freeze with "
+                       "`ascendopt freeze --force`, or `ascendopt adopt` to accept it)")]
+    return []
+
+
+def adopt(ws: Workspace) -> dict[str, Any]:
+    """Accept the workspace as it is (``ascendopt adopt``): under the lock, append one ``adopt`` entry that
+    records every file of the workspace with its digest (``adopted``) and the problems it accepts, and move
+    the log's ref to it. Nothing to adopt (the log chains to the freeze, no problem): no entry. Returns
+    ``{"adopted": {path: sha256}, "accepted": [problem], "entry": line or None}``."""
+    if not ws.contract_path.is_file():
+        raise UsageError(f"{ws.contract_path}: no contract to adopt", hint=FREEZE_HINT)
+    with ws.lock() as session:
+        audit = check_ledger(ws)
+        accepted = [text for _, text in audit.problems]
+        if ws.log_path.exists() and not accepted:
+            return {"adopted": {}, "accepted": [], "entry": None}
+        files = sorted(scan_files(ws.root))
+        entry = append_log(ws, {
+            "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+            "command": invocation(), "git": _git_head(), "result": "ok", "exit_code": 0, "error": None,
+            "wrote": {}, "removed": [], "pid": os.getpid(), "event": "adopt",
+            "adopted": file_digests(ws.root, files), "accepted": accepted})
+        session.before = scan_files(ws.root)  # logged by the adopt entry: nothing more at release
+    return {"adopted": entry["adopted"], "accepted": accepted, "entry": len(read_log(ws).entries)}

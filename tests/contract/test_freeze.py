@@ -130,7 +130,9 @@ def test_freeze_own_code_pins_files_and_commit(tmp_path, monkeypatch, cli):
     assert [(f.path, f.role) for f in c.frozen_files] == [("bench.py", "workload"), ("tests/test_op.py", "test")]
     assert c.commands["validation"] == ("python", "-m", "pytest", "-q", "tests/test_op.py")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-    assert c.git == {"commit": head, "dirty": False} and c.expected_kernels == ("my_op_kernel",)
+    tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert c.git == {"commit": head, "dirty": False, "tree": tree, "tree_digest": c.git["tree_digest"]}
+    assert len(c.git["tree_digest"]) == 64 and c.expected_kernels == ("my_op_kernel",)
     assert c.workload.exec_file == "bench.py" and c.baseline[0].case == "bench.py"
 
 

@@ -40,7 +40,8 @@ def test_refreeze_archives_the_ledger_and_the_new_contract_starts_over(ws, cli):
     assert (archive / "report.md").read_text() == "old report"
     assert ws.round_numbers() == [] and not ws.tune_cache_path.exists() and not (ws.root / "report.md").exists()
     assert ws.contract_path.read_bytes() != old_contract
-    assert [p.name for p in ws.root.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+    staging = [p.name for p in ws.root.iterdir() if p.name.startswith(".") and p.name != ".gitignore"]
+    assert staging == []  # no staging folder left
 
     ctx = RoundContext.load(ws)
     assert ctx.records == () and ctx.best_round is None and ctx.stop_decision().reason == "no rounds yet"

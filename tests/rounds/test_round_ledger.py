@@ -195,7 +195,11 @@ def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo,
     assert read_yaml(ws.round_path(3))["notes"] == third.notes
 
 
-def test_tree_state_digest_and_uncommitted_paths(tmp_path):
+def test_tree_state_digest_and_the_round_snapshot(tmp_path):
+    """The digest reads the disk (workspace and __pycache__ left out); a round's snapshot stores exactly that
+    tree on its private ref without touching the user's index or branch, and says whether HEAD holds it."""
+    import subprocess
+
     from ascendopt.rounds import tree as rtree
 
     root = tmp_path / "repo"
@@ -207,29 +211,39 @@ def test_tree_state_digest_and_uncommitted_paths(tmp_path):
     _git(root, "commit", "-q", "-m", "baseline")
     ws_root = root / ".ascendopt"
     clean = rtree.tree_state(root, exclude=[ws_root])
-    assert clean.commit and clean.uncommitted == () and rtree.uncommitted_keep_note(clean, 4) is None
+    assert clean.commit and clean.digest
 
     (ws_root / "rounds").mkdir(parents=True)
     (ws_root / "rounds" / "0001.yaml").write_text("schema: 1\n")  # the workspace is not the code
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "op.cpython-312.pyc").write_bytes(b"\0")
     assert rtree.tree_state(root, exclude=[ws_root]) == clean
+    first = rtree.round_snapshot(root, ws_root, 1)
+    assert first.digest == clean.digest and rtree.change_record(root, first, ws_root)["committed"] is True
 
     (root / "op.py").write_text("A = 2\n")
     (root / "new.py").write_text("B = 1\n")
     (root / "old.py").unlink()
     edited = rtree.tree_state(root, exclude=[ws_root])
-    assert edited.digest != clean.digest and edited.uncommitted == ("new.py", "old.py", "op.py")
-    assert rtree.uncommitted_keep_note(edited, 4) == (
-        f"round 4 is a keep on uncommitted changes (new.py, old.py, op.py differ from HEAD {clean.commit[:10]}): "
-        "commit the kept state now (git add, git commit) so the next rounds, and a checkout of the best round, "
-        "start from it")
+    assert edited.digest != clean.digest and clean.uncommitted == ()
+    assert edited.uncommitted == ("new.py", "old.py", "op.py")  # read from disk, not from the index
+    second = rtree.round_snapshot(root, ws_root, 2)
+    change = rtree.change_record(root, second, ws_root)
+    assert second.digest == edited.digest and change["committed"] is False
+    assert change["snapshot"] == second.snapshot.commit and change["commit"] == clean.commit
+    assert "new.py" in change["diff_stat"] and "old.py" in change["diff_stat"]
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", "refs/ascendopt/rounds/0002"], cwd=root,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["new.py", "op.py"]  # the measured tree: no workspace, no __pycache__, old.py deleted
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    assert sorted(status.splitlines()) == [" D old.py", " M op.py", "?? .ascendopt/", "?? __pycache__/", "?? new.py"]
 
-    _git(root, "add", "-A")
+    _git(root, "add", "-A", "--", "op.py", "new.py", "old.py")
     _git(root, "commit", "-q", "-m", "keep")
     committed = rtree.tree_state(root, exclude=[ws_root])
-    # the same content committed: the same tree digest (no "new" code), and nothing left to commit
-    assert committed.digest == edited.digest and committed.commit != clean.commit and committed.uncommitted == ()
-    assert rtree.uncommitted_keep_note(committed, 4) is None
+    # the same content committed: the same tree digest (no "new" code), and HEAD holds the snapshot
+    assert committed.digest == edited.digest and committed.commit != clean.commit
+    third = rtree.round_snapshot(root, ws_root, 3)
+    assert third.snapshot.tree == second.snapshot.tree and rtree.change_record(root, third, ws_root)["committed"]
     (tmp_path / "plain").mkdir()
     assert rtree.tree_state(tmp_path / "plain") == rtree.TreeState(None, None)  # not a git repository

@@ -89,37 +89,42 @@ def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain
     case = second.timing["cases"][0]
     assert second.verdict == "revert" and second.timing["vs_best"] == "same"
     assert second.timing["vs_baseline"] == "faster"
-    assert second.timing["best"] == {"round": 1, "commit": first.change["commit"]}
+    assert second.timing["best"] == {"round": 1, "commit": first.change["snapshot"]}
     assert len(case["samples_ms"]["best"]) == len(case["samples_ms"]["candidate"])  # timed with the others
     assert case["best"]["median_ms"] < 0.75 * case["baseline"]["median_ms"]  # the best commit, not a baseline copy
     assert case["best"] != case["baseline"] and second.timing["ratio_vs_best"] == pytest.approx(1.0, abs=0.1)
     _consistent(second.timing)
 
-    # round 3, faster than the best (left uncommitted): keep
+    # round 3, faster than the best, left uncommitted: keep (its snapshot holds the state)
     _delay(repo, 0.002)
     third = _round(repo, "halve it again")
     assert third.verdict == "keep" and third.timing["vs_best"] == "faster" and third.change["committed"] is False
-    assert third.timing["best"] == {"round": 1, "commit": first.change["commit"]}
+    assert third.timing["best"] == {"round": 1, "commit": first.change["snapshot"]}
     _consistent(third.timing)
 
-    # round 4: round 3's kept state is in no commit, so the best cannot be timed: never a keep on that
+    # round 4, still uncommitted and faster again: the best is round 3's snapshot, timed, no commit needed
     capsys.readouterr()
-    fourth = _round(repo, "still uncommitted")
-    assert fourth.verdict == "revert" and fourth.timing["vs_best"] == "inconclusive"
-    assert fourth.timing["ratio_vs_best"] is None and fourth.timing["cases"][0]["best"] is None
-    assert fourth.timing["cases"][0]["vs_best"] is None and fourth.timing["vs_baseline"] == "faster"
-    unverified = fourth.timing["best"]["unverified"]
-    assert fourth.timing["best"]["round"] == 3 and fourth.timing["best"]["commit"] is None
-    assert unverified.startswith("best not reproducible: round 3: its kept state (tree digest ")
-    assert "timing vs baseline only, and nothing is kept" in unverified
-    assert fourth.summary["verdict_reason"] == unverified and unverified in fourth.notes
-    assert "best not reproducible: round 3" in " ".join(capsys.readouterr().err.split())
-
-    # round 5: round 3's state committed after the round is found (digest-verified) and timed as the best
-    _git(repo, "commit", "-q", "-am", "keep round 3")
-    kept = _head(repo)
     _delay(repo, 0.001)
-    fifth = _round(repo, "halve it once more")
-    assert fifth.timing["best"] == {"round": 3, "commit": kept}
-    assert fifth.verdict == "keep" and fifth.timing["vs_best"] == "faster"
-    _consistent(fifth.timing)
+    fourth = _round(repo, "halve it once more, still uncommitted")
+    assert fourth.timing["best"] == {"round": 3, "commit": third.change["snapshot"]}
+    assert fourth.verdict == "keep" and fourth.timing["vs_best"] == "faster"
+    assert fourth.timing["cases"][0]["best"]["median_ms"] < 0.75 * fourth.timing["cases"][0]["baseline"]["median_ms"]
+    assert "not reproducible" not in capsys.readouterr().err and not [n for n in fourth.notes if "commit" in n]
+    _consistent(fourth.timing)
+
+    # the user commits the kept state after the round (as the README used to ask)
+    _git(repo, "commit", "-q", "-am", "keep round 4")
+
+    # status and report name the kept round's snapshot and the user's commit that holds it (HEAD, "keep
+    # round 4"), never the parent the round started on (which holds the code before the change)
+    from ascendopt.rounds.report import workspace_report
+    from ascendopt.rounds.status import loop_status
+
+    kept_commit = _head(repo)
+    assert fourth.change["commit"] != kept_commit  # the round started on the parent
+    best = loop_status(Workspace(repo / ".ascendopt"))["rounds"]["best"]
+    assert best["number"] == 4 and best["commit"] == fourth.change["snapshot"] and best["user_commit"] == kept_commit
+    report = workspace_report(Workspace(repo / ".ascendopt"), plot_name=None)
+    assert report.best_commit == fourth.change["snapshot"] and report.best_user_commit == kept_commit
+    assert f"snapshot {fourth.change['snapshot']}" in report.markdown
+    assert f"your commit {kept_commit} holds the same files" in report.markdown

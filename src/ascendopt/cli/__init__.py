@@ -48,6 +48,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("gate", "gate"),
     ("reprofile", "reprofile"),
     ("status", "status"),
+    ("adopt", "adopt"),
     ("demo", "demo"),
     ("report", "report"),
     ("kernels", "kernels"),

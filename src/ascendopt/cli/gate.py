@@ -97,8 +97,8 @@ def gate(
     outputs; own code runs the frozen test command, then calls workload() in a child process and
     compares what it returns with the frozen commit's (tolerances frozen at freeze).
     Performance interleaves baseline and candidate (bundled: two configurations in this process; own
-    code: the frozen commit in a temporary git worktree against the working tree). A workload or test
-    that raises, crashes or outlives its limit is a red stage (exit 1) naming file:line or the limit;
+    code: the frozen commit, its files read from git and verified, against the working tree). A workload or
+    test that raises, crashes or outlives its limit is a red stage (exit 1) naming file:line or the limit;
     the table, --json and --junit are written all the same. A speedup is only printed on a green gate.
     """
     from pathlib import Path

@@ -44,7 +44,8 @@ def report(
     if json:
         console.print_json({"markdown": None if md_path is None else str(md_path),
                             "plot": None if png_path is None else str(png_path), "rounds": len(result.records),
-                            "best_round": result.best_round, "stop": result.stop.to_dict()})
+                            "best_round": result.best_round, "best_commit": result.best_commit,
+                            "best_user_commit": result.best_user_commit, "stop": result.stop.to_dict()})
         return
     console.out(result.markdown.removesuffix("\n"))  # out() ends the line: stdout is the file, byte for byte
     written = [str(p) for p in (md_path, png_path) if p is not None]

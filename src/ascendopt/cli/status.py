@@ -75,12 +75,16 @@ def render(data: dict[str, Any]) -> None:
         speed = "-" if best["speedup_vs_baseline"] is None else f"{best['speedup_vs_baseline']:.3f}x"
         band = "" if best["noise_band"] is None else f" (noise band ±{best['noise_band']:.1%})"
         rows.append(("best", f"round {best['number']} ({what}): {speed} vs baseline{band}, {_ms(best['best_ms'])}"))
+        if best["commit"] and not best["config"]:
+            mine = f"your commit {best['user_commit'][:12]} holds it" if best["user_commit"] else \
+                f"in none of your recent commits (`git checkout {best['commit'][:12]} -- .` restores it)"
+            rows.append(("best code", f"snapshot {best['commit'][:12]}; {mine}"))
     else:
         rows.append(("best", "the baseline (no round kept yet)"))
     rows.append(("stop criteria", ("STOP: " if stop["stop"] else "") + stop["reason"]))
     log = data["log"]
     rows.append(("audit log", console.plural(log["entries"], "entry", "entries") if log["exists"]
-                 else "none yet (starts at the next write)"))
+                 else "MISSING (see below)"))
     rows += [("HAND EDIT", text) for text in log["problems"]]
     console.table(["field", "value"], rows, title="ascendopt status")
     if best and best["cases"]:

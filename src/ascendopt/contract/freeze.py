@@ -43,7 +43,7 @@ from ascendopt.contract.model import (
     save,
 )
 from ascendopt.errors import CorrectnessError, IntegrityError, UsageError
-from ascendopt.workspace import Workspace
+from ascendopt.workspace import Workspace, write_gitignore
 
 DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
 
@@ -61,10 +61,12 @@ def _save(ws: Workspace, contract: Contract, force: bool, *, profile: bool = Fal
     round 1. Profiles stay in ``profiles/`` as evidence (the archived rounds name them by path).
     ``profile``: then profile the baseline (``_profile_baseline``) under the same lock, so freeze's one
     audit log entry names everything it wrote."""
-    with ws.lock():
+    with ws.lock() as session:
         _refuse_overwrite(ws, force)  # re-checked under the lock: another freeze may have won
         archive = ws.archive_ledger()
         save(ws, contract)
+        session.event = "freeze"  # the log's entry of this write is the contract's origin (workspace.check_ledger)
+        write_gitignore(ws)
         if archive is not None:
             ws.drop_archived(archive)
             kept = len(list((archive / "rounds").glob("*.yaml")))

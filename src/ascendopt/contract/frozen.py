@@ -30,22 +30,23 @@ from typing import Any
 
 from ascendopt.contract.model import Contract, FrozenFile
 from ascendopt.errors import UsageError
-from ascendopt.process import git
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The git top level containing ``start`` (default: the current directory), else ``start``."""
+    """The git top level containing ``start`` (default: the current directory), else ``start``
+    (``vcs.toplevel``: never where a repository's ``core.worktree`` points)."""
+    from ascendopt import vcs
+
     start = Path(start or Path.cwd()).resolve()
-    top = git("rev-parse", "--show-toplevel", cwd=start)
-    return Path(top).resolve() if top else start
+    return vcs.toplevel(start) or start
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """``{"commit": HEAD sha or None, "dirty": bool}`` of the repository at ``root``."""
-    head = git("rev-parse", "HEAD", cwd=root)
-    if not head:
-        return {"commit": None, "dirty": False}
-    return {"commit": head, "dirty": bool(git("status", "--porcelain", "--untracked-files=no", cwd=root))}
+    """``{"commit": HEAD sha or None, "dirty": bool, "tree": tree id, "tree_digest": content digest}`` of the
+    repository at ``root`` (``vcs.commit_state``: read from the objects and the disk, not the index)."""
+    from ascendopt import vcs
+
+    return vcs.commit_state(root)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -46,7 +46,7 @@ from ascendopt.gate import bench
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
-from ascendopt.gate.worktrees import checkout, frozen_commit
+from ascendopt.gate.worktrees import checkout, frozen_commit, frozen_commit_checks
 from ascendopt.rounds.context import RoundContext
 from ascendopt.tune.space import config_text
 from ascendopt.workspace import Workspace
@@ -101,6 +101,7 @@ def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResu
     checks = [Check(source, True, "digest matches")]
     checks += [Check(*item) for item in check_frozen_files(contract, project_root())]
     frozen = len(checks) - 1
+    checks += frozen_commit_checks(contract, project_root())
     ledger, notes = _ledger_checks(ws)
     checks += ledger
     bad = [c for c in checks if not c.passed]

@@ -50,8 +50,19 @@ def _change_text(rec: RoundRecord) -> str:
     if ch.get("kind") == "tunables" and ch.get("set"):
         return ",".join(f"{k}={v}" for k, v in ch["set"].items())
     if ch.get("kind") == "code":
-        return f"code@{str(ch.get('commit') or 'worktree')[:10]}"
+        return f"code@{str(ch.get('snapshot') or ch.get('commit') or 'worktree')[:10]}"
     return rec.direction
+
+
+def _code_candidate(best: RoundRecord, user_commit: str | None) -> str:
+    """The best code round's state: its snapshot commit, and the user's commit holding it (or where not)."""
+    change = best.change or {}
+    snap = change.get("snapshot")
+    if not snap:  # a record of an older ascendopt: the user's HEAD the round started on
+        return str(change.get("commit") or "working tree")
+    mine = f"your commit {user_commit} holds the same files" if user_commit else \
+        f"in none of your recent commits (restore it with `git checkout {snap[:12]} -- .`)"
+    return f"snapshot {snap} (round {best.number}'s own ref); {mine}"
 
 
 def _baseline_ms(contract: Mapping[str, Any]) -> float | None:
@@ -157,8 +168,9 @@ def no_go_bar(contract: Mapping[str, Any], records: Sequence[RoundRecord]) -> li
 
 
 def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord], *, plot_name: str | None = None,
-                    max_rounds: int | None = None) -> str:
-    """The merge-request summary as markdown text."""
+                    max_rounds: int | None = None, best_user_commit: str | None = None) -> str:
+    """The merge-request summary as markdown text. ``best_user_commit``: the user's commit that holds the
+    best code round's snapshot, when one does (``rounds.tree.best_commits``)."""
     w = contract.get("workload", {})
     lines = [f"# ascendopt report: {contract.get('op')}", ""]
     lines += ["## Task", ""]
@@ -211,7 +223,7 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         cfg = best.config
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
-                        str(best.change.get("commit") or "working tree")))
+                        _code_candidate(best, best_user_commit)))
         lines.append(best.environment)  # "Device: ... | versions | branch[sha]"
         if (best.ub or {}).get("warning"):
             lines.append(f"**UB: {best.ub['warning']}**: do not promote this configuration to an NPU as it is.")
@@ -241,6 +253,9 @@ class WorkspaceReport:
     markdown: str
     best_round: int | None  # number of the latest kept round; None while the baseline is the best
     stop: StopDecision  # the stop criteria over the recorded rounds, under the contract's max_rounds
+    # own code: the best round's snapshot commit and the user's commit holding the same files (None: none)
+    best_commit: str | None = None
+    best_user_commit: str | None = None
 
 
 def plot_link(md_path: Path, png_path: Path) -> str:
@@ -260,11 +275,20 @@ def workspace_report(ws: Workspace, *, plot_name: str | None, check_digest: bool
     ctx = RoundContext.load(ws, check_digest=check_digest)
     data = ctx.contract.to_dict()
     best = ctx.best_round
+    user_commit = None
+    if best is not None and (best.change or {}).get("snapshot"):
+        from ascendopt.contract.frozen import project_root
+        from ascendopt.rounds.tree import best_commits
+
+        user_commit = best_commits(project_root(), best, ws.root)["user_commit"]
     return WorkspaceReport(
         contract=data, records=ctx.records,
-        markdown=render_markdown(data, ctx.records, plot_name=plot_name, max_rounds=ctx.contract.max_rounds),
+        markdown=render_markdown(data, ctx.records, plot_name=plot_name, max_rounds=ctx.contract.max_rounds,
+                                 best_user_commit=user_commit),
         best_round=best.number if best else None,
         stop=ctx.stop_decision(),
+        best_commit=(best.change or {}).get("snapshot") if best else None,
+        best_user_commit=user_commit,
     )
 
 

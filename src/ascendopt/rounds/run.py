@@ -13,14 +13,15 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
 5. the candidate re-profiled with the contract's metric groups and compared with the best's profile;
 6. verdict, stop decision, round record, round summary.
 
-Own code (``workload.kind == "exec-file"``): step 4 runs three child processes, the frozen commit and
-the best kept round's commit each checked out in a temporary worktree, and the working tree
-(``rounds.timing.measure_own``); a best whose state no commit holds is not timed, and the round
-cannot keep. ``--set`` is refused first (own code changes by editing the tree). The round's direction is
-``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling: larger row tile``), else
-"code" (all such rounds are one direction to the stop criteria). The round warns, and keeps in its
-``notes``, when the working tree is unchanged since an earlier round of the ledger and when a keep
-is not committed (``rounds.tree``).
+Own code (``workload.kind == "exec-file"``): the round first stores the working tree as its snapshot
+commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); step 4 runs
+three child processes, the frozen commit and the best kept round's snapshot each read from git into a
+temporary folder, and the working tree (``rounds.timing.measure_own``); a best whose snapshot is gone is
+not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree).
+The round's direction is ``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling:
+larger row tile``), else "code" (all such rounds are one direction to the stop criteria). The round
+warns, and keeps in its ``notes``, when the working tree is unchanged since an earlier round of the
+ledger (``rounds.tree``); a keep needs no commit (the next rounds time the best from its snapshot).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console, process
+from ascendopt import console
 from ascendopt.analyze.matching import matches_any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import AscendoptError, ExitCode, UsageError
@@ -366,10 +367,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         from ascendopt.contract.frozen import project_root
 
         root = project_root()
-        tree = rtree.tree_state(root, exclude=[ws.root])
-        change = {"kind": "code", "commit": tree.commit,
-                  "diff_stat": (process.git("diff", "--stat", "HEAD", cwd=root) or "")[-2000:],
-                  "tree_digest": tree.digest, "committed": not tree.uncommitted}
+        tree = rtree.round_snapshot(root, ws.root, number)
+        change = rtree.change_record(root, tree, ws.root)
         note(rtree.same_tree_note(tree, ctx.records))
     command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
     direction = round_direction(direction, hypothesis, plan)
@@ -454,8 +453,6 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
                  "without --accept-implausible REASON")
     verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor, implausible)
-    if tree is not None and verdict == "keep":
-        note(rtree.uncommitted_keep_note(tree, number))
     metrics = {}
     if before_report and after_report:
         from ascendopt.analyze.diagnosis import compare

@@ -46,7 +46,7 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
     return {
         "workspace": str(ws.root),
         "contract": _contract(ctx, edited),
-        "rounds": _rounds(records),
+        "rounds": _rounds(records, ws),
         "stop": {**stop.to_dict(), "max_rounds": ctx.contract.max_rounds,
                  "rounds_left": max(0, ctx.contract.max_rounds - len(records))},
         "log": {"path": str(ws.log_path), "exists": ws.log_path.exists(), "entries": len(log.entries),
@@ -81,7 +81,7 @@ def _contract(ctx: RoundContext, edited: str | None) -> dict[str, Any]:
     }
 
 
-def _rounds(records: tuple[RoundRecord, ...]) -> dict[str, Any]:
+def _rounds(records: tuple[RoundRecord, ...], ws: Workspace) -> dict[str, Any]:
     last = records[-1] if records else None
     best = rounds.best_round(records)
     return {
@@ -92,14 +92,16 @@ def _rounds(records: tuple[RoundRecord, ...]) -> dict[str, Any]:
             "number": last.number, "verdict": last.verdict, "direction": last.direction,
             "hypothesis": last.hypothesis, "created_at": last.created_at,
             "failed_stage": last.gate.get("failed_stage")},
-        "best": None if best is None else _best(best),
+        "best": None if best is None else _best(best, ws),
     }
 
 
-def _best(best: RoundRecord) -> dict[str, Any]:
+def _best(best: RoundRecord, ws: Workspace | None = None) -> dict[str, Any]:
     """The best kept round and its speedup over the baseline with the spread behind it: per shape case
     the medians with p20/p80 of both sides and the noise band (relative, ± on the time ratio) of that
-    round's interleaved comparison."""
+    round's interleaved comparison. A code round names its snapshot commit (``commit``; a record of an
+    older ascendopt: the HEAD it started on) and the user's commit holding the same files
+    (``user_commit``, None when none of the recent ones does, or without ``ws``)."""
     timing = best.timing or {}
     cases = []
     for case in timing.get("cases", []):
@@ -119,12 +121,25 @@ def _best(best: RoundRecord) -> dict[str, Any]:
         "direction": best.direction,
         "hypothesis": best.hypothesis,
         "config": best.config,
-        "commit": best.change.get("commit") if best.change.get("kind") == "code" else None,
+        **_best_commits(best, ws),
         "best_ms": best.candidate_ms,
         "speedup_vs_baseline": best.speedup_vs_baseline,  # records.SPEEDUP_STATISTIC, as the round and report
         "noise_band": max(bands) if bands else None,
         "cases": cases,
     }
+
+
+def _best_commits(best: RoundRecord, ws: Workspace | None) -> dict[str, Any]:
+    change = best.change or {}
+    if change.get("kind") != "code":
+        return {"commit": None, "user_commit": None}
+    if not change.get("snapshot") or ws is None:
+        return {"commit": change.get("snapshot") or change.get("commit"), "user_commit": None}
+    from ascendopt.contract.frozen import project_root
+    from ascendopt.rounds.tree import best_commits
+
+    found = best_commits(project_root(), best, ws.root)
+    return {"commit": found["snapshot"], "user_commit": found["user_commit"]}
 
 
 def _spread(timing: dict[str, Any] | None) -> dict[str, float] | None:

@@ -5,7 +5,8 @@ Samples are taken in a rotating order (ABC, CBA, ...) with one batch size for al
 give min/p10/p90. Verdicts come from ``bench.decide`` on the paired samples, so ``vs_best`` and
 ``ratio_vs_best`` are measured, never derived from another round's numbers. Bundled kernels run in
 this process (three configurations); own code in three child processes (``measure_own``): the frozen
-commit and the best kept round's commit, each in a temporary git worktree, and the working tree.
+commit and the best kept round's snapshot, each read from git into a temporary folder, and the working
+tree.
 """
 
 from __future__ import annotations
@@ -180,12 +181,14 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
 
 def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, step: Step | None = None,
                 note: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Own code: baseline (the frozen commit), best (the best kept round's commit) and candidate (the
+    """Own code: baseline (the frozen commit), best (the best kept round's snapshot) and candidate (the
     working tree ``root``) timed interleaved, one child process each (``gate.interleave.tree_processes``),
-    the commits checked out in temporary worktrees. Returns the round's ``timing``, with ``best``:
+    the commits read from git into temporary folders (``gate.worktrees.checkout``). Returns the round's
+    ``timing``, with ``best``:
     ``{"round", "commit"}`` of the state timed as the best (round None: no keep yet, the baseline is the
     best), or ``{"round", "commit": None, "unverified": why}`` when no commit verifiably holds the best
-    round's state (``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
+    round's state (its snapshot gone, or a record of an older ascendopt never committed;
+    ``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
     ``vs_best`` is "inconclusive".
 
     ``workload_s`` limits each side's module code, ``timing_s`` the whole timing phase (``timeout``:
