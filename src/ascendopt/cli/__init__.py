@@ -29,6 +29,9 @@ EXIT_CODES_HELP = (
 app = typer.Typer(
     name="ascendopt",
     help="Freeze, collect, analyze, optimize, gate and re-profile Triton-Ascend kernels.\n\n" + EXIT_CODES_HELP,
+    epilog="Examples:\n\n\b\n  ascendopt demo                    # the whole loop on a bundled kernel\n"
+           "  ascendopt freeze --help           # every command has --help with examples\n"
+           "  ascendopt --backend cpu gate --skip-perf --junit gate.xml",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -73,7 +76,7 @@ def _version_callback(value: bool) -> None:
 def root(
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
+        typer.Option("--backend", metavar="BACKEND", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
                      envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,

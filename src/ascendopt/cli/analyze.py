@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 
 DEFAULT_TOP = 15  # kernels a printed report lists, hottest first (`--top`; `collect --analyze` uses it too)
 
@@ -221,21 +221,31 @@ def _print_runs(path: str) -> None:
 
 
 def analyze(
-    paths: Annotated[list[str], typer.Argument(help="Profile folder(s): *_ascend_pt, ASCEND_PROFILER_OUTPUT, "
+    paths: Annotated[list[str], typer.Argument(metavar="PATH",
+        hidden=True, help="Profile folder(s): *_ascend_pt, ASCEND_PROFILER_OUTPUT, "
                                                     "PROF_*, OPPROF_*, an ascendopt cuda/cpu folder, a parent of "
                                                     "runs, or a CSV. Several paths = metric-group runs to merge.")],
-    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k",
+    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k", metavar="SUBSTRING",
                                                          help="Substring of a kernel name/op type; "
                                                               "'regex:EXPR' for a regex.")] = None,
-    top: Annotated[int | None, typer.Option("--top", "-n", help="Show the N kernels with most time.")] = DEFAULT_TOP,
-    compare: Annotated[str | None, typer.Option("--compare", help="Baseline profile: per-kernel diff "
+    top: Annotated[int | None, typer.Option("--top", "-n", metavar="N",
+        help="Show the N kernels with most time.")] = DEFAULT_TOP,
+    compare: Annotated[str | None, typer.Option("--compare", metavar="PATH", help="Baseline profile: per-kernel diff "
                                                                      "(this PATH = after, OTHER = before).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the runs under PATH and exit.")] = False,
-    by: Annotated[str, typer.Option("--by", help="One entry per kernel 'name', or per kernel and input 'shape' "
+    by: Annotated[str, typer.Option("--by", metavar="KEY",
+        help="One entry per kernel 'name', or per kernel and input 'shape' "
                                                  "(where the profile records shapes).")] = "name",
     json: JsonOpt = False,
 ) -> None:
-    """Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers."""
+    """Step 3: rank kernels, classify bottlenecks, list levers.
+
+    Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers.
+
+    PATH: a profile folder (*_ascend_pt, ASCEND_PROFILER_OUTPUT, PROF_*, OPPROF_*, an ascendopt cuda/cpu
+    folder), a parent of runs (the newest is read), or a CSV; several PATHs are metric-group runs of one
+    workload, merged.
+    """
     from ascendopt import console
     from ascendopt.analyze import diagnosis as analysis
     from ascendopt.analyze.traces import load_profile, load_profiles
@@ -271,5 +281,14 @@ def analyze(
     render_report(report)
 
 
+EXAMPLES = examples(
+    "ascendopt analyze npu_prof/              # the newest run under a parent",
+    "ascendopt analyze npu_prof/ --list       # every run under it",
+    "ascendopt analyze RUN -k my_kernel --top 10 --json",
+    "ascendopt analyze AFTER --compare BEFORE",
+    "ascendopt analyze RUN --by shape",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(analyze)
+    app.command(name, epilog=EXAMPLES)(analyze)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE"}
 
@@ -62,20 +62,25 @@ def _render(result) -> None:
 def gate(
     skip_perf: Annotated[bool, typer.Option("--skip-perf", help="Skip the performance stage (CPU-only CI).")] = False,
     set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="Bundled kernel: candidate tunables NAME=VALUE over the frozen configuration (default: the "
+        "--set", metavar="NAME=VALUE",
+        help="Bundled kernel: candidate tunables NAME=VALUE over the frozen configuration (default: the "
                       "best kept round's configuration, else the frozen one).")] = None,
     pairs: Annotated[int, typer.Option(
-        "--pairs", min=12, help="Interleaved sample pairs per timed case (>= 12: with fewer, the signed-rank "
+        "--pairs", metavar="N",
+        min=12, help="Interleaved sample pairs per timed case (>= 12: with fewer, the signed-rank "
                                 "test cannot reach p < 0.002 and no regression could ever be called).")] = 30,
     junit: Annotated[
-        str | None, typer.Option("--junit", help="Write JUnit XML (one testcase per stage/tensor) to FILE.")
+        str | None, typer.Option("--junit", metavar="PATH",
+            help="Write JUnit XML (one testcase per stage/tensor) to PATH.")
     ] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4;
+    """Step 5: integrity, correctness, kernel hit, performance.
+
+    Check the contract: integrity (exit 3), correctness (1), kernel hit (1), performance vs baseline (4;
     6 when the noise band is too wide to tell).
 
     Stages run in that order and stop at the first red one. Correctness of a bundled kernel compares
@@ -110,5 +115,13 @@ def gate(
         raise blocking.error()
 
 
+EXAMPLES = examples(
+    "ascendopt gate",
+    "ascendopt gate --junit gate.xml --json",
+    "ascendopt --backend cpu gate --skip-perf --junit gate-cpu.xml",
+    "ascendopt gate --set block_rows=16 --pairs 60",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(gate)
+    app.command(name, epilog=EXAMPLES)(gate)

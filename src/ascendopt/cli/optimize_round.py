@@ -6,18 +6,21 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt, examples
 
 
 def optimize_round(
-    hypothesis: Annotated[str, typer.Option("--hypothesis", help="One line: the change and why it should help.")],
+    hypothesis: Annotated[str, typer.Option("--hypothesis", metavar="SENTENCE",
+        help="One line: the change and why it should help.")],
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
+        typer.Option("--set", metavar="NAME=VALUE",
+            help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
     ] = None,
     direction: Annotated[
         str | None,
-        typer.Option("--direction", help="The strategy this round belongs to, one word (tiling, vectorize, ...); "
+        typer.Option("--direction", metavar="NAME",
+            help="The strategy this round belongs to, one word (tiling, vectorize, ...); "
                                          "default: own code the hypothesis's leading 'NAME:' tag, else 'code'; "
                                          "a bundled kernel the changed tunables."),
     ] = None,
@@ -27,15 +30,18 @@ def optimize_round(
                                           "@triton.autotune configs, each pinned, and name the one to pin.")
     ] = False,
     budget: Annotated[
-        int | None, typer.Option("--budget", help="--auto: candidates screened at most (default: the whole space; "
+        int | None, typer.Option("--budget", metavar="N",
+            help="--auto: candidates screened at most (default: the whole space; "
                                                   "cached ones are free).")
     ] = None,
     budget_s: Annotated[
-        float | None, typer.Option("--budget-s", help="--auto: screening's wall-time budget in seconds (default 240); "
+        float | None, typer.Option("--budget-s", metavar="SECONDS",
+            help="--auto: screening's wall-time budget in seconds (default 240); "
                                                       "it stops there and says what it covered.")
     ] = None,
     confirm: Annotated[
-        int | None, typer.Option("--confirm", help="--auto: the K fastest screened candidates become gated rounds "
+        int | None, typer.Option("--confirm", metavar="N",
+            help="--auto: the K fastest screened candidates become gated rounds "
                                                    "(default 2; 0 screens only).")
     ] = None,
     allow_ub_overflow: Annotated[bool, typer.Option(
@@ -44,10 +50,11 @@ def optimize_round(
     force: Annotated[bool, typer.Option("--force", help="Run even though a stop criterion is reached.")] = False,
     target_metric: Annotated[
         str | None,
-        typer.Option("--target-metric", help="Metric the hypothesis should move (vec_ratio, MTE2, ...); "
+        typer.Option("--target-metric", metavar="METRIC",
+            help="Metric the hypothesis should move (vec_ratio, MTE2, ...); "
                                              "default: from the hypothesis words, else the bottleneck class."),
     ] = None,
-    pairs: Annotated[int, typer.Option("--pairs", help="Interleaved timing rounds per shape case.")] = 30,
+    pairs: Annotated[int, typer.Option("--pairs", metavar="N", help="Interleaved timing rounds per shape case.")] = 30,
     timeout: TimeoutOpt = None,
     no_precheck: NoPrecheckOpt = False,
     ascend_python: AscendPythonOpt = None,
@@ -55,7 +62,9 @@ def optimize_round(
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
+    """Steps 4-6: one recorded round: gate, timing, re-profile.
+
+    Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
     best so far, re-profile with the contract's metric groups, record rounds/NNNN.yaml and print the
     round summary with the verdict keep | revert | drop | floor and whether another round is warranted.
 
@@ -168,5 +177,13 @@ def optimize_round(
         raise typer.Exit(outcome.exit_code)
 
 
+EXAMPLES = examples(
+    'ascendopt optimize-round --hypothesis "larger row tile" --set block_rows=16',
+    'ascendopt optimize-round --hypothesis "search tiles" --auto --budget-s 120',
+    "# own code: edit the working tree first, then",
+    'ascendopt optimize-round --hypothesis "tiling: larger blocks in my_kernel"',
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(optimize_round)
+    app.command(name, epilog=EXAMPLES)(optimize_round)

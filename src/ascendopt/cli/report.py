@@ -6,20 +6,24 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
 
 
 def report(
     out: Annotated[
-        str | None, typer.Option("--out", help="Markdown file to write (default <workspace>/report.md).")
+        str | None, typer.Option("--out", metavar="PATH",
+            help="Markdown file to write (default WORKSPACE/report.md).")
     ] = None,
     plot: Annotated[
-        str | None, typer.Option("--plot", help="PNG file to write (default next to the markdown: rounds.png).")
+        str | None, typer.Option("--plot", metavar="PATH",
+            help="PNG file to write (default next to the markdown: rounds.png).")
     ] = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Write the contract and rounds as a merge-request summary: task, environment, baseline, one OPT_LOG
+    """Markdown and a plot of the rounds for a merge request.
+
+    Write the contract and rounds as a merge-request summary: task, environment, baseline, one OPT_LOG
     row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds."""
     from pathlib import Path
 
@@ -55,5 +59,11 @@ def write_report(ws, md_path, png_path, *, check_digest: bool = False):
     return result
 
 
+EXAMPLES = examples(
+    "ascendopt report",
+    "ascendopt report --out mr.md --plot mr.png",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(report)
+    app.command(name, epilog=EXAMPLES)(report)

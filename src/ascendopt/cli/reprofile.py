@@ -6,19 +6,22 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
 
 
 def reprofile(
     target_metric: Annotated[
-        str | None, typer.Option("--target-metric", help="Metric to judge (default: the last round's).")
+        str | None, typer.Option("--target-metric", metavar="METRIC",
+            help="Metric to judge (default: the last round's).")
     ] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Profile the best configuration so far with the contract's metric groups, compare it with the
+    """Step 6: profile the best again, apply the stop criteria.
+
+    Profile the best configuration so far with the contract's metric groups, compare it with the
     profile before the last change, reclassify the hot kernel, say whether the metric the last
     hypothesis targeted moved, and apply the stop criteria (stall, floor, max_rounds, directions)."""
     from ascendopt import console
@@ -54,5 +57,11 @@ def print_result(result: dict) -> None:
     console.out(f"profile: {', '.join(result['profiles'])}")
 
 
+EXAMPLES = examples(
+    "ascendopt reprofile",
+    "ascendopt reprofile --target-metric mte2_ratio --json",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(reprofile)
+    app.command(name, epilog=EXAMPLES)(reprofile)

@@ -6,11 +6,13 @@ from typing import Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
 
 
 def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
-    """Say where the loop stands: the contract (bundled kernel or own code, commit, baseline), the rounds
+    """Where the loop stands, and the next command to run.
+
+    Say where the loop stands: the contract (bundled kernel or own code, commit, baseline), the rounds
     (count, last verdict, the best and its speedup over the baseline with its spread), the stop criteria
     and the next step. Reads only; finds the workspace from any subdirectory of the repository. No
     workspace: exit 2 with the freeze command to run."""
@@ -80,5 +82,11 @@ def render(data: dict[str, Any]) -> None:
                       title=f"best (round {best['number']}) vs baseline, per case")
 
 
+EXAMPLES = examples(
+    "ascendopt status",
+    "ascendopt status --json -w .ascendopt-cpu",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(status)
+    app.command(name, epilog=EXAMPLES)(status)

@@ -218,7 +218,7 @@ def probe(name: str) -> str | None:
         return str(exc)
     if name == "npu":
         if importlib.util.find_spec("torch_npu") is None:
-            return "torch_npu is not installed (see README: Ascend install)"
+            return "torch_npu is not installed (see docs/ascend-install.md)"
         try:
             importlib.import_module("torch_npu")
         except (ImportError, OSError, RuntimeError) as exc:
