@@ -30,7 +30,7 @@ def _round_result(record, hypothesis: str) -> None:
     from ascendopt.cli.render import render_round_summary
 
     console.out(f"round {record.number} hypothesis: {hypothesis}")
-    render_round_summary(record.summary, f"round {record.number} ({record.direction})")
+    render_round_summary(record.summary, f"round {record.number} ({record.direction})", record.timing)
 
 
 def _gate_result(gate) -> None:
@@ -39,7 +39,8 @@ def _gate_result(gate) -> None:
 
     state = "GREEN" if gate.passed else (f"RED at {gate.failed_stage.name}" if gate.failed_stage else
                                          f"INCONCLUSIVE at {gate.inconclusive_stage.name} (noise band too wide)")
-    console.out(f"gate: {state}: " + "; ".join(f"{s.name} {s.status}" for s in gate.stages))
+    outcome = "pass" if gate.passed else ("fail" if gate.failed_stage else "inconclusive")
+    console.verdict(f"gate: {state}: " + "; ".join(f"{s.name} {s.status}" for s in gate.stages), outcome)
     for note in gate.notes:
         if note.startswith("candidate: "):
             console.out(f"gate {note}")
