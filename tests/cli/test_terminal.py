@@ -204,3 +204,13 @@ def test_quiet_keeps_errors(tmp_path):
                           capture_output=True, text=True, env=_env(), timeout=600, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_report_out_prints_only_the_path(demo_pty, cli, tmp_path):
+    root = demo_pty[0]
+    md = tmp_path / "mr.md"
+    code, out, err = cli("report", "-w", str(root), "--out", str(md))
+    assert code == 0, err
+    assert out == f"{md}\n" and md.read_text().startswith("#")
+    code, out, _ = cli("report", "-w", str(root))  # without --out: the markdown on stdout, as before
+    assert code == 0 and out == (root / "report.md").read_text()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
+from ascendopt.cli.options import CsvOpt, EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE"}
 
@@ -90,6 +90,7 @@ def gate(
     ] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
+    csv: CsvOpt = False,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
@@ -115,6 +116,8 @@ def gate(
     from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace, atomic_write_text
 
+    if csv:
+        console.configure(csv=True)
     ws = Workspace.resolve(workspace)
     result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs,
                       timeout=timeout)

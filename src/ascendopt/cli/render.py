@@ -66,7 +66,8 @@ def spread(samples_ms: Sequence[float]) -> dict[str, float]:
             "iqr": float(q75 - q25)}
 
 
-def spread_lines(samples_ms: Mapping[str, Sequence[float]], indent: str = "  ") -> list[str]:
+def spread_lines(samples_ms: Mapping[str, Sequence[float]], indent: str = "  ", *,
+                 ascii_only: bool | None = None) -> list[str]:
     """One line per timed side: ``baseline  n=30  min 10.21 µs  median 10.40 µs  max 11.02 µs  IQR 0.18 µs
     |▁▃█▅▂▁|``; the histograms of all sides share one range (min to max over every side), so they line up."""
     sides = {name: list(v) for name, v in samples_ms.items() if v}
@@ -80,7 +81,7 @@ def spread_lines(samples_ms: Mapping[str, Sequence[float]], indent: str = "  ") 
         s = spread(values)
         lines.append(f"{indent}{name:<{width}}  n={s['n']}  min {format_duration_ms(s['min'])}  median "
                      f"{format_duration_ms(s['median'])}  max {format_duration_ms(s['max'])}  IQR "
-                     f"{format_duration_ms(s['iqr'])}  |{sparkline(values, lo, hi)}|")
+                     f"{format_duration_ms(s['iqr'])}  |{sparkline(values, lo, hi, ascii_only=ascii_only)}|")
     return lines
 
 

@@ -24,7 +24,8 @@ def report(
     """Markdown and a plot of the rounds for a merge request.
 
     Write the contract and rounds as a merge-request summary: task, environment, baseline, one OPT_LOG
-    row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds."""
+    row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds. Without --out the
+    markdown is also printed on stdout; with --out only the path of the file is."""
     from pathlib import Path
 
     from ascendopt import console
@@ -37,6 +38,10 @@ def report(
     if json:
         console.print_json({"markdown": str(md_path), "plot": str(png_path), "rounds": len(result.records),
                             "best_round": result.best_round, "stop": result.stop.to_dict()})
+        return
+    if out:  # the markdown went where it was asked for: stdout says where, not the whole file again
+        console.out(str(md_path))
+        console.info(f"plot written to {png_path}")
         return
     console.out(result.markdown.removesuffix("\n"))  # out() ends the line: stdout is the file, byte for byte
     console.info(f"report written to {md_path} and {png_path}")
