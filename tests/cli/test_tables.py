@@ -117,3 +117,20 @@ def test_gate_csv_stage_table(demo_ws, cli):
     assert [row[:2] for row in table[1:]] == [["integrity", "PASS"], ["correctness", "PASS"],
                                               ["kernel_hit", "PASS"], ["performance", "SKIP"]]
     assert "gate: PASS" in err  # the verdict line is not part of the CSV
+
+
+def test_report_plots_the_timed_pairs(demo_ws, cli, tmp_path):
+    md = tmp_path / "mr.md"
+    code, out, err = cli("report", "-w", str(demo_ws), "--out", str(md), "--json")
+    assert code == 0, err
+    data = json_payload(out)
+    assert data["pairs_plot"] == str(tmp_path / "rounds-pairs.png")  # beside the rounds plot
+    assert Path(data["pairs_plot"]).read_bytes()[:4] == b"\x89PNG"
+    text = md.read_text()
+    assert "## Timed pairs" in text and f"]({Path(data['pairs_plot']).name})" in text
+
+
+def test_pairs_plot_needs_timed_pairs(tmp_path):
+    from ascendopt.rounds.pairs_plot import plot_pairs
+
+    assert plot_pairs([], tmp_path / "p.png") is None and not (tmp_path / "p.png").exists()
