@@ -7,77 +7,14 @@ Real processes on the CPU interpreter; the emulator's screen is taller than the 
 which renders cursor moves exactly as a terminal of the pty's size that keeps its scrollback.
 """
 
-import os
 import re
 import subprocess
 import sys
 import textwrap
 
-import pexpect
-import pyte
 import pytest
 
-COLS, ROWS = 120, 40
-SPINNER = re.compile("[\u2800-\u28ff]")  # rich's default spinner (dots) is braille
-CLOCK = re.compile(r"\b\d+:\d\d:\d\d\b")  # the elapsed and ETA columns of a live progress line
-BOX_START = tuple("┏┡└│┃┌├")  # a table's own lines
-SGR = re.compile(r"\x1b\[([0-9;]*)m")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TRITON_INTERPRET", "ASCENDOPT_BACKEND", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")}
-    env.update(TERM="xterm-256color", **extra)
-    return env
-
-
-def run_pty(*args: str, cols: int = COLS, env: dict[str, str] | None = None, timeout: float = 600,
-            cwd: str | None = None) -> tuple[int, bytes, list[str]]:
-    """``ascendopt ARGS`` in a pty of ``cols`` x 40: (exit status, raw bytes, rendered screen lines)."""
-    child = pexpect.spawn(sys.executable, ["-m", "ascendopt", *args], dimensions=(ROWS, cols),
-                          env=env or _env(), timeout=timeout, cwd=cwd)
-    raw = b""
-    while True:
-        try:
-            raw += child.read_nonblocking(65536, timeout=timeout)
-        except pexpect.EOF:
-            break
-    child.close()
-    return child.exitstatus, raw, render(raw, cols)
-
-
-def render(raw: bytes, cols: int = COLS) -> list[str]:
-    screen = pyte.Screen(cols, 4000)
-    pyte.ByteStream(screen).feed(raw)
-    lines = [line.rstrip() for line in screen.display]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-def assert_clean(raw: bytes, lines: list[str], starts: list[str]) -> None:
-    """The live display was drawn (spinner frames and cursor moves in the raw bytes: a real terminal), and
-    the final screen holds no leftover of it, and each of ``starts`` begins a line of its own."""
-    text = "\n".join(lines)
-    assert SPINNER.search(raw.decode("utf-8", "replace")), "no spinner drawn: not a live terminal"
-    for line in lines:
-        assert not SPINNER.search(line), f"spinner frame left on screen: {line!r}\n{text}"
-        assert not CLOCK.search(line), f"progress columns left on screen (or glued): {line!r}\n{text}"
-        assert "━" not in line or line.startswith(BOX_START), f"progress bar left on screen: {line!r}\n{text}"
-    for start in starts:
-        assert any(line.startswith(start) for line in lines), f"no line starts with {start!r}:\n{text}"
-        assert not any(start in line and not line.startswith(start) for line in lines), \
-            f"{start!r} glued after other text:\n{text}"
-
-
-def colours(raw: bytes) -> set[str]:
-    """The SGR colour parameters (foreground/background, 16, 256 or true colour) in ``raw``."""
-    found = set()
-    for params in SGR.findall(raw.decode("utf-8", "replace")):
-        for p in params.split(";"):
-            if p and (30 <= int(p) <= 49 or 90 <= int(p) <= 107):
-                found.add(p)
-    return found
+from _pty import assert_clean, colours, pty_env, run_pty
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +98,7 @@ def test_verdict_and_stage_statuses_are_coloured_on_a_terminal(demo_pty):
 def test_no_color_turns_colour_off(demo_pty, how):
     root = demo_pty[0]
     if how == "NO_COLOR":
-        code, raw, lines = _gate(root, env=_env(NO_COLOR="1"))
+        code, raw, lines = _gate(root, env=pty_env(NO_COLOR="1"))
     elif how == "--no-color":
         code, raw, lines = _gate(root, "--no-color")
     else:
@@ -173,14 +110,14 @@ def test_no_color_turns_colour_off(demo_pty, how):
 
 def test_empty_no_color_keeps_colour(demo_pty):
     """no-color.org: NO_COLOR set but empty does not turn colour off (the control of the test above)."""
-    code, raw, _ = _gate(demo_pty[0], env=_env(NO_COLOR=""))
+    code, raw, _ = _gate(demo_pty[0], env=pty_env(NO_COLOR=""))
     assert code == 0 and "32" in colours(raw)
 
 
 def test_piped_output_is_plain_text(demo_pty):
     root = demo_pty[0]
     proc = subprocess.run([sys.executable, "-m", "ascendopt", "--backend", "cpu", "gate", "--skip-perf", "-w",
-                           str(root)], capture_output=True, env=_env(FORCE_COLOR=""), timeout=600, check=False)
+                           str(root)], capture_output=True, env=pty_env(), timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr
     assert b"\x1b" not in proc.stdout and b"\x1b" not in proc.stderr
     assert proc.stdout.decode().splitlines()[-1] == "gate: PASS"
@@ -192,7 +129,7 @@ def test_quiet_prints_only_the_verdict(demo_pty, where):
     args = ["--quiet", "gate", "--skip-perf", "-w", str(root)] if where == "before" else \
         ["gate", "--skip-perf", "-w", str(root), "--quiet"]
     proc = subprocess.run([sys.executable, "-m", "ascendopt", "--backend", "cpu", *args], capture_output=True,
-                          text=True, env=_env(), timeout=600, check=False)
+                          text=True, env=pty_env(), timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "gate: PASS\n" and proc.stderr == ""
     code, raw, lines = run_pty("--backend", "cpu", *args)  # on a terminal too: no progress, no status
@@ -201,7 +138,7 @@ def test_quiet_prints_only_the_verdict(demo_pty, where):
 
 def test_quiet_keeps_errors(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ascendopt", "--quiet", "gate", "-w", str(tmp_path / "none")],
-                          capture_output=True, text=True, env=_env(), timeout=600, check=False)
+                          capture_output=True, text=True, env=pty_env(), timeout=600, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
 
