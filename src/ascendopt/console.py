@@ -156,9 +156,19 @@ def stderr_on(stream: IO[str]) -> Iterator[None]:
 
 def relay(text: str) -> None:
     """Text another writer put on stderr (a native library, a child process), caught on a pipe: printed
-    through the console, above any live display, as is (no styling, no wrapping)."""
-    if text and not _SETTINGS["quiet"]:
+    through the console, above any live display, as is (no styling, no wrapping). Shown under ``--quiet``
+    too: it may be an error, and the same writer's output outside a filter is not held back either."""
+    if not text:
+        return
+    if _LIVE["progress"] is not None:  # above the display (rich drops a bare \r: a line is a line there)
         stderr().print(Text(text), end="", soft_wrap=True)
+        return
+    target = stderr().file  # no display: the bytes as they came, \r progress updates included
+    try:
+        target.write(text)
+        target.flush()
+    except (OSError, ValueError):  # a closed terminal: nothing left to show it on
+        pass
 
 
 def styled(text: str, outcome: str | None = None) -> Text:

@@ -137,6 +137,7 @@ def freeze(
 def _render(ws, contract) -> None:
     """The contract as a table of fields (stdout)."""
     from ascendopt import console
+    from ascendopt.cli.render import format_duration_ms as ms
 
     w = contract.workload
     rows = [("contract", str(ws.contract_path)), ("op", contract.op), ("entry point", contract.entry_point),
@@ -153,8 +154,8 @@ def _render(ws, contract) -> None:
                      + ", ".join(f"{k} rtol {t['rtol']:g} atol {t['atol']:g}" for k, t in eq["tolerances"].items())
                      if eq["enabled"] else f"off: {eq['reason']}"))
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
-    rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
-              f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
+    rows += [(f"baseline {b.case}", f"{ms(b.median_ms)} [p20 {ms(b.p20_ms)}, p80 {ms(b.p80_ms)}] CV {b.cv:.1%} "
+              f"n={b.n}") for b in contract.baseline]
     if contract.precheck:
         rows.append(("Ascend precheck", contract.precheck["verdict"]))
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),

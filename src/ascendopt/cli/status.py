@@ -67,13 +67,15 @@ def render_ledger(rows: list[dict[str, Any]]) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.2f} us"
+    from ascendopt.cli.render import format_duration_ms
+
+    return format_duration_ms(value)
 
 
 def _spread(side: dict[str, float] | None) -> str:
     if not side:
         return "-"
-    return f"{side['median'] * 1e3:.2f} us [p20 {side['p20'] * 1e3:.2f}, p80 {side['p80'] * 1e3:.2f}]"
+    return f"{_ms(side['median'])} [p20 {_ms(side['p20'])}, p80 {_ms(side['p80'])}]"
 
 
 def render(data: dict[str, Any]) -> None:
@@ -90,8 +92,8 @@ def render(data: dict[str, Any]) -> None:
             ("integrity", "contract digest matches" if c["digest_ok"] else f"EDITED: {c['edited']}")]
     if c["config"]:
         rows.append(("baseline config", format_config(c["config"])))
-    rows += [(f"baseline {b['case']}", f"{_ms(b['median_ms'])} [p20 {b['p20_ms'] * 1e3:.2f}, p80 "
-                                       f"{b['p80_ms'] * 1e3:.2f}] n={b['n']}") for b in c["baseline"]]
+    rows += [(f"baseline {b['case']}", f"{_ms(b['median_ms'])} [p20 {_ms(b['p20_ms'])}, p80 "
+                                       f"{_ms(b['p80_ms'])}] n={b['n']}") for b in c["baseline"]]
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r["verdicts"].items()))
     rows.append(("rounds", f"{r['count']}" + (f" ({verdicts})" if verdicts else "")))
     last = r["last"]
