@@ -32,6 +32,7 @@ def test_demo_in_a_pty_leaves_clean_lines(demo_pty):
     done = [line for line in lines if line.startswith("demo: 7/7 done in ")]
     assert len(done) == 1, "\n".join(lines)  # the finished progress leaves one plain line
     assert any(line.startswith("timed pairs of tiny") for line in lines)  # the round's spread
+    assert any(line.startswith("  pairs plot ") and line.endswith("rounds-pairs.png") for line in lines)
 
 
 def test_optimize_round_in_a_pty_leaves_clean_lines(demo_pty):

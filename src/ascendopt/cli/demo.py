@@ -78,7 +78,7 @@ def demo(
     round_run.prepare_backend()  # before anything imports the kernel registry
     from ascendopt import console
     from ascendopt.cli.next_steps import after_demo
-    from ascendopt.cli.report import write_report
+    from ascendopt.cli.report import pairs_plot_path, write_report
     from ascendopt.rounds import demo as round_demo
     from ascendopt.workspace import Workspace
 
@@ -97,7 +97,9 @@ def demo(
         md, png = ws.root / "report.md", ws.root / "rounds.png"
         write_report(ws, md, png, check_digest=True)  # the demo froze this contract itself: it must verify
         bar.advance()
-    out = {**result.data, "report": {"markdown": str(md), "plot": str(png)}}
+    pairs = pairs_plot_path(png)
+    out = {**result.data, "report": {"markdown": str(md), "plot": str(png),
+                                     "pairs_plot": str(pairs) if pairs.is_file() else None}}
 
     if json:
         console.print_json(out)
@@ -106,7 +108,8 @@ def demo(
         console.out("")
         console.out(f"files under {ws.root}:")
         for label, path in (("contract", ws.contract_path), ("round record", result.round_path),
-                            ("profiles", ws.profiles_dir), ("report", md), ("plot", png)):
+                            ("profiles", ws.profiles_dir), ("report", md), ("plot", png),
+                            *((("pairs plot", pairs),) if pairs.is_file() else ())):
             console.out(f"  {label:<13} {path}")
     console.next_steps(after_demo(ws))
     if result.exit_code:
