@@ -1,8 +1,19 @@
 """The one place that writes to the terminal.
 
 Status, progress, warnings and errors go to stderr; data (tables, JSON, paths asked for) goes to
-stdout, so ``ascendopt analyze --json ... | jq`` works. Colour follows rich's rules, so
-``NO_COLOR`` and non-terminal output give plain text.
+stdout, so ``ascendopt analyze --json ... | jq`` works.
+
+One console owns the screen. While a progress display (spinner, bar) is live, every line (status,
+warnings, data for a stdout that is the same terminal, and what other writers put on stderr: Python's
+``sys.stderr``, a native library's or a child's output relayed by ``relay``) is printed through the
+console that draws the display, so it lands above the display, never glued onto it. Nested
+``progress`` calls add a line to the display already live. A finished progress leaves one plain line
+(``demo: 7/7 done in 12.3 s``), a failed one nothing (the error says it).
+
+Colour: verdicts and stage statuses are coloured on a terminal (``styled``, ``verdict``); ``NO_COLOR``
+(any non-empty value, no-color.org) or ``--no-color`` turn colour off; output that is not a terminal is
+plain text (no escape codes). ``--quiet``: only verdict lines (``verdict``) and errors. ``--csv``: tables
+(``table``) are written as CSV on stdout, other data lines go to stderr.
 
 The event stream (``--events FILE``, ``-`` for stderr) is the same progress for programs: one JSON
 object per line, ``{"event", "time", "command", ...}`` (``cli/schemas/events.schema.json``). It hangs off
@@ -10,63 +21,195 @@ the calls that already inform humans, so the two never diverge: ``progress`` bar
 ``progress`` (done/total, message) and ``phase_end``; ``status`` lines give ``progress`` with the
 message; ``event`` adds the data events (``measurement``, ``stage_result``, ``round_recorded``); the
 CLI's error boundary ends the stream with ``error`` (on a failure) and the command's ``phase_end``.
+Events are written under ``--quiet`` too.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
+from rich.text import Text
 
 _stdout: Console | None = None
 _stderr: Console | None = None
 
+# the command line's output settings (``configure``); the CLI resets them at the start of every command
+_SETTINGS: dict[str, bool] = {"quiet": False, "no_color": False, "csv": False}
+# the live progress display, when one is drawn (``progress``); every line goes through its console
+_LIVE: dict[str, Any] = {"progress": None}
+# streams standing for the terminal while fd 2 itself is redirected to a filter (``stderr_on``)
+_ERR_STREAMS: list[IO[str]] = []
 
-def _make(stderr: bool) -> Console:
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, soft_wrap=stderr)
+# Outcome words -> rich styles: green passes and keeps, red failures and drops, yellow what could not tell
+# or is undone. Keys are lower case; ``styled`` looks the word up case-insensitively.
+OUTCOME_STYLES = {
+    "pass": "bold green", "keep": "bold green", "faster": "green", "ok": "green",
+    "fail": "bold red", "drop": "bold red", "slower": "red", "red": "bold red",
+    "inconclusive": "bold yellow", "implausible": "bold yellow", "revert": "yellow", "same": "", "skip": "dim",
+    "skipped": "dim", "not-run": "dim", "-": "dim",
+}
+
+
+def configure(*, quiet: bool | None = None, no_color: bool | None = None, csv: bool | None = None) -> None:
+    """Set the output settings (``None`` leaves one as it is); the consoles are rebuilt to follow them."""
+    global _stdout, _stderr
+    for key, value in (("quiet", quiet), ("no_color", no_color), ("csv", csv)):
+        if value is not None:
+            _SETTINGS[key] = bool(value)
+    _stdout = _stderr = None
+
+
+def reset() -> None:
+    """Default settings (the CLI calls it before each command: tests run many commands in one process)."""
+    configure(quiet=False, no_color=False, csv=False)
+
+
+def is_quiet() -> bool:
+    return _SETTINGS["quiet"]
+
+
+def csv_tables() -> bool:
+    return _SETTINGS["csv"]
+
+
+def colour_off() -> bool:
+    """``--no-color``, or ``NO_COLOR`` set to any non-empty value (no-color.org)."""
+    return _SETTINGS["no_color"] or os.environ.get("NO_COLOR", "") != ""
+
+
+def unicode_ok(console: Console | None = None) -> bool:
+    """Block characters may be printed: colour is on (``NO_COLOR`` users often sit at plain terminals) and
+    the stream's encoding is UTF-8."""
+    encoding = (console or stdout()).encoding or ""
+    return not colour_off() and encoding.lower().replace("-", "").startswith("utf")
+
+
+def _unproxied(stream: Any) -> Any:
+    """The stream behind rich's ``FileProxy`` (what ``sys.stderr`` is while a live display redirects it)."""
+    return getattr(stream, "rich_proxied_file", stream)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(_unproxied(stream).isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _make(stderr: bool, file: Any) -> Console:
+    return Console(file=file, stderr=stderr, markup=False, emoji=False, highlight=False, soft_wrap=stderr,
+                   no_color=colour_off())
 
 
 def stdout() -> Console:
     global _stdout
-    if _stdout is None or _stdout.file is not sys.stdout:
-        _stdout = _make(stderr=False)
+    target = _unproxied(sys.stdout)
+    if _stdout is None or _stdout.file is not target:
+        _stdout = _make(False, target)
     return _stdout
 
 
 def stderr() -> Console:
+    """The console for stderr: the live display's while one is drawn (so nothing is glued onto it)."""
     global _stderr
-    if _stderr is None or _stderr.file is not sys.stderr:
-        _stderr = _make(stderr=True)
+    live = _LIVE["progress"]
+    if live is not None:
+        return live.console
+    target = _ERR_STREAMS[-1] if _ERR_STREAMS else _unproxied(sys.stderr)
+    if _stderr is None or _stderr.file is not target:
+        _stderr = _make(True, target)
     return _stderr
+
+
+def _data() -> Console:
+    """Where a data line goes: stdout; through the live display's console when stdout is the same terminal
+    it is drawn on (a line written beside it would be glued onto the bar); stderr under ``--csv``."""
+    live = _LIVE["progress"]
+    if live is not None and (_isatty(sys.stdout) or _SETTINGS["csv"]):
+        return live.console
+    return stderr() if _SETTINGS["csv"] else stdout()
+
+
+@contextmanager
+def stderr_on(stream: IO[str]) -> Iterator[None]:
+    """While fd 2 is redirected to a filter (``collect.native_log``), the console writes to ``stream``
+    (the terminal fd 2 was), so its own lines do not loop through the filter."""
+    live = _LIVE["progress"]
+    before = live.console.file if live is not None else None
+    _ERR_STREAMS.append(stream)
+    if live is not None:
+        live.console.file = stream
+    try:
+        yield
+    finally:
+        _ERR_STREAMS.remove(stream)
+        if live is not None and _LIVE["progress"] is live:
+            live.console.file = before
+
+
+def relay(text: str) -> None:
+    """Text another writer put on stderr (a native library, a child process), caught on a pipe: printed
+    through the console, above any live display, as is (no styling, no wrapping). Shown under ``--quiet``
+    too: it may be an error, and the same writer's output outside a filter is not held back either."""
+    if not text:
+        return
+    if _LIVE["progress"] is not None:  # above the display (rich drops a bare \r: a line is a line there)
+        stderr().print(Text(text), end="", soft_wrap=True)
+        return
+    target = stderr().file  # no display: the bytes as they came, \r progress updates included
+    try:
+        target.write(text)
+        target.flush()
+    except (OSError, ValueError):  # a closed terminal: nothing left to show it on
+        pass
+
+
+def styled(text: str, outcome: str | None = None) -> Text:
+    """``text`` in the colour of ``outcome`` (``OUTCOME_STYLES``; default: ``text`` itself), for a table
+    cell or a line; plain when colour is off or the output is not a terminal (rich drops the style)."""
+    style = OUTCOME_STYLES.get((outcome if outcome is not None else text).strip().lower(), "")
+    return Text(text, style=style)
 
 
 def status(message: str) -> None:
     """A progress/status line for humans (stderr); a ``progress`` event with the message."""
-    stderr().print(message, style="dim")
+    if not _SETTINGS["quiet"]:
+        stderr().print(message, style="dim")
     event("progress", phase=_EVENTS["phases"][-1] if _EVENTS["phases"] else None, message=message)
 
 
-def info(message: str) -> None:
-    stderr().print(message)
+def info(message: str | Text) -> None:
+    if not _SETTINGS["quiet"]:
+        stderr().print(message)
 
 
 def warn(message: str) -> None:
-    stderr().print(f"warning: {message}", style="yellow")
+    if not _SETTINGS["quiet"]:
+        stderr().print(f"warning: {message}", style="yellow")
 
 
 def error(message: str) -> None:
     stderr().print(f"error: {message}", style="bold red")
 
 
-def out(text: str = "") -> None:
+def out(text: str | Text = "") -> None:
     """Data for stdout, printed as is: never wrapped at the terminal width (a path or a markdown line
-    must survive a pipe or a redirect whole)."""
-    stdout().print(text, soft_wrap=True)
+    must survive a pipe or a redirect whole). Nothing under ``--quiet``; stderr under ``--csv``."""
+    if not _SETTINGS["quiet"]:
+        _data().print(text, soft_wrap=True)
+
+
+def verdict(text: str, outcome: str) -> None:
+    """The command's verdict line (``gate: PASS``, ``verdict: keep``) on stdout in the colour of ``outcome``;
+    printed under ``--quiet`` too (it is what ``--quiet`` keeps)."""
+    _data().print(styled(text, outcome), soft_wrap=True)
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -218,59 +361,136 @@ def table(
     title: str | None = None,
     justify: Sequence[str] | None = None,
 ) -> None:
-    """Print a table of data on stdout. Numbers should be formatted by the caller."""
+    """Print a table of data on stdout. Numbers should be formatted by the caller; a cell may be a rich
+    ``Text`` (``styled``). ``--csv``: the header and rows as CSV (plain text; the title is left out), a
+    blank line after, so several tables stay apart; ``--quiet``: nothing."""
+    if _SETTINGS["quiet"]:
+        return
+    cells = [["" if v is None else v if isinstance(v, Text) else str(v) for v in row] for row in rows]
+    if _SETTINGS["csv"]:
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(list(columns))
+        writer.writerows([[c.plain if isinstance(c, Text) else c for c in row] for row in cells])
+        sys.stdout.write(buffer.getvalue() + "\n")
+        sys.stdout.flush()
+        return
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
     for i, col in enumerate(columns):
         t.add_column(col, justify=(justify[i] if justify else "left"), overflow="fold")
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
-    stdout().print(t)
+    for row in cells:
+        t.add_row(*row)
+    _data().print(t)
+
+
+def _progress_columns() -> list[Any]:
+    """Spinner, what is being done, and, once the amount of work is known, a bar, ``done/total`` and the
+    estimated time left; the time elapsed last."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    class WhenTotal(ProgressColumn):
+        """``inner`` while the task has a known, non-zero total; nothing before."""
+
+        def __init__(self, inner: ProgressColumn) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def render(self, task: Any) -> Any:
+            return self.inner.render(task) if task.total else Text("")
+
+    class Eta(ProgressColumn):
+        """``eta 0:00:12`` from rich's speed estimate (``eta -`` until there is one)."""
+
+        max_refresh = 0.5
+
+        def render(self, task: Any) -> Text:
+            left = task.time_remaining
+            if left is None:
+                return Text("eta -", style="progress.remaining")
+            minutes, seconds = divmod(int(math.ceil(left)), 60)
+            hours, minutes = divmod(minutes, 60)
+            return Text(f"eta {hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+
+    return [SpinnerColumn(), TextColumn("{task.description}"), WhenTotal(BarColumn(bar_width=20)),
+            WhenTotal(MofNCompleteColumn()), WhenTotal(Eta()), TimeElapsedColumn()]
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
 
 
 @contextmanager
 def progress(description: str, total: int | None = None) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields an object with ``advance(n=1)`` and ``update(text)``. Events:
-    ``phase_start`` (phase = ``description``), ``progress`` on each call, ``phase_end`` with the status."""
+    """A progress line on stderr; yields an object with ``advance(n=1)``, ``update(text)`` and
+    ``set_total(n)``. With a known total (``total`` or ``set_total``) the line shows a bar, ``done/total``
+    and an ETA. Drawn live on a terminal only (never under ``--quiet``); inside another ``progress`` it is
+    a second line of the same display. On success it leaves one plain line, ``description: done/total
+    done in 1.2 s``; on an error nothing. Events: ``phase_start`` (phase = ``description``), ``progress``
+    on each call, ``phase_end`` with the status."""
     import time
 
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    columns = [SpinnerColumn(), TextColumn("{task.description}")]
-    if total is not None:
-        columns += [BarColumn(), TextColumn("{task.completed}/{task.total}")]
-    columns.append(TimeElapsedColumn())
     started = time.monotonic()
     event("phase_start", phase=description, total=total)
     _EVENTS["phases"].append(description)
     outcome = "error"
+    bar, owner, task = _LIVE["progress"], False, None
+    done, size = [0], [total]
     try:
-        with Progress(*columns, console=stderr(), transient=False) as bar:
+        if bar is None and not _SETTINGS["quiet"] and stderr().is_terminal:
+            from rich.progress import Progress
+
+            bar = Progress(*_progress_columns(), console=stderr(), transient=True,
+                           redirect_stdout=_isatty(sys.stdout), redirect_stderr=True)
+            bar.start()
+            owner, _LIVE["progress"] = True, bar
+        if bar is not None:
             task = bar.add_task(description, total=total)
-            done, size = [0], [total]
 
-            class _Handle:
-                def advance(self, n: int = 1) -> None:
+        class _Handle:
+            def advance(self, n: int = 1) -> None:
+                done[0] += n
+                if task is not None:
                     bar.advance(task, n)
-                    done[0] += n
-                    event("progress", phase=description, done=done[0], total=size[0])
+                event("progress", phase=description, done=done[0], total=size[0])
 
-                def update(self, text: str) -> None:
+            def update(self, text: str) -> None:
+                if task is not None:
                     bar.update(task, description=text)
-                    event("progress", phase=description, done=done[0], total=size[0], message=text)
+                event("progress", phase=description, done=done[0], total=size[0], message=text)
 
-                def set_total(self, n: int) -> None:
-                    """Make the bar determinate once the amount of work is known (``done/total``)."""
-                    size[0] = n
+            def set_total(self, n: int) -> None:
+                """Make the line determinate once the amount of work is known (``done/total``, ETA)."""
+                size[0] = n
+                if task is not None:
                     bar.update(task, total=n)
 
-            yield _Handle()
+        yield _Handle()
         outcome = "ok"
     finally:
+        if task is not None:
+            bar.remove_task(task)
+        if owner:
+            _LIVE["progress"] = None
+            bar.stop()
         if _EVENTS["phases"] and _EVENTS["phases"][-1] == description:
             _EVENTS["phases"].pop()
-        event("phase_end", phase=description, status=outcome, elapsed_s=round(time.monotonic() - started, 3))
+        elapsed = time.monotonic() - started
+        event("phase_end", phase=description, status=outcome, elapsed_s=round(elapsed, 3))
+    if not _SETTINGS["quiet"]:
+        count = f"{done[0]}/{size[0]} " if size[0] else ""
+        stderr().print(f"{description}: {count}done in {_seconds_text(elapsed)}", style="dim")
 
 
 # -- the event stream ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Layout (``root`` defaults to ``./.ascendopt``, or ``$ASCENDOPT_WORKSPACE``, or `
     contract.yaml          the frozen task contract (schema 1)
     rounds/0001.yaml ...   one record per optimize-round
     tune-cache.json        configurations measured by optimize-round --auto
-    report.md, rounds.png  the last ``ascendopt report`` (default paths)
+    report.md, rounds.png  the last ``ascendopt report`` (default paths; rounds-pairs.png: its timed pairs)
     profiles/<name>/ ...   profile folders collected by freeze/optimize-round/reprofile
     archive/<UTC stamp>/   the ledger of an earlier contract, moved aside by ``freeze --force``
     log.jsonl              the append-only audit log: one entry per command that wrote (``log_session``)
@@ -46,7 +46,7 @@ from ascendopt.errors import AscendoptError, ContractError, EnvironmentProblem, 
 
 SCHEMA = 1
 # What one contract's loop wrote, archived together on a re-freeze (profiles stay: see the docstring).
-LEDGER = ("contract.yaml", "rounds", "tune-cache.json", "report.md", "rounds.png")
+LEDGER = ("contract.yaml", "rounds", "tune-cache.json", "report.md", "rounds.png", "rounds-pairs.png")
 DIRNAME = ".ascendopt"  # the workspace folder's default name, searched for from the current directory up
 
 

@@ -159,7 +159,7 @@ def test_demo_text_reads_in_order_without_noise_or_leftovers(demo_as_a_user):
     # each step's result follows its step: the round's summary and the gate before the report step
     gate_result = re.search(r"^gate: (GREEN|RED|INCONCLUSIVE)", text, re.MULTILINE)
     assert gate_result, text[-3000:]
-    assert text.index("round 1 hypothesis:") < gate_result.start() < text.rindex("demo 7/7")
+    assert text.index("round 1 hypothesis:") < gate_result.start() < text.rindex("demo: 7/7 done in ")
     targeted = next(line for line in text.splitlines() if line.startswith("targeted metric"))
     assert "no hardware counters" in targeted and (" up " in targeted or " down " in targeted or "unchanged" in
                                                    targeted)

@@ -81,13 +81,19 @@ def root(
                      envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line and errors (no progress, "
+                                        "status lines or tables); --json and --events are unchanged.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour, as with NO_COLOR set (output that is "
+                                           "not a terminal never has colour).")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
+    from ascendopt import console
     from ascendopt.device import backends
 
     _state["debug"] = debug
+    console.configure(quiet=quiet, no_color=no_color)
     backends.reset()
     backends.select(backend)
 
@@ -112,8 +118,12 @@ def main(argv: list[str] | None = None) -> None:
     from ascendopt.cli import envelope, exits
     from ascendopt.workspace import set_invocation
 
-    args = sys.argv[1:] if argv is None else argv
-    set_invocation(list(args))  # the command line the audit log records
+    typed = sys.argv[1:] if argv is None else argv
+    set_invocation(list(typed))  # the command line the audit log records
+    args = hoist_output_flags(list(typed))
+    console.reset()
+    if "--no-color" in args:  # before the root callback runs: a usage error is printed without colour too
+        console.configure(no_color=True)
     _state["debug"] = "--debug" in args or os.environ.get("ASCENDOPT_DEBUG") == "1"
     as_json = envelope.json_requested(args)
     command = envelope.command_of(args)
@@ -130,6 +140,19 @@ def main(argv: list[str] | None = None) -> None:
                 sys.stdout.write(console.dumps_json(result) + "\n")
                 sys.stdout.flush()
     sys.exit(code)
+
+
+OUTPUT_FLAGS = ("--quiet", "--no-color")  # root options also accepted after the command name
+
+
+def hoist_output_flags(args: list[str]) -> list[str]:
+    """``ascendopt gate --quiet`` as ``ascendopt --quiet gate``: the output flags are the root's options, and
+    are also accepted anywhere after the command (before ``--``), where people type them."""
+    cut = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:cut] if a in OUTPUT_FLAGS]
+    if not flags:
+        return list(args)
+    return flags + [a for a in args[:cut] if a not in OUTPUT_FLAGS] + list(args[cut:])
 
 
 def _run(args: list[str], command: str) -> tuple[int, dict | None]:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, examples
+from ascendopt.cli.options import CsvOpt, JsonOpt, examples
 
 DEFAULT_TOP = 15  # kernels a printed report lists, hottest first (`--top`; `collect --analyze` uses it too)
 
@@ -215,13 +215,29 @@ def _print_compare(diff: dict[str, Any]) -> None:
         console.out(f"only after: {', '.join(diff['only_in_b'][:10])}")
 
 
+def stamp_text(stamp: str | None) -> str:
+    """A run's sort stamp (``YYYYMMDDhhmmss`` and up to 3 digits of milliseconds, the local time the profiler
+    put in the folder's name) as an ISO local time, ``2026-12-04T19:58:36.123``; ``-`` when there is none,
+    the digits as they are when they are not a date."""
+    import datetime as dt
+
+    if not stamp:
+        return "-"
+    try:
+        when = dt.datetime.strptime(stamp[:14], "%Y%m%d%H%M%S")
+    except ValueError:
+        return stamp
+    millis = stamp[14:17].rstrip("0")
+    return when.isoformat() + (f".{stamp[14:17]}" if millis else "")
+
+
 def _print_runs(path: str) -> None:
     from ascendopt import console
     from ascendopt.analyze.traces import list_runs
 
     runs = list_runs(path)
     console.table(["#", "run", "kind", "stamp"],
-                  [(i, str(r.path), r.kind, r.stamp or "-") for i, r in enumerate(runs, 1)],
+                  [(i, str(r.path), r.kind, stamp_text(r.stamp)) for i, r in enumerate(runs, 1)],
                   title=f"runs under {path} (newest last; analyze reads the newest)")
 
 
@@ -241,6 +257,7 @@ def analyze(
     by: Annotated[str, typer.Option("--by", metavar="KEY",
         help="One entry per kernel 'name', or per kernel and input 'shape' "
                                                  "(where the profile records shapes).")] = "name",
+    csv: CsvOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Step 3: rank kernels, classify bottlenecks, list levers.
@@ -255,6 +272,8 @@ def analyze(
     from ascendopt.analyze import diagnosis as analysis
     from ascendopt.analyze.traces import load_profile, load_profiles
 
+    if csv:
+        console.configure(csv=True)
     if list_:
         if json:
             from ascendopt.analyze.traces import list_runs

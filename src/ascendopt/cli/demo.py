@@ -30,7 +30,7 @@ def _round_result(record, hypothesis: str) -> None:
     from ascendopt.cli.render import render_round_summary
 
     console.out(f"round {record.number} hypothesis: {hypothesis}")
-    render_round_summary(record.summary, f"round {record.number} ({record.direction})")
+    render_round_summary(record.summary, f"round {record.number} ({record.direction})", record.timing)
 
 
 def _gate_result(gate) -> None:
@@ -39,7 +39,8 @@ def _gate_result(gate) -> None:
 
     state = "GREEN" if gate.passed else (f"RED at {gate.failed_stage.name}" if gate.failed_stage else
                                          f"INCONCLUSIVE at {gate.inconclusive_stage.name} (noise band too wide)")
-    console.out(f"gate: {state}: " + "; ".join(f"{s.name} {s.status}" for s in gate.stages))
+    outcome = "pass" if gate.passed else ("fail" if gate.failed_stage else "inconclusive")
+    console.verdict(f"gate: {state}: " + "; ".join(f"{s.name} {s.status}" for s in gate.stages), outcome)
     for note in gate.notes:
         if note.startswith("candidate: "):
             console.out(f"gate {note}")
@@ -77,7 +78,7 @@ def demo(
     round_run.prepare_backend()  # before anything imports the kernel registry
     from ascendopt import console
     from ascendopt.cli.next_steps import after_demo
-    from ascendopt.cli.report import write_report
+    from ascendopt.cli.report import pairs_plot_path, write_report
     from ascendopt.rounds import demo as round_demo
     from ascendopt.workspace import Workspace
 
@@ -98,7 +99,9 @@ def demo(
         md, png = ws.root / "report.md", ws.root / "rounds.png"
         write_report(ws, md, png, check_digest=True)  # the demo froze this contract itself: it must verify
         bar.advance()
-    out = {**result.data, "report": {"markdown": str(md), "plot": str(png)}}
+    pairs = pairs_plot_path(png)
+    out = {**result.data, "report": {"markdown": str(md), "plot": str(png),
+                                     "pairs_plot": str(pairs) if pairs.is_file() else None}}
 
     if json:
         console.print_json(out)
@@ -107,7 +110,8 @@ def demo(
         console.out("")
         console.out(f"files under {ws.root}:")
         for label, path in (("contract", ws.contract_path), ("round record", result.round_path),
-                            ("profiles", ws.profiles_dir), ("report", md), ("plot", png)):
+                            ("profiles", ws.profiles_dir), ("report", md), ("plot", png),
+                            *((("pairs plot", pairs),) if pairs.is_file() else ())):
             console.out(f"  {label:<13} {path}")
     console.next_steps(after_demo(ws))
     if result.exit_code:

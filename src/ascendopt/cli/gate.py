@@ -6,22 +6,32 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
+from ascendopt.cli.options import CsvOpt, EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE",
            "implausible": "IMPLAUSIBLE"}
 
 
+def _stage_summary(stage) -> str:
+    """A stage's table cell. The performance stage's per-case lines are printed under the table (with their
+    spread), so its cell says only how many cases were timed and how many passed: printed once, not twice."""
+    if stage.name == "performance" and stage.status in ("pass", "fail", "inconclusive", "implausible") and stage.checks:
+        passed = sum(1 for c in stage.checks if c.passed)
+        return f"{passed} of {len(stage.checks)} timed case(s) pass; per case below"
+    return stage.summary
+
+
 def _render(result) -> None:
-    """Stage table, per-tensor report, verdict lines and the final line (stdout)."""
+    """Stage table, per-tensor report, per-case timing with the spread of its pairs, the verdict line (stdout)."""
     from ascendopt import console
-    from ascendopt.cli.render import tensor_report_lines
+    from ascendopt.cli.render import spread_lines, tensor_report_lines
     from ascendopt.gate.bench import DecisionRule
     from ascendopt.gate.correctness import TensorReport
     from ascendopt.gate.result import IMPLAUSIBLE_ADVICE, INCONCLUSIVE_ADVICE
 
     console.table(["stage", "status", "summary"],
-                  [(s.name, _STATUS[s.status], s.summary) for s in result.stages], title="ascendopt gate")
+                  [(s.name, console.styled(_STATUS[s.status], s.status), _stage_summary(s)) for s in result.stages],
+                  title="ascendopt gate")
     for stage in result.stages:
         tensors = stage.data.get("tensors")
         if tensors:
@@ -39,28 +49,33 @@ def _render(result) -> None:
         if stage.name == "correctness" and stage.status == "fail" and "output_tail" in stage.data:
             console.out(stage.data["output_tail"])
         if stage.name == "performance" and stage.status in ("pass", "fail", "inconclusive", "implausible"):
-            for check in stage.checks:
+            comparisons = stage.data.get("comparisons", [])
+            for i, check in enumerate(stage.checks):
                 console.out(check.message)
+                samples = comparisons[i].get("samples_ms") if i < len(comparisons) else None
+                for line in spread_lines(samples or {}):
+                    console.out(line)
     for note in result.notes:
         console.info(f"note: {note}")
     if result.passed:
         perf = next(s for s in result.stages if s.name == "performance")
         faster = [c for c in perf.data.get("comparisons", []) if c["verdict"] == "faster"]
         extra = "; ".join(f"{c['case']} {c['speedup']:.3f}x faster" for c in faster)
-        console.out("gate: PASS" + (f" ({extra})" if extra else ""))
+        console.verdict("gate: PASS" + (f" ({extra})" if extra else ""), "pass")
     elif result.failed_stage is not None:
-        console.out(f"gate: FAIL at {result.failed_stage.name} (exit {result.exit_code})")
+        console.verdict(f"gate: FAIL at {result.failed_stage.name} (exit {result.exit_code})", "fail")
     elif result.inconclusive_stage is None:
         stage = result.implausible_stage
-        console.out(f"gate: IMPLAUSIBLE at {stage.name} (exit {result.exit_code}): "
-                    + "; ".join(f"{i['case']}: {i['reason']}" for i in stage.data.get("implausible", []))
-                    + "; not a pass")
+        console.verdict(f"gate: IMPLAUSIBLE at {stage.name} (exit {result.exit_code}): "
+                        + "; ".join(f"{i['case']}: {i['reason']}" for i in stage.data.get("implausible", []))
+                        + "; not a pass", "implausible")
         console.out(f"advice: {IMPLAUSIBLE_ADVICE}")
     else:
         stage = result.inconclusive_stage
         bands = [c["threshold_rel"] for c in stage.data.get("comparisons", []) if c["verdict"] == "inconclusive"]
-        console.out(f"gate: INCONCLUSIVE at {stage.name} (exit {result.exit_code}): noise band "
-                    f"±{max(bands):.2%} stayed wider than ±{DecisionRule().max_band:.0%}; not a pass")
+        console.verdict(f"gate: INCONCLUSIVE at {stage.name} (exit {result.exit_code}): noise band "
+                        f"±{max(bands):.2%} stayed wider than ±{DecisionRule().max_band:.0%}; not a pass",
+                        "inconclusive")
         console.out(f"advice: {INCONCLUSIVE_ADVICE}")
 
 
@@ -84,6 +99,7 @@ def gate(
              "given (printed and in --json). Without it such a gate exits 6.")] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
+    csv: CsvOpt = False,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
@@ -112,6 +128,8 @@ def gate(
 
     if junit:  # before the gate runs: a verdict must never be lost to an unwritable report path
         check_output_path(junit, "--junit")
+    if csv:
+        console.configure(csv=True)
     ws = Workspace.resolve(workspace)
     result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs,
                       timeout=timeout, accept_implausible=_reason(accept_implausible))

@@ -6,12 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, examples
+from ascendopt.cli.options import CsvOpt, JsonOpt, examples
 
 
 def kernels(
     name: Annotated[str | None, typer.Argument(metavar="NAME",
         hidden=True, help="Show one kernel in detail (default: list all).")] = None,
+    csv: CsvOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """List the bundled kernels, their shapes and tunables.
@@ -25,6 +26,8 @@ def kernels(
     from ascendopt.cli.next_steps import after_kernels
     from ascendopt.kernels.describe import describe_spec
 
+    if csv:
+        console.configure(csv=True)
     specs = [registry.get(name)] if name else registry.all_specs()
     data = [describe_spec(spec, detail=name is not None) for spec in specs]
     console.next_steps(after_kernels(name))

@@ -181,7 +181,7 @@ def optimize_round(
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})
     else:
-        render_round_summary(record.summary, f"round {record.number} ({record.direction})")
+        render_round_summary(record.summary, f"round {record.number} ({record.direction})", record.timing)
         if not record.gate.get("passed"):
             console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
             error = record.gate.get("error")

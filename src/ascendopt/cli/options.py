@@ -68,3 +68,7 @@ def examples(*lines: str) -> str:
     """A command's "Examples:" epilog for ``--help``: the lines printed as written (click's ``\\b`` marker keeps
     the block from being rewrapped), indented under the heading."""
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+CsvOpt = Annotated[bool, typer.Option(
+    "--csv", help="Print the tables as CSV on stdout (a header row each, a blank line after each table); the "
+                  "other lines go to stderr.")]

@@ -9,7 +9,7 @@ Rendering lives in ``cli`` only; the packages build plain data (``rounds.summary
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ascendopt import console
@@ -17,6 +17,67 @@ from ascendopt.tune.space import config_text as format_config  # noqa: F401 - th
 
 if TYPE_CHECKING:
     from ascendopt.gate.correctness import TensorReport
+
+
+def format_duration_us(value: float | None) -> str:
+    """A duration given in microseconds, in the unit its size reads best in (``console.duration_text``, the one
+    formatter); ``-`` when unknown."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return console.duration_text(value)
+
+
+def format_duration_ms(value: float | None) -> str:
+    """``format_duration_us`` of a duration given in milliseconds."""
+    return "-" if value is None else format_duration_us(value * 1e3)
+
+
+SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
+SPARK_ASCII = " .:-=+*#%@"  # NO_COLOR or a non-UTF-8 terminal: the same heights in ASCII
+SPARK_BINS = 16
+
+
+def sparkline(values: Iterable[float], lo: float, hi: float, bins: int = SPARK_BINS,
+              *, ascii_only: bool | None = None) -> str:
+    """A one-line histogram of ``values`` over ``bins`` equal bins from ``lo`` to ``hi``: one character per
+    bin, its height the bin's count relative to the fullest bin (any non-empty bin shows at least the
+    lowest mark). Block characters, or ASCII when ``ascii_only`` (default: ``not console.unicode_ok()``)."""
+    marks = SPARK_ASCII if (not console.unicode_ok() if ascii_only is None else ascii_only) else SPARK_BLOCKS
+    counts = [0] * bins
+    width = (hi - lo) or 1.0
+    for v in values:
+        counts[min(bins - 1, max(0, int((v - lo) / width * bins)))] += 1
+    top = max(counts) or 1
+    return "".join(marks[0] if c == 0 else marks[max(1, round(c / top * (len(marks) - 1)))] for c in counts)
+
+
+def spread(samples_ms: Sequence[float]) -> dict[str, float]:
+    """min, median, max and the interquartile range (p75 - p25) of timed samples, in ms."""
+    import numpy as np
+
+    x = np.asarray(samples_ms, dtype=float)
+    q25, q50, q75 = np.percentile(x, [25, 50, 75])
+    return {"n": int(x.size), "min": float(x.min()), "median": float(q50), "max": float(x.max()),
+            "iqr": float(q75 - q25)}
+
+
+def spread_lines(samples_ms: Mapping[str, Sequence[float]], indent: str = "  ", *,
+                 ascii_only: bool | None = None) -> list[str]:
+    """One line per timed side: ``baseline  n=30  min 10.21 µs  median 10.40 µs  max 11.02 µs  IQR 0.18 µs
+    |▁▃█▅▂▁|``; the histograms of all sides share one range (min to max over every side), so they line up."""
+    sides = {name: list(v) for name, v in samples_ms.items() if v}
+    if not sides:
+        return []
+    lo = min(min(v) for v in sides.values())
+    hi = max(max(v) for v in sides.values())
+    width = max(len(name) for name in sides)
+    lines = []
+    for name, values in sides.items():
+        s = spread(values)
+        lines.append(f"{indent}{name:<{width}}  n={s['n']}  min {format_duration_ms(s['min'])}  median "
+                     f"{format_duration_ms(s['median'])}  max {format_duration_ms(s['max'])}  IQR "
+                     f"{format_duration_ms(s['iqr'])}  |{sparkline(values, lo, hi, ascii_only=ascii_only)}|")
+    return lines
 
 
 def speedup_text(ratio: float | None) -> str:
@@ -68,13 +129,15 @@ def _fmt(v: float | None, column: str = "") -> str:
     return f"{v:.3f}"
 
 
-def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
+def render_round_summary(summary: Mapping[str, Any], title: str, timing: Mapping[str, Any] | None = None) -> None:
     """Print a round summary (``rounds.summary.build`` output): a before/after table on stdout, then
     the bound, targeted-metric, UB, speed, verdict and next-step lines.
 
     ``title`` heads the table (``"round 3 (block_rows=8)"``, ``"reprofile after: ..."``). A red gate
     (verdict ``drop``) was neither timed nor profiled, so it prints no table and no speed. The
     ``verdict_label`` key, when present, replaces the word "verdict" (reprofile judges nothing).
+    ``timing``: the round's ``timing`` (``rounds.timing.round_timing``): the spread of its timed samples is
+    printed after the speed line (``timing_spread_lines``).
     """
     lines = []
     if summary["verdict"] != "drop":  # a red gate is neither timed nor profiled: no before/after table
@@ -96,7 +159,7 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         lines.append(f"UB use: {ub.get('detail')}" + ("" if ub.get("enforced") else " (predicted; not enforced here)"))
         if ub.get("warning"):
             lines.append(f"UB: {ub['warning']}")
-    speed = summary.get("speed")
+    speed = summary.get("speed")  # (the speed line keeps ms: its number is compared across rounds and tools)
     if summary["verdict"] == "drop":
         lines.append("speed: not measured, not re-profiled (red gate: no speed is reported)")
     elif speed:
@@ -107,12 +170,30 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         lines.append(f"speed: {candidate}; vs best {speedup_text(speed['ratio_vs_best'])}, "
                      f"vs baseline {speedup_text(speed['ratio_vs_baseline'])} (speedups against both re-timed "
                      "interleaved in this round)")
-    reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
-    lines.append(f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}")
-    lines.append(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
-                 + summary["stop_reason"])
+    if timing and summary["verdict"] != "drop":
+        lines += timing_spread_lines(timing)
     for line in lines:
         console.out(line)
+    reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
+    line = f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}"
+    if "verdict_label" in summary:
+        console.out(line)  # a label other than "verdict" (reprofile) judges nothing: not a verdict line
+    else:
+        console.verdict(line, summary["verdict"])
+    console.out(("another round: warranted - " if summary["another_round"] else "another round: NOT warranted - ")
+                + summary["stop_reason"])
+
+
+def timing_spread_lines(timing: Mapping[str, Any]) -> list[str]:
+    """The spread of a round's timed samples, per case: a ``timed pairs of CASE`` line, then one line per
+    side (``spread_lines``). Cases without samples (an older record) print nothing."""
+    lines = []
+    for case in timing.get("cases") or []:
+        samples = case.get("samples_ms") or {}
+        if samples:
+            lines.append(f"timed pairs of {case.get('case', '?')}, time per call:")
+            lines += spread_lines(samples)
+    return lines
 
 
 def target_metric_line(tm: Mapping[str, Any]) -> str:

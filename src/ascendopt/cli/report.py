@@ -25,9 +25,10 @@ def report(
     """Markdown and a plot of the rounds for a merge request.
 
     Write the contract and rounds as a merge-request summary: task, environment, baseline, one OPT_LOG
-    row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds. Both paths are checked
-    before anything is written (a folder or an unwritable place: exit 2, nothing written); `--out -` only reads,
-    so it works on a workspace this user cannot write."""
+    row per round, promotion stats, no-go bar, exact commands; and a plot of the rounds. Without --out the
+    markdown is also printed on stdout; with --out PATH only the path of the file is. Both paths are checked
+    before anything is written (a folder or an unwritable place: exit 2, nothing written); `--out -` prints the
+    markdown and writes nothing, so it works on a workspace this user cannot write."""
     from pathlib import Path
 
     from ascendopt import console
@@ -42,10 +43,17 @@ def report(
             check_output_path(path, option)
     result = write_report(ws, md_path, png_path)  # a report reads; the gate judges integrity
     if json:
+        pairs = None if png_path is None else pairs_plot_path(png_path)
         console.print_json({"markdown": None if md_path is None else str(md_path),
-                            "plot": None if png_path is None else str(png_path), "rounds": len(result.records),
-                            "best_round": result.best_round, "best_commit": result.best_commit,
-                            "best_user_commit": result.best_user_commit, "stop": result.stop.to_dict()})
+                            "plot": None if png_path is None else str(png_path),
+                            "pairs_plot": str(pairs) if pairs is not None and pairs.is_file() else None,
+                            "rounds": len(result.records), "best_round": result.best_round,
+                            "best_commit": result.best_commit, "best_user_commit": result.best_user_commit,
+                            "stop": result.stop.to_dict()})
+        return
+    if out and not to_stdout:  # the markdown went where it was asked for: stdout says where, not the file again
+        console.out(str(md_path))
+        console.info(f"plot written to {png_path}")
         return
     console.out(result.markdown.removesuffix("\n"))  # out() ends the line: stdout is the file, byte for byte
     written = [str(p) for p in (md_path, png_path) if p is not None]
@@ -56,14 +64,19 @@ def report(
 def write_report(ws, md_path, png_path, *, check_digest: bool = False):
     """Write the report of workspace ``ws``: the plot to ``png_path`` (PNG), then the markdown to
     ``md_path`` (either None: not written); returns the ``rounds.report.WorkspaceReport`` both were made from.
-    Used by ``report`` and by ``demo``."""
+    Used by ``report`` and by ``demo``. When some round has timed pairs and a plot is written, their
+    distribution is plotted beside the rounds plot (``pairs_plot_path``) and linked from a last "Timed pairs"
+    section."""
     from contextlib import nullcontext
+    from dataclasses import replace
     from pathlib import Path
 
     from ascendopt.rounds import report as rep
+    from ascendopt.rounds.pairs_plot import plot_pairs
     from ascendopt.workspace import atomic_write_text
 
-    link = None if png_path is None else rep.plot_link(md_path or Path.cwd() / "report.md", png_path)
+    md_for_links = md_path or Path.cwd() / "report.md"
+    link = None if png_path is None else rep.plot_link(md_for_links, png_path)
     result = rep.workspace_report(ws, plot_name=link, check_digest=check_digest)
     paths = [Path(p).resolve() for p in (md_path, png_path) if p is not None]
     # a report written into the workspace is a write of it: under its lock, in its audit log (elsewhere, or
@@ -72,9 +85,20 @@ def write_report(ws, md_path, png_path, *, check_digest: bool = False):
     with ws.lock() if into and ws.contract_path.is_file() and ws.held_by_this_process() is None else nullcontext():
         if png_path is not None:
             rep.plot_rounds(result.contract, result.records, png_path)
+            pairs_path = pairs_plot_path(png_path)
+            if plot_pairs(result.records, pairs_path) is not None:
+                section = ("\n## Timed pairs\n\nEach dot is one timed pair (candidate / baseline time, measured next "
+                           "to each other); the box holds the middle half.\n\n![timed pairs per round]"
+                           f"({rep.plot_link(md_for_links, pairs_path)})\n")
+                result = replace(result, markdown=result.markdown.rstrip("\n") + "\n" + section)
         if md_path is not None:
             atomic_write_text(md_path, result.markdown)
     return result
+
+
+def pairs_plot_path(png_path):
+    """The pair-distribution plot beside the rounds plot: ``rounds.png`` -> ``rounds-pairs.png``."""
+    return png_path.with_name(f"{png_path.stem}-pairs{png_path.suffix or '.png'}")
 
 
 EXAMPLES = examples(

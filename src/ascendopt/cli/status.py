@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
+from ascendopt.cli.options import CsvOpt, JsonOpt, WorkspaceOpt, examples
 
 
-def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
+def status(
+    workspace: WorkspaceOpt = None,
+    rounds: Annotated[bool, typer.Option(
+        "--rounds", help="Also show every round of the ledger side by side: change, gate, time, speedups vs "
+                         "the baseline and the best, noise band, verdict.")] = False,
+    csv: CsvOpt = False,
+    json: JsonOpt = False,
+) -> None:
     """Where the loop stands, and the next command to run.
 
     Say where the loop stands: the contract (bundled kernel or own code, commit, baseline), the rounds
@@ -20,13 +27,43 @@ def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     from ascendopt.rounds.status import loop_status
     from ascendopt.workspace import Workspace
 
-    data = loop_status(Workspace.resolve(workspace))
+    if csv:
+        console.configure(csv=True)
+    ws = Workspace.resolve(workspace)
+    data = loop_status(ws)
+    if rounds:
+        from ascendopt.rounds.context import RoundContext
+        from ascendopt.rounds.ledger_view import side_by_side
+
+        data["ledger"] = side_by_side(RoundContext.load(ws, check_digest=False).records)
     # the envelope's `next`, and the one `next:` line on stderr, like every other command
     console.next_steps([(step, "") for step in data["next"]])
     if json:
         console.print_json(data)
         return
     render(data)
+    if rounds:
+        render_ledger(data["ledger"])
+
+
+def render_ledger(rows: list[dict[str, Any]]) -> None:
+    """All rounds side by side (``rounds.ledger_view``), verdicts coloured; ``--csv`` gives the same columns."""
+    from ascendopt import console
+    from ascendopt.cli.render import format_config, format_duration_ms
+
+    def speedup(value: float | None, verdict: str | None) -> str:
+        return "-" if value is None else f"{value:.3f}x" + (f" {verdict}" if verdict else "")
+
+    console.table(
+        ["round", "direction", "change", "gate", "time", "vs baseline", "vs best", "noise band", "verdict"],
+        [(r["number"], r["direction"],
+          format_config(r["change"]) if isinstance(r["change"], dict) else (r["change"] or "-")[:12],
+          console.styled(r["gate"] + (f" at {r['failed_stage']}" if r["failed_stage"] else ""), r["gate"]),
+          format_duration_ms(r["candidate_ms"]), speedup(r["speedup_vs_baseline"], r["vs_baseline"]),
+          speedup(r["speedup_vs_best"], r["vs_best"]),
+          "-" if r["noise_band"] is None else f"±{r['noise_band']:.1%}", console.styled(r["verdict"]))
+         for r in rows],
+        title=f"rounds side by side ({len(rows)})" if rows else "rounds side by side: none recorded yet")
 
 
 def _ms(value: float | None) -> str:
@@ -98,6 +135,8 @@ def render(data: dict[str, Any]) -> None:
 EXAMPLES = examples(
     "ascendopt status",
     "ascendopt status --json -w .ascendopt-cpu",
+    "ascendopt status --rounds            # every round side by side",
+    "ascendopt status --rounds --csv > rounds.csv",
 )
 
 

@@ -17,6 +17,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from ascendopt import console
+
 # "<TAG>:<date> <time> <pid>:<tid> <File>.cpp:<line>] <message>" with kineto's tags
 # (searched, not anchored: a progress update without a newline may sit right before it)
 KINETO_LINE = re.compile(rb"(?:USDT|STAGE|INFO|WARNING|ERROR):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ [\w.]+:\d+\] ")
@@ -63,19 +65,28 @@ def quiet_native_log() -> Iterator[list[str]]:
             if pending and not _maybe_native(pending):
                 out, pending = out + pending, b""
             if out:
-                os.write(saved, out)
+                console.relay(out.decode("utf-8", "replace"))
         if pending:
-            os.write(saved, pending)
+            console.relay(pending.decode("utf-8", "replace"))
 
+    # the terminal fd 2 was, for the console: its own lines and the lines kept here are printed through it
+    # (above any live progress display, never glued onto it), not looped through the pipe
+    terminal = os.fdopen(os.dup(saved), "w", encoding="utf-8", errors="replace", closefd=True)
     thread = threading.Thread(target=pump, name="ascendopt-native-log", daemon=True)
-    thread.start()
     try:
-        yield dropped
+        with console.stderr_on(terminal):
+            thread.start()
+            try:
+                yield dropped
+            finally:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.flush()
+                os.dup2(saved, 2)  # closes the pipe's last write end: the pump sees EOF and drains
+                thread.join(timeout=5)
     finally:
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.flush()
-        os.dup2(saved, 2)  # closes the pipe's last write end: the pump sees EOF and drains
-        thread.join(timeout=5)
+            terminal.flush()
+        terminal.close()
         os.close(read_end)
         os.close(saved)
 

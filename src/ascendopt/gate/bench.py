@@ -259,6 +259,9 @@ class Comparison:
     candidate: Timing
     rechecked: bool = False
     reason: str = ""
+    # the paired samples the verdict was decided on (ms per call, ``baseline[i]`` next to ``candidate[i]``):
+    # the spread and histogram the CLI prints
+    samples_ms: dict[str, list[float]] | None = None
 
     @property
     def speedup(self) -> float:
@@ -330,7 +333,9 @@ def decide(
         verdict = "inconclusive"
         why = (f"change {math.expm1(effect):+.2%} within a ±{threshold:.2%} noise band, wider than the "
                f"±{rule.max_band:.0%} at which 'same' rules out a change")
-    return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why)
+    return Comparison(verdict, ratio, threshold, math.expm1(noise), p, ta, tb, reason=why,
+                      samples_ms={"baseline": [round(float(x), 7) for x in a],
+                                  "candidate": [round(float(x), 7) for x in b]})
 
 
 def undecided(result: Comparison, rule: DecisionRule = DecisionRule()) -> bool:

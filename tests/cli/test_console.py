@@ -1,0 +1,54 @@
+"""The one console, driven directly in a real pseudo-terminal: a progress line with a known total shows
+done/total and an ETA; a nested progress is a second line of the same display; status lines, data on a
+stdout that is the same terminal, Python's own stderr writes and a native library's writes to fd 2 (relayed
+by ``collect.native_log``) all land above the display, never glued onto it; a finished progress leaves one
+plain line, a failed one nothing."""
+
+import re
+import textwrap
+
+from _pty import assert_clean, run_pty
+
+SCRIPT = textwrap.dedent("""\
+    import os, sys, time
+    from ascendopt import console
+    from ascendopt.collect.native_log import quiet_native_log
+
+    with console.progress("outer", total=4) as outer:
+        for i in range(4):
+            time.sleep(0.25)
+            console.status(f"status line {i}")
+            with console.progress("inner timing", total=10) as inner:
+                for _ in range(10):
+                    time.sleep(0.08)
+                    inner.advance()
+            outer.advance()
+            console.out(f"data line {i}")
+            print(f"python stderr line {i}", file=sys.stderr)
+            with quiet_native_log():
+                os.write(2, f"native line {i}\\n".encode())
+                os.write(2, b"INFO:2026-01-01 00:00:00 1:1 x.cpp:1] kineto noise\\n")
+    try:
+        with console.progress("failing", total=3) as bar:
+            bar.advance()
+            time.sleep(0.3)
+            raise RuntimeError("boom")
+    except RuntimeError:
+        console.error("the failing step stopped")
+""")
+
+
+def test_progress_status_data_and_native_lines_share_one_display(tmp_path):
+    script = tmp_path / "drive.py"
+    script.write_text(SCRIPT)
+    code, raw, lines = run_pty(str(script), python=[])
+    text = raw.decode("utf-8", "replace")
+    assert code == 0, "\n".join(lines)
+    # a known total: done/total and an ETA, drawn while it runs
+    assert re.search(r"\b[1-9]/10\b", text) and re.search(r"eta \d:\d\d:\d\d", text), text[:3000]
+    starts = [f"{what} line {i}" for i in range(4) for what in ("status", "data", "python stderr", "native")]
+    assert_clean(raw, lines, [*starts, "outer: 4/4 done in ", "inner timing: 10/10 done in ",
+                              "error: the failing step stopped"])
+    assert not any("kineto noise" in line for line in lines)  # the filter still drops kineto's lines
+    assert sum(line.startswith("inner timing: 10/10 done") for line in lines) == 4
+    assert not any(line.startswith("failing") for line in lines)  # a failed progress leaves nothing
