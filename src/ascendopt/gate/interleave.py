@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,8 @@ from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import ProcessTimeout, kill_group
 
-MAX_NAMES = 200  # kernel names a child reports (longest total time first): enough for any match
+FIRST_TIMED_SEED = 1  # seeds of the timed calls' inputs: 1, 2, ... (seed 0: the output-equivalence call)
+WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
 
 
 class WorkloadError(CorrectnessError):
@@ -71,79 +71,6 @@ def load_workload(path: Path) -> Callable[[], Any]:
     from ascendopt.collect.workload import check_exec_file, load_exec_file
 
     return load_exec_file(check_exec_file(path))
-
-
-# -- the child -------------------------------------------------------------------------------------
-
-
-def _seed() -> None:
-    """Seed ``random``, numpy and torch (every device) with 0."""
-    import random
-
-    import torch
-
-    random.seed(0)
-    torch.manual_seed(0)
-    with contextlib.suppress(ImportError):
-        import numpy
-
-        numpy.random.seed(0)
-
-
-def _child_main(exec_file: str, seed: bool = False) -> None:
-    import faulthandler
-
-    from ascendopt.errors import AscendoptError, UsageError
-    from ascendopt.tune.autotune import install_pin
-
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    faulthandler.enable()  # a crash leaves the Python stack (with the workload's line) on stderr
-    try:
-        if seed:
-            _seed()
-        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (tune.autotune)
-        fn = load_workload(Path(exec_file))
-        if pin is not None and not pin.applied:
-            raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "
-                             "nothing was pinned")
-        proto.write(json.dumps({"ready": True}) + "\n")
-        _serve(fn, proto)
-    except AscendoptError as exc:
-        proto.write(json.dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")
-        sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, with the traceback in the child's log
-        traceback.print_exc()
-        proto.write(json.dumps({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70}) + "\n")
-        sys.exit(1)
-
-
-def _serve(fn: Callable[[], Any], proto) -> None:
-    from ascendopt.device import backends
-    from ascendopt.gate import bench
-
-    backend = backends.current()
-    run = bench.Sampler(lambda: fn(), None, backend)
-    for line in sys.stdin:
-        msg = json.loads(line)
-        if msg["cmd"] == "kernels":
-            from ascendopt.gate.kernel_hit import observed_kernels
-
-            reply: dict[str, Any] = {"seen": observed_kernels(fn)[:MAX_NAMES]}
-        elif msg["cmd"] == "warmup":
-            reply = {"per_call_ms": run.warmup(int(msg["count"]), float(msg["min_ms"]))}
-        elif msg["cmd"] == "sample":
-            reply = {"ms": run.sample(int(msg["calls"]))}
-        elif msg["cmd"] == "measure":
-            reply = {"timing": bench.measure(lambda: fn(), backend=backend, repeats=int(msg["repeats"])).to_dict()}
-        elif msg["cmd"] == "outputs":
-            from ascendopt.gate.equivalence import call_and_save
-
-            reply = call_and_save(fn, Path(msg["path"]), getattr(fn, "module_globals", {}))
-        else:
-            break
-        proto.write(json.dumps(reply) + "\n")
 
 
 # -- the parent side -------------------------------------------------------------------------------
@@ -180,13 +107,20 @@ class _Child:
         self.phase = Phase("workload() calls", DEFAULT_TIMEOUTS["workload_s"])  # callers set their own
         # the child must run on the backend this process selected (cpu: in Triton's interpreter)
         env = backends.child_env(kernels=True)
-        paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
-        env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("PYTHONPATH", None)  # isolated mode ignores it anyway; the tree goes on sys.path explicitly
+        # idle OpenMP threads sleep instead of spinning: a worker waiting for its next request takes no CPU
+        # from the side being timed (the judge checks it, ``gate.engine``)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         env.update(extra_env or {})
+        paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         self.log = tempfile.TemporaryFile()
         self._buf = b""
-        argv = [sys.executable, "-m", "ascendopt.gate.interleave", str(self.exec_file)] + (["--seed"] if seed else [])
+        self.rtt_ms = 0.0
+        self.next_seed = FIRST_TIMED_SEED
+        self.readings: list[dict[str, Any]] = []
+        self.has_inputs = False
+        argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
+        argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
         self.proc = subprocess.Popen(argv,
                                      cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
@@ -197,7 +131,31 @@ class _Child:
 
     def start(self, limit_s: float) -> None:
         """Wait (at most ``limit_s``) for the module code to run and the child to say it is ready."""
-        self.ask(None, Phase("module code", limit_s))
+        self.has_inputs = bool(self.ask(None, Phase("module code", limit_s)).get("inputs"))
+
+    def calibrate(self, requests: int = 15) -> float:
+        """The round trip of a request that does nothing, in ms (the median of ``requests``): what the
+        parent's reading of a timed batch includes besides the batch."""
+        times = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            self.ask({"cmd": "null"})
+            times.append((time.perf_counter() - t0) * 1e3)
+        self.rtt_ms = sorted(times)[len(times) // 2]
+        return self.rtt_ms
+
+    def batch(self, calls: int, seed: int) -> dict[str, Any]:
+        """One timed batch of ``calls`` calls on the inputs of seeds ``seed ..``: prepared first (not
+        timed), then started by the parent and timed by its clock from outside, then fingerprinted.
+        -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
+        "seed", "calls", "inputs": input fingerprints, "outputs": output fingerprints}``."""
+        inputs = self.ask({"cmd": "prepare", "calls": calls, "seed": seed})["inputs"]
+        t0 = time.perf_counter()
+        reply = self.ask({"cmd": "go"})
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        outputs = self.ask({"cmd": "check"})["outputs"]
+        return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]), "seed": seed,
+                "calls": calls, "inputs": inputs, "outputs": outputs}
 
     def ask(self, msg: dict[str, Any] | None, phase: Phase | None = None) -> dict[str, Any]:
         """Send ``msg`` (None: only read) and return the reply, within ``phase`` (default ``self.phase``)."""
@@ -266,21 +224,45 @@ class _Child:
         return WorkloadError(f"{self.side}: {where}: the workload process died ({how}) during {phase.name}: {last}")
 
     def warmup(self, count: int, min_ms: float) -> float:
-        return float(self.ask({"cmd": "warmup", "count": count, "min_ms": min_ms})["per_call_ms"])
+        """At least ``count`` calls and ``min_ms`` of the parent's time, one call a batch (the round trip
+        calibrated first); -> ms per call by the parent's clock."""
+        if not self.rtt_ms:
+            self.calibrate()
+        t0, n, seed = time.perf_counter(), 0, WARMUP_SEED
+        per_call = []
+        while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
+            per_call.append(self.batch(1, seed + n)["parent"])
+            n += 1
+            if n > 10_000:
+                break
+        return sorted(per_call)[len(per_call) // 2]
 
     def sample(self, calls: int) -> float:
-        return float(self.ask({"cmd": "sample", "calls": calls})["ms"])
+        """One timed batch (``batch``) on the next seeds; its readings kept in ``readings``; -> the
+        parent's ms per call (the number the verdict is taken on)."""
+        reading = self.batch(calls, self.next_seed)
+        self.next_seed += calls
+        self.readings.append(reading)
+        return reading["parent"]
 
-    def kernels(self, limit_s: float) -> list[str]:
-        """Kernel names in a profile of one call (after a warm one), within ``limit_s``."""
-        return list(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["seen"])
+    def kernels(self, limit_s: float) -> Any:
+        """``kernel_hit.observed_kernels`` of one call (after a warm one) in the worker, within ``limit_s``,
+        as the worker returned it."""
+        return self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["kernels"]
 
-    def measure(self, limit_s: float, repeats: int = 30):
-        """``bench.measure`` of ``workload()`` in the child, within ``limit_s`` -> ``bench.Timing``."""
+    def measure(self, limit_s: float, repeats: int = 30, warmup: int = 5, warmup_ms: float = 25.0,
+                min_sample_ms: float = 1.0):
+        """The workload timed alone by the parent's clock (freeze's baseline), within ``limit_s``:
+        warm-up, then ``repeats`` batches -> ``bench.Timing``; the readings stay in ``readings``."""
         from ascendopt.gate import bench
 
-        reply = self.ask({"cmd": "measure", "repeats": repeats}, Phase("workload() timing", limit_s))
-        return bench.Timing(**reply["timing"])
+        saved, self.phase = self.phase, Phase("workload() timing", limit_s)
+        try:
+            calls = bench.calls_per_sample(self.warmup(warmup, warmup_ms), min_sample_ms)
+            samples = [self.sample(calls) for _ in range(repeats)]
+        finally:
+            self.phase = saved
+        return bench.summarize(samples, calls)
 
     def outputs(self, path: Path, limit_s: float) -> dict[str, Any]:
         """One call of ``workload()`` within ``limit_s``; the tensors it returned are saved to ``path``
@@ -364,5 +346,3 @@ def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, p
         return bench.take_until_decided(taker, pairs, None, rule)
 
 
-if __name__ == "__main__":
-    _child_main(sys.argv[1], seed="--seed" in sys.argv[2:])
