@@ -188,15 +188,18 @@ def table(
 
 @contextmanager
 def progress(description: str, total: int | None = None) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields an object with ``advance(n=1)`` and ``update(text)``. Events:
-    ``phase_start`` (phase = ``description``), ``progress`` on each call, ``phase_end`` with the status."""
+    """A rich progress bar on stderr (with a total: done/total and the time left); yields an object with
+    ``advance(n=1)``, ``update(text)`` and ``set_total(n)``. Events: ``phase_start`` (phase = ``description``),
+    ``progress`` on each call (with a total: ``eta_s``, the seconds left at the pace so far), ``phase_end``
+    with the status and ``elapsed_s``."""
     import time
 
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
-        columns += [BarColumn(), TextColumn("{task.completed}/{task.total}")]
+        columns += [BarColumn(), TextColumn("{task.completed}/{task.total}"), TextColumn("eta"),
+                    TimeRemainingColumn()]
     columns.append(TimeElapsedColumn())
     started = time.monotonic()
     event("phase_start", phase=description, total=total)
@@ -211,7 +214,10 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
                 def advance(self, n: int = 1) -> None:
                     bar.advance(task, n)
                     done[0] += n
-                    event("progress", phase=description, done=done[0], total=size[0])
+                    # the time left at the pace so far (s); None while the total is unknown
+                    eta = (round((time.monotonic() - started) / done[0] * max(0, size[0] - done[0]), 1)
+                           if size[0] else None)
+                    event("progress", phase=description, done=done[0], total=size[0], eta_s=eta)
 
                 def update(self, text: str) -> None:
                     bar.update(task, description=text)

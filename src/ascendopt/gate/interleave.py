@@ -1,31 +1,20 @@
-"""Own-code workloads in child processes: the kernel-hit call, the freeze baseline, and interleaved
-timing of the same workload in several source trees, one child process per tree (the gate: frozen
-commit and working tree; a round: baseline, best kept commit and working tree).
+"""Own-code workloads in worker processes, seen from the parent: ``_Child`` starts one isolated worker
+(``gate.worker``: protocol and isolation there) rooted at a source tree and talks to it; ``gate.engine``
+builds verdicts from them (one warm worker per tree, the parent's clock, the audit).
 
-Why child processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
-the working tree define the same module names, so they cannot share one interpreter; and a workload
+Why worker processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
+the working tree define the same module names, so they cannot share one interpreter; a workload
 can hang or crash the interpreter, which must end the command with a named stage, not hang it or
-take it down. The parent keeps the measurement core's discipline anyway: all children warm up, use
-one batch size, and take samples in rotating order (AB BA, ABC CBA) so slow drift of clocks and
-temperature cancels in the pairs that ``bench.decide`` judges.
+take it down; and what decides a verdict (the clock above all) must be out of the candidate's reach.
 
-Every child runs in its own session and every request has a deadline: on expiry the child's process
-group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline,
-best or candidate), the phase and the limit. A workload that raises, or a child that dies, is a
-``WorkloadError`` naming the side and the workload's ``file:line``.
-
-Child protocol (one JSON object per line; the child's own stdout is redirected to stderr so a
-workload's prints cannot corrupt it): after the module code ran the child says ``{"ready": true}``;
-``{"cmd": "kernels"}`` -> ``{"seen": [names]}`` (``kernel_hit.observed_kernels``: a warm call, then
-one profiled call); ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
-``{"cmd": "sample", "calls"}`` -> ``{"ms"}`` (per call); ``{"cmd": "measure", "repeats"}`` ->
-``{"timing": bench.Timing as a dict}``; ``{"cmd": "outputs", "path"}`` -> one call whose returned tensors
-are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outputs", "skipped",
-"inputs_changed"}``); ``{"cmd": "exit"}``. A failure is answered ``{"error": message, "exit_code": N}``
-and the child exits. A child started with ``--seed`` (those whose outputs are compared) seeds ``random``,
-numpy and torch with 0 before the module code runs, so inputs drawn without a seed are the same on both
-sides. A child whose environment carries ``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code)
-pins one ``@triton.autotune`` config of the named kernel before the module code runs.
+Every worker runs in its own session and every request has a deadline: on expiry the worker's process
+group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline, best or
+candidate), the phase and the limit. A workload that raises, or a worker that dies, is a
+``WorkloadError`` naming the side and the workload's ``file:line``. A worker started with ``--seed``
+(all of the engine's) seeds ``random``, numpy and torch with 0 before the module code runs, so inputs
+drawn without a seed are the same on both sides. A worker whose environment carries
+``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code) pins one ``@triton.autotune`` config of
+the named kernel before the module code runs.
 """
 
 from __future__ import annotations
@@ -51,6 +40,9 @@ from ascendopt.process import ProcessTimeout, kill_group
 
 FIRST_TIMED_SEED = 1  # seeds of the timed calls' inputs: 1, 2, ... (seed 0: the output-equivalence call)
 WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
+# the harness's own start in a worker (Python, torch, ascendopt), before the workload's module code and
+# its limit: generous, since it is not the code under test, but bounded like everything else
+HARNESS_START_S = 120.0
 
 
 class WorkloadError(CorrectnessError):
@@ -119,6 +111,7 @@ class _Child:
         self.next_seed = FIRST_TIMED_SEED
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
+        self._bound = False
         argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
         argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
         self.proc = subprocess.Popen(argv,
@@ -130,7 +123,11 @@ class _Child:
         return self.proc.pid
 
     def start(self, limit_s: float) -> None:
-        """Wait (at most ``limit_s``) for the module code to run and the child to say it is ready."""
+        """Wait for the harness to start in the worker (importing torch: at most ``HARNESS_START_S``), then
+        (at most ``limit_s``) for the module code to run and the worker to say it is ready."""
+        if not self._bound:
+            self.ask(None, Phase("harness start-up (importing torch)", max(HARNESS_START_S, limit_s)))
+            self._bound = True
         self.has_inputs = bool(self.ask(None, Phase("module code", limit_s)).get("inputs"))
 
     def calibrate(self, requests: int = 15) -> float:
@@ -297,52 +294,3 @@ def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, see
         yield child
     finally:
         child.close()
-
-
-@contextlib.contextmanager
-def tree_processes(exec_rel: str, trees: Mapping[str, Path], *, load_s: float = DEFAULT_TIMEOUTS["workload_s"],
-                   timing_s: float = DEFAULT_TIMEOUTS["timing_s"]) -> Iterator[dict[str, _Child]]:
-    """One ready child per source tree (``{side: tree}``, e.g. baseline, best, candidate; the side names
-    every error), all started at once, each one's module code within ``load_s`` seconds; they share
-    one timing phase of ``timing_s`` seconds (the warm-up and every sample of every side). Closed,
-    with their process groups, on exit."""
-    with contextlib.ExitStack() as stack:
-        children: dict[str, _Child] = {}
-        for side, tree in trees.items():
-            children[side] = _Child(tree, exec_rel, side)
-            stack.callback(children[side].close)
-        for child in children.values():
-            child.start(load_s)
-        phase = Phase("workload() warm-up and timing", timing_s)
-        for child in children.values():
-            child.phase = phase
-        yield children
-
-
-def outputs_of(tree: Path, exec_rel: str, side: str, path: Path, *, limit_s: float) -> dict[str, Any]:
-    """A fresh seeded child's first ``workload()`` call, its outputs saved to ``path`` (module code and
-    call each within ``limit_s``) -> the reply of ``_Child.outputs``."""
-    with workload_process(tree, exec_rel, side, load_s=limit_s, seed=True) as child:
-        return child.outputs(path, limit_s)
-
-
-def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, pairs: int = 30, warmup: int = 5,
-                  warmup_ms: float = 25.0, min_sample_ms: float = 1.0, rule=None,
-                  load_s: float = DEFAULT_TIMEOUTS["workload_s"], timing_s: float = DEFAULT_TIMEOUTS["timing_s"]):
-    """Interleaved timing of ``<tree>/<exec_rel>``'s ``workload()`` in both trees -> ``bench.Comparison``.
-
-    ``load_s``: limit of each side's module code (both load at once); ``timing_s``: limit of the
-    whole timing phase (warm-up and all pairs of both sides, the extra pairs of a wide band included).
-    More trees (a round's baseline, best and candidate): ``tree_processes`` with ``bench.Interleaved``.
-    """
-    from ascendopt.gate import bench
-
-    rule = rule or bench.DecisionRule()
-    trees = {"baseline": baseline_tree, "candidate": candidate_tree}
-    with tree_processes(exec_rel, trees, load_s=load_s, timing_s=timing_s) as sides:
-        taker = bench.Interleaved([sides["baseline"], sides["candidate"]], warmup=warmup, warmup_ms=warmup_ms,
-                                  min_sample_ms=min_sample_ms)
-        # as bench.compare: a band too wide to tell gets up to 3 x the pairs before it is inconclusive
-        return bench.take_until_decided(taker, pairs, None, rule)
-
-

@@ -13,7 +13,7 @@ class, this process) only changes the worker's *second* reading, which the paren
 clock (``gate.engine``).
 
 Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
-stderr). After the module code: ``{"ready": true, "inputs": bool}`` (``inputs``: the file defines a callable
+stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs": bool}`` (``inputs``: the file defines a callable
 ``inputs(seed)``). Requests:
 
 * ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
@@ -138,6 +138,7 @@ def main(argv: list[str]) -> None:
     synchronize, make_timer, manual_seed = backend.synchronize, backend.timer, torch.manual_seed
     ops = bind_ops(torch)
     fp = fingerprint
+    write(dumps({"bound": True}) + "\n")  # the harness is up: the parent's module-code limit starts now
     # only now the tree, explicitly (isolated mode put neither it nor the current directory there)
     sys.path[0:0] = paths
     try:
