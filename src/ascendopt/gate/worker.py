@@ -13,8 +13,8 @@ class, this process) only changes the worker's *second* reading, which the paren
 clock (``gate.engine``).
 
 Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
-stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs": bool}`` (``inputs``: the file defines a callable
-``inputs(seed)``). Requests:
+stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs":
+bool}`` (``inputs``: the file defines a callable ``inputs(seed)``). Requests:
 
 * ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
 * ``{"cmd": "kernels"}`` -> ``{"kernels": ...}``: ``kernel_hit.observed_kernels`` of one call, passed on
