@@ -127,10 +127,13 @@ class Judged:
         self.calls = bench.calls_per_sample(per_call, request.min_sample_ms)
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
+        self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
         import time
 
+        if self.on_total:
+            self.on_total(len(self.samples[0]) + pairs)
         order = list(range(len(self.sides)))
         for _ in range(pairs):
             forward = len(self.samples[0]) % 2 == 0
@@ -243,7 +246,7 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
         if "problem" in b or "problem" in c:
             continue
         if b["dtype"] != c["dtype"] or b["shape"] != c["shape"]:
-            return f"{name}: {c['dtype']}{c['shape']}, the baseline {b['dtype']}{b['shape']}"
+            return f"{name}: dtype/shape {c['dtype']}{c['shape']}, the baseline {b['dtype']}{b['shape']}"
         if b["nonfinite"] != c["nonfinite"]:
             return f"{name}: {c['nonfinite']} non-finite element(s), the baseline {b['nonfinite']}"
         key = _SHORT.get(b["dtype"], b["dtype"])
@@ -365,11 +368,11 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     phase = Phase("workload() warm-up and timing", timing_s)
     for child in workers.values():
         child.phase = phase
-    judged = Judged(workers, request)
-    total = 3 * request.pairs  # the most take_until_decided takes; the bar is re-sized when it stops early
-    with console.progress(f"timing {label}: {', '.join(sides)} interleaved", total=total) as bar:
+    with console.progress(f"timing {label}: {', '.join(sides)} interleaved (warm-up)", total=request.pairs) as bar:
+        judged = Judged(workers, request)
+        bar.update(f"timing {label}: {', '.join(sides)} interleaved, rounds")
+        judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
         result = decide(judged, bar.advance)
-        bar.set_total(len(judged.samples[0]))
     return judged, result
 
 
