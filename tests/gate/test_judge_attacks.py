@@ -131,16 +131,24 @@ def test_timing_manipulation_a_patched_interpreter_clock_is_caught_by_the_parent
     assert perf["status"] == "inconclusive" and code == 6
     said = json.dumps(perf)
     assert "candidate: the parent's clock read" in said and "the worker's clock disagrees" in said
-    assert [c["verdict"] for c in perf["data"]["comparisons"]] == ["same"]  # the parent's clock saw no change
+    assert [c["verdict"] for c in perf["data"]["comparisons"]] != ["faster"]  # the parent's clock saw no gain
 
 
 # -- the harness -------------------------------------------------------------------------------------
 
 
-def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_timed_outputs(repo):
-    """KernelGuard harness tampering: right on the first (checked) call, then fast and wrong, with the
-    harness's fingerprint, flatten and comparison functions replaced so that wrong looks right."""
-    code, stages, err = _gate(repo, """\
+@pytest.mark.parametrize("patches", [
+    # the worker's fingerprint and the engine's comparison replaced: wrong timed outputs should look right
+    "worker.fingerprint = lambda value, ops: {'parts': {}, 'skipped': []}\n"
+    "engine.compare_fingerprints = lambda *a, **k: None\n",
+    # and the function that finds the tensors in what a call returned: nothing to compare at all
+    "worker.fingerprint = lambda value, ops: {'parts': {}, 'skipped': []}\n"
+    "equivalence.flatten = lambda value, name='output': ({}, [])\n",
+])
+def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_outputs(repo, patches):
+    """KernelGuard harness tampering: right on the first calls, then fast and wrong, with the harness's
+    functions (as the code under test can import them) replaced so that wrong looks right."""
+    code, stages, err = _gate(repo, textwrap.dedent("""\
         import time
 
         import torch
@@ -150,22 +158,23 @@ def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_tim
         import ascendopt.gate.worker as worker
 
         CALLS = [0]
-        worker.fingerprint = lambda value, ops: {"parts": {}, "skipped": []}
-        equivalence.flatten = lambda value, name="output": ({}, [])
-        engine.compare_fingerprints = lambda *a, **k: None
+        """) + patches + textwrap.dedent("""\
 
 
         def my_op(x):
             CALLS[0] += 1
-            if CALLS[0] > 2 and x.shape == (64, 64):
+            if CALLS[0] > 3 and x.shape == (64, 64):
                 return torch.zeros_like(x)
             time.sleep(0.01)
             return x * 2 + 1
-        """)
+        """))
     _no_speedup_pass(code, stages)
-    perf = stages["performance"]
-    assert code == 1 and perf["status"] == "fail"
-    assert "a timed call's output is wrong: candidate: the timed call on seed" in perf["summary"]
+    assert code == 1
+    red = next(s for s in stages.values() if s["status"] == "fail")
+    # the frozen outputs are compared in the parent; every timed output against the baseline's there too
+    assert red["name"] in ("correctness", "performance")
+    assert ("output equivalence vs the frozen commit" in red["summary"]
+            or "a timed call's output is wrong: candidate: the timed call on seed" in red["summary"]), red
 
 
 # -- state across timed calls ------------------------------------------------------------------------
@@ -282,5 +291,6 @@ def test_resource_contention_a_candidate_burning_cpu_while_the_baseline_runs_is_
     code, stages, err = _gate(repo, op + "\n" + textwrap.dedent(burner))
     _no_speedup_pass(code, stages)
     perf = stages["performance"]
-    assert perf["status"] == "inconclusive" and code == 6, perf
+    # inconclusive (exit 6); or slower (exit 4) when the burner slowed the candidate's own batches too
+    assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf
     assert re.search(r"candidate used \d+ ms of CPU while baseline was timed", json.dumps(perf)), perf
