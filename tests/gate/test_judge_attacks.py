@@ -128,7 +128,8 @@ def test_timing_manipulation_a_patched_interpreter_clock_is_caught_by_the_parent
         """))
     _no_speedup_pass(code, stages)
     perf = stages["performance"]
-    assert perf["status"] == "inconclusive" and code == 6
+    # inconclusive (exit 6); slower (exit 4) when the noise of a loaded machine made it so
+    assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf["summary"]
     said = json.dumps(perf)
     assert "candidate: the parent's clock read" in said and "the worker's clock disagrees" in said
     assert [c["verdict"] for c in perf["data"]["comparisons"]] != ["faster"]  # the parent's clock saw no gain
