@@ -285,7 +285,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     """
     import tempfile
 
-    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, store_outputs
+    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs
     from ascendopt.gate.interleave import FAILURES
     from ascendopt.gate.stages import missing_kernels
     from ascendopt.gate.testset import baseline_refusal, run_tests
@@ -334,7 +334,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                                            f"fallback?); the profile shows: {', '.join(seen[:10]) or 'nothing'}")
                 console.status(f"freeze: measuring the baseline workload() of {exec_rel} (timed by this process, "
                                f"limit {timeouts['timing_s']:g} s)")
-                timing = child.measure(timeouts["timing_s"])
+                timing = child.measure(timeouts["timing_s"], min_sample_ms=Verdict().sample_ms())  # as the gate
                 if not child.has_inputs:
                     console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
                                  "workload's own inputs, so a change that caches results across calls cannot be "

@@ -52,6 +52,11 @@ IDLE_CPU_REL = 0.10
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
 ANCHOR_DRIFT = 0.20
+# The shortest timed batch, ms. The parent's reading of a batch includes two process wake-ups (the worker's
+# on "go", the parent's on the reply), each up to milliseconds late on a busy CPU host: a 10 ms batch keeps
+# them at the percent level there; device hosts wake faster, and a longer batch would need a larger input
+# pool (one input set per call).
+SAMPLE_MS = {"cpu": 10.0, "default": 2.0}
 MAX_STORED_OUTPUTS = 256 * 2**20  # bytes: frozen outputs larger than this are not stored (fallback below)
 
 
@@ -71,10 +76,18 @@ class Verdict:
     precheck: bool = True
     profile: bool = True
     target_metric: str | None = None
-    min_sample_ms: float = 1.0
+    min_sample_ms: float | None = None  # None: ``sample_ms()``
     warmup: int = 5
     warmup_ms: float = 25.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def sample_ms(self) -> float:
+        """The shortest timed batch, ms: ``min_sample_ms``, else ``SAMPLE_MS`` of the current backend."""
+        from ascendopt.device import backends
+
+        if self.min_sample_ms is not None:
+            return self.min_sample_ms
+        return SAMPLE_MS.get(backends.current().name, SAMPLE_MS["default"])
 
 
 # -- process groups' CPU time (Linux /proc) -------------------------------------------------------
@@ -124,7 +137,7 @@ class Judged:
         for side in self.sides:
             side.calibrate()
         per_call = min(side.warmup(request.warmup, request.warmup_ms) for side in self.sides)
-        self.calls = bench.calls_per_sample(per_call, request.min_sample_ms)
+        self.calls = bench.calls_per_sample(per_call, request.sample_ms())
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
         self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
