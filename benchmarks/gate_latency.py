@@ -18,6 +18,7 @@ each command's wall time and its stages' durations from those events. Targets (i
 
     python benchmarks/gate_latency.py cpu --work /tmp/gl-cpu --out gate_latency_cpu.json
     python benchmarks/gate_latency.py cuda --fla /tmp/fla-src --work /tmp/gl-cuda --out gate_latency_cuda.json
+    PYTHONPATH=/path/to/older/ascendopt/src python benchmarks/gate_latency.py cpu --zero-arg ...  # "before"
 
 Prints a markdown table (one row per command) and writes the JSON record to ``--out``.
 """
@@ -69,6 +70,18 @@ PROXY_WORKLOAD = textwrap.dedent('''\
 
 
     def workload(x):
+        with torch.profiler.record_function("my_op_kernel"):
+            return my_op(x)
+    ''')
+# the same workload without inputs(seed): what an ascendopt before the judge's engine can run (--zero-arg)
+PROXY_WORKLOAD_ZERO_ARG = textwrap.dedent('''\
+    import torch
+    from op import my_op
+
+    x = torch.randn(192, 192)
+
+
+    def workload():
         with torch.profiler.record_function("my_op_kernel"):
             return my_op(x)
     ''')
@@ -132,12 +145,12 @@ def stages(events: Path) -> dict[str, float]:
     return out
 
 
-def make_cpu(work: Path, import_s: float) -> tuple[Path, list[str], str, str]:
+def make_cpu(work: Path, import_s: float, zero_arg: bool = False) -> tuple[Path, list[str], str, str]:
     repo = work / "proxy"
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
     for rel, text in {"op.py": PROXY_OP.format(import_s=import_s), "tests/test_op.py": PROXY_TEST,
-                      "bench.py": PROXY_WORKLOAD}.items():
+                      "bench.py": PROXY_WORKLOAD_ZERO_ARG if zero_arg else PROXY_WORKLOAD}.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     git(repo, "init", "-q")
@@ -169,10 +182,13 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="cuda: fla is already installed")
     parser.add_argument("--import-s", type=float, default=2.0, help="cpu: seconds the proxy pays at import")
     parser.add_argument("--pairs", type=int, default=30)
+    parser.add_argument("--zero-arg", action="store_true",
+                        help="cpu: a workload() without inputs(seed), to time an ascendopt from before the engine "
+                             "(PYTHONPATH=OLD/src)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.case == "cpu":
-        repo, tests, exec_rel, kfilter = make_cpu(args.work, args.import_s)
+        repo, tests, exec_rel, kfilter = make_cpu(args.work, args.import_s, args.zero_arg)
     else:
         if not args.fla:
             parser.error("cuda needs --fla DIR")

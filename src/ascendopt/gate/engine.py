@@ -381,9 +381,11 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     phase = Phase("workload() warm-up and timing", timing_s)
     for child in workers.values():
         child.phase = phase
-    with console.progress(f"timing {label}: {', '.join(sides)} interleaved (warm-up)", total=request.pairs) as bar:
+    what = f"timing {label}: {', '.join(sides)} interleaved"
+    with console.progress(what, total=request.pairs) as bar:
+        bar.update(f"{what} (warm-up)")
         judged = Judged(workers, request)
-        bar.update(f"timing {label}: {', '.join(sides)} interleaved, rounds")
+        bar.update(what)
         judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
         result = decide(judged, bar.advance)
     return judged, result

@@ -224,15 +224,14 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     (``_output_checks``; one check per output)."""
     import tempfile
 
-    tests = session.tests_result()
-    if tests.status != "pass":
-        return tests
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
     frozen = contract.equivalence or {}
     compare = bool(frozen.get("enabled"))
     console.status(f"gate: calling workload() of {exec_rel} in the working tree's worker (limit {limit:g} s)")
+    failed: Exception | None = None
     with tempfile.TemporaryDirectory(prefix="ascendopt-outputs-") as tmp:
+        # the worker's calls overlap with the tests still running; the tests' verdict is reported first
         try:
             child = session.worker("candidate")
             candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
@@ -240,7 +239,12 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
             outputs, data = (_output_checks(contract, candidate, Path(tmp), limit, session)
                              if candidate is not None else ([], {}))
         except WORKLOAD_FAILURES as exc:
-            return _workload_failed("correctness", str(exc), tests.checks, tests.data)
+            failed = exc
+        tests = session.tests_result()
+        if tests.status != "pass":
+            return tests
+        if failed is not None:
+            return _workload_failed("correctness", str(failed), tests.checks, tests.data)
     checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
     if not compare:
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
@@ -462,16 +466,17 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     _stage_event(integrity)
     root = project_root()
     if contract is not None and integrity.status == "pass":
-        ctx = context or RoundContext.for_contract(ws, contract)
-        _fingerprint_notes(contract, notes)
-        if not ctx.is_kernel and config_override:
+        if not contract.is_kernel and config_override:
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
-        config, source = _candidate(ctx, config_override)
-        if ctx.is_kernel:
-            notes.append(f"candidate: {source}: {config_text(config)}")
         request = Verdict(pairs=pairs, timeout=timeout, skip_perf=skip_perf)
         with contextlib.ExitStack() as stack:
-            session = None if ctx.is_kernel else _own_session(stack, ws, contract, root, request)
+            # own code: the tests and the workers start first; the rest of the set-up overlaps with them
+            session = None if contract.is_kernel else _own_session(stack, ws, contract, root, request)
+            ctx = context or RoundContext.for_contract(ws, contract)
+            _fingerprint_notes(contract, notes)
+            config, source = _candidate(ctx, config_override)
+            if ctx.is_kernel:
+                notes.append(f"candidate: {source}: {config_text(config)}")
             runners = [
                 lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else
                          _correctness_own(contract, root, timeout, session)),
