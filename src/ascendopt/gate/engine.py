@@ -93,27 +93,46 @@ class Verdict:
 # -- process groups' CPU time (Linux /proc) -------------------------------------------------------
 
 
-def group_cpu_ms(pgids: Sequence[int]) -> dict[int, float] | None:
-    """CPU time (user + system, ms) of every live process in each process group of ``pgids``; None where
-    ``/proc`` is not there to read (not Linux)."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    out = {g: 0.0 for g in pgids}
+def _stat(pid: int | str) -> tuple[int, float] | None:
+    """(process group, CPU ms used) of a live process from ``/proc/PID/stat``; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[2]), (int(fields[11]) + int(fields[12])) * 1e3 / _TICK
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def group_members(pgids: Sequence[int]) -> dict[int, list[int]] | None:
+    """The live pids of each process group in ``pgids`` (a scan of ``/proc``); None where there is no
+    ``/proc`` (not Linux)."""
+    out: dict[int, list[int]] = {g: [] for g in pgids}
     try:
         names = os.listdir("/proc")
     except OSError:
         return None
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        pgrp = int(fields[2])
-        if pgrp in out:
-            out[pgrp] += (int(fields[11]) + int(fields[12])) * 1e3 / tick
+        if name.isdigit():
+            got = _stat(name)
+            if got is not None and got[0] in out:
+                out[got[0]].append(int(name))
+    return out
+
+
+def group_cpu_ms(members: Mapping[int, Sequence[int]]) -> dict[int, float]:
+    """CPU ms used so far by the known members (``group_members``) of each process group; a process that
+    ended since counts 0 (so totals are compared only over processes alive at both readings)."""
+    out = {}
+    for pgid, pids in members.items():
+        total = 0.0
+        for pid in pids:
+            got = _stat(pid)
+            total += got[1] if got is not None and got[0] == pgid else 0.0
+        out[pgid] = total
     return out
 
 
@@ -150,16 +169,18 @@ class Judged:
         order = list(range(len(self.sides)))
         for _ in range(pairs):
             forward = len(self.samples[0]) % 2 == 0
+            # who is in each side's process group, once a round (a process started later is seen next round)
+            members = group_members([side.pid for side in self.sides])
             for k in (order if forward else order[::-1]):
-                others = [i for i in order if i != k]
-                before = group_cpu_ms([self.sides[i].pid for i in others])
+                others = {self.sides[i].pid: members[self.sides[i].pid] for i in order if i != k} if members else {}
+                before = group_cpu_ms(others)
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
-                after = group_cpu_ms([self.sides[i].pid for i in others])
-                if before is not None and after is not None:
-                    for i in others:
-                        pid = self.sides[i].pid
+                after = group_cpu_ms(others)
+                for i in order:
+                    pid = self.sides[i].pid
+                    if pid in others:
                         self.idle.append((self.names[i], self.names[k], after[pid] - before[pid], wall))
             if on_pair:
                 on_pair()

@@ -57,7 +57,7 @@ def bind_ops(torch) -> Any:
     return SimpleNamespace(Tensor=torch.Tensor, flatten=flatten, sum=torch.sum, abs=torch.abs, where=torch.where,
                            isfinite=torch.isfinite, zeros_like=torch.zeros_like, arange=torch.arange,
                            div=torch.div, view_as_real=torch.view_as_real, reshape=torch.reshape,
-                           to=torch.Tensor.to, detach=torch.Tensor.detach, numel=torch.Tensor.numel,
+                           to=torch.Tensor.to, detach=torch.Tensor.detach, numel=torch.Tensor.numel, cat=torch.cat,
                            storage=torch.Tensor.untyped_storage, is_complex=torch.is_complex,
                            float64=torch.float64, long=torch.long)
 
@@ -89,19 +89,20 @@ def fingerprint(value: Any, ops) -> dict[str, Any]:
         x = ops.to(flat, dtype=ops.float64)
         n = ops.numel(x)
         finite = ops.isfinite(x)
-        nonfinite = n - int(ops.sum(finite))
         x = ops.where(finite, x, ops.zeros_like(x))
-        sums, abss, counts = [float(ops.sum(x))], [float(ops.sum(ops.abs(x)))], [n]
-        if n:
-            k = min(n, SAMPLES)
+        k = min(n, SAMPLES) // GROUPS * GROUPS  # evenly strided samples, GROUPS interleaved groups of them
+        if k:
             idx = ops.to(ops.div(ops.arange(k, device=x.device, dtype=ops.float64) * n, k, rounding_mode="floor"),
                          dtype=ops.long)
-            picked = x[idx]
-            for g in range(GROUPS):
-                part = picked[g::GROUPS]
-                sums.append(float(ops.sum(part)))
-                abss.append(float(ops.sum(ops.abs(part))))
-                counts.append(ops.numel(part))
+            groups = ops.reshape(x[idx], (-1, GROUPS))
+            sums = ops.cat([ops.reshape(ops.sum(x), (1,)), ops.sum(groups, 0)])
+            abss = ops.cat([ops.reshape(ops.sum(ops.abs(x)), (1,)), ops.sum(ops.abs(groups), 0)])
+            counts = [n] + [k // GROUPS] * GROUPS
+        else:
+            sums, abss, counts = ops.reshape(ops.sum(x), (1,)), ops.reshape(ops.sum(ops.abs(x)), (1,)), [n]
+        summary = ops.cat([sums, abss, ops.reshape(ops.to(n - ops.sum(finite), dtype=ops.float64), (1,))]).tolist()
+        width = len(counts)
+        sums, abss, nonfinite = summary[:width], summary[width:2 * width], int(summary[-1])
         parts[name] = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "sum": sums,
                        "abs": abss, "n": counts, "nonfinite": nonfinite}
     return {"parts": parts, "skipped": skipped}
