@@ -1,26 +1,45 @@
 """The own-code loop on a real external project, step by step, with the exit code each step must give.
 
-Run on a CUDA host (the H200) with Liger-Kernel's source distribution from PyPI, which ships its own
-``test/`` folder (``pip download --no-binary :all: --no-deps liger-kernel``)::
+Two projects (``--project``), each run on a CUDA host (the H200) as a user of ascendopt would in their own
+repository: the source is made a git repository, installed editable (``pip install --no-deps
+--no-build-isolation -e .``), a workload file and a baseline de-tuned on purpose are committed (so a real,
+known faster change exists for the loop to find and keep), ``freeze`` runs with one of the project's own
+test files, then one change at a time is made, gated, checked against its expected exit code and undone.
+
+``--project liger`` (default): Liger-Kernel's PyPI source distribution, which ships its ``test/`` folder
+(``pip download --no-binary :all: --no-deps liger-kernel``)::
 
     python3 benchmarks/own_code_loop.py --sdist liger_kernel-0.8.5.tar.gz --work /tmp/liger-loop --out loop.json
 
-What it does, as a user of ascendopt would in their own repository:
+Workload: layer norm forward, bf16 [8192, 4096]; baseline: the forward launch at ``num_warps=1``; frozen with
+``test/transformers/test_layer_norm.py`` and ``--kernel-filter _layer_norm_forward_kernel``; changes: slower
+(forward launched twice), wrong (bias dropped), skip-all ``conftest.py``, raising, hanging under
+``--timeout``, faster (Liger's own launch setting back: kept and committed).
 
-1. unpacks the sdist, makes it a git repository and installs it editable (``pip install -e . --no-deps``);
-2. commits a workload file (``ascendopt_workload.py``: Liger's layer norm forward, bf16 [8192, 4096]) and a
-   baseline whose forward launch is de-tuned on purpose (``num_warps=1`` instead of Liger's own setting),
-   so that a real, known faster change exists for the loop to find and keep;
-3. freezes with Liger's own ``test/transformers/test_layer_norm.py`` and ``--kernel-filter
-   _layer_norm_forward_kernel``;
-4. makes one change at a time, runs ``gate`` and/or ``optimize-round`` on it, checks the exit code and
-   restores the tree: a slower change (the forward launched twice), a wrong change (the bias dropped), a
-   skip-all ``conftest.py``, a raising change, a hanging change under ``--timeout``, and the faster change
-   (Liger's own launch setting back), which must be kept and is committed;
-5. writes the report.
+``--project fla``: flash-linear-attention's ``fla`` package and ``tests/modules/test_l2norm.py``, exported
+from its git repository (no network on the device)::
 
-Every step's command, expected and actual exit code, duration and last output lines go to ``--out``
-(JSON); the script exits 0 only when every step gave its expected exit code.
+    git --git-dir=REPO archive HEAD fla tests/conftest.py tests/modules/test_l2norm.py setup.py \
+        pyproject.toml LICENSE README.md | tar -x -C SRC
+    python3 benchmarks/own_code_loop.py --project fla --source SRC --work /tmp/fla-loop --out loop.json
+
+Workload: ``fla.modules.l2norm.l2norm`` forward on bf16 [8, 4096, 16, 128] (the q/k normalization over a
+head dim of 128: fla's ``l2norm_fwd_kernel``, rows in tiles of ``BT``); baseline: that kernel's autotune
+space cut to one de-tuned launch configuration, ``BT=128`` rows per program with ``num_warps=1`` (a
+128 x 128 fp32 tile in one warp's registers: it spills); frozen with ``tests/modules/test_l2norm.py``,
+``--kernel-filter l2norm_fwd_kernel`` and ``--target fla/modules/l2norm.py`` (the rest of ``fla`` that
+the tests load, ``fla.utils.assert_close`` among it, is pinned); changes: wrong (the forward's ``sqrt``
+dropped: 1), slower (the forward launched twice: 4), planted ``tests/conftest.py`` hook that skips every
+test (3), planted helper (``fla.utils.assert_close`` returns at once: 3), faster (fla's own autotune space
+back: ``optimize-round`` keeps it: 0, verdict ``keep`` checked in the round record), report (0).
+fla needs ``einops`` and ``transformers`` (both on the H200's image) besides torch and triton.
+
+``--dry-run``: every step up to the device work (unpack/copy, git, the baseline edit, each change's edit
+and its undo) runs for real and each ``ascendopt`` command is printed with its expected exit code instead
+of being run; no ``pip install``. It checks the script against the project's source on any machine.
+
+Every step's command, expected and actual exit code, wall time and last output lines go to ``--out``
+(JSON, rewritten after each step); the script exits 0 only when every step gave its expected exit code.
 """
 
 from __future__ import annotations
@@ -28,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -65,6 +85,47 @@ LAUNCH = ("        num_warps=num_warps,\n        **kernel_args,\n    )\n\n"
 DETUNED = LAUNCH.replace("num_warps=num_warps,\n", "num_warps=1,\n", 1)
 KERNEL_CALL = "    _layer_norm_forward_kernel[grid](\n"
 
+FLA_WORKLOAD = '''"""ascendopt workload: fla's l2norm forward over a head dim of 128 (bf16, [8, 4096, 16, 128])."""
+
+import torch
+
+from fla.modules.l2norm import l2norm
+
+_gen = torch.Generator(device="cuda").manual_seed(0)
+x = torch.randn(8, 4096, 16, 128, device="cuda", dtype=torch.bfloat16, generator=_gen)
+
+
+def workload():
+    with torch.no_grad():
+        return l2norm(x)
+'''
+
+FLA_OP = "fla/modules/l2norm.py"
+# fla's own autotune space of the row-tile forward kernel, and the de-tuned baseline: one configuration,
+# 128 rows per program in a single warp (a 128 x 128 fp32 tile in 32 threads' registers spills).
+FLA_SPACE = ("@fla_cache_autotune(\n"
+             "    configs=[triton.Config({\"BT\": BT}, num_warps=num_warps) for num_warps in [1, 2, 4, 8, 16] "
+             "for BT in BT_LIST],\n"
+             "    key=[\"D\", \"NB\"],\n"
+             "    **autotune_cache_kwargs,\n"
+             ")\n"
+             "@triton.jit(do_not_specialize=[\"T\"])\n"
+             "def l2norm_fwd_kernel(\n")
+FLA_DETUNED = FLA_SPACE.replace(
+    "[triton.Config({\"BT\": BT}, num_warps=num_warps) for num_warps in [1, 2, 4, 8, 16] for BT in BT_LIST]",
+    "[triton.Config({\"BT\": 128}, num_warps=1)]", 1)
+FLA_RSTD = "    b_rstd = 1 / tl.sqrt(tl.sum(b_x * b_x, 1) + eps)\n"
+FLA_CALL = "        l2norm_fwd_kernel[grid](\n"
+FLA_HELPER = "fla/utils/_testing.py"
+FLA_ASSERT = "def assert_close(prefix, ref, tri, ratio, warning=False, err_atol=1e-6):\n"
+FLA_CONFTEST = "tests/conftest.py"
+FLA_SKIP_ALL_HOOK = '''
+
+def pytest_collection_modifyitems(items):  # planted: every test skipped
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="planted: every test skipped"))
+'''
+
 
 def edit(repo: Path, rel: str, old: str, new: str) -> None:
     path = repo / rel
@@ -85,18 +146,32 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def setup(sdist: Path, work: Path) -> Path:
+def make_repo(repo: Path, message: str) -> None:
+    """``repo`` as a git repository with everything in it committed."""
+    for args in (("init", "-q"), ("config", "user.email", "loop@ascendopt"), ("config", "user.name", "loop")):
+        git(repo, *args)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+
+
+def install(repo: Path, dry_run: bool) -> None:
+    """``pip install --no-deps --no-build-isolation -e repo`` (not on a dry run)."""
+    if dry_run:
+        print(f"[dry-run] {sys.executable} -m pip install -q --no-deps --no-build-isolation -e {repo}", flush=True)
+        return
+    proc = sh([sys.executable, "-m", "pip", "install", "-q", "-e", ".", "--no-deps", "--no-build-isolation"], repo)
+    if proc.returncode != 0:
+        raise SystemExit(f"pip install -e {repo}: {proc.stderr.strip()[-2000:]}")
+
+
+def setup(sdist: Path, work: Path, dry_run: bool = False) -> Path:
+    """Liger-Kernel: the sdist unpacked, committed, installed; the de-tuned baseline and workload committed."""
     work.mkdir(parents=True, exist_ok=True)
     with tarfile.open(sdist) as tar:
         tar.extractall(work, filter="data")
     repo = next(p for p in work.iterdir() if p.is_dir() and p.name.startswith("liger_kernel"))
-    for args in (("init", "-q"), ("config", "user.email", "loop@ascendopt"), ("config", "user.name", "loop")):
-        git(repo, *args)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", f"{repo.name} as released")
-    proc = sh([sys.executable, "-m", "pip", "install", "-q", "-e", ".", "--no-deps", "--no-build-isolation"], repo)
-    if proc.returncode != 0:
-        raise SystemExit(f"pip install -e {repo}: {proc.stderr.strip()[-2000:]}")
+    make_repo(repo, f"{repo.name} as released")
+    install(repo, dry_run)
     (repo / "ascendopt_workload.py").write_text(WORKLOAD)
     edit(repo, OP, LAUNCH, DETUNED)
     git(repo, "add", "-A")
@@ -104,11 +179,31 @@ def setup(sdist: Path, work: Path) -> Path:
     return repo
 
 
+def setup_fla(source: Path, work: Path, dry_run: bool = False) -> Path:
+    """flash-linear-attention: the exported source copied to ``work/flash-linear-attention``, committed,
+    installed; the de-tuned baseline (one launch configuration) and the workload committed."""
+    for need in ("fla/modules/l2norm.py", "tests/modules/test_l2norm.py", "tests/conftest.py", "pyproject.toml"):
+        if not (source / need).is_file():
+            raise SystemExit(f"--source {source}: {need} is missing (export it with git archive, see --help)")
+    repo = work / "flash-linear-attention"
+    if repo.exists():
+        raise SystemExit(f"--work {work}: {repo} exists already (give an empty folder)")
+    shutil.copytree(source, repo, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    make_repo(repo, "flash-linear-attention as exported")
+    install(repo, dry_run)
+    (repo / "ascendopt_workload.py").write_text(FLA_WORKLOAD)
+    edit(repo, FLA_OP, FLA_SPACE, FLA_DETUNED)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "baseline: l2norm forward de-tuned (one config: BT=128, num_warps=1); workload")
+    return repo
+
+
 class Loop:
-    def __init__(self, repo: Path, timeout: int, out: Path):
+    def __init__(self, repo: Path, timeout: int, out: Path, dry_run: bool = False):
         self.repo = repo
         self.timeout = timeout
         self.out = out
+        self.dry_run = dry_run
         self.steps: list[dict] = []
 
     def save(self, final: bool = False) -> None:
@@ -135,7 +230,17 @@ class Loop:
                         "gate": (rec.get("gate") or {}).get("summary")})
         return out
 
-    def run(self, name: str, args: list[str], expect: int) -> dict:
+    def run(self, name: str, args: list[str], expect: int, verdict: str | None = None) -> dict:
+        """``ascendopt ARGS`` in the repository; ok when it exits ``expect`` (and, with ``verdict``, the
+        newest round record has that verdict). A dry run prints the command and records nothing run."""
+        command = "ascendopt " + " ".join(args)
+        if self.dry_run:
+            print(f"[dry-run] {name}: {command} -> expect exit {expect}" + (f", verdict {verdict}" if verdict else ""),
+                  flush=True)
+            self.steps.append({"step": name, "command": command, "expect": expect, "exit": None, "ok": True,
+                               "seconds": 0.0, "tail": [], "dry_run": True})
+            self.save()
+            return self.steps[-1]
         argv = [sys.executable, "-m", "ascendopt", *args]
         t0 = time.monotonic()
         try:
@@ -143,9 +248,11 @@ class Loop:
             code, out = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             code, out = "hung", f"{exc}"
-        step = {"step": name, "command": "ascendopt " + " ".join(args), "expect": expect, "exit": code,
-                "ok": code == expect, "seconds": round(time.monotonic() - t0, 1),
-                "tail": out.strip().splitlines()[-12:]}
+        got = (self.rounds() or [{}])[-1].get("verdict") if verdict else None
+        step = {"step": name, "command": command, "expect": expect, "exit": code,
+                "ok": code == expect and got == verdict, "seconds": round(time.monotonic() - t0, 1),
+                "tail": out.strip().splitlines()[-12:], **({"verdict": got, "expect_verdict": verdict}
+                                                           if verdict else {})}
         self.steps.append(step)
         print(f"[{'ok' if step['ok'] else 'WRONG'}] {name}: exit {code} (expected {expect}), {step['seconds']} s",
               flush=True)
@@ -154,31 +261,20 @@ class Loop:
         self.save()
         return step
 
-    def restore(self) -> None:
+    def restore(self, *folders: str) -> None:
+        """Undo a change: tracked files back, untracked files under ``folders`` removed."""
         git(self.repo, "checkout", "--", ".")
-        git(self.repo, "clean", "-fdq", "--", "test", "src")
+        git(self.repo, "clean", "-fdq", "--", *(folders or ("test", "src")))
+        if git(self.repo, "status", "--porcelain", "--untracked-files=no"):
+            raise SystemExit("the change was not undone: the tree still differs from the last commit")
 
 
 STEPS = ("aa", "slower", "wrong", "skipall", "raise", "hang", "faster")
+FLA_STEPS = ("aa", "wrong", "slower", "conftest", "helper", "faster")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sdist", type=Path, required=True, help="Liger-Kernel's .tar.gz from PyPI")
-    parser.add_argument("--work", type=Path, required=True, help="an empty folder to unpack it into")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for the steps (rewritten after each)")
-    parser.add_argument("--timeout", type=int, default=180, help="--timeout of the hanging step, seconds")
-    parser.add_argument("--steps", default=",".join(STEPS),
-                        help=f"comma-separated subset of {', '.join(STEPS)} (freeze and report always run)")
-    args = parser.parse_args()
-    chosen = [s for s in args.steps.split(",") if s]
-    unknown = sorted(set(chosen) - set(STEPS))
-    if unknown:
-        parser.error(f"--steps: unknown {', '.join(unknown)} (choose from {', '.join(STEPS)})")
-    repo = setup(args.sdist.resolve(), args.work.resolve())
-    loop = Loop(repo, args.timeout, args.out)
+def liger_steps(loop: Loop, repo: Path, chosen: list[str], timeout: int) -> None:
     ws = ["-w", ".ascendopt"]
-
     loop.run("freeze (baseline, Liger's own layer-norm tests)",
              ["freeze", *ws, "--exec-file", "ascendopt_workload.py", "--test", "test/transformers/test_layer_norm.py",
               "--kernel-filter", "_layer_norm_forward_kernel"], 0)
@@ -216,18 +312,93 @@ def main() -> int:
     if "hang" in chosen:
         edit(repo, OP, "    shape = X.shape\n    dim = shape[-1]\n",
              "    shape = X.shape\n    import time; time.sleep(3600)\n    dim = shape[-1]\n")
-        loop.run(f"hanging change: gate --timeout {args.timeout}", ["gate", *ws, "--timeout", str(args.timeout)], 1)
+        loop.run(f"hanging change: gate --timeout {timeout}", ["gate", *ws, "--timeout", str(timeout)], 1)
         loop.restore()
 
     if "faster" in chosen:
         edit(repo, OP, DETUNED, LAUNCH)
         loop.run("faster change (Liger's own num_warps back): optimize-round (keep)",
                  ["optimize-round", *ws, "--hypothesis", "launch: Liger's num_warps for the forward"], 0)
-        git(repo, "commit", "-qam", "layer norm forward: Liger's own num_warps (kept by ascendopt)")
-    loop.run("report", ["report", *ws, "--out", "report.md"], 0)
+        if not loop.dry_run:
+            git(repo, "commit", "-qam", "layer norm forward: Liger's own num_warps (kept by ascendopt)")
+
+
+def fla_steps(loop: Loop, repo: Path, chosen: list[str], target: bool) -> None:
+    """The fla loop (module docstring): each change made, gated, checked and undone in turn."""
+    ws = ["-w", ".ascendopt"]
+    loop.run("freeze (baseline, fla's own tests/modules/test_l2norm.py)",
+             ["freeze", *ws, "--exec-file", "ascendopt_workload.py", "--test", "tests/modules/test_l2norm.py",
+              "--kernel-filter", "l2norm_fwd_kernel", *(["--target", FLA_OP] if target else [])], 0)
+    if "aa" in chosen:
+        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
+
+    if "wrong" in chosen:
+        edit(repo, FLA_OP, FLA_RSTD, FLA_RSTD.replace("tl.sqrt(", "(", 1))
+        loop.run("wrong change (the forward's sqrt dropped): gate", ["gate", *ws], 1)
+        loop.restore("fla", "tests")
+
+    if "slower" in chosen:
+        edit(repo, FLA_OP, FLA_CALL, "        for _twice in range(2):\n          l2norm_fwd_kernel[grid](\n")
+        loop.run("slower change (the forward launched twice): gate", ["gate", *ws], 4)
+        loop.restore("fla", "tests")
+
+    if "conftest" in chosen:
+        path = repo / FLA_CONFTEST
+        path.write_text(path.read_text() + FLA_SKIP_ALL_HOOK)
+        loop.run("planted tests/conftest.py hook (every test skipped): gate", ["gate", *ws], 3)
+        loop.restore("fla", "tests")
+
+    if "helper" in chosen:
+        edit(repo, FLA_HELPER, FLA_ASSERT, FLA_ASSERT + "    return  # planted: every comparison passes\n")
+        loop.run("planted helper (fla.utils.assert_close returns at once): gate", ["gate", *ws], 3)
+        loop.restore("fla", "tests")
+
+    if "faster" in chosen:
+        edit(repo, FLA_OP, FLA_DETUNED, FLA_SPACE)
+        loop.run("faster change (fla's own autotune space back): optimize-round (keep)",
+                 ["optimize-round", *ws, "--hypothesis", "launch: fla's own BT x num_warps autotune space"], 0,
+                 verdict="keep")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", choices=("liger", "fla"), default="liger", help="which project's loop")
+    parser.add_argument("--sdist", type=Path, help="liger: Liger-Kernel's .tar.gz from PyPI")
+    parser.add_argument("--source", type=Path, help="fla: the exported source folder (see the module docstring)")
+    parser.add_argument("--work", type=Path, required=True, help="an empty folder to unpack it into")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file for the steps (rewritten after each)")
+    parser.add_argument("--timeout", type=int, default=180, help="liger: --timeout of the hanging step, seconds")
+    parser.add_argument("--steps", default=None,
+                        help=f"comma-separated subset (liger: {', '.join(STEPS)}; fla: {', '.join(FLA_STEPS)}); "
+                             "freeze and report always run")
+    parser.add_argument("--no-target", action="store_true",
+                        help="fla: freeze without --target (an ascendopt that has no such option)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="set up and make every change, print each ascendopt command instead of running it")
+    args = parser.parse_args()
+    known = FLA_STEPS if args.project == "fla" else STEPS
+    chosen = [s for s in (args.steps or ",".join(known)).split(",") if s]
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        parser.error(f"--steps: unknown {', '.join(unknown)} (choose from {', '.join(known)})")
+    if args.project == "liger" and args.sdist is None:
+        parser.error("--sdist: needed for --project liger")
+    if args.project == "fla" and args.source is None:
+        parser.error("--source: needed for --project fla")
+    if args.project == "fla":
+        repo = setup_fla(args.source.resolve(), args.work.resolve(), args.dry_run)
+    else:
+        repo = setup(args.sdist.resolve(), args.work.resolve(), args.dry_run)
+    loop = Loop(repo, args.timeout, args.out, args.dry_run)
+    if args.project == "fla":
+        fla_steps(loop, repo, chosen, target=not args.no_target)
+    else:
+        liger_steps(loop, repo, chosen, args.timeout)
+    loop.run("report", ["report", "-w", ".ascendopt", "--out", "report.md"], 0)
     loop.save(final=True)
     wrong = [s["step"] for s in loop.steps if not s["ok"]]
-    print(f"{len(loop.steps) - len(wrong)} of {len(loop.steps)} steps gave their expected exit code")
+    print(f"{len(loop.steps) - len(wrong)} of {len(loop.steps)} steps gave their expected exit code"
+          + (" (dry run: nothing was run)" if args.dry_run else ""))
     return 0 if not wrong else 1
 
 

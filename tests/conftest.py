@@ -6,8 +6,11 @@ two interpreter failures that affect every triton version (docs/install.md §1.5
 interpreter internals, so they live here, in tests only.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +18,33 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("ASCENDOPT_BACKEND", "cpu")
 os.environ.setdefault("NO_COLOR", "1")
 os.environ.setdefault("COLUMNS", "120")
+
+# Hermetic: the suite never reads the user's HOME, cache or ascendopt settings, so a triton-ascend environment
+# under ~/.cache/ascendopt (which any `ascendopt precheck` builds), a $ASCENDOPT_ASCEND_PYTHON, a chip or a
+# global git configuration of the machine cannot change a result. Set here, before anything is imported, so
+# every child process the tests start inherits it; each test then gets its own cache (``_own_cache``). Kept
+# from the caller: the backend the suite runs on and the test-only $ASCENDOPT_TEST_* (precheck tests take the
+# triton-ascend interpreter from $ASCENDOPT_TEST_ASCEND_PYTHON explicitly, never from a cache).
+KEPT_SETTINGS = {"ASCENDOPT_BACKEND"}
+for _name in [n for n in os.environ if n.startswith("ASCENDOPT_")]:
+    if _name not in KEPT_SETTINGS and not _name.startswith("ASCENDOPT_TEST_"):
+        del os.environ[_name]
+HERMETIC_ROOT = Path(tempfile.mkdtemp(prefix="ascendopt-tests-"))
+atexit.register(shutil.rmtree, HERMETIC_ROOT, True)
+# Triton's compile cache is keyed by content, so it cannot change a result; keeping it saves recompiling every
+# kernel on a GPU run.
+os.environ.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+os.environ["HOME"] = str(HERMETIC_ROOT / "home")
+os.environ["XDG_CACHE_HOME"] = str(HERMETIC_ROOT / "xdg-cache")
+os.environ["XDG_CONFIG_HOME"] = str(HERMETIC_ROOT / "xdg-config")
+os.environ["ASCENDOPT_CACHE"] = str(HERMETIC_ROOT / "ascendopt-cache")
+# matplotlib's font cache would follow the per-test XDG cache: one for the session, built once
+os.environ["MPLCONFIGDIR"] = str(HERMETIC_ROOT / "matplotlib")
+(HERMETIC_ROOT / "home").mkdir()
+# no global git configuration any more: the commits tests make need a name of their own
+os.environ.update(GIT_AUTHOR_NAME="ascendopt tests", GIT_AUTHOR_EMAIL="tests@ascendopt.invalid",
+                  GIT_COMMITTER_NAME="ascendopt tests", GIT_COMMITTER_EMAIL="tests@ascendopt.invalid",
+                  GIT_CONFIG_NOSYSTEM="1")
 
 import pytest  # noqa: E402
 
@@ -90,6 +120,15 @@ def interp_do_bench(fn, quantiles=None, **kw):
     fn()
     ms = (time.perf_counter() - t) * 1e3
     return [ms] * len(quantiles) if quantiles else ms
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory, monkeypatch):
+    """Each test (and each process it starts) has its own empty ascendopt cache: no test sees the managed
+    triton-ascend environment of the machine or of another test."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("ASCENDOPT_CACHE", str(cache / "ascendopt"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
 
 
 @pytest.fixture(autouse=True)

@@ -69,6 +69,49 @@ def out(text: str = "") -> None:
     stdout().print(text, soft_wrap=True)
 
 
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 launch``, ``2 launches``: a count with its noun in the right number (``plural_form``: for nouns whose
+    plural is not the noun + ``s``/``es``)."""
+    if count == 1:
+        return f"{count} {noun}"
+    if plural_form is None:
+        plural_form = noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
+    return f"{count} {plural_form}"
+
+
+# (upper bound in microseconds, divisor, unit): a duration prints in the largest unit it reaches. ASCII "us" for
+# microseconds, as every other duration this tool prints (a terminal without UTF-8 shows it the same).
+_DURATION_UNITS = ((1e3, 1.0, "us"), (1e6, 1e3, "ms"), (math.inf, 1e6, "s"))
+
+
+def duration_unit(us: float, digits: int = 2) -> tuple[float, str]:
+    """``(divisor, unit)`` for a duration of ``us`` microseconds: us below 1 ms, ms below 1 s, else s (judged on
+    the value as printed with ``digits`` decimals, so 999.996 us is ``1.00 ms``, never ``1000.00 us``). A line that
+    prints several related durations (a median and its p20/p80) picks the unit once, from the median."""
+    magnitude = abs(us) if math.isfinite(us) else 0.0
+    for bound, divisor, unit in _DURATION_UNITS:
+        if round(magnitude / divisor, digits) * divisor < bound:
+            return divisor, unit
+    return _DURATION_UNITS[-1][1:]  # pragma: no cover - the last bound is infinite
+
+
+def duration_text(us: float | None, *, unit_of: float | None = None, digits: int = 2, sign: bool = False) -> str:
+    """A duration given in microseconds as text in the unit its magnitude picks (``duration_unit``):
+    ``812.40 us``, ``120.72 ms``, ``3.07 s``; ``unit_of``: pick the unit from this value instead (the median a
+    spread belongs to); ``sign``: a leading ``+`` on a positive value (a change). None: ``-``. Text only: JSON keeps
+    raw numbers in their fixed units (``_us``, ``_ms`` fields)."""
+    if us is None:
+        return "-"
+    divisor, unit = duration_unit(us if unit_of is None else unit_of, digits)
+    return f"{us / divisor:{'+' if sign else ''}.{digits}f} {unit}"
+
+
+def spread_text(median_us: float, p20_us: float, p80_us: float) -> str:
+    """``120.72 ms [p20 118.20, p80 121.05]``: a median and its p20/p80 in one unit, the median's."""
+    return (f"{duration_text(median_us)} [p20 {duration_text(p20_us, unit_of=median_us).split()[0]}, "
+            f"p80 {duration_text(p80_us, unit_of=median_us).split()[0]}]")
+
+
 def finite_or_none(value: Any) -> Any:
     """One scalar made JSON/YAML-ready: NaN and +-inf -> None (a metric that was not collected is null,
     never 0), numpy scalars -> the Python number; anything else is returned as is.
@@ -257,7 +300,8 @@ def open_events(target: str, command: str) -> None:
         try:
             handle, owned = open(target, "a", encoding="utf-8"), True  # noqa: SIM115 - kept open for the command
         except OSError as exc:
-            raise UsageError(f"--events {target}: cannot write ({exc.strerror})") from None
+            reason = "is a directory" if isinstance(exc, IsADirectoryError) else (exc.strerror or "").lower()
+            raise UsageError(f"{target}: cannot write ({reason}; --events needs a file path or -)") from None
     _EVENTS.update(file=handle, owned=owned, command=command, phases=[command], started=time.monotonic(),
                    errored=False)
     event("phase_start", phase=command)

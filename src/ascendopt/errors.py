@@ -17,7 +17,9 @@ class ExitCode(IntEnum):
     INTEGRITY = 3  # frozen contract or frozen files changed
     PERFORMANCE = 4  # measured regression against the baseline
     ENVIRONMENT = 5  # backend, device or profiler not available
-    INCONCLUSIVE = 6  # performance inconclusive: the noise band stayed wider than DecisionRule.max_band (5 %)
+    # performance cannot be vouched for: the noise band stayed wider than DecisionRule.max_band (5 %), or the
+    # speedup is implausible (> 5x reproduced, or under the roofline floor) and no reason accepted it
+    INCONCLUSIVE = 6
 
 
 class AscendoptError(Exception):
@@ -70,7 +72,8 @@ class RegressionError(AscendoptError):
 
 class InconclusiveError(AscendoptError):
     """The performance measurement cannot tell: its noise band stayed wider than ``DecisionRule.max_band``
-    after the extra pairs (not a pass: the noise could hide a regression)."""
+    after the extra pairs (not a pass: the noise could hide a regression), or its speedup is implausible
+    (``bench.implausible_reason``) and no ``--accept-implausible`` reason was given."""
 
     exit_code = ExitCode.INCONCLUSIVE
 

@@ -28,9 +28,11 @@ own entry names what moved where.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from ascendopt.errors import ContractError, UsageError
+from ascendopt.errors import AscendoptError, ContractError, EnvironmentProblem, IntegrityError, UsageError
 
 SCHEMA = 1
 # What one contract's loop wrote, archived together on a re-freeze (profiles stay: see the docstring).
@@ -48,23 +50,146 @@ LEDGER = ("contract.yaml", "rounds", "tune-cache.json", "report.md", "rounds.png
 DIRNAME = ".ascendopt"  # the workspace folder's default name, searched for from the current directory up
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file + fsync + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+# What a write can meet on a user's machine, said in words: a state of the machine, not a bug of ascendopt.
+_WRITE_PROBLEMS = {
+    errno.EACCES: "permission denied", errno.EPERM: "permission denied", errno.EROFS: "read-only file system",
+    errno.EISDIR: "is a directory", errno.ENOTDIR: "a parent is not a directory", errno.EEXIST: "already exists",
+    errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded", errno.ENAMETOOLONG: "name too long",
+}
+_FULL = {errno.ENOSPC, errno.EDQUOT}  # the machine's resources: exit 5 (environment), not the path's fault
+
+
+class WriteFailed(UsageError):
+    """A file or folder ascendopt must write cannot be: no permission, a read-only file system, a folder where a
+    file goes (exit 2, a bad output path). ``NoSpace`` (a full disk, exit 5) is its environment twin."""
+
+
+class NoSpace(EnvironmentProblem):
+    """The disk (or quota) holding a file ascendopt writes is full (exit 5)."""
+
+
+def is_write_problem(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` a user's file system raises (``_WRITE_PROBLEMS``), not a bug."""
+    return isinstance(exc, OSError) and exc.errno in _WRITE_PROBLEMS
+
+
+def write_problem(exc: OSError, path: str | os.PathLike | None = None, *, doing: str | None = "cannot write"
+                  ) -> AscendoptError:
+    """The one-line error of an ``OSError`` met writing: ``PATH: cannot write (read-only file system)``; the path
+    the system names (``exc.filename``) wins over ``path`` (the file the caller meant to write). ``doing`` None:
+    what was being done is not known (the CLI's boundary), ``PATH: permission denied``."""
+    where = exc.filename if exc.filename is not None else path
+    reason = _WRITE_PROBLEMS.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
+    cls = NoSpace if exc.errno in _FULL else WriteFailed
+    name = os.fsdecode(where) if where is not None else "(unknown path)"
+    return cls(f"{name}: {doing} ({reason})" if doing else f"{name}: {reason}")
+
+
+@contextmanager
+def writing(path: str | os.PathLike, *, name_it: bool = False) -> Iterator[None]:
+    """Turn the file-system ``OSError``s of the block (``_WRITE_PROBLEMS``) into ``write_problem``'s one line
+    naming the path the system names, else ``path`` (``name_it``: always ``path``, e.g. where the system would
+    name a temp file); anything else passes through."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        yield
+    except OSError as exc:
+        if not is_write_problem(exc):
+            raise
+        if name_it:
+            exc.filename = None
+        raise write_problem(exc, path) from None
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where ``/proc`` says it; else set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(path: Path) -> int:
+    """The mode a file written at ``path`` gets: the mode of the file it replaces, else ``0o666 & ~umask`` (what
+    ``open(path, "w")`` would give), so an atomic write is as readable as an ordinary one."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def check_output_path(path: str | os.PathLike, option: str) -> Path:
+    """Before any work: ``path`` (the value of ``option``, e.g. ``--junit``) can be written as a file. Raises
+    ``WriteFailed`` naming the path when it is a folder, when a parent is a file, or when the folder that would hold
+    it does not let this process create a file there (probed by creating and removing one: permission bits, a
+    read-only mount and root's privileges all answer truly). Creates nothing that stays."""
+    path = Path(path)
+    if path.is_dir():
+        raise WriteFailed(f"{path}: is a directory ({option} needs a file path)")
+    probe_folder(_nearest_folder(path.parent, path), path)
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, option: str) -> Path:
+    """Before any work: files can be created in the folder ``path`` (the value of ``option``, e.g. ``--out-dir``),
+    or in the nearest existing folder above it when it does not exist yet; else ``WriteFailed`` naming it."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise WriteFailed(f"{path}: not a directory ({option} needs a folder)")
+    probe_folder(_nearest_folder(path, path), path)
+    return path
+
+
+def _nearest_folder(folder: Path, meant: Path) -> Path:
+    """``folder`` or its nearest existing parent (where a write of ``meant`` starts); one that is a file is
+    ``WriteFailed``."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise WriteFailed(f"{meant}: cannot write ({folder} is not a directory)")
+    return folder
+
+
+def probe_folder(folder: Path, meant: str | os.PathLike) -> None:
+    """Create and remove a file in ``folder``; a file-system refusal is ``write_problem`` naming ``meant``."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ascendopt-probe-", suffix=".tmp", dir=folder)  # .tmp: never logged
+    except OSError as exc:
+        if not is_write_problem(exc):
+            raise
+        exc.filename = None
+        raise write_problem(exc, meant) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file + fsync + rename). The file gets the mode of the file it
+    replaces, else ``0o666 & ~umask`` (``new_file_mode``); a write the file system refuses is ``WriteFailed`` (exit
+    2) or ``NoSpace`` (exit 5) naming ``path``, and leaves the previous file as it was."""
+    path = Path(path)
+    with writing(path, name_it=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = new_file_mode(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
@@ -85,6 +210,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ContractError(f"{path}: not found") from None
     except UnicodeDecodeError:
         raise ContractError(f"{path}: not a text file") from None
+    except IsADirectoryError:  # a damaged workspace: for the contract, an integrity failure (contract.load_raw)
+        raise ContractError(f"{path}: is a directory, not a file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({(exc.strerror or type(exc).__name__).lower()})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -159,11 +288,13 @@ class Workspace:
         finished archive copy); after it, the new contract plus the archive, and old round files not yet
         removed are ignored by ``RoundContext`` as another contract's.
         """
+        self.check_ledger_shape()  # nothing is archived of a damaged workspace
         present = [name for name in LEDGER if (self.root / name).exists()]
         if not present:
             return None
-        self.archive_dir.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=".archive-", dir=self.archive_dir))
+        with writing(self.archive_dir):
+            self.archive_dir.mkdir(parents=True, exist_ok=True)
+            stage = Path(tempfile.mkdtemp(prefix=".archive-", dir=self.archive_dir))
         try:
             for name in present:
                 src = self.root / name
@@ -173,15 +304,22 @@ class Workspace:
             while target.exists():  # two re-freezes within one second
                 n += 1
                 target = self.archive_dir / f"{stamp}-{n}"
-            os.rename(stage, target)
-        except BaseException:
+            with writing(target):
+                os.rename(stage, target)
+        except BaseException as exc:
             shutil.rmtree(stage, ignore_errors=True)
+            if is_write_problem(exc):
+                raise write_problem(exc, self.archive_dir) from None  # type: ignore[arg-type]
             raise
         return target
 
     def drop_archived(self, archive: Path) -> None:
         """Remove the ledger files that ``archive`` holds copies of (after the new contract is written).
         ``rounds/`` is renamed away first, so it vanishes at once rather than file by file."""
+        with writing(self.root):
+            self._drop_archived(archive)
+
+    def _drop_archived(self, archive: Path) -> None:
         for name in LEDGER:
             src = self.root / name
             if name == "contract.yaml" or not (archive / name).exists() or not src.exists():
@@ -214,6 +352,7 @@ class Workspace:
         return self.root / "lock"
 
     def require_contract(self) -> Path:
+        self.check_ledger_shape()
         if not self.contract_path.exists():
             raise UsageError(f"{self.contract_path}: no contract", hint=FREEZE_HINT)
         return self.contract_path
@@ -225,9 +364,10 @@ class Workspace:
         Yields the ``WriteSession``: on release, what the holder wrote under the workspace is appended
         to the audit log as one entry (``log_session``), while the lock is still held; the holder may set
         ``session.exit_code`` (e.g. a round recorded as a drop exits 1)."""
-        self.root.mkdir(parents=True, exist_ok=True)
         path = self.lock_path
-        fh = open(path, "a+", encoding="utf-8")
+        with writing(path):
+            self.root.mkdir(parents=True, exist_ok=True)
+            fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the finally below
         try:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -254,7 +394,8 @@ class Workspace:
                 raise
             finally:
                 try:
-                    session.close(failure)  # appended while the lock is still held
+                    with writing(self.log_path):  # a full disk or a read-only log: one line naming the log
+                        session.close(failure)  # appended while the lock is still held
                 finally:
                     _HELD.pop(self.root, None)
         finally:
@@ -273,21 +414,52 @@ class Workspace:
     def killed_holder(self) -> str | None:
         """``pid N`` of a writer killed while it held the lock (its record is still in the lock file and
         nobody holds the lock), else None: its last writes may not be in the audit log."""
-        if self.root in _HELD or not self.lock_path.exists() or self.held_elsewhere():
+        if self.root in _HELD or not self.lock_path.is_file() or self.held_elsewhere():
             return None
-        return self.lock_path.read_text(encoding="utf-8").strip() or None
+        try:
+            return self.lock_path.read_text(encoding="utf-8").strip() or None
+        except OSError:  # unreadable: nothing to say about a killed writer
+            return None
 
     def held_elsewhere(self) -> bool:
-        """Whether another process holds the writer lock now (a write may be half logged)."""
-        if self.root in _HELD or not self.lock_path.exists():
+        """Whether another process holds the writer lock now (a write may be half logged). Reads only: the lock
+        file is opened read-only (``flock`` needs no write access), so a read-only workspace can be read."""
+        if self.root in _HELD or not self.lock_path.is_file():
             return False
-        with open(self.lock_path, "a+", encoding="utf-8") as fh:
+        try:
+            fh = open(self.lock_path, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError:  # unreadable lock file: no way to tell, and nothing a reader could do about it
+            return False
+        with fh:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 return True
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         return False
+
+    def check_writable(self) -> None:
+        """Before a command that writes this workspace does any work: the ledger's files are files (a folder
+        named ``contract.yaml`` is a damaged workspace: ``IntegrityError``, exit 3, as a truncated contract is),
+        and the workspace folder (or the folder that would hold it) lets this process create files
+        (``WriteFailed``, exit 2, naming it). Creates nothing that stays."""
+        self.check_ledger_shape()
+        check_output_folder(self.root, "--workspace")
+        if self.lock_path.is_dir():
+            raise WriteFailed(f"{self.lock_path}: cannot write (is a directory)")
+        for path in (self.rounds_dir, self.profiles_dir, self.archive_dir):
+            if path.exists() and not path.is_dir():
+                raise WriteFailed(f"{path}: cannot write (not a directory)")
+            if path.is_dir():
+                probe_folder(path, path)
+
+    def check_ledger_shape(self) -> None:
+        """The ledger's file entries are files, ``rounds`` a folder; else ``IntegrityError`` naming the first."""
+        for name in LEDGER:
+            path = self.root / name
+            if path.exists() and path.is_dir() != (name == "rounds"):
+                what = "a directory, not a file" if path.is_dir() else "a file, not a directory"
+                raise IntegrityError(f"{path}: is {what} (a damaged workspace: move it aside, or remove it)")
 
 
 FREEZE_HINT = ("run `ascendopt freeze` first: `ascendopt freeze --kernel NAME` (bundled kernel) or `ascendopt freeze "
@@ -517,8 +689,10 @@ def _log_writer(ws: Workspace, wait_s: float = 30.0) -> Iterator[None]:
     if ws.root in _HELD:
         yield
         return
-    ws.root.mkdir(parents=True, exist_ok=True)
-    with open(ws.lock_path, "a+", encoding="utf-8") as fh:
+    with writing(ws.lock_path):
+        ws.root.mkdir(parents=True, exist_ok=True)
+        fh = open(ws.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    with fh:
         deadline = time.monotonic() + wait_s
         while True:
             try:

@@ -139,6 +139,7 @@ def demo_as_a_user(tmp_path_factory):
     """`ascendopt demo` with no option, as the quick start runs it, in a fresh folder: text output with
     stdout and stderr in one stream (a terminal's order), its own temporary folder to look into."""
     cwd = tmp_path_factory.mktemp("user")
+    subprocess.run(["git", "init", "-q", str(cwd)], check=True, timeout=60)  # the quick start, run in a repository
     tmpdir = cwd / "tmp"
     tmpdir.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "ASCENDOPT_BACKEND")}
@@ -163,6 +164,15 @@ def test_demo_text_reads_in_order_without_noise_or_leftovers(demo_as_a_user):
     assert "no hardware counters" in targeted and (" up " in targeted or " down " in targeted or "unchanged" in
                                                    targeted)
     assert "Device: Device:" not in (cwd / "ascendopt-demo" / "report.md").read_text()
+
+
+def test_the_demo_leaves_the_repository_it_runs_in_clean(demo_as_a_user):
+    # the demo workspace ignores itself (like a virtualenv or pytest's cache): nothing untracked is left behind
+    cwd, _, _ = demo_as_a_user
+    assert (cwd / "ascendopt-demo" / ".gitignore").read_text().splitlines()[-1] == "*"
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=cwd, capture_output=True,
+                            text=True, timeout=60, check=True)
+    assert status.stdout == ""
 
 
 def test_report_on_stdout_is_the_markdown_file_unwrapped(demo_as_a_user, tmp_path):

@@ -180,3 +180,38 @@ def test_text_report_lists_lint_findings_of_the_file(ascend_python, tmp_path):
     assert code == 0, err
     assert "lint: 1 finding(s)" in out
     assert f"{kernel}:12:" in out and "AO101" in out  # num_warps on an Ascend launch, at its line
+
+
+def test_exec_file_with_workload_follows_the_one_convention(ascend_python):
+    """An --exec-file that defines workload(), as freeze, collect and the gate take it: the module code runs
+    once, then workload() launches the kernel; precheck records it, as freeze's own precheck does."""
+    code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--exec-file",
+                             str(PRECHECK / "vector_add_bench.py"), "--ascend-python", ascend_python, "--json")
+    assert code == 0, err
+    payload = json_payload(out)
+    assert payload["lowered"] is True and "no launch of the target's kernels was recorded" not in payload["problems"]
+    assert [(e["kernel"], e["constexprs"]["BLOCK"], e["grid"]) for e in payload["launches"]] == \
+        [("add_kernel", 1024, [4])]
+
+
+def test_freeze_of_own_code_with_torch_ops_only_records_nothing_to_lower(ascend_python, tmp_path, monkeypatch):
+    """A triton-ascend environment present: own code whose workload launches no Triton kernel freezes (exit
+    0), and the contract records "nothing to lower" instead of refusing a baseline that is fine."""
+    import subprocess
+
+    from ascendopt.contract.model import load
+    from ascendopt.workspace import Workspace
+
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "bench.py").write_text((PRECHECK / "torch_only_bench.py").read_text())
+    (root / "tests" / "test_op.py").write_text("def test_op():\n    assert 1 + 1 == 2\n")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "baseline"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    monkeypatch.chdir(root)
+    code, out, err = run_cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "aten::softmax", "--ascend-python", ascend_python)
+    assert code == 0, err
+    assert "refusing" not in err and "note: freeze: Ascend precheck nothing to lower" in err
+    precheck = load(Workspace(root / ".ascendopt")).precheck
+    assert precheck["status"] == "nothing" and precheck["verdict"].startswith("nothing to lower")

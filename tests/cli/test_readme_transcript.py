@@ -1,9 +1,9 @@
-"""The README's "Driving ascendopt from an agent or CI" transcript is what the commands print.
+"""The manual's agent transcript (docs/agents.md, "A transcript") is what the commands print.
 
 The block between ``<!-- transcript -->`` and ``<!-- /transcript -->`` holds steps: a ``$ ascendopt ... --json``
 command line or an ``mcp> {"name": ..., "arguments": ...}`` tool call, then the envelope it printed (the CLI's
 stdout; the MCP result's structured content) and ``[exit N]``. The test runs every step, renders the block again
-and asserts it equals the README's; ``ASCENDOPT_WRITE_TRANSCRIPT=1`` writes the rendered block instead (after a
+and asserts it equals the page's; ``ASCENDOPT_WRITE_TRANSCRIPT=1`` writes the rendered block instead (after a
 deliberate change of the output).
 """
 
@@ -20,7 +20,7 @@ from ascendopt.cli import envelope
 from ascendopt.cli import mcp as mcp_cli
 from conftest import TESTS, run_cli
 
-README = TESTS.parent / "README.md"
+PAGE = TESTS.parent / "docs" / "agents.md"
 BLOCK = re.compile(r"(<!-- transcript -->\n```console\n)(.*?)(```\n<!-- /transcript -->)", re.DOTALL)
 CLI_STEP, MCP_STEP = "$ ", "mcp> "
 
@@ -57,12 +57,12 @@ def render(steps: list[str]) -> str:
 
 
 def test_readme_transcript_is_what_the_commands_print():
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     match = BLOCK.search(text)
-    assert match, "README: the transcript block (<!-- transcript --> ... <!-- /transcript -->) is missing"
+    assert match, f"{PAGE}: the transcript block (<!-- transcript --> ... <!-- /transcript -->) is missing"
     steps = _steps(match.group(2))
     assert any(s.startswith(CLI_STEP) for s in steps) and any(s.startswith(MCP_STEP) for s in steps)
     rendered = render(steps)
     if os.environ.get("ASCENDOPT_WRITE_TRANSCRIPT") == "1":
-        README.write_text(text[: match.start(2)] + rendered + text[match.end(2):], encoding="utf-8")
+        PAGE.write_text(text[: match.start(2)] + rendered + text[match.end(2):], encoding="utf-8")
     assert match.group(2) == rendered

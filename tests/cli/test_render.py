@@ -26,7 +26,7 @@ def test_round_summary_of_a_green_round_prints_the_table_and_the_lines(capsys):
     targeted = next(line for line in out.splitlines() if line.startswith("targeted metric"))
     assert targeted.startswith("targeted metric vec_ratio: 0.800 -> 0.900: up 12.5% (+0.100); beyond a fixed")
     assert targeted.endswith(": moved")
-    assert "speed: 0.5000 ms; vs best 1.250x, vs baseline 2.000x (speedups against both re-timed interleaved" in out
+    assert "speed: 500.000 us; vs best 1.250x, vs baseline 2.000x (speedups against both re-timed interleaved" in out
     assert out.rstrip().splitlines()[-2:] == ["verdict: keep", "another round: warranted - 2 round(s) left"]
 
 

@@ -343,7 +343,12 @@ def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
     assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "skipped"]
     (tensor,) = result["stages"][1]["data"]["tensors"]
     assert tensor["name"] == "y" and tensor["passed"] and tensor["torch_ratio"] > 0
-    assert result["stages"][2]["checks"] == [{"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}]
+    checks = result["stages"][2]["checks"]
+    assert checks[0] == {"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}
+    # and the census of the call against the frozen one (gate.kernel_hit.judge_census)
+    assert [c["name"] for c in checks[1:3]] == ["expected share", "host time"] and all(c["passed"] for c in checks)
+    assert result["stages"][2]["data"]["census"]["kernels"]["_rms_norm_fwd_kernel"]["calls"] >= 1
+    assert "launch counts" not in [c["name"] for c in checks]  # as many launches per call as at freeze
 
 
 def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypatch):

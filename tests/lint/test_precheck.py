@@ -121,3 +121,62 @@ def test_loop_precheck_bundled_kernel_lowers_at_the_candidate_config(ascend_pyth
     # fwd only: the forward kernel, bulk and tail tiles of 74 rows at 8 rows per tile
     assert record["launches"] == 2 and record["verdict"] == "lowers (2 launches)"
     assert 0 < record["ub_max_percent"] < 100
+
+
+@pytest.mark.parametrize("source, call", [
+    ("def workload():\n    pass\n", "workload"),
+    ("import torch\nx = 1\n\ndef workload():\n    return x\n\nif __name__ == '__main__':\n    workload()\n",
+     "workload"),
+    ("def make():\n    return print\n\nworkload = make()\n", "workload"),
+    ("from helpers import run as workload\n", "workload"),
+    ("class workload:\n    def __init__(self):\n        pass\n", "workload"),
+    ("x = 1\nprint(x)\n", None),  # a script: its module code launches, as `python FILE`
+    ("def main():\n    workload = 1\n", None),  # only a top-level binding counts
+    ("def workload(:\n", None),  # does not parse: the child reports it
+])
+def test_exec_file_call_follows_the_tools_one_convention(tmp_path, source, call):
+    path = tmp_path / "bench.py"
+    path.write_text(source)
+    assert pc.exec_file_call(path) == call
+
+
+def _report(launches=(), problems=(), other=0):
+    return {"triton": "3.2.0", "chip": "Ascend910B2", "launches": list(launches),
+            "problems": [*problems, pc.NO_LAUNCH] if not launches else list(problems), "other_launches": other}
+
+
+def test_own_code_without_a_triton_launch_has_nothing_to_lower():
+    record = pc.nothing_recorded(_report(), "my_op")
+    assert record["status"] == "nothing"
+    assert record["verdict"] == "nothing to lower: no Triton launch of a kernel whose name holds 'my_op' was recorded"
+    record = pc.nothing_recorded(_report(other=3), "my_op")
+    assert record["status"] == "nothing"
+    assert record["verdict"].endswith("; 3 launch(es) of other Triton kernels left out")
+    # a workload that stopped in the triton-ascend environment was not checked: not run, never "fails"
+    stopped = pc.nothing_recorded(_report(problems=["bench.py stopped: ImportError: no module named vendor"]), "k")
+    assert stopped["status"] == "unavailable" and "ImportError: no module named vendor" in stopped["verdict"]
+
+
+def test_the_contract_accepts_every_status_the_precheck_records():
+    from ascendopt.contract.model import _Fields, _precheck
+
+    for status in ("lowers", "fails", "nothing", "skipped", "unavailable"):
+        assert _precheck(_Fields("contract.yaml"), {"status": status, "verdict": "v"})["status"] == status
+
+
+def test_loop_precheck_own_code_with_torch_ops_only_has_nothing_to_lower(ascend_python):
+    contract = _own_code_contract("torch_only_bench.py", "my_op")
+    record = pc.loop_precheck(contract, "cpu", PRECHECK, ascend_python=ascend_python)
+    assert record["status"] == "nothing", record
+    assert record["verdict"].startswith("nothing to lower: no Triton launch")
+
+
+def test_loop_precheck_own_code_whose_triton_kernels_are_elsewhere_has_nothing_to_lower(ascend_python):
+    """The workload launches add_kernel, but the frozen filter names another kernel (a vendor op, say)."""
+    contract = _own_code_contract("vector_add_bench.py", "aclnnMatmul")
+    record = pc.loop_precheck(contract, "cpu", PRECHECK, ascend_python=ascend_python)
+    assert record["status"] == "nothing", record
+    assert record["verdict"].endswith("; 1 launch(es) of other Triton kernels left out")
+    control = pc.loop_precheck(_own_code_contract("vector_add_bench.py", "add_kernel"), "cpu", PRECHECK,
+                               ascend_python=ascend_python)
+    assert control["status"] == "lowers" and control["verdict"].startswith("lowers (1 launch")

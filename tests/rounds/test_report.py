@@ -117,3 +117,20 @@ def test_plot_is_a_real_png(tmp_path):
     img = mpimg.imread(path)
     assert img.shape[0] > 300 and img.shape[1] > 600
     assert not list((tmp_path / "out").glob(".*tmp"))
+
+
+def test_the_report_status_and_round_give_one_number_for_one_comparison():
+    """Issue 28: the round and status said 3.344x (median of the per-pair ratios), the report 3.282x (ratio of the
+    two medians) for the same single case. One statistic everywhere, named in the report."""
+    from ascendopt.rounds import status
+    from ascendopt.rounds.records import SPEEDUP_STATISTIC
+
+    timing = _timing(2.0, 0.6094)  # ratio of the medians: 3.282x
+    timing["ratio_vs_baseline"] = 0.299  # the round's paired estimate: 3.344x
+    timing["cases"][0]["vs_baseline"] = {"ratio": 0.299, "threshold_rel": 0.02, "verdict": "faster"}
+    best = _rec(1, "keep", timing)
+    _, speedup = report.promotion_stats(best)
+    assert speedup == pytest.approx(1 / 0.299) == best.speedup_vs_baseline
+    assert status._best(best)["speedup_vs_baseline"] == speedup
+    md = report.render_markdown(CONTRACT, [best])
+    assert f"**{1 / 0.299:.3f}x**" in md and "3.282x" not in md and SPEEDUP_STATISTIC in md

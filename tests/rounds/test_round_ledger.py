@@ -184,7 +184,8 @@ def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo,
 
     third = round_run.run_round(ws, hypothesis="overlap the loads", direction="c", pairs=12, reprofile=False).record
     assert third.direction == "c" and third.verdict == "revert" and third.command.endswith("--direction c")
-    assert third.stop.stop and third.stop.criterion == "directions" and "(a, code, c)" in third.stop.reason
+    assert third.stop.stop and third.stop.criterion == "directions"
+    assert "(a: round 1; code: round 2; c: round 3)" in third.stop.reason
     assert third.change["tree_digest"] == now.digest and third.change["committed"] is True
     warning = (f"the working tree is unchanged since round 2 (the last round, revert; tree digest "
                f"{now.digest[:12]}): this round measures the same code again")

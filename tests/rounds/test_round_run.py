@@ -61,6 +61,14 @@ def test_keep_then_revert_then_drop(ws, monkeypatch):
     assert drop.record.verdict == "drop" and drop.record.timing is None and drop.exit_code == 1
     assert drop.record.gate["failed_stage"] == "correctness" and drop.record.summary["speed"] is None
     assert [r.verdict for r in rounds.load_rounds(ws)] == ["keep", "revert", "drop"]
+    # issue 28: the record carries the failing checks' own lines (each tensor out of tolerance), not only a summary
+    assert drop.record.gate["error"] and "tiny/fwd:y:" in drop.record.gate["error"]
+    # a reprofile now profiles the best kept configuration, round 1's, never the dropped "bigger blocks"
+    from ascendopt.rounds.context import RoundContext
+    from ascendopt.rounds.reprofile import profiled_state
+
+    state = profiled_state(RoundContext.load(ws))
+    assert state["round"] == 1 and "bigger blocks" not in state["text"] and "EXTRA=0" in state["text"]
 
 
 def test_stop_refuses_without_force_and_bad_sets(ws):

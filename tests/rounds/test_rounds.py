@@ -55,9 +55,22 @@ def test_three_directions_with_evidence():
     assert rounds.directions_tried(rs) == ["BT", "BD"]
     rs = [rec(1, "revert", "BT"), rec(2, "keep", "BD"), rec(3, "revert", "NUM_TILES")]
     d = should_stop(rs, max_rounds=10)
-    assert d.stop and d.criterion == "directions" and "BT, BD, NUM_TILES" in d.reason
+    assert d.stop and d.criterion == "directions" and "(BT: round 1; BD: round 2; NUM_TILES: round 3)" in d.reason
     rs[-1] = rec(3, "keep", "NUM_TILES")  # still improving: keep going
     assert not should_stop(rs, max_rounds=10).stop
+
+
+def test_the_stop_message_names_the_rounds_it_counted_and_those_it_did_not():
+    """Issue 28: after tiling (measured), math and precision (both dropped), "1 direction(s) tried" alone read as a
+    bug; the message says which rounds were counted and why the others were not."""
+    rs = [rec(1, "revert", "tiling"), rec(2, "drop", "math"), rec(3, "drop", "precision"), rec(4, "keep", "tiling")]
+    d = should_stop(rs, max_rounds=10)
+    assert not d.stop
+    assert "1 direction(s) tried with evidence (tiling: rounds 1, 4)" in d.reason
+    assert "not counted, dropped at a red gate and never measured: math: round 2; precision: round 3" in d.reason
+    # a direction measured once counts, even when another of its rounds was dropped
+    rs = [rec(1, "drop", "math"), rec(2, "revert", "math")]
+    assert rounds.direction_rounds(rs) == ({"math": [2]}, {}) and "not counted" not in should_stop(rs).reason
 
 
 def test_floor_stops_with_the_number():

@@ -240,7 +240,8 @@ def _classify_shapes(kernel: dict[str, Any], shapes: list[dict[str, Any]], profi
                      rules: RuleSet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per-shape verdicts of one kernel and the shape_bound evidence (shapes bound while the mean is not)."""
     out, bound_ev = [], []
-    kernel_pipe = kernel["bound"] in {r.name for r in rules.pipe_rules} or kernel["bound"] == "compute_memory_tie"
+    # "bound" here means saturated: a shape whose pipe only leads (below its bound) is not a bound shape
+    kernel_pipe = kernel["saturated"] is True or kernel["bound"] == "compute_memory_tie"
     for shape in shapes:
         metrics = {**shape["metrics"]}
         shape_kernel = {"name": kernel["name"], "op_type": kernel["op_type"], "core_type": kernel["core_type"],
@@ -248,13 +249,13 @@ def _classify_shapes(kernel: dict[str, Any], shapes: list[dict[str, Any]], profi
         result = classify(shape_kernel, kind=profile.kind, device={}, rules=rules)
         pipe = [f for f in result.findings if f.cls == result.bound and f.evidence]
         entry = {k: shape[k] for k in ("input_shapes", "input_dtypes", "count", "total_us", "avg_us")}
-        entry.update({"bound": result.bound, "bound_label": rules.rule(result.bound).label,
-                      "evidence": [e for f in pipe for e in f.evidence]})
+        entry.update({"bound": result.bound, "bound_label": result.label or rules.rule(result.bound).label,
+                      "saturated": result.saturated, "evidence": [e for f in pipe for e in f.evidence]})
         affinity = checks.shape_affinity(result.kind, shape["input_shapes"], rules) if result.kind else None
         if affinity:
             entry["affinity"] = affinity
         out.append(entry)
-        is_pipe = result.bound in {r.name for r in rules.pipe_rules} or result.bound == "compute_memory_tie"
+        is_pipe = result.saturated is True or result.bound == "compute_memory_tie"
         if is_pipe and not kernel_pipe:
             first = entry["evidence"][0] if entry["evidence"] else {}
             bound_ev.append({"column": "input_shapes", "value": entry["input_shapes"], "op": "bound",
@@ -294,7 +295,10 @@ def _kernel_entry(row: Mapping[str, Any], metric_cols: list[str], profile: Profi
         "mix_block_dim": finite_or_none(row["mix_block_dim"]),
         "launch_groups": groups or [],
         "bound": result.bound,
-        "bound_label": primary.label,
+        "bound_label": result.label or primary.label,
+        # which pipe dominates, and separately whether it reaches its saturation bound (rules.dominant_pipe)
+        "saturated": result.saturated,
+        "dominant_pipe": result.dominant,
         "evidence": result.evidence,
         "findings": [f.to_dict() for f in result.findings],
         "metrics": metrics,

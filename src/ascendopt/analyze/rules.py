@@ -3,8 +3,10 @@
 A pipe class fires when any of its checks holds (canonical column >= named threshold). A kernel's
 ``bound`` is the fired pipe class with the largest value / threshold (ratios overlap and can sum
 above 1, so classes are never shares of a total; docs/profiler-formats.md §6.1). When
-no pipe class fires, the kernel is latency-bound (short) or has no dominant pipe (long); without
-counters it is not classified. Core-use checks (NPU only) add findings of their own: a vector
+no pipe class fires (no pipe reaches its saturation bound), a pipe that clearly leads (its ratio at least
+``dominant_pipe_lead`` times every other pipe's) is still named: the kernel's ``bound`` is that pipe's
+class, with ``saturated`` false; otherwise the kernel is latency-bound (short) or has no dominant pipe
+(long). Without counters it is not classified. Core-use checks (NPU only) add findings of their own: a vector
 kernel on the cube core count, fewer blocks than cores, a partial last wave, a grid over 65535.
 Every finding carries the column, value, threshold name, threshold value, its origin and a sentence.
 
@@ -54,17 +56,22 @@ class Check:
 
 @dataclass(frozen=True)
 class Lever:
-    """One piece of advice, limited to kernels of some cores / families / makers (empty: any)."""
+    """One piece of advice, limited to kernels of some cores / families / makers and to profiles of some
+    backends (npu | cuda | cpu; empty: any): advice must be something the profile's backend can follow."""
 
     text: str
     origin: str
     cores: tuple[str, ...] = ()
     families: tuple[str, ...] = ()
     makers: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
 
-    def fits(self, kind: KernelKind) -> bool:
-        return all(not allowed or value in allowed for allowed, value in
-                   ((self.cores, kind.core), (self.families, kind.family), (self.makers, kind.maker)))
+    def fits(self, kind: KernelKind | None, backend: str | None = None) -> bool:
+        """Whether the lever applies to a kernel of ``kind`` on a profile of ``backend`` (None: not known)."""
+        if self.backends and backend is not None and backend not in self.backends:
+            return False
+        return kind is None or all(not allowed or value in allowed for allowed, value in
+                                   ((self.cores, kind.core), (self.families, kind.family), (self.makers, kind.maker)))
 
 
 @dataclass(frozen=True)
@@ -131,9 +138,17 @@ class Finding:
 
 @dataclass
 class Classification:
+    """``bound``: the class that leads. ``dominant``: the leading pipe (``dominant_pipe``), None without
+    counters. ``saturated``: whether the bound's pipe reaches its saturation bound (True when a pipe class
+    fired, False when a pipe only leads, None for classes that are not a pipe). ``label``: the bound's label
+    when it differs from the class's (a pipe that leads below its bound)."""
+
     bound: str
     findings: list[Finding] = field(default_factory=list)
     kind: KernelKind | None = None
+    dominant: dict[str, Any] | None = None
+    saturated: bool | None = None
+    label: str | None = None
 
     @property
     def evidence(self) -> dict[str, Any]:
@@ -170,9 +185,9 @@ def parse_rules(data: Mapping[str, Any], path: str = "rules.yaml") -> RuleSet:
         if isinstance(item, str):
             return Lever(item, origin)
         if not isinstance(item, Mapping) or not item.get("text"):
-            raise _fail(path, f"{where}: expected text or {{text, origin, cores, families, makers}}")
+            raise _fail(path, f"{where}: expected text or {{text, origin, cores, families, makers, backends}}")
         return Lever(str(item["text"]), str(item.get("origin") or origin),
-                     *(tuple(map(str, item.get(k) or ())) for k in ("cores", "families", "makers")))
+                     *(tuple(map(str, item.get(k) or ())) for k in ("cores", "families", "makers", "backends")))
 
     def rule(name: str, spec: Mapping[str, Any], section: str) -> Rule:
         checks = []
@@ -200,7 +215,7 @@ def parse_rules(data: Mapping[str, Any], path: str = "rules.yaml") -> RuleSet:
     missing = needed - set(derived)
     if missing:
         raise _fail(path, f"derived_classes: missing {', '.join(sorted(missing))}")
-    for name in ("short_kernel_us", "grid_cap", "no_bound_ratio", "fallback_target_share",
+    for name in ("short_kernel_us", "grid_cap", "no_bound_ratio", "dominant_pipe_lead", "fallback_target_share",
                  "fallback_min_small_kernels", "near_tie_margin", "aicpu_long_us", "matmul_axis_align",
                  "attention_axis_align", "fusion_min_kernels", "host_bound_busy_fraction"):
         if name not in thresholds or thresholds[name].value is None:
@@ -240,10 +255,38 @@ _COLUMN_WORDS = {
 _OP_WORDS = {">=": "reaches", ">": "is over", "<": "is below", "==": "equals"}
 
 
+MIN_DECIMALS = 3  # ratios are shown to 3 decimals, more only where needed to tell a value from its bound
+JSON_DECIMALS = 6  # the JSON evidence keeps at least this many
+MAX_DECIMALS = 12
+
+
+def decimals_against(value: float, limit: float | None, minimum: int = MIN_DECIMALS) -> int:
+    """The fewest decimals (at least ``minimum``) at which ``value`` rounds to a number on the same side of
+    ``limit`` as the value itself: 0.9496 against 0.95 is shown as 0.9496, never as "0.950 is below 0.95".
+
+    The one rule for every number printed beside the bound it was compared with: the comparison is made
+    on the exact value, and the value is printed with enough digits to show the difference.
+    """
+    if limit is None or not math.isfinite(value):
+        return minimum
+    for digits in range(minimum, MAX_DECIMALS + 1):
+        shown = round(value, digits)
+        if (shown >= limit) == (value >= limit) and (shown == limit) == (value == limit):
+            return digits
+    return MAX_DECIMALS
+
+
+def shown_against(value: float, limit: float | None, minimum: int = MIN_DECIMALS) -> str:
+    """``value`` as text with ``decimals_against`` digits (integers as integers)."""
+    if float(value).is_integer():
+        return f"{value:g}"
+    return f"{value:.{decimals_against(float(value), limit, minimum)}f}"
+
+
 def sentence(column: str, value: float, op: str, thr: Threshold) -> str:
     """One evidence line as a sentence: "vector MTE2 ratio 0.842 reaches the bound 0.7"."""
-    what = _COLUMN_WORDS.get(column, column.replace("_", " "))
-    shown = f"{value:.3f}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
+    what = column_words(column)
+    shown = shown_against(float(value), thr.value)
     limit = f"{thr.value:g}"
     if op == "% !=":
         return f"{what} {shown} is not a multiple of the {limit} {thr.name.replace('_', ' ')}"
@@ -254,9 +297,15 @@ def sentence(column: str, value: float, op: str, thr: Threshold) -> str:
     return f"{what} {shown} {_OP_WORDS.get(op, op)} the bound {limit}"
 
 
+def column_words(column: str) -> str:
+    """A canonical column in words: ``cube_mte2_ratio`` -> "cube MTE2 ratio"."""
+    return _COLUMN_WORDS.get(column, column.replace("_", " "))
+
+
 def _evidence(column: str, value: float, thr: Threshold, op: str = ">=") -> dict[str, Any]:
-    return {"column": column, "value": round(float(value), 6), "op": op, "threshold": thr.value,
-            "threshold_name": thr.name, "origin": thr.origin, "text": sentence(column, float(value), op, thr)}
+    return {"column": column, "value": round(float(value), decimals_against(float(value), thr.value, JSON_DECIMALS)),
+            "op": op, "threshold": thr.value, "threshold_name": thr.name, "origin": thr.origin,
+            "text": sentence(column, float(value), op, thr)}
 
 
 def _num(metrics: Mapping[str, Any], column: str) -> float | None:
@@ -289,14 +338,21 @@ def kernel_kind(name: str, op_type: str | None, core_type: str, rules: RuleSet) 
     return KernelKind(core, family, maker, f"{core} core, {family} family, {maker}: {why}")
 
 
-def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]], kind: KernelKind | None = None) -> Finding:
-    r = rules.rule(name)
-    return _finding_of(r, evidence, kind)
+def _finding(rules: RuleSet, name: str, evidence: list[dict[str, Any]], kind: KernelKind | None = None,
+             backend: str | None = None) -> Finding:
+    return _finding_of(rules.rule(name), evidence, kind, backend)
 
 
-def _finding_of(rule: Rule, evidence: list[dict[str, Any]], kind: KernelKind | None) -> Finding:
-    levers = [lv for lv in rule.levers if kind is None or lv.fits(kind)]
+def _finding_of(rule: Rule, evidence: list[dict[str, Any]], kind: KernelKind | None,
+                backend: str | None = None) -> Finding:
+    """The finding of ``rule``, its levers limited to what fits this kernel's kind and the profile's backend."""
+    levers = [lv for lv in rule.levers if lv.fits(kind, backend)]
     return Finding(rule.name, rule.label, evidence, [lv.text for lv in levers], [lv.origin for lv in levers])
+
+
+def backend_of(kind: str) -> str:
+    """The backend of a profile kind: npu (npu, msprof, msprof-op), cuda or cpu."""
+    return "npu" if kind in NPU_KINDS else kind
 
 
 def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any], rules: RuleSet) -> Classification:
@@ -307,12 +363,16 @@ def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any],
     kind; without them the kernel's maker is unknown) and ``launch_groups`` (``[{"block_dim",
     "mix_block_dim", "count"}]``: core-use is judged per group, else on ``block_dim``). ``kind``: the
     profile kind (npu | msprof | msprof-op | cuda | cpu). ``device``: ``cube_cores`` / ``vector_cores``.
+
+    Two questions, answered separately (the practice asks the first, msprof-analyze's bounds the second):
+    which pipe dominates (``Classification.dominant``, see ``dominant_pipe``) and whether a pipe reaches
+    its saturation bound (a pipe class fired; ``Classification.saturated``).
     """
     metrics = dict(kernel.get("metrics") or {})
     if metrics.get("vector_pipe_sum_ratio") is None:
         parts = [v for v in (_num(metrics, c) for c in VECTOR_PIPE_SUM) if v is not None]
         metrics["vector_pipe_sum_ratio"] = sum(parts) if parts else None
-    backend = "npu" if kind in NPU_KINDS else kind
+    backend = backend_of(kind)
     name = str(kernel.get("name") or "")
     kk = kernel_kind(name, kernel.get("op_type") or name, str(kernel.get("core_type")), rules)
     fired: list[tuple[float, Rule, Finding]] = []
@@ -328,28 +388,85 @@ def classify(kernel: Mapping[str, Any], *, kind: str, device: Mapping[str, Any],
                 ev.append((value / check.threshold.value, _evidence(check.column, value, check.threshold)))
         if ev:
             ev.sort(key=lambda t: -t[0])
-            fired.append((ev[0][0], rule, _finding_of(rule, [e for _, e in ev], kk)))
+            fired.append((ev[0][0], rule, _finding_of(rule, [e for _, e in ev], kk, backend)))
     # the pipe furthest past its bound leads (secondary classes only when nothing else fired); ratios
     # overlap, so several classes may fire at once
     fired.sort(key=lambda t: (t[1].secondary, -t[0]))
     findings = [f for _, _, f in fired]
+    dominant = dominant_pipe(metrics, backend, kk, rules)
+    saturated: bool | None = None
+    label = None
     if findings:
-        bound = findings[0].cls
-        tie = _near_tie(fired, rules, kk)
+        bound, saturated = findings[0].cls, True
+        tie = _near_tie(fired, rules, kk, backend)
         if tie is not None:
             bound = tie.cls
             findings.insert(0, tie)
     else:
-        bound, extra = _no_pipe_class(kernel, metrics, rules, kk)
+        bound, extra = _no_pipe_class(kernel, metrics, rules, kk, backend, dominant)
         findings.append(extra)
+        if dominant is not None and dominant["leads"] and bound == dominant["class"]:
+            saturated = False
+            label = f"{dominant['pipe']} leads (not saturated: below its bound {dominant['bound']:g})"
+    if dominant is not None:  # whether the leading pipe itself reaches its saturation bound
+        dominant["saturated"] = any(rule.name == dominant["class"] for _, rule, _ in fired)
     if backend == "npu":
         groups = kernel.get("launch_groups") or [{"block_dim": kernel.get("block_dim"),
                                                   "mix_block_dim": kernel.get("mix_block_dim"), "count": None}]
         findings += core_use_groups(kernel, groups, device, rules, kk)
-    return Classification(bound, findings, kk)
+    return Classification(bound, findings, kk, dominant, saturated, label)
 
 
-def _near_tie(fired: list[tuple[float, Rule, Finding]], rules: RuleSet, kk: KernelKind) -> Finding | None:
+def _pipe_bounds(rules: RuleSet, backend: str, kk: KernelKind | None) -> dict[str, tuple[Rule, Threshold]]:
+    """Canonical pipe column -> (the class it can fire, the saturation bound that applies to this kernel)."""
+    out: dict[str, tuple[Rule, Threshold]] = {}
+    for rule in rules.pipe_rules:
+        if rule.secondary or (rule.backends and backend not in rule.backends):
+            continue
+        for check in rule.checks:
+            if check.column in PIPE_COLUMNS and (kk is None or check.applies(kk.family)):
+                out.setdefault(check.column, (rule, check.threshold))
+    return out
+
+
+def pipe_name(rule: Rule) -> str:
+    """The pipe a class is named after, from its label: "MTE2-bound (memory in ...)" -> "MTE2"."""
+    return rule.label.split("-bound")[0].split(" (")[0]
+
+
+def dominant_pipe(metrics: Mapping[str, Any], backend: str, kk: KernelKind | None,
+                  rules: RuleSet) -> dict[str, Any] | None:
+    """Which pipe dominates, whatever the saturation bounds say; None without pipe counters.
+
+    The pipe ratios (fraction of the kernel's time each pipe was busy, 0..1) of the classes this backend
+    has are ranked; the leader *clearly leads* when its ratio is at least ``dominant_pipe_lead`` times the
+    ratio of the busiest pipe of any other class (the two halves of one pipe, e.g. cube and vector MTE2,
+    are one class and do not compete). Returns ``{"column", "value", "class", "pipe", "next_column",
+    "next_value", "lead" (value / next_value, None when the next is 0), "leads", "bound" (the saturation
+    bound of the column for this kernel), "bound_name", "rule" {"threshold", "origin"}}``; ``saturated`` is
+    added by ``classify``.
+    """
+    bounds = _pipe_bounds(rules, backend, kk)
+    present = {c: v for c in bounds if (v := _num(metrics, c)) is not None}
+    if not present:
+        return None
+    top = max(present, key=lambda c: present[c])
+    top_rule, top_thr = bounds[top]
+    others = {c: v for c, v in present.items() if bounds[c][0].name != top_rule.name}
+    nxt = max(others, key=lambda c: others[c]) if others else None
+    next_value = others[nxt] if nxt else 0.0
+    factor = rules.thresholds["dominant_pipe_lead"]
+    value = present[top]
+    leads = value > 0 and value >= factor.value * next_value
+    return {"column": top, "value": round(value, JSON_DECIMALS), "class": top_rule.name, "pipe": pipe_name(top_rule),
+            "next_column": nxt, "next_value": None if nxt is None else round(next_value, JSON_DECIMALS),
+            "lead": round(value / next_value, 4) if next_value > 0 else None, "leads": bool(leads),
+            "bound": top_thr.value, "bound_name": top_thr.name,
+            "rule": {"threshold": factor.value, "threshold_name": factor.name, "origin": factor.origin}}
+
+
+def _near_tie(fired: list[tuple[float, Rule, Finding]], rules: RuleSet, kk: KernelKind,
+              backend: str | None = None) -> Finding | None:
     """The compute_memory_tie finding when the lead and the best class of the other nature are within the margin."""
     primary = [(score, rule) for score, rule, _ in fired if not rule.secondary and rule.nature != "other"]
     if len(primary) < 2:
@@ -360,32 +477,55 @@ def _near_tie(fired: list[tuple[float, Rule, Finding]], rules: RuleSet, kk: Kern
     if other is None or lead_score - other[0] > margin.value:
         return None
     gap = lead_score - other[0]
-    ev = {"column": "bound_margin", "value": round(gap, 6), "op": "<=", "threshold": margin.value,
-          "threshold_name": margin.name, "origin": margin.origin,
-          "text": f"{lead.label} leads {other[1].label} by only {gap:.3f} of their bounds "
+    ev = {"column": "bound_margin", "value": round(gap, decimals_against(gap, margin.value, JSON_DECIMALS)),
+          "op": "<=", "threshold": margin.value, "threshold_name": margin.name, "origin": margin.origin,
+          "text": f"{lead.label} leads {other[1].label} by only {shown_against(gap, margin.value)} of their bounds "
                   f"(a tie within {margin.value:g})"}
-    return _finding_of(rules.rule("compute_memory_tie"), [ev], kk)
+    return _finding_of(rules.rule("compute_memory_tie"), [ev], kk, backend)
+
+
+def _lead_evidence(dominant: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence line of a pipe that clearly leads (or fails to): its ratio against the next pipe's."""
+    rule = dominant["rule"]
+    what, value = column_words(dominant["column"]), dominant["value"]
+    if dominant["next_column"] is None:
+        versus = "no other pipe is busy"
+    else:
+        lead = dominant["lead"]
+        times = "" if lead is None else f"{shown_against(lead, rule['threshold'], 2)}x "
+        versus = (f"{times}the next pipe, {column_words(dominant['next_column'])} "
+                  f"{dominant['next_value']:.3f}")
+    verb = "leads" if dominant["leads"] else "does not clearly lead"
+    return {"column": dominant["column"], "value": value, "op": "leads" if dominant["leads"] else "< lead",
+            "threshold": rule["threshold"], "threshold_name": rule["threshold_name"], "origin": rule["origin"],
+            "text": f"{what} {value:.3f} {verb} ({versus}; a clear lead is >= {rule['threshold']:g}x)"}
 
 
 def _no_pipe_class(kernel: Mapping[str, Any], metrics: Mapping[str, Any], rules: RuleSet,
-                   kk: KernelKind | None = None) -> tuple[str, Finding]:
+                   kk: KernelKind | None = None, backend: str | None = None,
+                   dominant: Mapping[str, Any] | None = None) -> tuple[str, Finding]:
+    """No pipe reached its saturation bound: the leading pipe's class when one clearly leads (evidence: the
+    lead, and the bound it stays below), latency-bound when short, else no dominant pipe."""
     present = {c: _num(metrics, c) for c in PIPE_COLUMNS if _num(metrics, c) is not None}
     if not present:
-        return "no_counters", _finding(rules, "no_counters", [], kk)
+        return "no_counters", _finding(rules, "no_counters", [], kk, backend)
     # each column against the bound that applies to this kernel (a matmul's MTE2 against 0.95)
-    bounds: dict[str, Threshold] = {}
-    for rule in rules.pipe_rules:
-        for check in rule.checks:
-            if check.threshold.value and (kk is None or check.applies(kk.family)):
-                bounds.setdefault(check.column, check.threshold)
+    bounds = {c: thr for c, (_, thr) in _pipe_bounds(rules, backend or "npu", kk).items()}
     default = rules.thresholds["no_bound_ratio"]
     top_col = max(present, key=lambda c: present[c] / (bounds.get(c, default).value or 1.0))
     short = rules.thresholds["short_kernel_us"]
     avg = kernel.get("avg_us")
     top_ev = _evidence(top_col, present[top_col], bounds.get(top_col, default), "<")
     if avg is not None and avg < short.value:
-        return "latency_bound", _finding(rules, "latency_bound", [_evidence("avg_us", avg, short, "<"), top_ev], kk)
-    return "no_dominant_pipe", _finding(rules, "no_dominant_pipe", [top_ev], kk)
+        return "latency_bound", _finding(rules, "latency_bound", [_evidence("avg_us", avg, short, "<"), top_ev], kk,
+                                         backend)
+    if dominant is not None and dominant["leads"]:
+        col = dominant["column"]
+        below = _evidence(col, present[col], bounds.get(col, default), "<")
+        below["text"] += ": the pipe leads but is not saturated"
+        return dominant["class"], _finding(rules, dominant["class"], [_lead_evidence(dominant), below], kk, backend)
+    evidence = [top_ev] + ([_lead_evidence(dominant)] if dominant is not None else [])
+    return "no_dominant_pipe", _finding(rules, "no_dominant_pipe", evidence, kk, backend)
 
 
 def right_core_count(core_type: str, device: Mapping[str, Any]) -> tuple[str, int | None]:

@@ -29,6 +29,9 @@ EXIT_CODES_HELP = (
 app = typer.Typer(
     name="ascendopt",
     help="Freeze, collect, analyze, optimize, gate and re-profile Triton-Ascend kernels.\n\n" + EXIT_CODES_HELP,
+    epilog="Examples:\n\n\b\n  ascendopt demo                    # the whole loop on a bundled kernel\n"
+           "  ascendopt freeze --help           # every command has --help with examples\n"
+           "  ascendopt --backend cpu gate --skip-perf --junit gate.xml",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -73,7 +76,7 @@ def _version_callback(value: bool) -> None:
 def root(
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
+        typer.Option("--backend", metavar="BACKEND", help="npu | cuda | cpu (default: auto, npu > cuda > cpu).",
                      envvar="ASCENDOPT_BACKEND"),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
@@ -148,9 +151,13 @@ def _run(args: list[str], command: str) -> tuple[int, dict | None]:
     except typer.Exit as exc:
         return exc.exit_code, None
     except _ClickException as exc:  # bad option or argument, raised before the command runs: usage error, exit 2
-        exc.show(file=sys.stderr)
+        if _is_help_request(exc):  # `ascendopt` or a group alone: the help, as click prints it
+            exc.show(file=sys.stderr)
+            return 2, envelope.error_fields(2, exc.format_message())
         usage = " ".join(filter(None, ("ascendopt", command, "--help")))
-        return 2, envelope.error_fields(2, exc.format_message(), hint=usage, where=_click_where(exc))
+        message = _click_message(exc)
+        console.error(f"{message} (see `{usage}`)")  # one line, like every other usage error
+        return 2, envelope.error_fields(2, message, hint=usage, where=_click_where(exc))
     except (exits.Interrupted, KeyboardInterrupt, typer.Abort) as exc:
         code = exc.exit_code if isinstance(exc, exits.Interrupted) else 130
         what = f"ascendopt {command}".strip()
@@ -160,12 +167,41 @@ def _run(args: list[str], command: str) -> tuple[int, dict | None]:
         return code, envelope.error_fields(code, f"{what} interrupted", where=what)
     except BrokenPipeError:  # stdout closed under a write the pipe-safe stream did not see: nothing to report
         return 0, None
+    except OSError as exc:  # a file system's refusal no inner layer named: the machine's state, not a bug
+        from ascendopt.workspace import is_write_problem, write_problem
+
+        if not is_write_problem(exc) or exc.filename is None:
+            return _internal_error(exc)
+        if _state["debug"]:
+            console.stderr().print_exception(suppress=[typer])
+        problem = write_problem(exc, doing=None)
+        console.error(str(problem))
+        code = int(problem.exit_code)
+        return code, envelope.error_fields(code, problem.message, where=envelope.where_of(problem.message))
     except Exception as exc:  # noqa: BLE001 - the boundary: a bug, shown in full
-        console.stderr().print_exception(suppress=[typer])
-        console.error("internal error (this is a bug in ascendopt; the traceback above says where)")
-        return 70, envelope.error_fields(70, f"{type(exc).__name__}: {exc}", where=envelope.internal_where(exc),
-                                         hint="a bug in ascendopt: please report it with the traceback (stderr)")
+        return _internal_error(exc)
     return (code if isinstance(code, int) else 0), None
+
+
+def _internal_error(exc: BaseException) -> tuple[int, dict]:
+    """A bug: its traceback and one line on stderr, exit 70."""
+    from ascendopt import console
+    from ascendopt.cli import envelope
+
+    console.stderr().print_exception(suppress=[typer])
+    console.error("internal error (this is a bug in ascendopt; the traceback above says where)")
+    return 70, envelope.error_fields(70, f"{type(exc).__name__}: {exc}", where=envelope.internal_where(exc),
+                                     hint="a bug in ascendopt: please report it with the traceback (stderr)")
+
+
+def _is_help_request(exc: Exception) -> bool:
+    """Click's "no arguments: show the help" (``no_args_is_help``), which it raises as a usage error."""
+    return type(exc).__name__ == "NoArgsIsHelpError"
+
+
+def _click_message(exc: Exception) -> str:
+    """Click's usage error as one line: its message with the line breaks of long choice lists folded."""
+    return " ".join(exc.format_message().split())
 
 
 def _click_where(exc: Exception) -> str | None:

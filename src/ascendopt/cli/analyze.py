@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 
 DEFAULT_TOP = 15  # kernels a printed report lists, hottest first (`--top`; `collect --analyze` uses it too)
 
@@ -102,8 +102,8 @@ def render_report(report: dict[str, Any]) -> None:
                     f"{known(op.get('rated_freq_mhz'), ' MHz')}); from {op.get('file')}")
     console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
                 f"{', '.join(report['not_collected']) or 'none'}")
-    totals = ", ".join(f"{d} {t:.1f} us" for d, t in report["total_us"].items())
-    console.out(f"device kernel time: {totals} over {report['kernel_count']} kernels")
+    totals = ", ".join(f"{d} {console.duration_text(t, digits=1)}" for d, t in report["total_us"].items())
+    console.out(f"device kernel time: {totals} over {console.plural(report['kernel_count'], 'kernel')}")
     _render_profile_checks(report)
     kernels = report["kernels"]
     by_shape = report.get("by") == "shape"
@@ -158,33 +158,38 @@ def _render_profile_checks(report: dict[str, Any]) -> None:
     """The profile-wide lines: communication, AI CPU operators, dynamic shape, host gaps."""
     from ascendopt import console
 
+    def us(value: float) -> str:  # a duration in the unit its magnitude picks
+        return console.duration_text(value, digits=1)
+
     comm = report["communication"]
     if comm["count"]:
-        cores = ", ".join(f"{c} {t:.1f} us" for c, t in comm.get("by_core", {}).items())
+        cores = ", ".join(f"{c} {us(t)}" for c, t in comm.get("by_core", {}).items())
         top = ", ".join(k["name"] for k in comm.get("kernels", [])[:3])
-        console.out(f"communication: {comm['total_us']:.1f} us in {comm['count']} tasks ({cores}; e.g. {top}), "
+        console.out(f"communication: {us(comm['total_us'])} in {console.plural(comm['count'], 'task')} ({cores}; "
+                    f"e.g. {top}), "
                     "not in compute shares")
     cpu = report.get("ai_cpu")
     if cpu and cpu["count"]:
-        long = ", ".join(f"{k['name']} {k['avg_us']:.1f} us" for k in cpu["long"][:5]) or "none"
-        console.out(f"AI CPU operators: {cpu['count']} launches of {cpu['kernels']} kernels, "
-                    f"{cpu['total_us']:.1f} us ({100 * cpu['share']:.1f} % of device kernel time); "
+        long = ", ".join(f"{k['name']} {us(k['avg_us'])}" for k in cpu["long"][:5]) or "none"
+        console.out(f"AI CPU operators: {console.plural(cpu['count'], 'launch')} of "
+                    f"{console.plural(cpu['kernels'], 'kernel')}, "
+                    f"{us(cpu['total_us'])} ({100 * cpu['share']:.1f} % of device kernel time); "
                     f">= {cpu['long_rule']['threshold']:g} us: "
                     f"{long}; lever: {cpu['lever']} ({cpu['lever_origin']})")
     dyn = report.get("dynamic_shape")
     if dyn and dyn["dynamic"]:
-        console.out(f"dynamic shape: {dyn['dynamic']} of {dyn['launches']} launches "
+        console.out(f"dynamic shape: {dyn['dynamic']} of {console.plural(dyn['launches'], 'launch')} "
                     f"({dyn['vendor_dynamic']} vendor-op, {dyn['triton_dynamic']} Triton-style ones, dynamic by design)"
                     + (f"; lever: {dyn['lever']} ({dyn['lever_origin']})" if dyn["lever"] else ""))
     gaps = report.get("host_gaps")
     if gaps and gaps["span_us"]:
-        console.out(f"host gaps: device idle {gaps['idle_us']:.1f} us between tasks "
-                    f"({100 * gaps['idle_share']:.1f} % of the {gaps['span_us']:.1f} us span); "
+        console.out(f"host gaps: device idle {us(gaps['idle_us'])} between tasks "
+                    f"({100 * gaps['idle_share']:.1f} % of the {us(gaps['span_us'])} span); "
                     f"{gaps['host_bound_runs']} run(s) of >= {gaps['rule']['fusion_min_kernels']} short kernels "
                     f"busy < {gaps['rule']['threshold']:g} of their wall time")
         for r in gaps["runs"]:
-            console.out(f"  rows {r['first_row']}-{r['last_row']} ({r['kernels']} kernels, busy {r['busy_us']:.1f} us, "
-                        f"idle {r['idle_us']:.1f} us): {', '.join(_short(n, 40) for n in r['names'])}")
+            console.out(f"  rows {r['first_row']}-{r['last_row']} ({console.plural(r['kernels'], 'kernel')}, busy "
+                        f"{us(r['busy_us'])}, idle {us(r['idle_us'])}): {', '.join(_short(n, 40) for n in r['names'])}")
         if gaps["host_bound_runs"]:
             console.out(f"  lever: {gaps['lever']} ({gaps['lever_origin']})")
 
@@ -221,21 +226,31 @@ def _print_runs(path: str) -> None:
 
 
 def analyze(
-    paths: Annotated[list[str], typer.Argument(help="Profile folder(s): *_ascend_pt, ASCEND_PROFILER_OUTPUT, "
+    paths: Annotated[list[str], typer.Argument(metavar="PATH",
+        hidden=True, help="Profile folder(s): *_ascend_pt, ASCEND_PROFILER_OUTPUT, "
                                                     "PROF_*, OPPROF_*, an ascendopt cuda/cpu folder, a parent of "
                                                     "runs, or a CSV. Several paths = metric-group runs to merge.")],
-    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k",
+    kernel_filter: Annotated[str | None, typer.Option("--kernel-filter", "-k", metavar="SUBSTRING",
                                                          help="Substring of a kernel name/op type; "
                                                               "'regex:EXPR' for a regex.")] = None,
-    top: Annotated[int | None, typer.Option("--top", "-n", help="Show the N kernels with most time.")] = DEFAULT_TOP,
-    compare: Annotated[str | None, typer.Option("--compare", help="Baseline profile: per-kernel diff "
+    top: Annotated[int | None, typer.Option("--top", "-n", metavar="N",
+        help="Show the N kernels with most time.")] = DEFAULT_TOP,
+    compare: Annotated[str | None, typer.Option("--compare", metavar="PATH", help="Baseline profile: per-kernel diff "
                                                                      "(this PATH = after, OTHER = before).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the runs under PATH and exit.")] = False,
-    by: Annotated[str, typer.Option("--by", help="One entry per kernel 'name', or per kernel and input 'shape' "
+    by: Annotated[str, typer.Option("--by", metavar="KEY",
+        help="One entry per kernel 'name', or per kernel and input 'shape' "
                                                  "(where the profile records shapes).")] = "name",
     json: JsonOpt = False,
 ) -> None:
-    """Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers."""
+    """Step 3: rank kernels, classify bottlenecks, list levers.
+
+    Rank kernels by duration share, classify each hot kernel's bottleneck with evidence, list levers.
+
+    PATH: a profile folder (*_ascend_pt, ASCEND_PROFILER_OUTPUT, PROF_*, OPPROF_*, an ascendopt cuda/cpu
+    folder), a parent of runs (the newest is read), or a CSV; several PATHs are metric-group runs of one
+    workload, merged.
+    """
     from ascendopt import console
     from ascendopt.analyze import diagnosis as analysis
     from ascendopt.analyze.traces import load_profile, load_profiles
@@ -271,5 +286,14 @@ def analyze(
     render_report(report)
 
 
+EXAMPLES = examples(
+    "ascendopt analyze npu_prof/              # the newest run under a parent",
+    "ascendopt analyze npu_prof/ --list       # every run under it",
+    "ascendopt analyze RUN -k my_kernel --top 10 --json",
+    "ascendopt analyze AFTER --compare BEFORE",
+    "ascendopt analyze RUN --by shape",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(analyze)
+    app.command(name, epilog=EXAMPLES)(analyze)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.analyze.traces.columns import COLLECT_GROUP_ORDER, METRIC_GROUP_TABLE
-from ascendopt.cli.options import EventsOpt, JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, WorkspaceOpt, examples
 
 # The short alias of every group (the first one the table lists), so the help cannot drift from the parser.
 _GROUPS_HELP = ("Metric groups, comma-separated, one profiler run each: "
@@ -35,38 +35,46 @@ def _command_line(args: list[tuple[str, object]]) -> str:
 
 def collect(
     exec_file: Annotated[str | None, typer.Option(
-        "--exec-file", help="Workload file: module code runs once, workload() each step.")] = None,
-    kernel: Annotated[str | None, typer.Option("--kernel", help="A bundled kernel (see `ascendopt kernels`).")] = None,
+        "--exec-file", metavar="PATH", help="Workload file: module code runs once, workload() each step.")] = None,
+    kernel: Annotated[str | None, typer.Option("--kernel", metavar="NAME",
+        help="A bundled kernel (see `ascendopt kernels`).")] = None,
     shape: Annotated[str | None, typer.Option(
-        "--shapes", "--shape", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. "
+        "--shapes", "--shape", metavar="SHAPE", help="--kernel: preset (tiny, realistic, ...) or dims B=2,T=64,D=128. "
                         "Default: tiny on cpu, realistic elsewhere.")] = None,
     mode: Annotated[str | None, typer.Option(
-        "--mode", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,
+        "--mode", metavar="MODE", help="--kernel: fwd or fwdbwd (default: the kernel's first).")] = None,
     dtype: Annotated[str | None, typer.Option(
-        "--dtype", help="--kernel: fp32, bf16, ... (default: the kernel's first).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="--kernel: tunable NAME=VALUE (repeatable).")] = None,
-    aic_metrics: Annotated[str, typer.Option("--aic-metrics", help=_GROUPS_HELP)] = "PipeUtilization",
+        "--dtype", metavar="DTYPE", help="--kernel: fp32, bf16, ... (default: the kernel's first).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="NAME=VALUE",
+        help="--kernel: tunable NAME=VALUE (repeatable).")] = None,
+    aic_metrics: Annotated[str, typer.Option("--aic-metrics", metavar="GROUPS", help=_GROUPS_HELP)] = "PipeUtilization",
     level: Annotated[str, typer.Option(
-        "--level", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",
+        "--level", metavar="LEVEL", help="npu profiler level: Level0 (no counters), Level1, Level2.")] = "Level1",
     name: Annotated[str | None, typer.Option(
-        "--name", help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,
+        "--name", metavar="NAME",
+        help="Profile name (default: file stem or kernel name); only [A-Za-z0-9._-] kept.")] = None,
     out_dir: Annotated[str | None, typer.Option(
-        "--out-dir", help="Parent folder of the profile folders (default: the workspace's profiles/ when -w is "
+        "--out-dir", metavar="DIR",
+        help="Parent folder of the profile folders (default: the workspace's profiles/ when -w is "
                           "given or ./.ascendopt (or $ASCENDOPT_WORKSPACE) holds a contract, else npu_prof).")] = None,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds per profiler run: a workload process running N metric groups gets N x this; "
+        "--timeout", metavar="SECONDS",
+        help="Seconds per profiler run: a workload process running N metric groups gets N x this; "
                           "each ncu replay on cuda gets this.")] = 600.0,
-    wait: Annotated[int, typer.Option("--wait", help="Schedule: steps skipped per cycle.")] = 0,
+    wait: Annotated[int, typer.Option("--wait", metavar="N", help="Schedule: steps skipped per cycle.")] = 0,
     warmup: Annotated[int, typer.Option(
-        "--warmup", help="Schedule: warm-up steps per cycle (the first, compiling call lands here).")] = 1,
-    active: Annotated[int, typer.Option("--active", help="Schedule: recorded steps per cycle.")] = 1,
-    repeat: Annotated[int, typer.Option("--repeat", help="Schedule: cycles.")] = 1,
-    skip_first: Annotated[int, typer.Option("--skip-first", help="Schedule: steps skipped once at the start.")] = 0,
+        "--warmup", metavar="N", help="Schedule: warm-up steps per cycle (the first, compiling call lands here).")] = 1,
+    active: Annotated[int, typer.Option("--active", metavar="N", help="Schedule: recorded steps per cycle.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="Schedule: cycles.")] = 1,
+    skip_first: Annotated[int, typer.Option("--skip-first", metavar="N",
+        help="Schedule: steps skipped once at the start.")] = 0,
     steps: Annotated[int | None, typer.Option(
-        "--steps", help="Workload calls (default: one full schedule, skip_first + (wait+warmup+active) x repeat)."
+        "--steps", metavar="N",
+        help="Workload calls (default: one full schedule, skip_first + (wait+warmup+active) x repeat)."
     )] = None,
     kernel_filter: Annotated[str | None, typer.Option(
-        "--kernel-filter", help="Substring of the kernel name ('regex:EXPR' for a regex): ncu profiles only these "
+        "--kernel-filter", metavar="SUBSTRING",
+        help="Substring of the kernel name ('regex:EXPR' for a regex): ncu profiles only these "
                                 "(cuda); passed on to --analyze.")] = None,
     analyze: Annotated[bool, typer.Option(
         "--analyze", help="Run `ascendopt analyze` on the new profiles afterwards.")] = False,
@@ -74,7 +82,9 @@ def collect(
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Profile a workload with the backend's profiler and print the profile folder(s).
+    """Step 2: profile a workload, one metric group per run.
+
+    Profile a workload with the backend's profiler and print the profile folder(s).
 
     Inside a workspace (-w, or ./.ascendopt with a contract) the folders go to its profiles/, where
     optimize-round and reprofile find them; --out-dir still wins.
@@ -96,6 +106,12 @@ def collect(
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be > 0 seconds")
     target, in_workspace = out_dir_for(out_dir, workspace)
+    from ascendopt.workspace import Workspace, check_output_folder
+
+    if in_workspace:
+        Workspace(target.parent).check_writable()
+    else:
+        check_output_folder(target, "--out-dir")
     if in_workspace:
         console.info(f"collect: writing into the workspace's {target} (the loop reads its profiles there; "
                      "--out-dir writes elsewhere)")
@@ -106,8 +122,6 @@ def collect(
               ("--wait", wait), ("--warmup", warmup), ("--active", active), ("--repeat", repeat),
               ("--skip-first", skip_first), ("--steps", steps), ("--kernel-filter", kernel_filter)]
     from contextlib import nullcontext
-
-    from ascendopt.workspace import Workspace
 
     # into a workspace's profiles/: a write of the workspace, under its lock and in its audit log
     with Workspace(target.parent).lock() if in_workspace else nullcontext():
@@ -163,5 +177,12 @@ def _chain_analyze(paths, kernel_filter: str | None, json: bool) -> None:
     render_report(report)
 
 
+EXAMPLES = examples(
+    "ascendopt collect --exec-file workload.py --aic-metrics pipe,ub",
+    "ascendopt collect --kernel rms_norm --shapes realistic --set block_rows=8 --analyze",
+    "ascendopt collect --exec-file bench.py --name after --timeout 900",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(collect)
+    app.command(name, epilog=EXAMPLES)(collect)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, examples
 
 DEFAULT_WORKSPACE = "ascendopt-demo"  # under the current directory
 
@@ -46,25 +46,30 @@ def _gate_result(gate) -> None:
 
 
 def demo(
-    kernel: Annotated[str, typer.Option("--kernel", help="Bundled kernel to run the loop on.")] = "rms_norm",
+    kernel: Annotated[str, typer.Option("--kernel", metavar="NAME",
+        help="Bundled kernel to run the loop on.")] = "rms_norm",
     shape: Annotated[
-        str | None, typer.Option("--shapes", "--shape",
+        str | None, typer.Option("--shapes", "--shape", metavar="SHAPE",
                                  help="Shape preset (default: tiny on cpu, realistic on a device).")
     ] = None,
     workspace: Annotated[
-        str | None, typer.Option("--workspace", "-w", help=f"Workspace folder (default ./{DEFAULT_WORKSPACE}, "
+        str | None, typer.Option("--workspace", "-w", metavar="DIR",
+            help=f"Workspace folder (default ./{DEFAULT_WORKSPACE}, "
                                  "replaced on each run; the previous one is archived in it).")
     ] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace the contract of an existing -w workspace (the old contract and its rounds are "
                         "archived, as freeze --force).")] = False,
     pairs: Annotated[
-        int | None, typer.Option("--pairs", help="Interleaved timing pairs (default 16 on cpu, 30 on a device).")
+        int | None, typer.Option("--pairs", metavar="N",
+            help="Interleaved timing pairs (default 16 on cpu, 30 on a device).")
     ] = None,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Run the whole loop on a bundled kernel and print the round summary and where the files are."""
+    """The whole loop on a bundled kernel, in one command.
+
+    Run the whole loop on a bundled kernel and print the round summary and where the files are."""
     from pathlib import Path
 
     from ascendopt.rounds import run as round_run
@@ -81,7 +86,9 @@ def demo(
     # is the demo's own, so a second run replaces its contract (archived) without asking.
     root = Path(workspace) if workspace else Path(DEFAULT_WORKSPACE)
     ws = Workspace(root.resolve())
+    ws.check_writable()
     console.info(f"demo: {kernel} [{plan.preset}] on {plan.backend} ({plan.device_name}); workspace {ws.root}")
+    round_demo.keep_out_of_git(ws)
     with console.progress("demo", total=len(round_demo.STEPS)) as bar:
         result = round_demo.run_demo(ws, plan, step=bar.update, advance=bar.advance,
                                      on_analysis=None if json else _analysis_table,
@@ -107,5 +114,11 @@ def demo(
         raise typer.Exit(result.exit_code)
 
 
+EXAMPLES = examples(
+    "ascendopt demo",
+    "ascendopt demo --kernel l2norm --shapes tiny --pairs 8 -w /tmp/demo --force",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(demo)
+    app.command(name, epilog=EXAMPLES)(demo)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 
 # facts that are the model chip's off-NPU (the UB model predicts for it); on npu they are the device's
 _MODEL_CHIP_FACTS = ("chip_model", "ub_bytes", "ub_source", "ub_enforced")
@@ -25,7 +25,9 @@ def fact_owner(key: str, facts: Mapping[str, Any]) -> str:
 
 
 def env(json: JsonOpt = False) -> None:
-    """Show the backend chosen and why, the device, core counts, UB bytes and versions; the third column
+    """What ascendopt sees: backend, device, cores, UB, versions.
+
+    Show the backend chosen and why, the device, core counts, UB bytes and versions; the third column
     says whose each fact is (this machine's, or off-NPU the model chip's the UB model predicts for)."""
     from ascendopt import console
     from ascendopt.device import backends
@@ -40,5 +42,11 @@ def env(json: JsonOpt = False) -> None:
     console.table(["fact", "value", "whose"], rows, title="ascendopt env")
 
 
+EXAMPLES = examples(
+    "ascendopt env",
+    "ascendopt --backend cpu env --json",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(env)
+    app.command(name, epilog=EXAMPLES)(env)

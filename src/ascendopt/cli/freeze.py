@@ -6,27 +6,35 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt, examples
 from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
 
 Str = str | None
 Strs = list[str] | None
-KernelOpt = Annotated[Str, typer.Option("--kernel", help="Bundled kernel to freeze (see `ascendopt kernels`).")]
+KernelOpt = Annotated[Str, typer.Option("--kernel", metavar="NAME",
+    help="Bundled kernel to freeze (see `ascendopt kernels`).")]
 ShapesOpt = Annotated[Strs, typer.Option(
-    "--shapes", "--shape", help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
+    "--shapes", "--shape", metavar="SHAPE",
+    help="Shape preset (tiny, realistic, ...) or dims like B=2,T=64,D=128; repeat for a matrix. "
                      "Default: tiny on cpu, realistic elsewhere.")]
-DtypeOpt = Annotated[Str, typer.Option("--dtype", help="fp32 | bf16 | fp16 (default bf16 if supported).")]
-ModeOpt = Annotated[Str, typer.Option("--mode", help="fwd | fwdbwd (default fwdbwd if supported).")]
+DtypeOpt = Annotated[Str, typer.Option("--dtype", metavar="DTYPE",
+    help="fp32 | bf16 | fp16 (default bf16 if supported).")]
+ModeOpt = Annotated[Str, typer.Option("--mode", metavar="MODE", help="fwd | fwdbwd (default fwdbwd if supported).")]
 VarlenOpt = Annotated[bool, typer.Option("--varlen", help="Add a variable-length (cu_seqlens) twin of every shape.")]
-SetOpt = Annotated[Strs, typer.Option("--set", help="Baseline tunables NAME=VALUE (default: the spec's).")]
-ExecFileOpt = Annotated[Str, typer.Option("--exec-file", help="Own code: a Python file defining workload().")]
-TestOpt = Annotated[Strs, typer.Option("--test", help="Own code: frozen test file(s); repeat.")]
+SetOpt = Annotated[Strs, typer.Option("--set", metavar="NAME=VALUE",
+    help="Baseline tunables NAME=VALUE (default: the spec's).")]
+ExecFileOpt = Annotated[Str, typer.Option("--exec-file", metavar="PATH",
+    help="Own code: a Python file defining workload().")]
+TestOpt = Annotated[Strs, typer.Option("--test", metavar="PATH", help="Own code: frozen test file(s); repeat.")]
 TestCmdOpt = Annotated[Str, typer.Option(
-    "--test-cmd", help="Own code: validation command (default: python -m pytest -q TESTS); not pytest: it must "
+    "--test-cmd", metavar="COMMAND",
+    help="Own code: validation command (default: python -m pytest -q TESTS); not pytest: it must "
                        "exit 0 and print a summary line 'N passed' (N >= 1, no failures).")]
-ReferenceOpt = Annotated[Strs, typer.Option("--reference", help="Own code: frozen reference/oracle file(s).")]
+ReferenceOpt = Annotated[Strs, typer.Option("--reference", metavar="PATH",
+    help="Own code: frozen reference/oracle file(s).")]
 KernelFilterOpt = Annotated[Str, typer.Option(
-    "--kernel-filter", help="Own code: substring of the target kernel's name that must appear in the profile.")]
+    "--kernel-filter", metavar="SUBSTRING",
+    help="Own code: substring of the target kernel's name that must appear in the profile.")]
 EquivTolOpt = Annotated[Strs, typer.Option(
     "--equivalence-tol", metavar="DTYPE=RTOL[:ATOL]",
     help="Own code: tolerance of the output equivalence check for one output dtype (fp32, bf16, fp16, fp64), "
@@ -34,8 +42,9 @@ EquivTolOpt = Annotated[Strs, typer.Option(
 NoEquivOpt = Annotated[bool, typer.Option(
     "--no-equivalence", help="Own code: do not compare workload() outputs with the frozen commit's (the contract "
                              "says it is off).")]
-MetricsOpt = Annotated[str, typer.Option("--aic-metrics", help="Metric groups for collect/reprofile, comma-separated.")]
-MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=1, help="Iteration cap of the loop.")]
+MetricsOpt = Annotated[str, typer.Option("--aic-metrics", metavar="GROUPS",
+    help="Metric groups for collect/reprofile, comma-separated.")]
+MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", metavar="N", min=1, help="Iteration cap of the loop.")]
 NoProfileOpt = Annotated[bool, typer.Option(
     "--no-profile", help="Do not profile the baseline into the workspace's profiles/ (round 1 then has no "
                          "'before' profile unless `ascendopt collect -w WS` makes one).")]
@@ -68,7 +77,9 @@ def freeze(
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
+    """Step 1: freeze the task contract and measure the baseline.
+
+    Freeze the task contract: workload, tolerances, frozen files (sha256), baseline, expected kernels.
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
     Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...]
@@ -89,6 +100,7 @@ def freeze(
     from ascendopt.workspace import Workspace
 
     ws = Workspace.resolve(workspace)
+    ws.check_writable()  # a damaged or unwritable workspace: one line before any measurement
     groups = aic_metrics  # freeze parses and checks the names (collect.metrics)
     if bool(kernel) == bool(exec_file):
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
@@ -142,8 +154,8 @@ def _render(ws, contract) -> None:
                      + ", ".join(f"{k} rtol {t['rtol']:g} atol {t['atol']:g}" for k, t in eq["tolerances"].items())
                      if eq["enabled"] else f"off: {eq['reason']}"))
     rows += [(f"frozen {f.role}", f"{f.path} {f.sha256[:12]}") for f in contract.frozen_files]
-    rows += [(f"baseline {b.case}", f"{b.median_ms * 1e3:.2f} us [p20 {b.p20_ms * 1e3:.2f}, p80 "
-              f"{b.p80_ms * 1e3:.2f}] CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
+    rows += [(f"baseline {b.case}", f"{console.spread_text(b.median_ms * 1e3, b.p20_ms * 1e3, b.p80_ms * 1e3)} "
+              f"CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
     if contract.precheck:
         rows.append(("Ascend precheck", contract.precheck["verdict"]))
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),
@@ -152,5 +164,13 @@ def _render(ws, contract) -> None:
     console.table(["field", "value"], rows, title="ascendopt freeze")
 
 
+EXAMPLES = examples(
+    "ascendopt freeze --kernel rms_norm --shapes realistic --dtype bf16",
+    'ascendopt freeze --exec-file bench.py --test tests/test_op.py \\',
+    "    --kernel-filter my_kernel",
+    "ascendopt --backend cpu freeze --kernel rms_norm --shapes tiny -w .ascendopt-cpu",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(freeze)
+    app.command(name, epilog=EXAMPLES)(freeze)

@@ -6,14 +6,20 @@ from typing import Annotated, Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 
 
 def kernels(
-    name: Annotated[str | None, typer.Argument(help="Show one kernel in detail (default: list all).")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="NAME",
+        hidden=True, help="Show one kernel in detail (default: list all).")] = None,
     json: JsonOpt = False,
 ) -> None:
-    """List the bundled kernels: modes, dtypes, shape presets, tunables (default and choices), support ranges."""
+    """List the bundled kernels, their shapes and tunables.
+
+    List the bundled kernels: modes, dtypes, shape presets, tunables (default and choices), support ranges.
+
+    NAME: one bundled kernel, shown in detail (default: all, listed).
+    """
     from ascendopt import console
     from ascendopt import kernels as registry
     from ascendopt.cli.next_steps import after_kernels
@@ -62,5 +68,11 @@ def _tile_text(tile: dict[str, int]) -> str:
     return "[" + ",".join(f"{k}={v}" for k, v in tile.items()) + "]"
 
 
+EXAMPLES = examples(
+    "ascendopt kernels",
+    "ascendopt kernels rms_norm --json",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(kernels)
+    app.command(name, epilog=EXAMPLES)(kernels)

@@ -7,24 +7,31 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 
 
 def lint(
-    paths: Annotated[list[str] | None, typer.Argument(help="Python files or folders (searched for *.py).")] = None,
-    format: Annotated[str, typer.Option("--format", help="text | json | github (workflow annotations).")] = "text",
+    paths: Annotated[list[str] | None, typer.Argument(metavar="PATH",
+        hidden=True, help="Python files or folders (searched for *.py).")] = None,
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT",
+        help="text | json | github (workflow annotations).")] = "text",
     select: Annotated[
-        str | None, typer.Option("--select", help="Only these rule ids or prefixes, comma-separated (AO1,AO203).")
+        str | None, typer.Option("--select", metavar="RULES",
+            help="Only these rule ids or prefixes, comma-separated (AO1,AO203).")
     ] = None,
-    ignore: Annotated[str | None, typer.Option("--ignore", help="Skip these rule ids or prefixes.")] = None,
+    ignore: Annotated[str | None, typer.Option("--ignore", metavar="RULES",
+        help="Skip these rule ids or prefixes.")] = None,
     explain: Annotated[
-        str | None, typer.Option("--explain", help="Print what a rule checks, why, the fix, what it does not see "
+        str | None, typer.Option("--explain", metavar="RULE",
+            help="Print what a rule checks, why, the fix, what it does not see "
                                                    "(its blind spots) and the seed's words; `all` for every rule.")
     ] = None,
     list_rules: Annotated[bool, typer.Option("--list-rules", help="List every rule id with its summary.")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Check Triton-Ascend kernels against the review checklist.
+
+    PATH: Python files or folders (searched for *.py).
 
     Findings print as PATH:LINE:COL: ID message. Silence one line with `# noqa: ID` (or a bare `# noqa`).
     Exit 0 clean, 1 findings, 2 bad usage or a file that could not be read or parsed (reported as AO001/AO002).
@@ -68,5 +75,13 @@ def lint(
     raise typer.Exit(report.exit_code)
 
 
+EXAMPLES = examples(
+    "ascendopt lint src/my_ops/",
+    "ascendopt lint src/my_ops/ --format github --select AO2 --ignore AO203",
+    "ascendopt lint --list-rules",
+    "ascendopt lint --explain AO401",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(lint)
+    app.command(name, epilog=EXAMPLES)(lint)

@@ -29,6 +29,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ascendopt.cli.options import examples
+
 # The commands an agent drives the loop with (demo, env and mcp itself are for people).
 TOOL_COMMANDS = ("freeze", "collect", "analyze", "optimize-round", "gate", "reprofile", "status", "report",
                  "kernels", "lint", "ub")
@@ -283,7 +285,9 @@ def mcp(
         help="Limit of one tool call: its command is stopped (SIGTERM, then SIGKILL) past it.",
     )] = DEFAULT_TOOL_TIMEOUT_S,
 ) -> None:
-    """Serve the loop's commands as Model Context Protocol tools over stdio (for coding agents).
+    """Serve the commands as MCP tools over stdio, for agents.
+
+    Serve the loop's commands as Model Context Protocol tools over stdio (for coding agents).
 
     Tools: freeze, collect, analyze, optimize-round, gate, reprofile, status, report, kernels, lint, ub;
     each call runs the command with --json in a child process and returns its JSON envelope. Needs the
@@ -305,5 +309,13 @@ def mcp(
         stop_running_tools()
 
 
+EXAMPLES = examples(
+    "ascendopt mcp",
+    "ascendopt mcp --tool-timeout 600",
+    "# an MCP client's configuration:",
+    '# {"mcpServers": {"ascendopt": {"command": "ascendopt", "args": ["mcp"]}}}',
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(mcp)
+    app.command(name, epilog=EXAMPLES)(mcp)

@@ -6,18 +6,21 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt, examples
 
 
 def optimize_round(
-    hypothesis: Annotated[str, typer.Option("--hypothesis", help="One line: the change and why it should help.")],
+    hypothesis: Annotated[str, typer.Option("--hypothesis", metavar="SENTENCE",
+        help="One line: the change and why it should help.")],
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
+        typer.Option("--set", metavar="NAME=VALUE",
+            help="Bundled-kernel tunable NAME=VALUE (repeatable). Own code: edit the tree instead."),
     ] = None,
     direction: Annotated[
         str | None,
-        typer.Option("--direction", help="The strategy this round belongs to, one word (tiling, vectorize, ...); "
+        typer.Option("--direction", metavar="NAME",
+            help="The strategy this round belongs to, one word (tiling, vectorize, ...); "
                                          "default: own code the hypothesis's leading 'NAME:' tag, else 'code'; "
                                          "a bundled kernel the changed tunables."),
     ] = None,
@@ -27,15 +30,18 @@ def optimize_round(
                                           "@triton.autotune configs, each pinned, and name the one to pin.")
     ] = False,
     budget: Annotated[
-        int | None, typer.Option("--budget", help="--auto: candidates screened at most (default: the whole space; "
+        int | None, typer.Option("--budget", metavar="N",
+            help="--auto: candidates screened at most (default: the whole space; "
                                                   "cached ones are free).")
     ] = None,
     budget_s: Annotated[
-        float | None, typer.Option("--budget-s", help="--auto: screening's wall-time budget in seconds (default 240); "
+        float | None, typer.Option("--budget-s", metavar="SECONDS",
+            help="--auto: screening's wall-time budget in seconds (default 240); "
                                                       "it stops there and says what it covered.")
     ] = None,
     confirm: Annotated[
-        int | None, typer.Option("--confirm", help="--auto: the K fastest screened candidates become gated rounds "
+        int | None, typer.Option("--confirm", metavar="N",
+            help="--auto: the K fastest screened candidates become gated rounds "
                                                    "(default 2; 0 screens only).")
     ] = None,
     allow_ub_overflow: Annotated[bool, typer.Option(
@@ -44,10 +50,16 @@ def optimize_round(
     force: Annotated[bool, typer.Option("--force", help="Run even though a stop criterion is reached.")] = False,
     target_metric: Annotated[
         str | None,
-        typer.Option("--target-metric", help="Metric the hypothesis should move (vec_ratio, MTE2, ...); "
+        typer.Option("--target-metric", metavar="METRIC",
+            help="Metric the hypothesis should move (vec_ratio, MTE2, ...); "
                                              "default: from the hypothesis words, else the bottleneck class."),
     ] = None,
-    pairs: Annotated[int, typer.Option("--pairs", help="Interleaved timing rounds per shape case.")] = 30,
+    pairs: Annotated[int, typer.Option("--pairs", metavar="N", help="Interleaved timing rounds per shape case.")] = 30,
+    accept_implausible: Annotated[str | None, typer.Option(
+        "--accept-implausible", metavar="REASON",
+        help="Allow a keep on an implausible speedup (> 5x vs the baseline, or under the device's roofline "
+             "floor), for the reason given; the reason is recorded in the round. Without it such a round is "
+             "a revert.")] = None,
     timeout: TimeoutOpt = None,
     no_precheck: NoPrecheckOpt = False,
     ascend_python: AscendPythonOpt = None,
@@ -55,7 +67,9 @@ def optimize_round(
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
+    """Steps 4-6: one recorded round: gate, timing, re-profile.
+
+    Gate the change (red gate: verdict drop, no speed), time it interleaved with the baseline and the
     best so far, re-profile with the contract's metric groups, record rounds/NNNN.yaml and print the
     round summary with the verdict keep | revert | drop | floor and whether another round is warranted.
 
@@ -77,6 +91,7 @@ def optimize_round(
     round_run.prepare_backend()
     ws = Workspace.resolve(workspace)
     ws.require_contract()
+    ws.check_writable()
     bench.check_pairs(pairs)
     sets = round_run.parse_sets(set_)
     if auto and sets:
@@ -88,6 +103,9 @@ def optimize_round(
         raise UsageError("--auto and --direction exclude each other: each --auto round is named by the tunable "
                          "it changes")
     round_run.check_direction(direction)
+    if accept_implausible is not None and (auto or not accept_implausible.strip()):
+        raise UsageError("--accept-implausible: give the reason the speedup is real (one line); it applies to one "
+                         "round, not to --auto")
     if allow_ub_overflow and not auto:
         raise UsageError("--allow-ub-overflow applies to --auto only (a --set tile over the UB is reported, "
                          "not refused, off-NPU)")
@@ -100,14 +118,15 @@ def optimize_round(
             r = outcome.record
             rows.append(r)
             console.info(f"round {r.number}: {format_config(r.change.get('set'))} -> {r.verdict}"
-                         + (f" ({r.candidate_ms:.4f} ms)" if r.candidate_ms else "")
+                         + (f" ({console.duration_text(r.candidate_ms * 1e3, digits=3)})" if r.candidate_ms else "")
                          + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else ""))
 
         with console.progress("optimize-round --auto: screening", total=0) as bar:
             def on_screened(row, run):
                 bar.advance()
                 best = run.best
-                bar.update(f"screening: best {format_config(best.config)} {best.ms:.4g} ms" if best else
+                bar.update(f"screening: best {format_config(best.config)} {console.duration_text(best.ms * 1e3)}"
+                           if best else
                            "screening: no candidate passed yet")
 
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, budget_s=budget_s,
@@ -123,7 +142,8 @@ def optimize_round(
         if result.get("own_code"):
             for pin in result["pin"]:
                 console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
-                            f"({format_config(pin['kwargs'])}) screened fastest at {pin['ms']:.4f} ms; replace "
+                            f"({format_config(pin['kwargs'])}) screened fastest at "
+                            f"{console.duration_text(pin['ms'] * 1e3, digits=3)}; replace "
                             "@triton.autotune with a launch passing these values, then run optimize-round (without "
                             "--auto): the gate measures that edit")
             if not result["pin"]:
@@ -154,7 +174,8 @@ def optimize_round(
     with console.progress("optimize-round") as bar:
         outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=sets, force=force, pairs=pairs,
                                       target_metric=target_metric, step=bar.update, direction=direction,
-                                      timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python)
+                                      timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python,
+                                      accept_implausible=accept_implausible)
     record = outcome.record
     console.next_steps(next_steps.after_round(ws, record.summary))
     if json:
@@ -163,10 +184,22 @@ def optimize_round(
         render_round_summary(record.summary, f"round {record.number} ({record.direction})")
         if not record.gate.get("passed"):
             console.out(f"gate: RED at {record.gate.get('failed_stage')}: {record.gate.get('summary')}")
+            error = record.gate.get("error")
+            if error and error != record.gate.get("summary"):  # the failing tests' own error lines
+                for line in str(error).splitlines():
+                    console.out(f"  {line}")
         console.out(f"recorded: {outcome.path}")
     if outcome.exit_code:  # a drop exits with the gate's code (1 correctness, 3 integrity), after recording
         raise typer.Exit(outcome.exit_code)
 
 
+EXAMPLES = examples(
+    'ascendopt optimize-round --hypothesis "larger row tile" --set block_rows=16',
+    'ascendopt optimize-round --hypothesis "search tiles" --auto --budget-s 120',
+    "# own code: edit the working tree first, then",
+    'ascendopt optimize-round --hypothesis "tiling: larger blocks in my_kernel"',
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(optimize_round)
+    app.command(name, epilog=EXAMPLES)(optimize_round)

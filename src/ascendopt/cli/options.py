@@ -27,7 +27,8 @@ TimeoutOpt = Annotated[
 ]
 WorkspaceOpt = Annotated[
     str | None,
-    typer.Option("--workspace", "-w", help="Workspace folder (default: $ASCENDOPT_WORKSPACE, else the nearest "
+    typer.Option("--workspace", "-w", metavar="DIR",
+        help="Workspace folder (default: $ASCENDOPT_WORKSPACE, else the nearest "
                                            ".ascendopt/ in this folder or a parent up to the git root, else "
                                            "./.ascendopt)."),
 ]
@@ -61,3 +62,9 @@ NoPrecheckOpt = Annotated[
                                        "was skipped). The check never installs triton-ascend: without an environment "
                                        "it is recorded as not run."),
 ]
+
+
+def examples(*lines: str) -> str:
+    """A command's "Examples:" epilog for ``--help``: the lines printed as written (click's ``\\b`` marker keeps
+    the block from being rewrapped), indented under the heading."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)

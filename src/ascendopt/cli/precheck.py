@@ -7,28 +7,36 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, JsonOpt, TimeoutOpt
+from ascendopt.cli.options import AscendPythonOpt, JsonOpt, TimeoutOpt, examples
 
 
 def precheck(
-    target: Annotated[str, typer.Argument(help="A Python file (or module path) with @triton.jit kernels.")],
+    target: Annotated[str, typer.Argument(metavar="PATH",
+        hidden=True, help="A Python file (or module path) with @triton.jit kernels.")],
     exec_file: Annotated[
-        str | None, typer.Option("--exec-file", help="A workload that launches the kernels (run with every "
+        str | None, typer.Option("--exec-file", metavar="PATH",
+            help="A workload that launches the kernels (run with every "
                                  "kernel[grid](...) recorded, never executed).")] = None,
     launches: Annotated[
-        str | None, typer.Option("--launches", help="A YAML launch description: kernel, signature, constexprs, "
+        str | None, typer.Option("--launches", metavar="PATH",
+            help="A YAML launch description: kernel, signature, constexprs, "
                                  "grid per launch (docs/lowering.md).")] = None,
     chip: Annotated[
-        str | None, typer.Option("--chip", help="Judge UB and core counts against this chip (configs/chips.yaml; "
+        str | None, typer.Option("--chip", metavar="CHIP",
+            help="Judge UB and core counts against this chip (configs/chips.yaml; "
                                  "default the launch file's, else the model chip Ascend910B2).")] = None,
     ascend_python: AscendPythonOpt = None,
     no_lint: Annotated[bool, typer.Option("--no-lint", help="Leave out the lint findings of the file.")] = False,
     timeout: TimeoutOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Lower a file's Triton kernels through triton-ascend's front end on this CPU and report, per launch:
+    """Does a kernel lower for Ascend? UB, cores, lint; no NPU.
+
+    Lower a file's Triton kernels through triton-ascend's front end on this CPU and report, per launch:
     lowers or not (the compiler's message at your source line), a static UB estimate from the lowered IR's
     local buffers (an estimate: bishengir-compile decides), the core type against the grid, and lint findings.
+
+    PATH: a Python file (or module path) with @triton.jit kernels.
 
     Without --ascend-python or $ASCENDOPT_ASCEND_PYTHON, the first run builds a triton-ascend environment under
     ~/.cache/ascendopt/ascend-venv (pinned versions, a few minutes, ~1.2 GB; $ASCENDOPT_CACHE moves it).
@@ -108,5 +116,12 @@ def _render(report: dict) -> None:
     sys.stdout.flush()
 
 
+EXAMPLES = examples(
+    "ascendopt precheck my_ops/norm.py --exec-file bench_norm.py",
+    "ascendopt precheck my_ops/norm.py --launches launches.yaml --json",
+    "ascendopt precheck my_ops/norm.py --ascend-python /opt/venv-ascend/bin/python",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(precheck)
+    app.command(name, epilog=EXAMPLES)(precheck)

@@ -62,7 +62,7 @@ def _fmt(v: float | None, column: str = "") -> str:
     if v is None:
         return "not collected"  # never 0: a metric group that was not collected says so
     if column.endswith("_us"):
-        return f"{v:.2f} us"
+        return console.duration_text(v)
     if column.endswith("_gbs"):
         return f"{v:.1f}"
     return f"{v:.3f}"
@@ -103,7 +103,8 @@ def render_round_summary(summary: Mapping[str, Any], title: str) -> None:
         # the ratios are candidate/reference times; their inverse is the speedup the line names
         # both references were re-timed in this round, interleaved with the candidate: the frozen baseline's
         # time (measured at freeze, under other conditions) is not what the speedups compare with
-        lines.append(f"speed: {speed['candidate_ms']:.4f} ms; vs best {speedup_text(speed['ratio_vs_best'])}, "
+        candidate = console.duration_text(speed["candidate_ms"] * 1e3, digits=3)
+        lines.append(f"speed: {candidate}; vs best {speedup_text(speed['ratio_vs_best'])}, "
                      f"vs baseline {speedup_text(speed['ratio_vs_baseline'])} (speedups against both re-timed "
                      "interleaved in this round)")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
@@ -126,8 +127,10 @@ def target_metric_line(tm: Mapping[str, Any]) -> str:
         size = "unchanged"
     else:
         rel = f" {abs(tm['change_rel']):.1%}" if tm.get("change_rel") is not None else ""
-        unit = " us" if name.endswith("_us") else ""
-        size = f"{tm['direction']}{rel} ({tm['change_abs']:+.{2 if unit or name.endswith('_gbs') else 3}f}{unit})"
+        scale = max(abs(tm["before"] or 0), abs(tm["after"] or 0))  # the change in the unit of the values it joins
+        change = (console.duration_text(tm["change_abs"], unit_of=scale, sign=True) if name.endswith("_us")
+                  else f"{tm['change_abs']:+.{2 if name.endswith('_gbs') else 3}f}")
+        size = f"{tm['direction']}{rel} ({change})"
     verdict = {True: "moved", False: "did NOT move (reclassify or switch metric groups)", None: "not judged"}
     judgement = tm.get("judgement") or verdict[tm.get("moved")]
     if tm.get("moved") is not None:

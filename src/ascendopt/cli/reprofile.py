@@ -6,19 +6,22 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt
+from ascendopt.cli.options import EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
 
 
 def reprofile(
     target_metric: Annotated[
-        str | None, typer.Option("--target-metric", help="Metric to judge (default: the last round's).")
+        str | None, typer.Option("--target-metric", metavar="METRIC",
+            help="Metric to judge (default: the last round's).")
     ] = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
     events: EventsOpt = None,
 ) -> None:
-    """Profile the best configuration so far with the contract's metric groups, compare it with the
+    """Step 6: profile the best again, apply the stop criteria.
+
+    Profile the best configuration so far with the contract's metric groups, compare it with the
     profile before the last change, reclassify the hot kernel, say whether the metric the last
     hypothesis targeted moved, and apply the stop criteria (stall, floor, max_rounds, directions)."""
     from ascendopt import console
@@ -32,6 +35,7 @@ def reprofile(
 
     ws = Workspace.resolve(workspace)
     ws.require_contract()
+    ws.check_writable()
     with ws.lock(), console.progress("reprofile") as bar:
         result = rp.reprofile(RoundContext.load(ws), target_metric=target_metric, step=bar.update, timeout=timeout)
     console.next_steps(after_reprofile(ws, result["summary"]))
@@ -48,11 +52,20 @@ def print_result(result: dict) -> None:
     from ascendopt import console
     from ascendopt.cli.render import render_round_summary
 
-    title = "reprofile" + (f" after: {result['hypothesis']}" if result.get("hypothesis") else "")
+    profiled = result.get("profiled") or {}
+    title = "reprofile of " + profiled["text"] if profiled.get("text") else "reprofile"
     render_round_summary(result["summary"], title)
+    for note in result.get("notes") or []:
+        console.info(f"note: {note}")
     console.out(f"previous: {', '.join(Path(p).name for p in result['previous'])}")
     console.out(f"profile: {', '.join(result['profiles'])}")
 
 
+EXAMPLES = examples(
+    "ascendopt reprofile",
+    "ascendopt reprofile --target-metric mte2_ratio --json",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(reprofile)
+    app.command(name, epilog=EXAMPLES)(reprofile)

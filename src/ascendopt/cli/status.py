@@ -6,11 +6,13 @@ from typing import Any
 
 import typer
 
-from ascendopt.cli.options import JsonOpt, WorkspaceOpt
+from ascendopt.cli.options import JsonOpt, WorkspaceOpt, examples
 
 
 def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
-    """Say where the loop stands: the contract (bundled kernel or own code, commit, baseline), the rounds
+    """Where the loop stands, and the next command to run.
+
+    Say where the loop stands: the contract (bundled kernel or own code, commit, baseline), the rounds
     (count, last verdict, the best and its speedup over the baseline with its spread), the stop criteria
     and the next step. Reads only; finds the workspace from any subdirectory of the repository. No
     workspace: exit 2 with the freeze command to run."""
@@ -28,13 +30,18 @@ def status(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.2f} us"
+    """A duration in ms as text in the unit its magnitude picks."""
+    from ascendopt.console import duration_text
+
+    return duration_text(None if value is None else value * 1e3)
 
 
 def _spread(side: dict[str, float] | None) -> str:
+    from ascendopt.console import spread_text
+
     if not side:
         return "-"
-    return f"{side['median'] * 1e3:.2f} us [p20 {side['p20'] * 1e3:.2f}, p80 {side['p80'] * 1e3:.2f}]"
+    return spread_text(side["median"] * 1e3, side["p20"] * 1e3, side["p80"] * 1e3)
 
 
 def render(data: dict[str, Any]) -> None:
@@ -51,8 +58,8 @@ def render(data: dict[str, Any]) -> None:
             ("integrity", "contract digest matches" if c["digest_ok"] else f"EDITED: {c['edited']}")]
     if c["config"]:
         rows.append(("baseline config", format_config(c["config"])))
-    rows += [(f"baseline {b['case']}", f"{_ms(b['median_ms'])} [p20 {b['p20_ms'] * 1e3:.2f}, p80 "
-                                       f"{b['p80_ms'] * 1e3:.2f}] n={b['n']}") for b in c["baseline"]]
+    rows += [(f"baseline {b['case']}", f"{_spread({'median': b['median_ms'], 'p20': b['p20_ms'], 'p80': b['p80_ms']})} "
+                                       f"n={b['n']}") for b in c["baseline"]]
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r["verdicts"].items()))
     rows.append(("rounds", f"{r['count']}" + (f" ({verdicts})" if verdicts else "")))
     last = r["last"]
@@ -69,7 +76,8 @@ def render(data: dict[str, Any]) -> None:
         rows.append(("best", "the baseline (no round kept yet)"))
     rows.append(("stop criteria", ("STOP: " if stop["stop"] else "") + stop["reason"]))
     log = data["log"]
-    rows.append(("audit log", f"{log['entries']} entries" if log["exists"] else "none yet (starts at the next write)"))
+    rows.append(("audit log", console.plural(log["entries"], "entry", "entries") if log["exists"]
+                 else "none yet (starts at the next write)"))
     rows += [("HAND EDIT", text) for text in log["problems"]]
     console.table(["field", "value"], rows, title="ascendopt status")
     if best and best["cases"]:
@@ -80,5 +88,11 @@ def render(data: dict[str, Any]) -> None:
                       title=f"best (round {best['number']}) vs baseline, per case")
 
 
+EXAMPLES = examples(
+    "ascendopt status",
+    "ascendopt status --json -w .ascendopt-cpu",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(status)
+    app.command(name, epilog=EXAMPLES)(status)

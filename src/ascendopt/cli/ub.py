@@ -6,32 +6,39 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import JsonOpt
+from ascendopt.cli.options import JsonOpt, examples
 from ascendopt.device.ub import DEFAULT_MARGIN
 
 
 def ub(
-    tile: Annotated[str, typer.Option("--tile", help="Tile sizes, NAME=SIZE comma-separated, e.g. BT=64,BD=256.")],
-    dtype: Annotated[str, typer.Option("--dtype", help="Element type: bf16, fp16, fp32, int32, ...")] = "fp32",
+    tile: Annotated[str, typer.Option("--tile", metavar="NAME=SIZE,...",
+        help="Tile sizes, NAME=SIZE comma-separated, e.g. BT=64,BD=256.")],
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE",
+        help="Element type: bf16, fp16, fp32, int32, ...")] = "fp32",
     mult: Annotated[
-        float, typer.Option("--mult", help="Memory multiplier: live tile-sized buffers (accumulators, copies, masks).")
+        float, typer.Option("--mult", metavar="FACTOR",
+            help="Memory multiplier: live tile-sized buffers (accumulators, copies, masks).")
     ] = ...,
     chip: Annotated[
         str | None,
-        typer.Option("--chip", help="Chip from configs/chips.yaml (Ascend910B2 or 910B2); default Ascend910B2."),
+        typer.Option("--chip", metavar="CHIP",
+            help="Chip from configs/chips.yaml (Ascend910B2 or 910B2); default Ascend910B2."),
     ] = None,
     ub_bytes: Annotated[
-        int | None, typer.Option("--ub-bytes", help="UB capacity in bytes (overrides --chip).")
+        int | None, typer.Option("--ub-bytes", metavar="BYTES", help="UB capacity in bytes (overrides --chip).")
     ] = None,
     margin: Annotated[
-        float, typer.Option("--margin", help="Safety margin in (0, 1]; budget = margin x UB.")
+        float, typer.Option("--margin", metavar="FRACTION", help="Safety margin in (0, 1]; budget = margin x UB.")
     ] = DEFAULT_MARGIN,
     solve: Annotated[
-        str | None, typer.Option("--solve", help="Print the largest safe power of two for this tile dimension.")
+        str | None, typer.Option("--solve", metavar="NAME",
+            help="Print the largest safe power of two for this tile dimension.")
     ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Peak UB bytes = mult x tile elements x dtype bytes, against margin x UB.
+    """UB budget: a tile set's peak bytes against a chip's UB.
+
+    Peak UB bytes = mult x tile elements x dtype bytes, against margin x UB.
 
     Exit 0 when the tile fits the budget, 1 when it overflows, 2 on bad input. With --solve DIM the
     other dimensions stay fixed and the answer is the largest power of two for DIM that fits.
@@ -91,5 +98,11 @@ def _elements(sizes: dict[str, int]) -> int:
     return total
 
 
+EXAMPLES = examples(
+    "ascendopt ub --chip 910B2 --tile BT=64,BD=256 --dtype bf16 --mult 6",
+    "ascendopt ub --chip 910B2 --tile BD=256 --dtype bf16 --mult 6 --solve BT",
+)
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name)(ub)
+    app.command(name, epilog=EXAMPLES)(ub)

@@ -6,7 +6,9 @@
 2. check the baseline is correct (bundled: every output/gradient vs the fp32 oracle over the shape
    matrix, NaN-poisoned; own code: the frozen test command passes) — a wrong baseline is refused;
 3. prove the target kernel runs: a profile of one call must show the expected kernel names; a torch
-   fallback (none of them) is refused with the names the profile did show;
+   fallback (none of them) is refused with the names the profile did show; that profile's census
+   (``gate.kernel_hit.kernel_census``: launches and device time per kernel, the call's device, wall and
+   host time) goes into the contract, for the gate to see where a candidate's time goes;
 4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV); own
    code's ``workload()`` runs (steps 3 and 4) in a child process under the contract's time limits,
    so a hanging baseline ends freeze (exit 1, naming the limit) instead of hanging it; its first call
@@ -103,7 +105,8 @@ def _metric_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
 def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None,
                    timeout: float | None) -> Contract:
     """Off-NPU, the baseline's kernels must lower for Ascend (``lint.precheck.loop_precheck``): the verdict
-    goes into the contract; a kernel that does not lower refuses the freeze (exit 1), like a wrong baseline."""
+    goes into the contract; a kernel that does not lower refuses the freeze (exit 1), like a wrong baseline. A
+    workload that launches no Triton kernel of the target has nothing to lower: recorded, never refused."""
     from dataclasses import replace
 
     from ascendopt.lint.precheck import loop_precheck
@@ -115,7 +118,7 @@ def _with_precheck(contract: Contract, precheck: bool, ascend_python: str | None
     if record and record["status"] == "fails":
         raise CorrectnessError(f"baseline does not lower for Ascend, refusing to freeze: {record['verdict']}",
                                hint="fix the kernel (ascendopt precheck shows every launch), or --no-precheck")
-    if record and record["status"] == "unavailable":
+    if record and record["status"] in ("unavailable", "nothing"):
         console.info(f"note: freeze: Ascend precheck {record['verdict']}")  # recorded; nothing is wrong
     return replace(contract, precheck=record)
 
@@ -197,7 +200,8 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
     from ascendopt.device import backends
     from ascendopt.gate import bench
     from ascendopt.gate.correctness import check_kernel, default_tolerances
-    from ascendopt.gate.stages import missing_kernels, observed_kernels, timing_inputs
+    from ascendopt.gate.kernel_hit import census_names, kernel_census
+    from ascendopt.gate.stages import missing_kernels, timing_inputs
 
     _refuse_overwrite(ws, force)
     spec = kernels.get(kernel)
@@ -222,7 +226,8 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
 
     device = backend.torch_device()
     first = spec.make_inputs(dict(cases[0].dims), dtype, device, 0)
-    seen = observed_kernels(lambda: spec.run(first, cfg, mode))
+    census = kernel_census(lambda: spec.run(first, cfg, mode))
+    seen = census_names(census)
     expected = tuple(n for n in spec.kernel_names if not missing_kernels([n], seen))
     if not expected:
         raise CorrectnessError(f"none of {kernel}'s kernels ({', '.join(spec.kernel_names)}) ran "
@@ -258,6 +263,7 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
         created_at=_now(),
         max_rounds=max_rounds,
         timeouts=frozen_timeouts(timeout),
+        kernel_census=census,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)
@@ -287,6 +293,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
 
     from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs
     from ascendopt.gate.interleave import FAILURES
+    from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
     from ascendopt.gate.testset import baseline_refusal, run_tests
     from ascendopt.process import ProcessTimeout
@@ -328,7 +335,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             try:
                 child = session.worker("baseline")
                 first = child.outputs(tmp / "first.pt", timeouts["workload_s"]) if equivalence else None
-                seen = child.kernels(timeouts["workload_s"])
+                census = child.kernel_census(timeouts["workload_s"])
+                seen = census_names(census)
                 if missing_kernels([kernel_filter], seen):
                     raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch "
                                            f"fallback?); the profile shows: {', '.join(seen[:10]) or 'nothing'}")
@@ -382,6 +390,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         timeouts=timeouts,
         test_set=test_run.test_set(),
         equivalence=outputs,
+        kernel_census=census,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)

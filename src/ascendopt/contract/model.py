@@ -199,8 +199,13 @@ class Contract:
     # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
     equivalence: dict[str, Any] | None = None
     # the Ascend lowering precheck of the baseline's kernels off-NPU (lint.precheck.loop_precheck): {"status":
-    # "lowers" | "skipped" | "unavailable", "verdict": one line, ...}; None on npu and in older contracts
+    # "lowers" | "nothing" (own code launched no Triton kernel of the target) | "skipped" | "unavailable",
+    # "verdict": one line, ...}; None on npu and in older contracts
     precheck: dict[str, Any] | None = None
+    # the baseline's kernel census (gate.kernel_hit.kernel_census): launches and device time per kernel name in
+    # one workload call, the call's device, wall and host time; the gate's kernel-hit stage compares the
+    # candidate's with it. None in contracts frozen before it existed (the comparison is then skipped, said)
+    kernel_census: dict[str, Any] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -302,6 +307,7 @@ class Contract:
             test_set=test_set,
             equivalence=equivalence,
             precheck=_precheck(f, data.get("precheck")),
+            kernel_census=_kernel_census(f, data.get("kernel_census")),
         )
 
 
@@ -331,9 +337,24 @@ def _precheck(f: _Fields, value: Any) -> dict[str, Any] | None:
         return None
     record = dict(f.mapping(value, "precheck"))
     f.text(f.get(record, "status", "precheck."), "precheck.status",
-           choices=("lowers", "fails", "skipped", "unavailable"))
+           choices=("lowers", "fails", "nothing", "skipped", "unavailable"))
     f.text(f.get(record, "verdict", "precheck."), "precheck.verdict")
     return record
+
+
+def _kernel_census(f: _Fields, value: Any) -> dict[str, Any] | None:
+    """``kernel_census``: the times the gate compares must be numbers (a census is written by freeze only)."""
+    if value is None:
+        return None
+    census = dict(f.mapping(value, "kernel_census"))
+    for key in ("device_us", "wall_us", "host_us"):
+        f.positive(f.get(census, key, "kernel_census."), f"kernel_census.{key}", allow_zero=True)
+    for name, item in f.mapping(f.get(census, "kernels", "kernel_census."), "kernel_census.kernels").items():
+        path = f"kernel_census.kernels.{name}"
+        item = f.mapping(item, path)
+        for key in ("calls", "device_us", "share"):
+            f.positive(f.get(item, key, path + "."), f"{path}.{key}", allow_zero=True)
+    return census
 
 
 def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:

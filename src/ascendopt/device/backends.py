@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ascendopt.device.config import chip_facts, chip_key, chips, default_model_chip
+from ascendopt.device.config import chip_facts, chip_key, chips, default_model_chip, user_chip
 from ascendopt.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("npu", "cuda", "cpu")
@@ -218,7 +218,7 @@ def probe(name: str) -> str | None:
         return str(exc)
     if name == "npu":
         if importlib.util.find_spec("torch_npu") is None:
-            return "torch_npu is not installed (see README: Ascend install)"
+            return "torch_npu is not installed (see docs/ascend-install.md)"
         try:
             importlib.import_module("torch_npu")
         except (ImportError, OSError, RuntimeError) as exc:
@@ -373,7 +373,7 @@ def _npu_cores(torch) -> tuple[int | None, int | None, str]:
 @cache
 def _device_info(name: str) -> DeviceInfo:
     torch = _import_torch()
-    model_chip = os.environ.get("ASCENDOPT_CHIP") or default_model_chip()
+    model_chip = user_chip() or default_model_chip()  # an unknown $ASCENDOPT_CHIP is exit 2 on every backend
     override = _ub_override()
     if name == "npu":
         dev = torch.npu.current_device()
@@ -397,10 +397,7 @@ def _device_info(name: str) -> DeviceInfo:
             raise EnvironmentProblem(f"UB size of {device_name!r} unknown", hint="set ASCENDOPT_UB_BYTES")
         return DeviceInfo("npu", f"npu:{dev}", device_name, chip, cube, vec, source, ub, ub_source, True,
                           facts.get("hbm_gbs"), _versions())
-    try:
-        model = chip_facts(model_chip)
-    except UsageError as exc:  # only ASCENDOPT_CHIP can name a bad model chip: say so
-        raise UsageError(f"ASCENDOPT_CHIP={model_chip!r}: {exc.message}", hint=exc.hint) from None
+    model = chip_facts(model_chip)  # a known chip: user_chip checked the name
     if not model.get("ub_bytes"):
         raise UsageError(f"ASCENDOPT_CHIP={model_chip!r}: no UB size in configs/chips.yaml",
                          hint="name an Ascend chip, e.g. Ascend910B2")

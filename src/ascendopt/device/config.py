@@ -64,8 +64,26 @@ def chip_key(name: str) -> str:
         prefixed = {key for c in candidates for key in table if c.startswith(key.lower())}
         match = max(prefixed, key=len) if prefixed else None
     if match is None:
-        raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {known}; or pass --ub-bytes")
+        raise UsageError(f"unknown chip {name!r}", hint=f"known chips: {known}")
     return match
+
+
+CHIP_ENV = "ASCENDOPT_CHIP"
+
+
+def user_chip() -> str | None:
+    """The chip the user names in ``$ASCENDOPT_CHIP`` as its configs/chips.yaml key; None when unset.
+
+    The one check of that variable (``chip_key``, as for ``--chip``): a name chips.yaml does not know is a
+    ``UsageError`` (exit 2) naming the variable and listing the known chips, never taken as it is.
+    """
+    name = os.environ.get(CHIP_ENV)
+    if name is None or not name.strip():
+        return None
+    try:
+        return chip_key(name)
+    except UsageError as exc:
+        raise UsageError(f"{CHIP_ENV}={name!r}: {exc.message}", hint=f"{exc.hint}; or unset {CHIP_ENV}") from None
 
 
 def chip_facts(name: str) -> dict[str, Any]:

@@ -373,11 +373,12 @@ def run_request(request: dict) -> dict:
 
 
 def _run_workload(exec_file: str, call: str | None) -> list[str]:
-    """Run a workload file (as ``python FILE``, or its ``call()`` function, e.g. the loop's ``workload()``)
-    while launches are recorded; what stopped it early, as problems (launches recorded so far still count)."""
+    """Run a workload file while launches are recorded: with ``call`` (``workload``), as every ``--exec-file``
+    of the tool runs (``collect/workload.py``: the module code once under its name, then ``workload()``),
+    without it as ``python FILE``; what stopped it early, as problems (launches recorded so far still count)."""
     sys.path.insert(0, str(Path(exec_file).parent))  # its own imports, as `python FILE`
     try:
-        namespace = runpy.run_path(exec_file, run_name="__precheck__" if call else "__main__")
+        namespace = runpy.run_path(exec_file, run_name="__ascendopt_workload__" if call else "__main__")
         if call:
             if not callable(namespace.get(call)):
                 return [f"{exec_file} defines no {call}()"]

@@ -141,7 +141,10 @@ def resolve_chip(name: str) -> tuple[str, int]:
     """
     from ascendopt.device.config import chip_key, chips
 
-    match = chip_key(name)
+    try:
+        match = chip_key(name)
+    except UsageError as exc:
+        raise UsageError(exc.message, hint=f"{exc.hint}; or pass --ub-bytes") from None
     ub = chips()[match].get("ub_bytes")
     if not isinstance(ub, int) or ub <= 0:
         raise UsageError(f"chip {match} has no Unified Buffer size in chips.yaml", hint="pass --ub-bytes N")

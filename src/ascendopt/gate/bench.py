@@ -17,7 +17,10 @@ ABBA so neither side always runs second):
   "same" to mean something: a "same" whose band is wider than ``max_band`` (and, in ms, not below
   ``abs_floor_ms``) is "inconclusive" (the noise could hide a change the rule exists to catch).
 
-An implausible result (> 5x either way) is measured again before it is reported.
+An implausible result (> 5x either way) is measured again before it is reported; a faster one that
+reproduces, or a candidate time under the device's roofline floor (``roofline_floor_ms``), is
+*implausible* (``implausible_reason``): its own outcome, never a plain pass or a keep without an
+explicit, recorded acceptance.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ class Timing:
         return asdict(self)
 
     def spread_text(self) -> str:
-        return f"{self.median_ms * 1e3:.2f} us [p20 {self.p20_ms * 1e3:.2f}, p80 {self.p80_ms * 1e3:.2f}]"
+        from ascendopt.console import spread_text
+
+        return spread_text(self.median_ms * 1e3, self.p20_ms * 1e3, self.p80_ms * 1e3)
 
 
 def summarize(samples_ms: Sequence[float], calls_per_sample: int = 1) -> Timing:
@@ -389,6 +394,34 @@ def compare(
 def implausible(ratio: float) -> bool:
     """True when a time ratio is beyond ``IMPLAUSIBLE_RATIO`` either way (measure it again)."""
     return not 1 / IMPLAUSIBLE_RATIO <= ratio <= IMPLAUSIBLE_RATIO
+
+
+def roofline_floor_ms(bytes_moved: int | float | None, hbm_gbs: float | None) -> float | None:
+    """The least time one call can take (ms) when it must move ``bytes_moved`` bytes through device memory
+    at the chip's peak ``hbm_gbs`` GB/s (configs/chips.yaml); None when either is unknown. A measured
+    time under it is physically impossible for a call whose inputs are not cache-resident (the gate and the
+    rounds rotate input sets spanning 2 x 64 MiB: ``stages.timing_inputs``). FLOPs give no floor here:
+    chips.yaml records no peak compute rate."""
+    if not bytes_moved or not hbm_gbs:
+        return None
+    return float(bytes_moved) / (float(hbm_gbs) * 1e9) * 1e3
+
+
+def implausible_reason(verdict: str, ratio: float, candidate_ms: float | None = None,
+                       floor_ms: float | None = None) -> str | None:
+    """Why a "faster" result cannot be taken at its word, or None: a speedup beyond ``IMPLAUSIBLE_RATIO``
+    that survived the re-check (``after_recheck`` keeps "faster" only when it reproduced), or a candidate
+    median under the roofline floor ``floor_ms``. KernelGuard (OpenReview K0dAC7UaXL) rejects
+    "physics-impossible" scores with such floor checks; Wafer's reward-hack field guide: a 104x claim should
+    make you suspicious, a 1000x one certain."""
+    if verdict != "faster":
+        return None
+    if floor_ms is not None and candidate_ms is not None and candidate_ms < floor_ms:
+        return (f"candidate {candidate_ms * 1e3:.3f} us per call is under the roofline floor {floor_ms * 1e3:.3f} us "
+                "(the bytes it must move at the chip's peak bandwidth)")
+    if ratio > 0 and 1.0 / ratio > IMPLAUSIBLE_RATIO:
+        return f"{1.0 / ratio:.1f}x faster, beyond the {IMPLAUSIBLE_RATIO:g}x bound (reproduced when measured again)"
+    return None
 
 
 def after_recheck(first: Comparison, again: Comparison) -> Comparison:

@@ -242,10 +242,16 @@ class _Child:
         self.readings.append(reading)
         return reading["parent"]
 
-    def kernels(self, limit_s: float) -> Any:
-        """``kernel_hit.observed_kernels`` of one call (after a warm one) in the worker, within ``limit_s``,
-        as the worker returned it."""
-        return self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["kernels"]
+    def kernel_census(self, limit_s: float) -> dict[str, Any]:
+        """The workload's kernel census (``kernel_hit.kernel_census`` of one call after a warm one, in the
+        worker, passed on as it returned it) within ``limit_s``."""
+        return dict(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["census"])
+
+    def kernels(self, limit_s: float) -> list[str]:
+        """The kernel names of ``kernel_census``, longest device time first."""
+        from ascendopt.gate.kernel_hit import census_names
+
+        return census_names(self.kernel_census(limit_s))
 
     def measure(self, limit_s: float, repeats: int = 30, warmup: int = 5, warmup_ms: float = 25.0,
                 min_sample_ms: float = 1.0):

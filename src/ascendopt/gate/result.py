@@ -2,14 +2,18 @@
 
 A stage is ``pass``, ``fail``, ``skipped`` (asked for, e.g. ``--skip-perf``), ``not-run`` (an
 earlier stage is red) or, for performance only, ``inconclusive``: the noise band stayed wider than
-``bench.DecisionRule.max_band``, so "no regression" cannot be claimed. Inconclusive is not a pass:
-the gate exits 6 and JUnit marks each undecided case with an ``error`` element of type
-``inconclusive`` (CI systems show errors as not green). Each stage lists its checks (a frozen file,
+``bench.DecisionRule.max_band``, so "no regression" cannot be claimed; or ``implausible``: a faster
+case beyond ``bench.IMPLAUSIBLE_RATIO`` (reproduced) or under the device's roofline floor
+(``bench.implausible_reason``), which no honest change can reach without a reason a person wrote down
+(``gate --accept-implausible REASON``). Neither is a pass: the gate exits 6 (the measurement cannot be
+vouched for: the inconclusive family) and JUnit marks each such case with an ``error`` element of type
+``inconclusive`` or ``implausible`` (CI systems show errors as not green). Each stage lists its checks (a frozen file,
 one tensor of one shape case, a failed test, one timed case); JUnit XML gets one testcase per check.
 """
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,6 +34,11 @@ STAGE_ERRORS: dict[str, type[AscendoptError]] = {"integrity": IntegrityError, "c
 # What to do about an inconclusive performance stage (the error's hint, the rendered advice).
 INCONCLUSIVE_ADVICE = ("time on a quiet device, or raise --pairs (the band shrinks as 1/sqrt(pairs)); a CPU "
                        "runner cannot time the device: call `ascendopt --backend cpu gate --skip-perf`")
+# What to do about an implausible performance stage.
+IMPLAUSIBLE_ADVICE = ("find out how the candidate got there (cached or precomputed outputs, work off the timed "
+                      "stream or on the host, a wrong byte count); when the speedup is real, say why with "
+                      "--accept-implausible REASON (recorded with the result)")
+UNDECIDED = ("inconclusive", "implausible")  # statuses that are neither red nor a pass: exit 6
 
 
 @dataclass
@@ -48,7 +57,8 @@ class Check:
 class StageResult:
     name: str
     # "pass" | "fail" | "skipped" (asked for) | "not-run" (an earlier stage is red) |
-    # "inconclusive" (performance: the noise band is too wide to tell; exit 6, not a pass)
+    # "inconclusive" (performance: the noise band is too wide to tell; exit 6, not a pass) |
+    # "implausible" (performance: faster beyond belief, not accepted; exit 6, not a pass)
     status: str
     summary: str
     checks: list[Check] = field(default_factory=list)
@@ -63,7 +73,7 @@ class StageResult:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "inconclusive":
+        if self.status in UNDECIDED:
             return int(ExitCode.INCONCLUSIVE)
         return int(self._error_class.exit_code) if self.status == "fail" else 0
 
@@ -71,7 +81,23 @@ class StageResult:
         """The error a red or inconclusive stage ends the gate command with (its exit code is the stage's)."""
         if self.status == "inconclusive":
             return InconclusiveError(f"gate inconclusive at {self.name}: {self.summary}", hint=INCONCLUSIVE_ADVICE)
+        if self.status == "implausible":
+            return InconclusiveError(f"gate implausible at {self.name}: {self.summary}", hint=IMPLAUSIBLE_ADVICE)
         return self._error_class(f"gate red at {self.name}: {self.summary}")
+
+    def failure_lines(self, *, tail: bool = True) -> list[str]:
+        """The red stage's own error lines, as ``ascendopt gate`` prints them: each failed check as
+        ``NAME: first line`` with its further lines indented (a frozen test's assertion lines, a tensor out
+        of tolerance, an output that differs), then (``tail``) the command's last output lines where no test
+        says more."""
+        lines: list[str] = []
+        for check in self.checks:
+            if not check.passed:
+                first, *rest = check.message.splitlines() or [""]
+                lines += [f"{check.name}: {first}", *(f"    {line}" for line in rest)]
+        if tail and self.data.get("output_tail"):
+            lines += str(self.data["output_tail"]).splitlines()
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "exit_code": self.exit_code, "summary": self.summary,
@@ -95,9 +121,14 @@ class GateResult:
         return next((s for s in self.stages if s.status == "inconclusive"), None)
 
     @property
+    def implausible_stage(self) -> StageResult | None:
+        """The stage whose result is too good to take at its word (status "implausible"), if any."""
+        return next((s for s in self.stages if s.status == "implausible"), None)
+
+    @property
     def blocking_stage(self) -> StageResult | None:
-        """What keeps the gate from passing: the red stage, else the inconclusive one."""
-        return self.failed_stage or self.inconclusive_stage
+        """What keeps the gate from passing: the red stage, else the inconclusive or implausible one."""
+        return self.failed_stage or self.inconclusive_stage or self.implausible_stage
 
     @property
     def exit_code(self) -> int:
@@ -110,7 +141,7 @@ class GateResult:
         return self.blocking_stage is None
 
     def to_dict(self) -> dict[str, Any]:
-        failed, inconclusive = self.failed_stage, self.inconclusive_stage
+        failed, inconclusive, implausible = self.failed_stage, self.inconclusive_stage, self.implausible_stage
         stages = [s.to_dict() for s in self.stages]
         # A speedup is reported only for a measured "faster" on a green gate, never on a red one.
         for stage in stages:
@@ -119,28 +150,37 @@ class GateResult:
                     comparison.pop("speedup", None)
         return {"schema": 1, "passed": self.passed, "exit_code": self.exit_code,
                 "failed_stage": failed.name if failed else None,
-                "inconclusive_stage": inconclusive.name if inconclusive else None, "stages": stages,
+                "inconclusive_stage": inconclusive.name if inconclusive else None,
+                "implausible_stage": implausible.name if implausible else None, "stages": stages,
                 "notes": self.notes}
 
-    def to_junit(self) -> str:
-        """JUnit XML: one testsuite, one testcase per check (stages without checks get one)."""
+    def to_junit(self, root: str | None = None) -> str:
+        """JUnit XML: one testsuite, one testcase per check (stages without checks get one). ``root``: the project
+        root; test names (a frozen file, a workspace file, a test id) under it are written relative to it, so two
+        checkouts of one project name the same tests alike."""
+        prefix = os.path.join(root, "") if root else None
+
+        def relative(name: str) -> str:
+            return name.replace(prefix, "") if prefix else name
+
         suite = ET.Element("testsuite", name="ascendopt gate")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for stage in self.stages:
-            checks = stage.checks or [Check(stage.name, stage.status not in ("fail", "inconclusive"), stage.summary)]
+            checks = stage.checks or [Check(stage.name, stage.status not in ("fail", *UNDECIDED), stage.summary)]
             for check in checks:
-                case = ET.SubElement(suite, "testcase", classname=f"gate.{stage.name}", name=check.name)
+                case = ET.SubElement(suite, "testcase", classname=f"gate.{stage.name}", name=relative(check.name))
                 counts["tests"] += 1
                 if stage.status in ("skipped", "not-run"):
                     ET.SubElement(case, "skipped", message=stage.summary)
                     counts["skipped"] += 1
                 elif not check.passed:
-                    # an undecided timing is an error (could not tell), a red check a failure; both not green
-                    kind = "error" if stage.status == "inconclusive" else "failure"
+                    # an undecided or implausible timing is an error (cannot vouch), a red check a failure;
+                    # neither is green
+                    kind = "error" if stage.status in UNDECIDED else "failure"
                     failure = ET.SubElement(case, kind, message=check.message.splitlines()[0][:200]
                                             if check.message else stage.summary)
                     if kind == "error":
-                        failure.set("type", "inconclusive")
+                        failure.set("type", stage.status)
                     failure.text = check.message
                     counts["failures" if kind == "failure" else "errors"] += 1
                 elif check.message:

@@ -12,13 +12,17 @@ the first red stage.
   its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
   returns, its outputs compared with the frozen commit's (``gate.equivalence``);
 * kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call
-  (own code: the call the correctness stage's child profiled);
+  (own code: the call the correctness stage's child profiled), and that call's kernel census against
+  the frozen one (``gate.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
+  the host, is red; new kernels that take the time are reported;
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
   process; own code: the frozen commit (a temporary git worktree) vs the working tree,
   interleaved in two child processes (``ascendopt.gate.interleave``); a side whose workload
   raises, dies or outlives ``timing_s`` there turns the stage red with exit 1, not 4. A noise band
   that stays wider than ``bench.DecisionRule.max_band`` makes the stage ``inconclusive`` (exit 6,
-  not a pass).
+  not a pass); a faster case beyond belief (``bench.implausible_reason``: > 5x reproduced, or under the
+  roofline floor of a bundled kernel's bytes) makes it ``implausible`` (exit 6, not a pass) unless
+  ``accept_implausible`` gives a reason.
 
 ``run_gate`` returns a ``GateResult`` (never prints data; status lines go to stderr). A speedup is
 only ever reported on a green gate.
@@ -40,7 +44,7 @@ from ascendopt.errors import AscendoptError, DeviceFault, IntegrityError, UsageE
 from ascendopt.gate import bench
 from ascendopt.gate.engine import Verdict
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
-from ascendopt.gate.kernel_hit import missing_kernels, observed_kernels
+from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
 from ascendopt.gate.worktrees import checkout, frozen_commit
 from ascendopt.rounds.context import RoundContext
@@ -214,8 +218,8 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request):
 def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
     """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``), then the
     working tree's worker: one call whose outputs are kept, and a warm call and one profiled call (the
-    kernel-hit census, in ``data["seen"]``). A workload that raises, crashes or outlives ``workload_s`` is a
-    red stage naming ``file:line`` or the limit, never an exception out of the gate.
+    kernel census the kernel-hit stage judges, in ``data["census"]``). A workload that raises, crashes or
+    outlives ``workload_s`` is a red stage naming ``file:line`` or the limit, never an exception out of the gate.
 
     With output equivalence frozen on, what the first call returned is compared with the frozen commit's
     outputs, stored at freeze (``gate.engine.store_outputs``; when they are not stored, or no longer match
@@ -235,7 +239,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         try:
             child = session.worker("candidate")
             candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
-            seen = child.kernels(limit)
+            census = child.kernel_census(limit)
             outputs, data = (_output_checks(contract, candidate, Path(tmp), limit, session)
                              if candidate is not None else ([], {}))
         except WORKLOAD_FAILURES as exc:
@@ -250,7 +254,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
         checks.append(Check("output equivalence", True, f"not checked: {why}"))
     checks += outputs
-    data = {**tests.data, "seen": seen, **({"equivalence": data} if data else {})}
+    data = {**tests.data, "census": census, **({"equivalence": data} if data else {})}
     bad = [c for c in outputs if not c.passed]
     if bad:
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -295,24 +299,16 @@ def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
                        {**(data or {}), "error": message}, workload_error=message)
 
 
-def _kernel_hit(ctx: RoundContext, config: dict[str, int], seen: list[str] | None) -> StageResult:
-    """``seen``: own code, the names the correctness stage's workload child observed; bundled kernels
-    are observed here, in this process."""
+def _kernel_hit(ctx: RoundContext, config: dict[str, int], census: Mapping[str, Any] | None) -> StageResult:
+    """``census``: own code, the census the correctness stage's workload child took; bundled kernels are
+    profiled here, in this process (``kernel_hit.kernel_census``). Judged by ``kernel_hit.kernel_hit_stage``
+    against the contract's frozen census: the expected kernels ran and did the work."""
     contract, spec = ctx.contract, ctx.spec
     if spec is not None:
         case = contract.workload.shapes[0]
         inputs = spec.make_inputs(dict(case.dims), contract.workload.dtype, backends.current().torch_device(), 0)
-        seen = observed_kernels(lambda: spec.run(inputs, config, contract.workload.mode))
-    seen = list(seen or [])
-    missing = missing_kernels(contract.expected_kernels, seen)
-    checks = [Check(name, name not in missing, "seen" if name not in missing else "not in the profile")
-              for name in contract.expected_kernels]
-    if missing:
-        return StageResult("kernel_hit", "fail",
-                           f"expected kernel(s) {', '.join(missing)} did not run (torch fallback?); "
-                           f"the profile shows: {', '.join(seen[:8]) or 'nothing'}", checks, {"seen": seen[:50]})
-    return StageResult("kernel_hit", "pass", f"{', '.join(contract.expected_kernels)} ran", checks,
-                       {"seen": seen[:50]})
+        census = kernel_census(lambda: spec.run(inputs, config, contract.workload.mode))
+    return kernel_hit_stage(contract.expected_kernels, census or {"kernels": {}}, contract.kernel_census)
 
 
 def timing_inputs(spec, dims: Mapping[str, Any], dtype: str, mode: str, device) -> list[tuple[dict[str, Any]]]:
@@ -338,9 +334,10 @@ def timing_line(kernel: str, case: str, baseline: Mapping[str, Any], candidate: 
 
 
 def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs: int,
-                        source: str = "candidate") -> StageResult:
+                        source: str = "candidate", accepted: str | None = None) -> StageResult:
     spec, w = ctx.spec, ctx.contract.workload
     backend = backends.current()
+    floors = {}
     measure_backend = ClockBackend(backend, timer) if timer is not None else backend
     baseline_cfg = ctx.baseline_config
     comparisons = []
@@ -351,10 +348,20 @@ def _performance_kernel(ctx: RoundContext, config: dict[str, int], timer, pairs:
                                lambda inp: spec.run(inp, config, w.mode),
                                inputs=inputs, backend=measure_backend, pairs=pairs)
         comparisons.append((f"{case.name}/{w.mode}", result))
-    return _performance_result(comparisons)
+        floors[f"{case.name}/{w.mode}"] = roofline_floor(spec, case.dims, w.dtype, w.mode, backend)
+    return _performance_result(comparisons, floors, accepted)
 
 
-def _performance_own(contract: Contract, session, request) -> StageResult:
+def roofline_floor(spec, dims: Mapping[str, Any], dtype: str, mode: str, backend) -> float | None:
+    """The least time (ms) a call of the bundled kernel ``spec`` can take on ``backend``: the bytes its cost
+    model says it moves at the chip's peak bandwidth (``bench.roofline_floor_ms``); None on cpu (the
+    interpreter has no device memory to bound it) and where the chip's bandwidth is unknown."""
+    if backend.name == "cpu":
+        return None
+    return bench.roofline_floor_ms(spec.cost(dict(dims), dtype, mode).bytes, backend.info().hbm_gbs)
+
+
+def _performance_own(contract: Contract, session, request, accepted: str | None = None) -> StageResult:
     """The frozen commit's worker vs the working tree's, interleaved batches timed by this process's clock
     (``gate.engine``), then audited: every timed output against the baseline's for the same inputs (a
     wrong one: red, exit 1), both clocks of each side, the idle side's CPU use, and the re-measured
@@ -390,7 +397,8 @@ def _performance_own(contract: Contract, session, request) -> StageResult:
     if found.wrong:
         return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
     anchor = engine.anchor_problem(contract.baseline[0].median_ms, judged.samples[0]) if contract.baseline else None
-    stage = _performance_result([(exec_rel, result)])
+    # own code: no cost model gives its bytes, so only the ratio bound applies
+    stage = _performance_result([(exec_rel, result)], accepted=accepted)
     doubts = found.doubts + ([anchor] if anchor else [])
     stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(len(r["outputs"]) for s in judged.sides
                                                                  for r in s.readings),
@@ -416,13 +424,22 @@ def verdict_line(case: str, c) -> str:
             f"{time_change_text(c.ratio)}: {c.verdict} ({c.reason})")
 
 
-def _performance_result(comparisons) -> StageResult:
+def _performance_result(comparisons, floors: Mapping[str, float | None] | None = None,
+                        accepted: str | None = None) -> StageResult:
     """fail if any case is slower; else inconclusive if any case's band was too wide to tell
-    (``bench.DecisionRule.max_band``: not a pass, exit 6); else pass."""
-    checks, data = [], []
+    (``bench.DecisionRule.max_band``: not a pass, exit 6); else implausible if a faster case is beyond
+    belief (``bench.implausible_reason``: the ratio bound, reproduced, or under the roofline floor
+    ``floors[case]`` in ms) and ``accepted`` (a person's reason, ``--accept-implausible``) is None: not a
+    pass, exit 6; else pass (an accepted implausible case says so, with the reason)."""
+    checks, data, implausible = [], [], []
     for case, c in comparisons:
-        checks.append(Check(case, c.verdict not in ("slower", "inconclusive"), verdict_line(case, c)))
-        entry = {"case": case, **c.to_dict()}
+        why = bench.implausible_reason(c.verdict, c.ratio, c.candidate.median_ms, (floors or {}).get(case))
+        line = verdict_line(case, c)
+        if why:
+            implausible.append({"case": case, "reason": why})
+            line += f"; implausible: {why}" + (f" (accepted: {accepted})" if accepted else "")
+        checks.append(Check(case, c.verdict not in ("slower", "inconclusive") and not (why and not accepted), line))
+        entry = {"case": case, **c.to_dict(), **({"implausible": why} if why else {})}
         data.append(entry)
         console.event("measurement", source="gate", case=case, sides={"baseline": c.baseline.to_dict(),
                                                                       "candidate": c.candidate.to_dict()},
@@ -431,11 +448,17 @@ def _performance_result(comparisons) -> StageResult:
     if slower:
         return StageResult("performance", "fail", "regression: " + slower[0].message, checks,
                            {"comparisons": data})
-    undecided = [ch for ch in checks if not ch.passed]
+    undecided = [ch for ch, (_, c) in zip(checks, comparisons, strict=True) if c.verdict == "inconclusive"]
     if undecided:
         return StageResult("performance", "inconclusive", "inconclusive: " + undecided[0].message, checks,
                            {"comparisons": data})
-    return StageResult("performance", "pass", "; ".join(c.message for c in checks), checks, {"comparisons": data})
+    extra = {"implausible": implausible, "accepted_implausible": accepted} if implausible else {}
+    if implausible and not accepted:
+        first = next(c for c in checks if not c.passed)
+        return StageResult("performance", "implausible", "implausible: " + first.message, checks,
+                           {"comparisons": data, **extra})
+    return StageResult("performance", "pass", "; ".join(c.message for c in checks), checks,
+                       {"comparisons": data, **extra})
 
 
 # -- the gate ----------------------------------------------------------------------------------
@@ -443,7 +466,7 @@ def _performance_result(comparisons) -> StageResult:
 
 def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: bool = False,
              config_override: Mapping[str, Any] | None = None, timer: Callable[[], float] | None = None,
-             pairs: int = 30, timeout: float | None = None) -> GateResult:
+             pairs: int = 30, timeout: float | None = None, accept_implausible: str | None = None) -> GateResult:
     """Run the stages in order and stop at the first red one.
 
     ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the
@@ -453,6 +476,8 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     while no round was kept). ``timer``: a clock in ms replacing the device timer of the bundled-kernel
     performance stage (tests). ``pairs``: interleaved sample pairs per timed case. ``timeout``: a
     command's ``--timeout`` in seconds, replacing every frozen limit of the children it starts.
+    ``accept_implausible``: a person's reason to take an implausible speedup as a pass (said in a note and
+    in the stage's data); without it an implausible performance stage is not a pass (exit 6).
 
     A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
     error in its summary; run_gate raises only for usage and environment problems.
@@ -480,10 +505,10 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
             runners = [
                 lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else
                          _correctness_own(contract, root, timeout, session)),
-                lambda: _kernel_hit(ctx, config, stages[-1].data.get("seen")),  # own code: seen at correctness
+                lambda: _kernel_hit(ctx, config, stages[-1].data.get("census")),  # own code: taken at correctness
                 lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
-                         _performance_kernel(ctx, config, timer, pairs, source) if ctx.is_kernel else
-                         _performance_own(contract, session, request)),
+                         _performance_kernel(ctx, config, timer, pairs, source, accept_implausible) if ctx.is_kernel
+                         else _performance_own(contract, session, request, accept_implausible)),
             ]
             for run in runners:
                 began = time.monotonic()
@@ -497,6 +522,9 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
         _stage_event(stages[-1])
+    perf = stages[-1]
+    if perf.data.get("accepted_implausible"):
+        notes.append(f"implausible result accepted (--accept-implausible): {perf.data['accepted_implausible']}")
     notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
 

@@ -17,8 +17,8 @@ stderr). Once the harness is bound: ``{"bound": true}``; after the module code: 
 bool}`` (``inputs``: the file defines a callable ``inputs(seed)``). Requests:
 
 * ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
-* ``{"cmd": "kernels"}`` -> ``{"kernels": ...}``: ``kernel_hit.observed_kernels`` of one call, passed on
-  unchanged;
+* ``{"cmd": "kernels"}`` -> ``{"census": ...}``: ``kernel_hit.kernel_census`` of one call (after a warm
+  one), passed on unchanged;
 * ``{"cmd": "outputs", "path"}`` -> ``gate.equivalence.call_and_save`` of one call (with ``inputs(seed)``:
   on the inputs of seed 0);
 * ``{"cmd": "prepare", "calls", "seed"}`` -> ``{"inputs": [fingerprints]}``: the input sets of the next timed
@@ -133,7 +133,7 @@ def main(argv: list[str]) -> None:
         from ascendopt.errors import AscendoptError, UsageError
         from ascendopt.gate.equivalence import call_and_save
         from ascendopt.gate.interleave import load_workload
-        from ascendopt.gate.kernel_hit import observed_kernels
+        from ascendopt.gate.kernel_hit import kernel_census
         from ascendopt.tune.autotune import install_pin
     except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
         write(dumps({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5}) + "\n")
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> None:
                 reply = {"inputs": [fp(list(args), ops, True) for args in batch] if make is not None else []}
             elif cmd == "kernels":
                 args0 = inputs_of(0)
-                reply = {"kernels": observed_kernels(lambda a=args0: fn(*a))}
+                reply = {"census": kernel_census(lambda a=args0: fn(*a))}
             elif cmd == "outputs":
                 args0 = inputs_of(0)
                 space = {"inputs": list(args0)} if make is not None else namespace

@@ -32,6 +32,8 @@ from ascendopt.errors import UsageError
 
 SCHEMA = 1
 LAUNCH_KEYS = {"kernel", "grid", "signature", "constexprs", "label"}
+NO_LAUNCH = "no launch of the target's kernels was recorded"
+WORKLOAD_FUNCTION = "workload"  # the --exec-file convention of every command (collect/workload.py)
 
 
 def load_launch_file(path: str | Path) -> tuple[list[dict], str | None]:
@@ -153,8 +155,36 @@ def _compile(python, request: dict, chip: str | None, timeout: float | None) -> 
               "launches": launches, "problems": result.get("problems", []),
               "other_launches": result.get("other_launches", 0), "lint": None}
     if not launches:
-        report["problems"].append("no launch of the target's kernels was recorded")
+        report["problems"].append(NO_LAUNCH)
     return report
+
+
+def exec_file_call(path: str | Path) -> str | None:
+    """``"workload"`` when the exec-file binds ``workload`` at its top level, else None.
+
+    One convention for ``--exec-file`` everywhere (``collect/workload.py``): the module code runs once, then
+    ``workload()`` is called. A file without ``workload`` is a script whose module code launches the kernels
+    itself (run as ``python FILE``). Decided from the file's syntax tree, so no user code runs here; a file
+    that does not parse is left to the child, which reports the error.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.name == WORKLOAD_FUNCTION:
+            return WORKLOAD_FUNCTION
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(n, ast.Name) and n.id == WORKLOAD_FUNCTION for t in targets for n in ast.walk(t)):
+                return WORKLOAD_FUNCTION
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                any((a.asname or a.name.split(".")[0]) == WORKLOAD_FUNCTION for a in node.names):
+            return WORKLOAD_FUNCTION
+    return None
 
 
 def precheck(target: str, *, exec_file: str | None = None, launch_file: str | None = None,
@@ -182,7 +212,7 @@ def precheck(target: str, *, exec_file: str | None = None, launch_file: str | No
         raise EnvironmentProblem("precheck: no triton-ascend environment",
                                  hint="run `ascendopt precheck` once to build it, or pass --ascend-python")
     request = {"target": target_ref, "exec_file": str(Path(exec_file).resolve()) if exec_file else None,
-               "launches": described}
+               "call": exec_file_call(exec_file) if exec_file else None, "launches": described}
     report = _compile(python, request, chip or file_chip, timeout)
     report["target"] = target
     if with_lint and source is not None:
@@ -225,17 +255,40 @@ def loop_precheck(contract, backend: str, root: Path, *, config: dict | None = N
                    "cases": [dict(case.dims) for case in w.shapes], "dtype": w.dtype, "mode": w.mode,
                    "config": dict(config if config is not None else w.config)}
     else:
-        request = {"exec_file": str(Path(root) / w.exec_file), "call": "workload",
+        request = {"exec_file": str(Path(root) / w.exec_file), "call": WORKLOAD_FUNCTION,
                    "kernel_filter": w.kernel_filter}
     try:
         report = _compile(python, request, None, timeout)
     except EnvironmentProblem as exc:
         return {"status": "unavailable", "verdict": f"not run: {exc}"}
+    if not report["launches"] and not contract.is_kernel:
+        return nothing_recorded(report, w.kernel_filter)
     shares = [e["ub"]["percent_of_ub"] for e in report["launches"] if e.get("ub")]
     return {"status": "lowers" if report["lowered"] else "fails", "verdict": verdict(report),
             "triton": report["triton"], "chip": report["chip"], "launches": len(report["launches"]),
             "ub_max_percent": max(shares) if shares else None,
             "findings": sorted({f for e in report["launches"] for f in e.get("findings") or []})}
+
+
+def nothing_recorded(report: dict, kernel_filter: str | None) -> dict:
+    """The record of own code whose workload launched no Triton kernel of the target in the child.
+
+    That is a fact about the workload (torch ops, vendor ops, Triton kernels of another package), not a
+    kernel that fails to lower: ``{"status": "nothing", "verdict": "nothing to lower: ..."}``. A workload
+    that stopped in the triton-ascend environment before any launch was not checked at all:
+    ``"unavailable"`` with what stopped it. Neither refuses a freeze nor reddens a round.
+    """
+    stops = [p for p in report["problems"] if p != NO_LAUNCH]
+    base = {"triton": report["triton"], "chip": report["chip"], "launches": 0, "ub_max_percent": None,
+            "findings": []}
+    if stops:
+        return {**base, "status": "unavailable",
+                "verdict": f"not run: the workload recorded no launch in the triton-ascend environment ({stops[0]})"}
+    which = f" whose name holds {kernel_filter!r}" if kernel_filter else ""
+    others = report.get("other_launches") or 0
+    elsewhere = f"; {others} launch(es) of other Triton kernels left out" if others else ""
+    return {**base, "status": "nothing",
+            "verdict": f"nothing to lower: no Triton launch of a kernel{which} was recorded{elsewhere}"}
 
 
 def verdict(report: dict) -> str:
@@ -245,4 +298,6 @@ def verdict(report: dict) -> str:
         return f"{failed[0]['kernel']} does not lower: {failed[0]['error']}"
     if not report["launches"]:
         return "no launch recorded"
-    return f"lowers ({len(report['launches'])} launches)"
+    from ascendopt.console import plural
+
+    return f"lowers ({plural(len(report['launches']), 'launch')})"

@@ -84,6 +84,23 @@ class DemoResult:
         return self.gate.exit_code if not self.gate.passed and self.gate.exit_code in (1, 3) else 0
 
 
+# A demo workspace is the tool's scratch space, not the user's work: like a virtualenv or pytest's cache it ignores
+# itself, so the quick start run inside a repository leaves nothing untracked (``git status`` stays clean).
+GITIGNORE = "# written by `ascendopt demo`: a demo workspace is scratch space, not part of any repository\n*\n"
+
+
+def keep_out_of_git(ws: Workspace) -> Path:
+    """Write ``<workspace>/.gitignore`` ignoring everything in it (``GITIGNORE``), under the workspace's lock (so
+    the audit log records it); an existing ``.gitignore`` is left as it is (the user's own). Returns its path."""
+    from ascendopt.workspace import atomic_write_text
+
+    path = ws.root / ".gitignore"
+    if not path.exists():
+        with ws.lock():
+            atomic_write_text(path, GITIGNORE)
+    return path
+
+
 def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], advance: Callable[[], None],
              on_analysis: Callable[[dict[str, Any]], None] | None = None,
              on_round: Callable[[Any, str], None] | None = None, on_gate: Callable[[Any], None] | None = None,

@@ -15,8 +15,9 @@ Verdicts (fla's OPT_LOG ``Status``):
   kept, and no floor claimed, on a measurement that cannot tell (``verdict_reason`` says so).
 
 Stop criteria (``should_stop``), checked in this order: floor evidence on the last round; the
-iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds; >= 3
-distinct directions tried with evidence while the last round brought no gain.
+iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds (drops included);
+>= 3 distinct directions tried with evidence (a measured round: dropped rounds are not counted, see
+``directions_tried``) while the last round brought no gain. The message names the rounds counted.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ from ascendopt.workspace import Workspace, read_yaml, write_yaml
 
 VERDICTS = ("keep", "revert", "drop", "floor")
 STOP_CRITERIA = ("floor", "max_rounds", "stall", "directions")
+
+# The one statistic for "how much faster than the baseline" (the round's speed line, ``status``, the report):
+# per shape case the median of the per-pair time ratios of the round's interleaved pairs (``bench.decide``'s
+# ``ratio``: a drift of the device hits both sides of a pair and cancels), then the equal-weight geometric
+# mean over shape cases. Never the ratio of the two sides' medians, which can differ from it.
+SPEEDUP_STATISTIC = ("median of the per-pair time ratios of the round's interleaved pairs, equal-weight geomean "
+                     "over shape cases")
 
 STALL_ROUNDS = 3  # docs/practice.md §10: after 3 consecutive rounds without a keep, stop and re-assess
 MIN_DIRECTIONS = 3  # docs/practice.md §10: stop once >= 3 distinct directions were tried with evidence
@@ -187,6 +195,12 @@ class RoundRecord:
         return self.timing.get("ratio_vs_best") if self.timing else None
 
     @property
+    def speedup_vs_baseline(self) -> float | None:
+        """Baseline time / candidate time (> 1 is faster) by ``SPEEDUP_STATISTIC``; None on a red gate."""
+        ratio = self.timing.get("ratio_vs_baseline") if self.timing else None
+        return 1 / ratio if ratio else None
+
+    @property
     def config(self) -> dict[str, int] | None:
         return self.change.get("config") if self.change.get("kind") == "tunables" else None
 
@@ -194,14 +208,19 @@ class RoundRecord:
 # -- verdicts and stop criteria ----------------------------------------------------------------
 
 
-def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None) -> str:
+def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None,
+            implausible: bool = False) -> str:
     """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
 
     ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower" | "inconclusive"), None
     on a red gate. Inconclusive is a revert: neither a gain nor "no gain at a bound" can be claimed.
+    ``implausible``: the timing is too good to believe (``bench.implausible_reason``) and no acceptance
+    was recorded: a revert, never a keep.
     """
     if not gate_passed:
         return "drop"  # never benchmarked, never a speed claim
+    if implausible:
+        return "revert"
     if vs_best == "faster":
         return "keep"
     if vs_best == "inconclusive":
@@ -212,11 +231,15 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 
 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
-    """Why a round was reverted without a verdict on its speed: the widest noise band of an
-    inconclusive comparison with the best so far, or (own code) why the best could not be timed
-    (None when the timing could tell)."""
+    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
+    widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
+    not be timed (None when the timing could tell)."""
     from ascendopt.gate.bench import DecisionRule
 
+    found = (timing or {}).get("implausible")
+    if found and not found.get("accepted"):
+        return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
+                "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
     if not timing or timing.get("vs_best") != "inconclusive":
         return None
     unverified = (timing.get("best") or {}).get("unverified")
@@ -282,12 +305,44 @@ def _trailing_non_keep(records: Sequence[RoundRecord]) -> int:
 
 
 def directions_tried(records: Sequence[RoundRecord]) -> list[str]:
-    """Distinct directions with evidence (gate green and benchmarked), in first-tried order."""
-    seen: list[str] = []
+    """Distinct directions tried with evidence, in first-tried order.
+
+    The rule: a direction counts once one of its rounds was *measured* (gate green, then timed: keep,
+    revert or floor). A dropped round (red gate) applied nothing and timed nothing, so it says nothing
+    about whether its direction can make the kernel faster (a typo and a dead end look the same); it is
+    left out here, and counted by the stall criterion instead (3 rounds in a row without a keep, drops
+    included). ``direction_rounds`` says which rounds were counted and which were not.
+    """
+    return list(direction_rounds(records)[0])
+
+
+def direction_rounds(records: Sequence[RoundRecord]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """``(counted, not_counted)``: direction -> its round numbers, for the directions with a measured round
+    (``directions_tried``'s rule) and for those whose every round was dropped, each in first-tried order."""
+    counted: dict[str, list[int]] = {}
+    dropped: dict[str, list[int]] = {}
     for r in records:
-        if r.verdict != "drop" and r.direction not in seen:
-            seen.append(r.direction)
-    return seen
+        if r.verdict != "drop":
+            counted.setdefault(r.direction, []).append(r.number)
+    for r in records:
+        if r.direction not in counted:
+            dropped.setdefault(r.direction, []).append(r.number)
+    return counted, dropped
+
+
+def _rounds_text(groups: Mapping[str, list[int]]) -> str:
+    """``{"tiling": [1, 4], "math": [2]}`` -> "tiling: rounds 1, 4; math: round 2"."""
+    return "; ".join(f"{name}: round{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}"
+                     for name, nums in groups.items())
+
+
+def directions_text(records: Sequence[RoundRecord]) -> str:
+    """The directions part of a stop message: which rounds were counted, and which were not and why."""
+    counted, dropped = direction_rounds(records)
+    text = f"{len(counted)} direction(s) tried with evidence" + (f" ({_rounds_text(counted)})" if counted else "")
+    if dropped:
+        text += f"; not counted, dropped at a red gate and never measured: {_rounds_text(dropped)}"
+    return text
 
 
 def should_stop(
@@ -313,11 +368,9 @@ def should_stop(
                             "re-profile, re-read the rounds for untried axes")
     tried = directions_tried(records)
     if len(tried) >= min_directions and last.verdict != "keep":
-        return StopDecision(True, "directions",
-                            f"{len(tried)} directions tried with evidence ({', '.join(tried)}) and the last "
-                            "round brought no gain")
+        return StopDecision(True, "directions", f"{directions_text(records)}, and the last round brought no gain")
     left = cap - len(records)
-    return StopDecision(False, None, f"continue: {stalled} non-keep in a row, {len(tried)} direction(s) tried, "
+    return StopDecision(False, None, f"continue: {stalled} non-keep in a row, {directions_text(records)}; "
                                      f"{left} round(s) left of max_rounds={cap}")
 
 

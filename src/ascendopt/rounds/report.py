@@ -12,6 +12,7 @@ baseline (docs/practice.md §10).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from ascendopt.rounds.records import RoundRecord, StopDecision, best_round, geomean, should_stop
-from ascendopt.workspace import Workspace
+from ascendopt.rounds.records import (
+    SPEEDUP_STATISTIC,
+    RoundRecord,
+    StopDecision,
+    best_round,
+    geomean,
+    should_stop,
+)
+from ascendopt.workspace import Workspace, writing
 
 OPT_LOG_COLUMNS = ("Iter", "Direction (one line)", "Gate", "Bench (median ms)", "vs best", "Status")
 STATS_COLUMNS = ("case", "side", "median ms", "mean ms", "std ms", "min ms", "p10 ms", "p90 ms", "n")
@@ -106,15 +114,15 @@ def _stats(samples: Sequence[float] | None, timing: Mapping[str, Any]) -> list[s
 
 
 def promotion_stats(best: RoundRecord) -> tuple[list[list[str]], float]:
-    """Rows of the promotion stats block for the best round and its equal-weight geomean speedup."""
+    """Rows of the promotion stats block for the best round and its speedup over the baseline: the
+    round's own number (``RoundRecord.speedup_vs_baseline``, ``records.SPEEDUP_STATISTIC``), the one the
+    round and ``status`` print."""
     rows = []
-    speedups = []
     for case in best.timing["cases"]:
         samples = case.get("samples_ms") or {}
         for side in ("baseline", "candidate"):
             rows.append([case["case"], side, *_stats(samples.get(side), case[side])])
-        speedups.append(case["baseline"]["median_ms"] / case["candidate"]["median_ms"])
-    return rows, geomean(speedups)
+    return rows, best.speedup_vs_baseline
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -198,7 +206,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         lines.append("")
         lines += _table(STATS_COLUMNS, rows)
         cases = len(best.timing["cases"])
-        lines += ["", f"Equal-weight geomean speedup vs baseline: **{speedup:.3f}x** over {cases} case(s)."]
+        lines += ["", f"Speedup vs baseline: **{speedup:.3f}x** over {cases} case(s) ({SPEEDUP_STATISTIC}; the "
+                      "number the round and `status` print)."]
         cfg = best.config
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "
                      + (", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else
@@ -300,14 +309,16 @@ def plot_rounds(contract: Mapping[str, Any], records: Sequence[RoundRecord], pat
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
+        with writing(path, name_it=True):  # a refusal names the plot, not its temp file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(tmp, format="png")
+            os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return path
 
 

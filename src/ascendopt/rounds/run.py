@@ -36,7 +36,7 @@ from ascendopt import console, process
 from ascendopt.analyze.matching import matches_any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import AscendoptError, ExitCode, UsageError
-from ascendopt.gate.stages import ClockBackend, kernel_raised
+from ascendopt.gate.stages import ClockBackend, kernel_raised, roofline_floor
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import summary as round_summary
@@ -163,14 +163,30 @@ def gate_passed(result) -> bool:
     return failed is None or (failed.name == "performance" and not failed.workload_error)
 
 
+# How much of a red stage's error lines a round keeps: enough for a few failing tests' assertions.
+ERROR_LINES = 60
+
+
+def gate_error(stage) -> str | None:
+    """A red stage's error as a round records it: the workload's error, else the failing checks' own error
+    lines (``StageResult.failure_lines``, what ``ascendopt gate`` prints), the first ``ERROR_LINES``."""
+    if stage.workload_error:
+        return stage.workload_error
+    lines = stage.failure_lines()
+    if len(lines) > ERROR_LINES:
+        lines = [*lines[:ERROR_LINES], f"... {len(lines) - ERROR_LINES} more line(s): `ascendopt gate` shows all"]
+    return "\n".join(lines) or None
+
+
 def gate_summary(result) -> dict[str, Any]:
-    """The part of a GateResult a round record keeps (never a speed on a red gate)."""
+    """The part of a GateResult a round record keeps (never a speed on a red gate); ``error``: the red
+    stage's own error lines (``gate_error``)."""
     failed = result.failed_stage
     red = not gate_passed(result)
     return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
             "failed_stage": failed.name if red else None,
             "summary": failed.summary if red else "; ".join(f"{s.name}: {s.status}" for s in result.stages),
-            "error": failed.workload_error if red else None}
+            "error": gate_error(failed) if red else None}
 
 
 def failed_after_gate(stage: str, error: str) -> dict[str, Any]:
@@ -198,6 +214,15 @@ def precheck_stage(ctx: RoundContext, gsum: dict[str, Any], config: Mapping[str,
 
 
 # -- the round ---------------------------------------------------------------------------------
+
+
+def _floors(ctx: RoundContext, backend) -> dict[str, float | None]:
+    """Per shape case of a bundled kernel, the roofline floor in ms (``gate.stages.roofline_floor``); own
+    code has no cost model: none."""
+    if not ctx.is_kernel:
+        return {}
+    w = ctx.contract.workload
+    return {case.name: roofline_floor(ctx.spec, case.dims, w.dtype, w.mode, backend) for case in w.shapes}
 
 
 @dataclass
@@ -260,14 +285,15 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
               pairs: int = 30, target_metric: str | None = None, reprofile: bool = True,
               before_profiles: Sequence[str] | None = None, step: Step | None = None,
               timer: Callable[[], float] | None = None, direction: str | None = None,
-              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None
-              ) -> RoundOutcome:
+              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None,
+              accept_implausible: str | None = None) -> RoundOutcome:
     """Run and record one round under the workspace lock. Returns the record, its path and the exit code.
 
     Refuses past a stop criterion unless ``force``. ``before_profiles``: the best-so-far profile when
     the caller has one (else found or collected). ``reprofile=False`` skips both profiles. ``timer``: a
     clock in ms replacing the device timer (tests, like ``gate.run_gate``). ``direction``: the round's
     direction name (``round_direction``). ``timeout``: ``--timeout`` (see ``record_round``).
+    ``accept_implausible``: see ``record_round``.
     """
     _check_hypothesis(hypothesis)
     check_direction(direction)
@@ -278,7 +304,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         outcome = record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
                                reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
                                direction=direction, timeout=timeout, precheck=precheck,
-                               ascend_python=ascend_python)
+                               ascend_python=ascend_python, accept_implausible=accept_implausible)
         session.exit_code = outcome.exit_code  # the audit log's entry: a drop exits with the gate's code
         return outcome
 
@@ -294,7 +320,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  timer: Callable[[], float] | None = None, plan: Plan | None = None,
                  command_text: str | None = None, direction: str | None = None,
                  timeout: float | None = None, precheck: bool = True,
-                 ascend_python: str | None = None) -> RoundOutcome:
+                 ascend_python: str | None = None, accept_implausible: str | None = None) -> RoundOutcome:
     """One round on an already loaded context; the caller holds the workspace lock and has applied the
     stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
     ``sets`` and the best so far. ``timeout``: ``--timeout`` in seconds, replacing the contract's
@@ -303,7 +329,12 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     Every attempt is recorded: a candidate that raises, crashes or hangs at the gate, while timed or
     while re-profiled is a ``drop`` whose ``gate`` holds the error (``summary``, ``error``), and the
     outcome's exit code is 1. Off-NPU a green gate is followed by the Ascend lowering precheck
-    (``precheck_stage``; ``precheck=False``: skipped, said in the record)."""
+    (``precheck_stage``; ``precheck=False``: skipped, said in the record).
+
+    A candidate faster than the baseline beyond belief (``rt.implausible_cases``: > 5x after the re-check,
+    or a bundled kernel under its roofline floor) is never kept on that timing: the round is a revert
+    unless ``accept_implausible`` (a person's reason, ``--accept-implausible``) is given; either way the
+    finding and the acceptance go into the record's ``timing["implausible"]``."""
     from ascendopt.device import backends
     from ascendopt.gate.stages import run_gate
 
@@ -413,7 +444,16 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
-    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor)
+    implausible = False
+    if timing:
+        found = rt.implausible_cases(timing, _floors(ctx, backend))
+        if found:
+            timing["implausible"] = {"cases": found, "accepted": accept_implausible}
+            implausible = not accept_implausible
+            note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})"
+                 if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
+                 "without --accept-implausible REASON")
+    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor, implausible)
     if tree is not None and verdict == "keep":
         note(rtree.uncommitted_keep_note(tree, number))
     metrics = {}

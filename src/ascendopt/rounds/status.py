@@ -6,7 +6,7 @@ gate judges it), the rounds through one ``RoundContext`` (this contract's rounds
 as read (``workspace.read_log``) with the ledger checked against it and the round records against their
 digests (``log.problems``: what the gate's integrity stage would fail on). Times are ms per call; a
 speedup is baseline time / best time (> 1 is faster), the best's from its own round's interleaved
-timing against the baseline.
+timing against the baseline (``records.SPEEDUP_STATISTIC``: the number the round and the report print).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
     usage error (exit 2) naming the folder and the freeze command to run."""
     from ascendopt.contract import model as contract_mod
 
+    ws.check_ledger_shape()  # a folder named contract.yaml: a damaged workspace (exit 3), not a missing one
     if not ws.contract_path.is_file():
         raise UsageError(f"{ws.root}: no ascendopt workspace here or above (no contract.yaml)", hint=FREEZE_HINT)
     raw = contract_mod.load_raw(ws)
@@ -109,7 +110,6 @@ def _best(best: RoundRecord) -> dict[str, Any]:
             "baseline_ms": _spread(case.get("baseline")),
             "best_ms": _spread(case.get("candidate")),
         })
-    ratio = timing.get("ratio_vs_baseline")
     bands = [c["noise_band"] for c in cases if c["noise_band"] is not None]
     return {
         "number": best.number,
@@ -118,7 +118,7 @@ def _best(best: RoundRecord) -> dict[str, Any]:
         "config": best.config,
         "commit": best.change.get("commit") if best.change.get("kind") == "code" else None,
         "best_ms": best.candidate_ms,
-        "speedup_vs_baseline": 1 / ratio if ratio else None,
+        "speedup_vs_baseline": best.speedup_vs_baseline,  # records.SPEEDUP_STATISTIC, as the round and report
         "noise_band": max(bands) if bands else None,
         "cases": cases,
     }

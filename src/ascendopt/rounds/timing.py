@@ -134,6 +134,23 @@ def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[st
     return again
 
 
+def implausible_cases(timing: Mapping[str, Any], floors: Mapping[str, float | None] | None = None
+                      ) -> list[dict[str, str]]:
+    """The cases of a round's ``timing`` whose candidate is faster than the baseline beyond belief
+    (``bench.implausible_reason``: the ratio bound after the re-check, or under ``floors[case]`` in ms):
+    ``[{"case", "reason"}]``."""
+    from ascendopt.gate import bench
+
+    found = []
+    for case in timing.get("cases", []):
+        versus = case["vs_baseline"]
+        why = bench.implausible_reason(versus["verdict"], versus["ratio"], case["candidate"]["median_ms"],
+                                       (floors or {}).get(case["case"]))
+        if why:
+            found.append({"case": case["case"], "reason": why})
+    return found
+
+
 def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pairs: int, backend=None,
                   step: Step | None = None, _recheck: bool = True) -> dict[str, Any]:
     """Time ``sides`` (``baseline``, optional ``best``, ``candidate`` -> config) interleaved per shape case.

@@ -134,7 +134,8 @@ def uncommitted_keep_note(state: TreeState, number: int) -> str | None:
     """The warning when round ``number`` is a keep whose tree differs from HEAD, else None."""
     if not state.commit or not state.uncommitted:
         return None
-    return (f"round {number} is a keep on uncommitted changes ({_paths_text(state.uncommitted)} differ from HEAD "
+    differ = "differs" if len(state.uncommitted) == 1 else "differ"
+    return (f"round {number} is a keep on uncommitted changes ({_paths_text(state.uncommitted)} {differ} from HEAD "
             f"{state.commit[:10]}): commit the kept state now (git add, git commit) so the next rounds, and a "
             "checkout of the best round, start from it")
 

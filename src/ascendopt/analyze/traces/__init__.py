@@ -25,6 +25,7 @@ from typing import Any
 
 from ascendopt.analyze.traces.columns import METRIC_GROUPS, NCU_GROUPS, NOT_METRICS
 from ascendopt.analyze.traces.discover import PROFILE_YAML, Run, block_csvs, find_runs, kind_of_dir, op_summaries
+from ascendopt.analyze.traces.faults import reader, reading
 from ascendopt.errors import ProfileError
 
 ALL_GROUPS = tuple(METRIC_GROUPS)
@@ -58,6 +59,7 @@ def list_runs(path: str | Path) -> list[Run]:
     return find_runs(Path(path))
 
 
+@reader
 def _profile_yaml(folder: Path) -> dict[str, Any]:
     path = folder / PROFILE_YAML
     if not path.is_file():
@@ -148,6 +150,12 @@ def _combine(profiles: list[Profile]) -> Profile:
 
 
 def _load_run(run: Run) -> Profile:
+    path = run.path
+    with reading(path):  # the net under every loader: what a reader left unnamed is still this run's fault
+        return _load_kind(run)
+
+
+def _load_kind(run: Run) -> Profile:
     from ascendopt.analyze.traces import loaders
 
     path = run.path

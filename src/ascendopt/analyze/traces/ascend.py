@@ -19,6 +19,7 @@ import numpy as np
 
 from ascendopt.analyze.traces.columns import BASE_COLUMNS, CORE_TYPES, SKIPPED_COLUMNS, TEXT_COLUMNS, canonical, side_of
 from ascendopt.analyze.traces.csvread import read_columns, read_header
+from ascendopt.analyze.traces.faults import reader, reading
 from ascendopt.errors import ProfileError
 
 NAME_HEADERS = ("Name", "Op Name")
@@ -151,6 +152,7 @@ def finish_kernel_frame(frame, *, device_default: str = "npu:0", device_prefix: 
     return frame[ordered]
 
 
+@reader
 def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
     """kernel_details.csv or op_summary_*.csv -> (canonical frame, notes).
 
@@ -187,6 +189,7 @@ def read_kernel_table(path: Path, *, device_default: str = "npu:0"):
     return frame, notes
 
 
+@reader
 def read_op_statistic(path: Path):
     """op_statistic.csv -> frame with op_type, core_type, count, total_us, min_us, avg_us, max_us,
     ratio_pct (and device when present)."""
@@ -214,25 +217,38 @@ def read_block_table(paths: list[Path], *, op_info: dict | None = None, folder: 
     mix as the file says) and block dims; without it the kernel is named after the folder. With op_info but
     no block CSV (only the basic info was collected) the frame is one row: the task and its duration.
     """
-    import pandas as pd
-
     merged = None
     notes: list[str] = []
     for path in paths:
-        header = read_header(path)
-        if "block_id" not in header:
-            raise ProfileError(f"{path}: missing column 'block_id'", hint="not an msprof op per-block CSV")
-        wanted = _wanted(header, path, skip=frozenset())
-        frame, more = read_columns(path, wanted, set(TEXT_COLUMNS))
-        notes += more
-        if "sub_block" not in frame.columns:
-            frame["sub_block"] = "block"
-        frame["sub_block"] = frame["sub_block"].astype(str)
-        if merged is None:
-            merged = frame
-        else:
-            new = [c for c in frame.columns if c not in merged.columns or c in ("block_id", "sub_block")]
-            merged = merged.merge(frame[new], on=["block_id", "sub_block"], how="outer")
+        with reading(path):
+            frame, more = _read_block_csv(path)
+            notes += more
+            if merged is None:
+                merged = frame
+            else:
+                new = [c for c in frame.columns if c not in merged.columns or c in ("block_id", "sub_block")]
+                merged = merged.merge(frame[new], on=["block_id", "sub_block"], how="outer")
+    with reading(paths[0] if paths else folder or Path(".")):
+        return _block_frame(merged, paths, notes, op_info, folder)
+
+
+def _read_block_csv(path: Path):
+    """One per-block CSV -> (frame with ``block_id``, ``sub_block`` as text, notes)."""
+    header = read_header(path)
+    if "block_id" not in header:
+        raise ProfileError(f"{path}: missing column 'block_id'", hint="not an msprof op per-block CSV")
+    wanted = _wanted(header, path, skip=frozenset())
+    frame, notes = read_columns(path, wanted, set(TEXT_COLUMNS))
+    if "sub_block" not in frame.columns:
+        frame["sub_block"] = "block"
+    frame["sub_block"] = frame["sub_block"].astype(str)
+    return frame, notes
+
+
+def _block_frame(merged, paths: list[Path], notes: list[str], op_info: dict | None, folder: Path | None):
+    """``read_block_table``'s tail: the joined block rows (or op_info's one task row) as a kernel frame."""
+    import pandas as pd
+
     name = (op_info or {}).get("name") or (paths[0].parent.name if paths else (folder.name if folder else "kernel"))
     kind = (op_info or {}).get("kind")
     if merged is None:

@@ -20,6 +20,7 @@ from typing import Any
 from ascendopt.analyze.traces.columns import ASCEND_COLUMNS
 from ascendopt.analyze.traces.device import run_rank
 from ascendopt.analyze.traces.discover import Run
+from ascendopt.analyze.traces.faults import reader
 from ascendopt.errors import ProfileError
 
 _DEVICE_HEADERS = {raw for raw, canonical in ASCEND_COLUMNS.items() if canonical == "device"}
@@ -32,6 +33,7 @@ def _npu_dirs(path: Path) -> tuple[Path, Path]:
     return out, (out.parent if out.name == "ASCEND_PROFILER_OUTPUT" else out)
 
 
+@reader
 def _first_row_device(table: Path) -> str | None:
     """The ``Device_id`` of the first data row of a kernel table, read without loading the table."""
     try:

@@ -10,16 +10,22 @@ it cannot read.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
+import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from ascendopt.analyze.traces.faults import reader
 from ascendopt.errors import ProfileError
 
 NULL_MARKERS = ["N/A", "NA", "", "n/a", "-"]
 _HEAD_BYTES = 1 << 16
 
 
+@reader
 def read_header(path: Path) -> list[str]:
     """The header row's names, stripped. Raises ProfileError for empty, binary or header-less files."""
     try:
@@ -31,7 +37,7 @@ def read_header(path: Path) -> list[str]:
         raise ProfileError(f"{path}: empty file", hint="re-run the profiler; the export did not finish")
     if b"\x00" in head:
         raise ProfileError(f"{path}: binary data, not a CSV text file")
-    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    first = re.split(b"\r\n|\r|\n", head, maxsplit=1)[0]  # any line end: CRLF, LF, a lone CR
     try:
         text = first.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -43,6 +49,7 @@ def read_header(path: Path) -> list[str]:
     return names
 
 
+@reader
 def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lines: int = 0):
     """Read the raw columns ``wanted`` (raw name -> canonical name) into a pandas DataFrame.
 
@@ -99,6 +106,24 @@ class _ConversionFailed(Exception):
     pass
 
 
+@contextlib.contextmanager
+def _row_handler_errors() -> Iterator[list[BaseException]]:
+    """Collect, instead of printing, what pyarrow could not pass to an ``invalid_row_handler``.
+
+    pyarrow decodes a malformed row's text before calling the handler; a row that is not UTF-8 makes that
+    fail inside pyarrow, which reports it through ``sys.unraisablehook`` (a traceback on stderr, "Exception
+    ignored in ...") and then fails the read. The errors are kept here so the read's ProfileError can say
+    what was wrong, and nothing else reaches the user.
+    """
+    caught: list[BaseException] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: caught.append(unraisable.exc_value)
+    try:
+        yield caught
+    finally:
+        sys.unraisablehook = previous
+
+
 def _read(path: Path, wanted: dict[str, str], text: set[str], as_string: set[str], skip_lines: int):
     import pyarrow as pa
     from pyarrow import csv as pacsv
@@ -117,19 +142,22 @@ def _read(path: Path, wanted: dict[str, str], text: set[str], as_string: set[str
         else:
             types[raw] = pa.string() if raw in as_string else pa.float64()
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(skip_rows=skip_lines),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=list(wanted), column_types=types, null_values=NULL_MARKERS,
-                strings_can_be_null=True, quoted_strings_can_be_null=True,
-            ),
-        )
+        with _row_handler_errors() as unpassed:
+            table = pacsv.read_csv(
+                path,
+                read_options=pacsv.ReadOptions(skip_rows=skip_lines),
+                parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=list(wanted), column_types=types, null_values=NULL_MARKERS,
+                    strings_can_be_null=True, quoted_strings_can_be_null=True,
+                ),
+            )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         msg = str(exc).splitlines()[0][:160]
         if "conversion error to double" in msg and any(t == pa.float64() for t in types.values()):
             raise _ConversionFailed() from None
+        if unpassed:
+            msg += f"; a malformed row is not UTF-8 text ({type(unpassed[0]).__name__}: {unpassed[0]})"[:200]
         raise ProfileError(f"{path}: cannot parse as CSV ({msg})") from None
     notes = []
     if ragged:
@@ -148,10 +176,11 @@ def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str
         return []
     options = _sample_options(numeric, skip_lines)
     try:
-        if path.stat().st_size <= 1 << 20:
-            sample = pacsv.read_csv(path, **options)
-        else:  # the first 1 MiB block only
-            sample = pa.Table.from_batches([pacsv.open_csv(path, **options).read_next_batch()])
+        with _row_handler_errors():
+            if path.stat().st_size <= 1 << 20:
+                sample = pacsv.read_csv(path, **options)
+            else:  # the first 1 MiB block only
+                sample = pa.Table.from_batches([pacsv.open_csv(path, **options).read_next_batch()])
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return list(numeric)  # the full read will say what is wrong
     quirky = []

@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ascendopt.analyze.traces.faults import reader
+
 MEASURED = "measured from the capture"
 
 # hbm_gbs: the chip's peak device-memory bandwidth (GB/s), from configs/chips.yaml only (no profiler records it)
@@ -59,14 +61,17 @@ def _int(value: Any) -> int | None:
         return None
 
 
+@reader
 def read_info_json(run_dir: Path) -> tuple[dict[str, Any], Path] | None:
     """First ``PROF_*/device_*/info.json.*`` under a run folder: DeviceInfo[0] facts and its path."""
     for path in sorted(run_dir.glob("PROF_*/device_*/info.json.*")) + sorted(run_dir.glob("device_*/info.json.*")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             info = (data.get("DeviceInfo") or [{}])[0]
-        except (OSError, ValueError, AttributeError, IndexError):
+        except (OSError, ValueError, AttributeError, IndexError, TypeError, KeyError):
             continue
+        if not isinstance(info, dict):
+            continue  # an optional facts file of another shape: skipped like an unreadable one
         # msprof writes numbers as strings here ("aic_frequency": "1850"), core counts as ints
         facts = {
             "cube_cores": _int(info.get("ai_core_num")),
@@ -77,6 +82,7 @@ def read_info_json(run_dir: Path) -> tuple[dict[str, Any], Path] | None:
     return None
 
 
+@reader
 def read_profiler_info(run_dir: Path) -> dict[str, Any]:
     """``profiler_info*.json``: metric group, profiler level, rank and versions (empty if absent)."""
     for path in sorted(run_dir.glob("profiler_info*.json")):
@@ -84,6 +90,9 @@ def read_profiler_info(run_dir: Path) -> dict[str, Any]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict) or \
+                not isinstance((data.get("config") or {}).get("experimental_config") or {}, dict):
+            continue  # an optional facts file of another shape: skipped like an unreadable one
         # older torch_npu builds prefix every key with "_" (_aic_metrics, _profiler_level)
         exp = (data.get("config") or {}).get("experimental_config") or {}
         out = {
@@ -154,9 +163,9 @@ def offer_derived(facts: Facts, frame) -> None:
 
 def offer_user_chip(facts: Facts) -> None:
     """Last resort: the chip the user names in ``$ASCENDOPT_CHIP`` (the variable ``device`` reads too)."""
-    import os
+    from ascendopt.device.config import user_chip
 
-    name = os.environ.get("ASCENDOPT_CHIP")
+    name = user_chip()  # an unknown name is a usage error (exit 2), as for --chip
     if name:
         offer_chip(facts, name, "$ASCENDOPT_CHIP")
 
@@ -180,6 +189,7 @@ def _positive(value: Any) -> int | None:
     return number if number and number > 0 else None
 
 
+@reader
 def read_hardware_info(folder: Path) -> tuple[dict[str, Any], Path] | None:
     """``HardwareInfo.jsonl`` of an ``msprof op`` capture (the folder or its parent): chip, core counts, clock.
 
@@ -227,6 +237,7 @@ def _op_info_value(key: str, value: Any) -> Any:
     return number if key == "task_duration_us" else int(number)
 
 
+@reader
 def read_op_info(folder: Path) -> dict[str, Any] | None:
     """The operator an ``msprof op`` folder measured: ``OpBasicInfo.csv``, else ``summary.jsonl``'s
     ``OpInfoSummary`` record.

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendopt.analyze.traces.columns import NCU_DEVICE, NCU_FALLBACK, NCU_METRICS, NCU_NAME
+from ascendopt.analyze.traces.faults import reader
 from ascendopt.errors import ProfileError
 
 _TIME_UNITS_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
@@ -70,6 +71,7 @@ def number_column(series, path: Path, raw: str):
     return values.astype(float)
 
 
+@reader
 def raw_launches(path: Path):
     """An ncu raw CSV's launch rows as text (one per profiled launch, ID order) and its units row (a Series, or
     None when this ncu wrote none). ProfileError naming the file when it is not such a CSV or has no launch."""
@@ -95,6 +97,7 @@ def raw_launches(path: Path):
     return data, units
 
 
+@reader
 def read_ncu_raw(path: Path):
     """One ncu raw CSV -> (kernel frame, device facts dict, notes).
 

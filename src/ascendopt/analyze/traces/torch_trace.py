@@ -16,6 +16,7 @@ import numpy as np
 from ascendopt.analyze.traces.ascend import finish_kernel_frame
 from ascendopt.analyze.traces.columns import BASE_COLUMNS, KERNELS_CSV_REQUIRED, NOT_METRICS
 from ascendopt.analyze.traces.csvread import read_columns, read_header
+from ascendopt.analyze.traces.faults import line_of, reader
 from ascendopt.errors import ProfileError
 
 _TEXT = {"name", "core_type", "op_type", "device"}
@@ -24,6 +25,7 @@ STEP_PREFIX = "ProfilerStep#"
 _METRIC_SUFFIXES = ("_ratio", "_us", "_gbs", "_pct", "_kb", "_cycles", "_rate")
 
 
+@reader
 def read_kernels_csv(path: Path):
     """``kernels.csv`` written by ``ascendopt collect`` -> (frame, notes)."""
     header = read_header(path)
@@ -38,6 +40,7 @@ def read_kernels_csv(path: Path):
     return finish_kernel_frame(frame, device_default="cpu"), notes
 
 
+@reader
 def complete_events(path: Path) -> list[dict]:
     """A torch.profiler chrome trace's complete events (``ph`` X, with a ``dur``), as written; ProfileError
     naming the file when it is not readable JSON or has no ``traceEvents`` list.
@@ -48,13 +51,16 @@ def complete_events(path: Path) -> list[dict]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ProfileError(f"{path}: not a readable chrome trace ({exc.__class__.__name__})") from None
+        line = line_of(exc, Path(path))
+        raise ProfileError(f"{path}{f': line {line}' if line else ''}: not a readable chrome trace "
+                           f"({exc.__class__.__name__})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise ProfileError(f"{path}: no traceEvents list")
     return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
 
 
+@reader
 def read_chrome_trace(path: Path):
     """torch.profiler chrome trace -> (frame, notes): device kernels, else named CPU ranges."""
     import pandas as pd

@@ -1,0 +1,254 @@
+"""The kernel-hit stage judges where the time goes, not only which names ran (``gate.kernel_hit``).
+
+Freeze records the baseline's kernel census; the gate compares the candidate's with it. Each attack
+below launches the expected kernel (so the name check alone is green) and is a published pattern:
+
+* token launch, the work in torch ops: Wafer's "A Field Guide to Reward Hacking in AI Kernel
+  Generation" (wafer.ai/blog/reward-hacks-field-guide, 2026) lists candidates that call torch ops instead
+  of doing the work in the kernel; Makora's reward-hack taxonomy (makora.com/blog/reward-hacks) the
+  PyTorch fallback beside an inert kernel -> red (exit 1);
+* work moved to the host: the field guide's "background thread injection" (work done on CPU threads,
+  invisible to the device timers) and results computed on the host and copied over -> red (exit 1);
+* a new kernel that takes the time: reported, not red (a split or fused kernel is often honest).
+
+Controls: the unchanged configuration (A/A) and an honest faster configuration stay green.
+Times are the CPU interpreter's; each attack spends a multiple of the frozen call's device time (read
+from the contract), so the verdicts do not depend on this machine's load.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import _gate_kernels as gk
+from _own_code import frozen_kernel_workspace
+from ascendopt.gate import kernel_hit
+from ascendopt.gate.kernel_hit import judge_census, make_census
+from ascendopt.gate.stages import run_gate
+from ascendopt.kernels._lib.common import alloc, launch
+
+SHAPE = "B=2,T=32,D=64"  # 4096 elements: 64 blocks, so the kernel's time dwarfs one launch's overhead
+
+
+@triton.jit
+def _t_side_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 0, mask=mask)
+
+
+def _spend(seconds: float, work) -> None:
+    """Call ``work()`` until ``seconds`` of wall time are spent (the planted attack's cost)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        work()
+
+
+def _attack(kind: str, spend_s: float):
+    """t_scale with the expected kernel launched on one block only (``token``/``host``) or in full
+    (``side``), the real work done elsewhere for ``spend_s`` seconds; outputs stay correct."""
+
+    def run(inputs, config, mode):
+        x = inputs["x"]
+        y = alloc(x.shape, x.dtype, x.device)
+        if kind == "side":
+            gk._scale(x, y, 2.0, config["BLOCK"])
+            side = alloc(x.shape, x.dtype, x.device)
+            _spend(spend_s, lambda: launch(_t_side_kernel, (triton.cdiv(x.numel(), 64),), x, side, x.numel(),
+                                           BLOCK=64))
+            return {"y": y}
+        gk._scale(x, y, 2.0, config["BLOCK"], count=config["BLOCK"])  # a token launch: one block
+        if kind == "token":  # the work in torch ops
+            a = torch.ones(96, 96)
+            _spend(spend_s, lambda: torch.mm(a, a))
+            y.copy_(x.float() * 2.0)
+        else:  # "host": the work in NumPy on the host, copied over
+            _spend(spend_s, lambda: np.dot(np.ones((96, 96)), np.ones((96, 96))))
+            y.copy_(torch.from_numpy(x.float().numpy() * 2.0))
+        return {"y": y}
+
+    return dataclasses.replace(gk.SPEC, run=run)
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    return frozen_kernel_workspace(tmp_path, monkeypatch, kernel="t_scale", shapes=[SHAPE], mode="fwd",
+                                   dtype="fp32", profile=False, precheck=False)
+
+
+def _frozen_device_s(ws) -> float:
+    from ascendopt.rounds.context import RoundContext
+
+    census = RoundContext.load(ws).contract.kernel_census
+    assert census["kernels"]["_t_scale_kernel"]["calls"] == 1 and census["device_us"] > 0
+    return census["device_us"] * 1e-6
+
+
+def _kernel_hit(ws, config=None):
+    result = run_gate(ws, skip_perf=True, config_override=config)
+    return result, result.stages[2]
+
+
+def test_freeze_records_the_census_and_an_unchanged_tree_stays_green(ws):
+    """Control: A/A. The census is in the contract: launches per call, device time, share, wall and host."""
+    from ascendopt.rounds.context import RoundContext
+
+    census = RoundContext.load(ws).contract.kernel_census
+    kernel = census["kernels"]["_t_scale_kernel"]
+    assert kernel["share"] > 0.8 and census["wall_us"] >= census["host_us"] >= 0
+    result, stage = _kernel_hit(ws)
+    assert result.exit_code == 0 and stage.status == "pass"
+    assert {c.name for c in stage.checks} >= {"_t_scale_kernel", "expected share", "host time"}
+    assert all(c.passed for c in stage.checks)
+    assert stage.data["census"]["kernels"]["_t_scale_kernel"]["calls"] == 1
+
+
+def test_honest_faster_configuration_stays_green(ws):
+    """Control: BLOCK=128 halves the interpreter's work in the expected kernel; nothing moves elsewhere."""
+    result, stage = _kernel_hit(ws, {"BLOCK": 128})
+    assert result.exit_code == 0 and stage.status == "pass", stage.summary
+
+
+def test_token_launch_with_the_work_in_torch_ops_is_red(ws, monkeypatch):
+    """Wafer field guide (torch calls doing the work) / Makora taxonomy (PyTorch fallback beside an inert
+    kernel): the expected kernel is launched on one block, torch ops take the time."""
+    gk.install(monkeypatch, _attack("token", 3 * _frozen_device_s(ws)))
+    result, stage = _kernel_hit(ws)
+    assert result.exit_code == 1 and stage.status == "fail", stage.summary
+    assert [c.name for c in stage.checks if not c.passed] == ["expected share"]
+    assert "token launch" in stage.summary and "aten::mm" in stage.summary
+
+
+def test_work_moved_to_the_host_is_red(ws, monkeypatch):
+    """Wafer field guide (work moved off the device timers, to CPU threads / the host): the expected kernel
+    runs on one block, NumPy on the host computes the result."""
+    gk.install(monkeypatch, _attack("host", 3 * _frozen_device_s(ws)))
+    result, stage = _kernel_hit(ws)
+    assert result.exit_code == 1 and stage.status == "fail", stage.summary
+    assert [c.name for c in stage.checks if not c.passed] == ["host time"]
+    assert "work moved to the host" in stage.summary
+
+
+def test_a_new_kernel_that_takes_the_time_is_reported_not_red(ws, monkeypatch):
+    """The expected kernel does its full work; a kernel the frozen census never saw takes most of the time."""
+    gk.install(monkeypatch, _attack("side", 2 * _frozen_device_s(ws)))
+    result, stage = _kernel_hit(ws)
+    assert result.exit_code == 0 and stage.status == "pass", stage.summary
+    new = next(c for c in stage.checks if c.name == "new kernels")
+    assert new.passed and "_t_side_kernel" in new.message and "_t_side_kernel" in stage.summary
+
+
+def test_judge_census_rules_on_hand_made_censuses():
+    """The pure rule: a faster expected kernel lowers its share without red; token and host are red."""
+    frozen = make_census("cuda", {"k": 90.0, "other": 10.0}, {"k": 1, "other": 1}, 130.0, 20.0)
+    faster = make_census("cuda", {"k": 9.0, "other": 10.0}, {"k": 1, "other": 1}, 45.0, 20.0)
+    assert not any(f.red for f in judge_census(frozen, faster, ["k"]))
+    token = make_census("cuda", {"k": 2.0, "other": 10.0, "gemm": 95.0}, {"k": 1, "other": 1, "gemm": 4}, 130.0,
+                        20.0)
+    found = {f.name: f for f in judge_census(frozen, token, ["k"])}
+    assert found["expected share"].red and not found["host time"].red
+    assert "gemm" in found["new kernels"].message
+    host = make_census("cuda", {"k": 2.0, "other": 10.0}, {"k": 1, "other": 1}, 130.0, 110.0)
+    found = {f.name: f for f in judge_census(frozen, host, ["k"])}
+    assert found["host time"].red and not found["expected share"].red
+    helper = make_census("cuda", {"k": 2.0, "other": 10.0, "helper": 95.0}, {"k": 1, "other": 1, "helper": 1}, 130.0,
+                         20.0, triton={"k", "helper"})
+    found = {f.name: f for f in judge_census(frozen, helper, ["k"])}
+    assert not any(f.red for f in found.values()) and "helper" in found["new kernels"].message
+    split = make_census("cuda", {"k": 45.0, "other": 10.0}, {"k": 2, "other": 1}, 90.0, 20.0)
+    found = {f.name: f for f in judge_census(frozen, split, ["k"])}
+    assert not any(f.red for f in found.values()) and "k 2 launch(es) per call (frozen 1)" in \
+        found["launch counts"].message
+
+
+def test_a_contract_without_a_census_checks_names_only_and_says_so():
+    stage = kernel_hit.kernel_hit_stage(["k"], make_census("cpu", {"k": 1.0}, {"k": 1}, 2.0, 1.0), None)
+    assert stage.status == "pass" and any("no kernel census" in c.message for c in stage.checks)
+
+
+def test_cpu_census_counts_each_interpreted_launch_once():
+    """The bundled launcher and the interpreter hook each open a range per launch: one launch counts once."""
+    x = torch.arange(64, dtype=torch.float32)
+
+    def twice():
+        gk._scale(x, torch.empty_like(x), 2.0, 32)
+        gk._scale(x, torch.empty_like(x), 2.0, 32)
+
+    census = kernel_hit.kernel_census(twice)
+    assert census["backend"] == "cpu" and census["kernels"]["_t_scale_kernel"]["calls"] == 2
+    assert census["kernels"]["_t_scale_kernel"]["share"] > 0.5
+
+
+OWN_OP = '''import time
+
+import torch
+import triton
+import triton.language as tl
+
+TOKEN = False  # the planted attack: a token launch, the work in torch ops for SPEND_S seconds
+SPEND_S = 0.0
+
+
+@triton.jit
+def my_scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def my_scale(x):
+    y = torch.empty_like(x)
+    n = 16 if TOKEN else x.numel()
+    my_scale_kernel[(triton.cdiv(n, 16),)](x, y, n, BLOCK=16)
+    if TOKEN:
+        a = torch.ones(96, 96)
+        deadline = time.perf_counter() + SPEND_S
+        while time.perf_counter() < deadline:
+            torch.mm(a, a)
+        y.copy_(x * 2)
+    return y
+'''
+OWN_TEST = "import torch\nfrom op import my_scale\n\n\ndef test_doubles():\n    x = torch.arange(40.0)\n" \
+           "    assert torch.equal(my_scale(x), x * 2)\n"
+OWN_BENCH = "import torch\nfrom op import my_scale\n\nx = torch.arange(512.0)\n\n\ndef workload():\n" \
+            "    return my_scale(x)\n"
+
+
+def test_own_code_token_launch_with_the_work_in_torch_ops_is_red(tmp_path, monkeypatch, cli):
+    """Own code (a git repository with a real Triton kernel, frozen with its test): the unchanged tree is
+    green at kernel hit; the planted token launch (Wafer field guide / Makora taxonomy) is red there."""
+    from _own_code import commit_repo, freeze_in
+    from ascendopt.contract.model import load_raw
+    from ascendopt.workspace import Workspace
+
+    root = commit_repo(tmp_path / "repo", {"op.py": OWN_OP, "tests/test_op.py": OWN_TEST,
+                                           "bench.py": OWN_BENCH})
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                               "my_scale_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    monkeypatch.chdir(root)
+    census = load_raw(Workspace.resolve(None))["kernel_census"]
+    assert census["kernels"]["my_scale_kernel"]["calls"] == 1 and census["kernels"]["my_scale_kernel"]["triton"]
+    code, out, err = cli("gate", "--skip-perf", "--json")
+    assert code == 0, err  # control: the unchanged tree
+
+    op = root / "op.py"
+    op.write_text(op.read_text().replace("TOKEN = False", "TOKEN = True").replace(
+        "SPEND_S = 0.0", f"SPEND_S = {3 * census['device_us'] * 1e-6!r}"))
+    code, out, err = cli("gate", "--skip-perf")
+    assert code == 1, out + err
+    assert "FAIL at kernel_hit" in out and "token launch" in out and "aten::mm" in out
+
+
+def test_npu_census_from_the_torch_npu_profile(fake_torch_npu, monkeypatch):
+    """npu: the census is read from the (fake, faithful) torch_npu profile's kernel_details rows."""
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "npu")
+    census = kernel_hit.kernel_census(lambda: None)
+    assert census["backend"] == "npu" and census["device_us"] > 0
+    mm = next(k for n, k in census["kernels"].items() if "MatMulV2" in n)
+    assert mm["calls"] >= 1 and 0 < mm["share"] <= 1 and census["wall_us"] >= census["host_us"] >= 0
