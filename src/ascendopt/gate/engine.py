@@ -236,6 +236,20 @@ def audit(judged: Judged, tolerances: Mapping[str, Mapping[str, float]] | None,
     return found
 
 
+def second_reading(judged: Judged) -> dict[str, Any] | None:
+    """The verdict the workers' own readings would give (first two sides): ``{"ratio", "noise_band",
+    "verdict"}`` -- shown beside the parent's, never used for the verdict (the worker is within the code
+    under test's reach); None with fewer than 6 batches."""
+    from ascendopt.gate import bench
+
+    own = [[r["worker"] for r in side.readings] for side in judged.sides[:2]]
+    if len(own) < 2 or min(len(x) for x in own) < 6 or min(min(x) for x in own) <= 0:
+        return None
+    n = min(len(x) for x in own)
+    c = bench.decide(own[0][:n], own[1][:n], calls_per_sample=judged.calls)
+    return {"ratio": c.ratio, "noise_band": c.threshold_rel, "verdict": c.verdict}
+
+
 def _against(name: str, side, ref, tolerances, found: Findings) -> None:
     for mine, theirs in zip(side.readings, ref.readings, strict=False):
         if mine["inputs"] != theirs["inputs"]:

@@ -402,7 +402,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     doubts = found.doubts + ([anchor] if anchor else [])
     stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(len(r["outputs"]) for s in judged.sides
                                                                  for r in s.readings),
-                           "inputs": "harness (inputs(seed))" if judged.sides[0].has_inputs else "the workload's own"}
+                           "inputs": "harness (inputs(seed))" if judged.sides[0].has_inputs else "the workload's own",
+                           "worker_clock": engine.second_reading(judged)}
     if doubts and stage.status == "pass":
         checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
         return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)
