@@ -438,7 +438,8 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
     and an ETA. Drawn live on a terminal only (never under ``--quiet``); inside another ``progress`` it is
     a second line of the same display. On success it leaves one plain line, ``description: done/total
     done in 1.2 s``; on an error nothing. Events: ``phase_start`` (phase = ``description``), ``progress``
-    on each call, ``phase_end`` with the status."""
+    on each call (with a total: ``eta_s``, the seconds left at the pace so far), ``phase_end`` with the
+    status and ``elapsed_s``."""
     import time
 
     started = time.monotonic()
@@ -463,7 +464,10 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
                 done[0] += n
                 if task is not None:
                     bar.advance(task, n)
-                event("progress", phase=description, done=done[0], total=size[0])
+                # the time left at the pace so far (s); None while the total is unknown
+                eta = (round((time.monotonic() - started) / done[0] * max(0, size[0] - done[0]), 1)
+                       if size[0] and done[0] else None)
+                event("progress", phase=description, done=done[0], total=size[0], eta_s=eta)
 
             def update(self, text: str) -> None:
                 if task is not None:

@@ -105,8 +105,15 @@ def _correctness(out: str) -> dict:
 
 
 def test_freeze_records_the_outputs_and_the_default_tolerances(repo):
-    assert _contract(repo)["equivalence"] == {"enabled": True, "reason": None, "outputs": OUTPUTS,
-                                              "tolerances": EQUIVALENCE_TOLERANCES}
+    from ascendopt.gate.engine import stored_outputs_path
+    from ascendopt.workspace import sha256_file
+
+    equivalence = dict(_contract(repo)["equivalence"])
+    stored = equivalence.pop("stored")
+    assert equivalence == {"enabled": True, "reason": None, "outputs": OUTPUTS,
+                           "tolerances": EQUIVALENCE_TOLERANCES}
+    # the frozen commit's outputs are stored content-addressed, so a gate needs no baseline worker for them
+    assert sha256_file(stored_outputs_path(repo / ".ascendopt", stored)) == stored
 
 
 def test_a_wrong_kernel_that_passes_its_tests_is_red_naming_the_output_and_the_worst_element(repo, cli):

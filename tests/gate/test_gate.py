@@ -323,11 +323,14 @@ def test_own_code_planted_slowdown_is_exit_4(repo, cli):
 
 def test_worker_protocol_keeps_workload_prints_out_of_the_pipe(tmp_path):
     (tmp_path / "w.py").write_text("print('noise from module code')\ndef workload():\n    print('noise')\n")
-    proc = subprocess.run([sys.executable, "-m", "ascendopt.gate.interleave", str(tmp_path / "w.py")],
-                          input='{"cmd": "warmup", "count": 2, "min_ms": 0}\n{"cmd": "sample", "calls": 3}\n'
-                                '{"cmd": "exit"}\n', capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run([sys.executable, "-I", "-m", "ascendopt.gate.worker", str(tmp_path / "w.py"), "--path",
+                           str(tmp_path)],
+                          input='{"cmd": "null"}\n{"cmd": "prepare", "calls": 3, "seed": 1}\n{"cmd": "go"}\n'
+                                '{"cmd": "check"}\n{"cmd": "exit"}\n', capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120)
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [sorted(r) for r in replies] == [["ready"], ["per_call_ms"], ["ms"]] and "noise" in proc.stderr
+    assert [sorted(r) for r in replies] == [["bound"], ["inputs", "ready"], [], ["inputs"], ["ms"], ["outputs"]]
+    assert "noise" in proc.stderr
 
 
 def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):

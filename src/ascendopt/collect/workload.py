@@ -3,7 +3,12 @@
 exec-file semantics (those of the original ``profile_npu.py --exec-file``, docs/practice.md §2):
 the file's folder goes first on ``sys.path`` (local imports work), the module code runs ONCE
 (input creation, compilation warm-up), and the file must define a callable ``workload()`` that
-each profiler step calls. Every failure names ``file:line`` and is the user's input problem
+each profiler step calls. Optionally it defines ``inputs(seed)`` beside ``workload(*inputs)``:
+``inputs(seed)`` returns the arguments of one call (a tuple, or one value), made afresh for each seed
+(torch is seeded with ``seed`` first when the judge calls it). The gate then makes the inputs itself,
+gives baseline and candidate the same fresh ones, and never reuses one across timed calls
+(``gate.engine``); a profiler step calls ``workload(*inputs(0))``, with the inputs made once.
+Every failure names ``file:line`` and is the user's input problem
 (exit 2): a syntax error, module code that raises, no ``workload()``, a ``workload()`` that raises.
 """
 
@@ -98,19 +103,37 @@ def load_exec_file(path: Path) -> Callable[[], Any]:
         raise WorkloadFailure(f"{where}: workload() {found}",
                               hint="define `def workload(): ...`; it runs once per step")
     guarded = guard(workload, path)
-    guarded.module_globals = namespace  # the module's inputs, which the gate checks for in-place writes
-    return guarded
+    make = namespace.get("inputs")
+    if callable(make):  # ``workload(*inputs(seed))``: called without arguments, on the inputs of seed 0
+        made: list[tuple] = []
+        make_guarded = guard(make, path)
+
+        def on_seed_0() -> Any:
+            if not made:
+                value = make_guarded(0)
+                made.append(tuple(value) if isinstance(value, (tuple, list)) else (value,))
+            return guarded(*made[0])
+
+        fn = on_seed_0
+    else:
+        fn = guarded
+    fn.module_globals = namespace  # the module's inputs, which the gate checks for in-place writes
+    fn.with_inputs = guarded  # workload(*args), for the judge's worker that makes the inputs itself
+    return fn
 
 
-def guard(workload: Callable[[], Any], path: Path) -> Callable[[], Any]:
-    def guarded() -> Any:
+def guard(workload: Callable[..., Any], path: Path) -> Callable[..., Any]:
+    """``workload`` whose exceptions become ``WorkloadFailure`` naming ``file:line`` (arguments passed on)."""
+    what = f"{getattr(workload, '__name__', 'workload')}()"
+
+    def guarded(*args: Any) -> Any:
         try:
-            return workload()
+            return workload(*args)
         except Exception as exc:  # noqa: BLE001 - reported with file:line, exit 2
             traceback.print_exc()
-            raise WorkloadFailure(describe_failure(exc, path, "workload()")) from None
+            raise WorkloadFailure(describe_failure(exc, path, what)) from None
         except SystemExit as exc:
-            raise WorkloadFailure(f"{path}: workload() called exit({exc.code!r})") from None
+            raise WorkloadFailure(f"{path}: {what} called exit({exc.code!r})") from None
 
     return guarded
 

@@ -301,7 +301,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     import tempfile
 
     from ascendopt.gate import scope
-    from ascendopt.gate.interleave import FAILURES, workload_process
+    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs
+    from ascendopt.gate.interleave import FAILURES
     from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
     from ascendopt.gate.testset import baseline_refusal, run_tests
@@ -322,46 +323,63 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     declared = _targets(targets, root) if targets else None
     # the pytest configuration that decides which tests run, and how, is frozen with the tests
     files += pytest_config_entries([f.path for f in files if f.role == "test"], root, argv)
-    console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
-                   f"(limit {timeouts['tests_s']:g} s)")
-    # the tests run on the backend this process selected (--backend), as the gate will run them
-    try:
-        test_run = run_tests(argv, root, timeout=timeouts["tests_s"])
-    except ProcessTimeout as exc:
-        raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
-                               hint="fix the hanging test, or give it more time with --timeout SECONDS") from None
-    if test_run.integrity:
-        raise IntegrityError("freeze: the baseline's test run cannot be trusted: "
-                             + "; ".join(message for _, message in test_run.integrity[:3]),
-                             hint="remove what replaces the runner, its report or the comparison functions")
-    refusal = baseline_refusal(test_run)
-    if refusal:
-        raise CorrectnessError(refusal)
-
     exec_rel = files[0].path
-    console.status(f"freeze: calling workload() of {exec_rel} in a child process "
-                   f"(limit {timeouts['workload_s']:g} s)")
+    console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
+                   f"(limit {timeouts['tests_s']:g} s), while workload() of {exec_rel} loads in a worker")
     git = git_state(root)
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
+    # a second worker repeats the first call, to check the outputs are deterministic (gate.equivalence)
+    trees = {"baseline": root, **({"repeat": root} if equivalence and git["commit"] else {})}
     try:
-        with workload_process(root, exec_rel, "baseline", load_s=timeouts["workload_s"], seed=equivalence) as child:
-            first = child.outputs(tmp / "first.pt", timeouts["workload_s"]) if equivalence else None
-            census = child.kernel_census(timeouts["workload_s"])
-            seen = census_names(census)
-            if missing_kernels([kernel_filter], seen):
-                raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch fallback?); "
-                                       f"the profile shows: {', '.join(seen[:10]) or 'nothing'}")
-            console.status(f"freeze: measuring the baseline workload() of {exec_rel} (synchronized, "
-                           f"limit {timeouts['timing_s']:g} s)")
-            timing = child.measure(timeouts["timing_s"])
-        outputs = _equivalence_record(root, exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES, **(equivalence_tol or {})},
-                                      git["commit"], timeouts["workload_s"])
-        known = [f.path for f in files]
-        chosen = declared if declared is not None else [
-            rel for rel in scope.workload_imports(root, exec_rel, timeouts["workload_s"]) if rel not in known]
-    except FAILURES as exc:
-        raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
-                               hint="fix the workload, or give it more time with --timeout SECONDS") from None
+        # the tests run on the backend this process selected (--backend), as the gate will run them
+        with Session(exec_rel, trees, load_s=timeouts["workload_s"],
+                     tests=lambda: run_tests(argv, root, timeout=timeouts["tests_s"])) as session:
+            try:
+                test_run = session.tests_result()
+            except ProcessTimeout as exc:
+                raise CorrectnessError(f"freeze: {exc}; refusing to freeze", hint="fix the hanging test, or give "
+                                       "it more time with --timeout SECONDS") from None
+            if test_run.integrity:
+                raise IntegrityError("freeze: the baseline's test run cannot be trusted: "
+                                     + "; ".join(message for _, message in test_run.integrity[:3]),
+                                     hint="remove what replaces the runner, its report or the comparison functions")
+            refusal = baseline_refusal(test_run)
+            if refusal:
+                raise CorrectnessError(refusal)
+            console.status(f"freeze: calling workload() of {exec_rel} in a worker (limit {timeouts['workload_s']:g} s)")
+            try:
+                child = session.worker("baseline")
+                first = child.outputs(tmp / "first.pt", timeouts["workload_s"]) if equivalence else None
+                census = child.kernel_census(timeouts["workload_s"])
+                seen = census_names(census)
+                if missing_kernels([kernel_filter], seen):
+                    raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch "
+                                           f"fallback?); the profile shows: {', '.join(seen[:10]) or 'nothing'}")
+                console.status(f"freeze: measuring the baseline workload() of {exec_rel} (timed by this process, "
+                               f"limit {timeouts['timing_s']:g} s)")
+                timing = child.measure(timeouts["timing_s"], min_sample_ms=Verdict().sample_ms())  # as the gate
+                if not child.has_inputs:
+                    console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
+                                 "workload's own inputs, so a change that caches results across calls cannot be "
+                                 "told from a faster one (define inputs(seed) and workload(*inputs) to check it)")
+                outputs = _equivalence_record(exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES,
+                                                                     **(equivalence_tol or {})},
+                                              git["commit"], timeouts["workload_s"], session)
+                known = [f.path for f in files]
+                chosen = declared if declared is not None else [
+                    rel for rel in scope.workload_imports(root, exec_rel, timeouts["workload_s"]) if rel not in known]
+            except FAILURES as exc:
+                raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
+                                       hint="fix the workload, or give it more time with --timeout SECONDS") from None
+        if outputs["enabled"]:
+            digest = store_outputs(ws.root, tmp / "first.pt")
+            if digest is None:
+                console.info(f"freeze: the outputs of workload() exceed {MAX_STORED_OUTPUTS >> 20} MiB: not stored; "
+                             "the gate makes them again in the frozen commit's worker")
+            else:
+                outputs["stored"] = digest
+            if first and first["inputs_changed"]:
+                outputs["inputs_changed"] = dict(first["inputs_changed"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     support = scope.pins(scope.used_files(test_run.used, root), root, known, chosen)
@@ -419,15 +437,15 @@ def _targets(paths: Sequence[str], root: Path) -> list[str]:
     return sorted(set(chosen))
 
 
-def _equivalence_record(root: Path, exec_rel: str, first: Mapping[str, Any] | None, tmp: Path,
+def _equivalence_record(exec_rel: str, first: Mapping[str, Any] | None, tmp: Path,
                         tolerances: Mapping[str, Mapping[str, float]], commit: str | None,
-                        limit_s: float) -> dict[str, Any]:
+                        limit_s: float, session) -> dict[str, Any]:
     """The contract's ``equivalence``: on when the baseline's first call (``first``, saved as
     ``tmp/first.pt``; None: switched off) returned tensors, a frozen commit exists to compare against,
-    and a second run in a fresh child (``limit_s`` seconds) gives the same outputs within ``tolerances``;
+    and a second run in another worker (``session``'s "repeat"; ``limit_s`` seconds) gives the same
+    outputs within ``tolerances``;
     else off with the reason. A raising second run raises (``interleave.FAILURES``)."""
     from ascendopt.gate.equivalence import compare_outputs, load
-    from ascendopt.gate.interleave import outputs_of
 
     names = list(first["outputs"]) if first else []
     if first is None:
@@ -439,7 +457,7 @@ def _equivalence_record(root: Path, exec_rel: str, first: Mapping[str, Any] | No
     else:
         console.status(f"freeze: calling workload() of {exec_rel} again, to check that its {len(names)} output(s) "
                        f"repeat within the frozen tolerances (limit {limit_s:g} s)")
-        outputs_of(root, exec_rel, "baseline", tmp / "second.pt", limit_s=limit_s)
+        session.worker("repeat").outputs(tmp / "second.pt", limit_s)
         differ = [c for c in compare_outputs(load(tmp / "first.pt"), load(tmp / "second.pt"), tolerances)
                   if not c.passed]
         reason = (f"the baseline is not deterministic within the tolerances (two runs differ): {differ[0].message}"

@@ -196,7 +196,8 @@ class Contract:
     # "tests": {node id: outcome}}, another command: {"runner": "command", "passed": N}; None for a bundled kernel
     test_set: dict[str, Any] | None = None
     # own code: output equivalence vs the frozen commit (gate.equivalence): {"enabled": bool, "reason": why
-    # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}}};
+    # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}},
+    # optional "stored": sha256 of the outputs under <workspace>/outputs/, "inputs_changed": {name: message}};
     # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
     equivalence: dict[str, Any] | None = None
     # the Ascend lowering precheck of the baseline's kernels off-NPU (lint.precheck.loop_precheck): {"status":
@@ -392,7 +393,13 @@ def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:
             raise f.fail(f"{path}.{unknown[0]}", "unknown key (expected rtol, atol)")
         tolerances[key] = {k: f.positive(f.get(tol, k, path + "."), f"{path}.{k}", allow_zero=True)
                            for k in ("rtol", "atol")}
-    return {"enabled": enabled, "reason": reason, "outputs": list(outputs), "tolerances": tolerances}
+    out = {"enabled": enabled, "reason": reason, "outputs": list(outputs), "tolerances": tolerances}
+    if eq.get("stored") is not None:  # sha256 of the frozen outputs under <workspace>/outputs/ (gate.engine)
+        out["stored"] = f.text(eq["stored"], "equivalence.stored")
+    if eq.get("inputs_changed"):  # inputs the frozen commit's workload() writes in place: {name: message}
+        out["inputs_changed"] = {str(k): str(v) for k, v in f.mapping(eq["inputs_changed"],
+                                                                       "equivalence.inputs_changed").items()}
+    return out
 
 
 def _list(f: _Fields, value: Any, path: str) -> list:

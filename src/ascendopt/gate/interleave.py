@@ -1,31 +1,20 @@
-"""Own-code workloads in child processes: the kernel-hit call, the freeze baseline, and interleaved
-timing of the same workload in several source trees, one child process per tree (the gate: frozen
-commit and working tree; a round: baseline, best kept commit and working tree).
+"""Own-code workloads in worker processes, seen from the parent: ``_Child`` starts one isolated worker
+(``gate.worker``: protocol and isolation there) rooted at a source tree and talks to it; ``gate.engine``
+builds verdicts from them (one warm worker per tree, the parent's clock, the audit).
 
-Why child processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
-the working tree define the same module names, so they cannot share one interpreter; and a workload
+Why worker processes: the baseline (the frozen commit, checked out in a temporary git worktree) and
+the working tree define the same module names, so they cannot share one interpreter; a workload
 can hang or crash the interpreter, which must end the command with a named stage, not hang it or
-take it down. The parent keeps the measurement core's discipline anyway: all children warm up, use
-one batch size, and take samples in rotating order (AB BA, ABC CBA) so slow drift of clocks and
-temperature cancels in the pairs that ``bench.decide`` judges.
+take it down; and what decides a verdict (the clock above all) must be out of the candidate's reach.
 
-Every child runs in its own session and every request has a deadline: on expiry the child's process
-group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline,
-best or candidate), the phase and the limit. A workload that raises, or a child that dies, is a
-``WorkloadError`` naming the side and the workload's ``file:line``.
-
-Child protocol (one JSON object per line; the child's own stdout is redirected to stderr so a
-workload's prints cannot corrupt it): after the module code ran the child says ``{"ready": true}``;
-``{"cmd": "kernels"}`` -> ``{"seen": [names], "census": {...}}`` (``kernel_hit.kernel_census``: a warm
-call, then one profiled call); ``{"cmd": "warmup", "count", "min_ms"}`` -> ``{"per_call_ms"}``;
-``{"cmd": "sample", "calls"}`` -> ``{"ms"}`` (per call); ``{"cmd": "measure", "repeats"}`` ->
-``{"timing": bench.Timing as a dict}``; ``{"cmd": "outputs", "path"}`` -> one call whose returned tensors
-are saved to ``path`` (``gate.equivalence.call_and_save``: ``{"returned", "outputs", "skipped",
-"inputs_changed"}``); ``{"cmd": "exit"}``. A failure is answered ``{"error": message, "exit_code": N}``
-and the child exits. A child started with ``--seed`` (those whose outputs are compared) seeds ``random``,
-numpy and torch with 0 before the module code runs, so inputs drawn without a seed are the same on both
-sides. A child whose environment carries ``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code)
-pins one ``@triton.autotune`` config of the named kernel before the module code runs.
+Every worker runs in its own session and every request has a deadline: on expiry the worker's process
+group is killed (compiler workers go with it) and ``ProcessTimeout`` names the side (baseline, best or
+candidate), the phase and the limit. A workload that raises, or a worker that dies, is a
+``WorkloadError`` naming the side and the workload's ``file:line``. A worker started with ``--seed``
+(all of the engine's) seeds ``random``, numpy and torch with 0 before the module code runs, so inputs
+drawn without a seed are the same on both sides. A worker whose environment carries
+``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code) pins one ``@triton.autotune`` config of
+the named kernel before the module code runs.
 """
 
 from __future__ import annotations
@@ -40,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +38,11 @@ from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import ProcessTimeout, kill_group
 
-MAX_NAMES = 200  # kernel names a child reports (longest total time first): enough for any match
+FIRST_TIMED_SEED = 1  # seeds of the timed calls' inputs: 1, 2, ... (seed 0: the output-equivalence call)
+WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
+# the harness's own start in a worker (Python, torch, ascendopt), before the workload's module code and
+# its limit: generous, since it is not the code under test, but bounded like everything else
+HARNESS_START_S = 120.0
 
 
 class WorkloadError(CorrectnessError):
@@ -71,81 +63,6 @@ def load_workload(path: Path) -> Callable[[], Any]:
     from ascendopt.collect.workload import check_exec_file, load_exec_file
 
     return load_exec_file(check_exec_file(path))
-
-
-# -- the child -------------------------------------------------------------------------------------
-
-
-def _seed() -> None:
-    """Seed ``random``, numpy and torch (every device) with 0."""
-    import random
-
-    import torch
-
-    random.seed(0)
-    torch.manual_seed(0)
-    with contextlib.suppress(ImportError):
-        import numpy
-
-        numpy.random.seed(0)
-
-
-def _child_main(exec_file: str, seed: bool = False) -> None:
-    import faulthandler
-
-    from ascendopt.errors import AscendoptError, UsageError
-    from ascendopt.tune.autotune import install_pin
-
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    faulthandler.enable()  # a crash leaves the Python stack (with the workload's line) on stderr
-    try:
-        if seed:
-            _seed()
-        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (tune.autotune)
-        fn = load_workload(Path(exec_file))
-        if pin is not None and not pin.applied:
-            raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "
-                             "nothing was pinned")
-        proto.write(json.dumps({"ready": True}) + "\n")
-        _serve(fn, proto)
-    except AscendoptError as exc:
-        proto.write(json.dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")
-        sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, with the traceback in the child's log
-        traceback.print_exc()
-        proto.write(json.dumps({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70}) + "\n")
-        sys.exit(1)
-
-
-def _serve(fn: Callable[[], Any], proto) -> None:
-    from ascendopt.device import backends
-    from ascendopt.gate import bench
-
-    backend = backends.current()
-    run = bench.Sampler(lambda: fn(), None, backend)
-    for line in sys.stdin:
-        msg = json.loads(line)
-        if msg["cmd"] == "kernels":
-            from ascendopt.gate.kernel_hit import census_names, kernel_census
-
-            census = kernel_census(fn)
-            census["kernels"] = dict(list(census["kernels"].items())[:MAX_NAMES])
-            reply: dict[str, Any] = {"seen": census_names(census), "census": census}
-        elif msg["cmd"] == "warmup":
-            reply = {"per_call_ms": run.warmup(int(msg["count"]), float(msg["min_ms"]))}
-        elif msg["cmd"] == "sample":
-            reply = {"ms": run.sample(int(msg["calls"]))}
-        elif msg["cmd"] == "measure":
-            reply = {"timing": bench.measure(lambda: fn(), backend=backend, repeats=int(msg["repeats"])).to_dict()}
-        elif msg["cmd"] == "outputs":
-            from ascendopt.gate.equivalence import call_and_save
-
-            reply = call_and_save(fn, Path(msg["path"]), getattr(fn, "module_globals", {}))
-        else:
-            break
-        proto.write(json.dumps(reply) + "\n")
 
 
 # -- the parent side -------------------------------------------------------------------------------
@@ -182,13 +99,21 @@ class _Child:
         self.phase = Phase("workload() calls", DEFAULT_TIMEOUTS["workload_s"])  # callers set their own
         # the child must run on the backend this process selected (cpu: in Triton's interpreter)
         env = backends.child_env(kernels=True)
-        paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
-        env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("PYTHONPATH", None)  # isolated mode ignores it anyway; the tree goes on sys.path explicitly
+        # idle OpenMP threads sleep instead of spinning: a worker waiting for its next request takes no CPU
+        # from the side being timed (the judge checks it, ``gate.engine``)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         env.update(extra_env or {})
+        paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         self.log = tempfile.TemporaryFile()
         self._buf = b""
-        argv = [sys.executable, "-m", "ascendopt.gate.interleave", str(self.exec_file)] + (["--seed"] if seed else [])
+        self.rtt_ms = 0.0
+        self.next_seed = FIRST_TIMED_SEED
+        self.readings: list[dict[str, Any]] = []
+        self.has_inputs = False
+        self._bound = False
+        argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
+        argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
         self.proc = subprocess.Popen(argv,
                                      cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
@@ -198,8 +123,36 @@ class _Child:
         return self.proc.pid
 
     def start(self, limit_s: float) -> None:
-        """Wait (at most ``limit_s``) for the module code to run and the child to say it is ready."""
-        self.ask(None, Phase("module code", limit_s))
+        """Wait for the harness to start in the worker (importing torch: at most ``HARNESS_START_S``), then
+        (at most ``limit_s``) for the module code to run and the worker to say it is ready."""
+        if not self._bound:
+            self.ask(None, Phase("harness start-up (importing torch)", max(HARNESS_START_S, limit_s)))
+            self._bound = True
+        self.has_inputs = bool(self.ask(None, Phase("module code", limit_s)).get("inputs"))
+
+    def calibrate(self, requests: int = 15) -> float:
+        """The round trip of a request that does nothing, in ms (the median of ``requests``): what the
+        parent's reading of a timed batch includes besides the batch."""
+        times = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            self.ask({"cmd": "null"})
+            times.append((time.perf_counter() - t0) * 1e3)
+        self.rtt_ms = sorted(times)[len(times) // 2]
+        return self.rtt_ms
+
+    def batch(self, calls: int, seed: int) -> dict[str, Any]:
+        """One timed batch of ``calls`` calls on the inputs of seeds ``seed ..``: prepared first (not
+        timed), then started by the parent and timed by its clock from outside, then fingerprinted.
+        -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
+        "seed", "calls", "inputs": input fingerprints, "outputs": output fingerprints}``."""
+        inputs = self.ask({"cmd": "prepare", "calls": calls, "seed": seed})["inputs"]
+        t0 = time.perf_counter()
+        reply = self.ask({"cmd": "go"})
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        outputs = self.ask({"cmd": "check"})["outputs"]
+        return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]), "seed": seed,
+                "calls": calls, "inputs": inputs, "outputs": outputs}
 
     def ask(self, msg: dict[str, Any] | None, phase: Phase | None = None) -> dict[str, Any]:
         """Send ``msg`` (None: only read) and return the reply, within ``phase`` (default ``self.phase``)."""
@@ -268,25 +221,51 @@ class _Child:
         return WorkloadError(f"{self.side}: {where}: the workload process died ({how}) during {phase.name}: {last}")
 
     def warmup(self, count: int, min_ms: float) -> float:
-        return float(self.ask({"cmd": "warmup", "count": count, "min_ms": min_ms})["per_call_ms"])
+        """At least ``count`` calls and ``min_ms`` of the parent's time, one call a batch (the round trip
+        calibrated first); -> ms per call by the parent's clock."""
+        if not self.rtt_ms:
+            self.calibrate()
+        t0, n, seed = time.perf_counter(), 0, WARMUP_SEED
+        per_call = []
+        while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
+            per_call.append(self.batch(1, seed + n)["parent"])
+            n += 1
+            if n > 10_000:
+                break
+        return sorted(per_call)[len(per_call) // 2]
 
     def sample(self, calls: int) -> float:
-        return float(self.ask({"cmd": "sample", "calls": calls})["ms"])
-
-    def kernels(self, limit_s: float) -> list[str]:
-        """Kernel names in a profile of one call (after a warm one), within ``limit_s``."""
-        return list(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["seen"])
+        """One timed batch (``batch``) on the next seeds; its readings kept in ``readings``; -> the
+        parent's ms per call (the number the verdict is taken on)."""
+        reading = self.batch(calls, self.next_seed)
+        self.next_seed += calls
+        self.readings.append(reading)
+        return reading["parent"]
 
     def kernel_census(self, limit_s: float) -> dict[str, Any]:
-        """The workload's kernel census (``kernel_hit.kernel_census``) within ``limit_s``."""
+        """The workload's kernel census (``kernel_hit.kernel_census`` of one call after a warm one, in the
+        worker, passed on as it returned it) within ``limit_s``."""
         return dict(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["census"])
 
-    def measure(self, limit_s: float, repeats: int = 30):
-        """``bench.measure`` of ``workload()`` in the child, within ``limit_s`` -> ``bench.Timing``."""
+    def kernels(self, limit_s: float) -> list[str]:
+        """The kernel names of ``kernel_census``, longest device time first."""
+        from ascendopt.gate.kernel_hit import census_names
+
+        return census_names(self.kernel_census(limit_s))
+
+    def measure(self, limit_s: float, repeats: int = 30, warmup: int = 5, warmup_ms: float = 25.0,
+                min_sample_ms: float = 1.0):
+        """The workload timed alone by the parent's clock (freeze's baseline), within ``limit_s``:
+        warm-up, then ``repeats`` batches -> ``bench.Timing``; the readings stay in ``readings``."""
         from ascendopt.gate import bench
 
-        reply = self.ask({"cmd": "measure", "repeats": repeats}, Phase("workload() timing", limit_s))
-        return bench.Timing(**reply["timing"])
+        saved, self.phase = self.phase, Phase("workload() timing", limit_s)
+        try:
+            calls = bench.calls_per_sample(self.warmup(warmup, warmup_ms), min_sample_ms)
+            samples = [self.sample(calls) for _ in range(repeats)]
+        finally:
+            self.phase = saved
+        return bench.summarize(samples, calls)
 
     def outputs(self, path: Path, limit_s: float) -> dict[str, Any]:
         """One call of ``workload()`` within ``limit_s``; the tensors it returned are saved to ``path``
@@ -294,15 +273,8 @@ class _Child:
         return self.ask({"cmd": "outputs", "path": str(path)}, Phase("workload() output call", limit_s))
 
     def close(self) -> None:
-        """Ask the child to exit, then kill its process group (whatever the workload started goes too)."""
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(b'{"cmd": "exit"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=10)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
+        """Kill the worker's process group (whatever the workload started goes too): a worker keeps
+        nothing worth a clean exit, and tearing down its interpreter can take seconds."""
         kill_group(self.proc)
         for stream in (self.proc.stdin, self.proc.stdout, self.log):
             with contextlib.suppress(OSError):
@@ -321,54 +293,3 @@ def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, see
         yield child
     finally:
         child.close()
-
-
-@contextlib.contextmanager
-def tree_processes(exec_rel: str, trees: Mapping[str, Path], *, load_s: float = DEFAULT_TIMEOUTS["workload_s"],
-                   timing_s: float = DEFAULT_TIMEOUTS["timing_s"]) -> Iterator[dict[str, _Child]]:
-    """One ready child per source tree (``{side: tree}``, e.g. baseline, best, candidate; the side names
-    every error), all started at once, each one's module code within ``load_s`` seconds; they share
-    one timing phase of ``timing_s`` seconds (the warm-up and every sample of every side). Closed,
-    with their process groups, on exit."""
-    with contextlib.ExitStack() as stack:
-        children: dict[str, _Child] = {}
-        for side, tree in trees.items():
-            children[side] = _Child(tree, exec_rel, side)
-            stack.callback(children[side].close)
-        for child in children.values():
-            child.start(load_s)
-        phase = Phase("workload() warm-up and timing", timing_s)
-        for child in children.values():
-            child.phase = phase
-        yield children
-
-
-def outputs_of(tree: Path, exec_rel: str, side: str, path: Path, *, limit_s: float) -> dict[str, Any]:
-    """A fresh seeded child's first ``workload()`` call, its outputs saved to ``path`` (module code and
-    call each within ``limit_s``) -> the reply of ``_Child.outputs``."""
-    with workload_process(tree, exec_rel, side, load_s=limit_s, seed=True) as child:
-        return child.outputs(path, limit_s)
-
-
-def compare_trees(exec_rel: str, baseline_tree: Path, candidate_tree: Path, *, pairs: int = 30, warmup: int = 5,
-                  warmup_ms: float = 25.0, min_sample_ms: float = 1.0, rule=None,
-                  load_s: float = DEFAULT_TIMEOUTS["workload_s"], timing_s: float = DEFAULT_TIMEOUTS["timing_s"]):
-    """Interleaved timing of ``<tree>/<exec_rel>``'s ``workload()`` in both trees -> ``bench.Comparison``.
-
-    ``load_s``: limit of each side's module code (both load at once); ``timing_s``: limit of the
-    whole timing phase (warm-up and all pairs of both sides, the extra pairs of a wide band included).
-    More trees (a round's baseline, best and candidate): ``tree_processes`` with ``bench.Interleaved``.
-    """
-    from ascendopt.gate import bench
-
-    rule = rule or bench.DecisionRule()
-    trees = {"baseline": baseline_tree, "candidate": candidate_tree}
-    with tree_processes(exec_rel, trees, load_s=load_s, timing_s=timing_s) as sides:
-        taker = bench.Interleaved([sides["baseline"], sides["candidate"]], warmup=warmup, warmup_ms=warmup_ms,
-                                  min_sample_ms=min_sample_ms)
-        # as bench.compare: a band too wide to tell gets up to 3 x the pairs before it is inconclusive
-        return bench.take_until_decided(taker, pairs, None, rule)
-
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1], seed="--seed" in sys.argv[2:])

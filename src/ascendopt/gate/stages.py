@@ -32,6 +32,7 @@ only ever reported on a green gate.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, IntegrityError, UsageError
 from ascendopt.gate import bench
+from ascendopt.gate.engine import Verdict
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
@@ -225,38 +227,62 @@ def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | No
     return problems + new
 
 
-def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> StageResult:
-    """Own code: the frozen tests, then ``workload()`` of the working tree loaded and called in a child
-    process (a warm call and one profiled call: the kernel census the kernel-hit stage judges, in
-    ``data["census"]``). A workload that raises, crashes or outlives ``workload_s`` is a red stage
-    naming ``file:line`` or the limit, never an exception out of the gate.
+def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request):
+    """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
+    the working tree's worker, and the frozen commit's (a temporary worktree) when timing needs it or the
+    frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``."""
+    from ascendopt.gate.engine import Session, load_stored_outputs
 
-    With output equivalence frozen on, that child's first call saves what ``workload()`` returned and the
-    frozen commit's workload (a temporary worktree, a fresh child) does the same; an output out of
-    tolerance, missing or extra, or an input the working tree writes in place and the baseline does not,
-    is a red stage naming it (``_output_checks``; one check per output)."""
+    exec_rel = contract.workload.exec_file
+    frozen = contract.equivalence or {}
+    stored = load_stored_outputs(ws.root, frozen.get("stored")) if frozen.get("enabled") else None
+    need_baseline = not request.skip_perf or (bool(frozen.get("enabled")) and stored is None)
+    trees = {"candidate": root}
+    if need_baseline and contract.git.get("commit"):
+        trees["baseline"] = stack.enter_context(checkout(root, frozen_commit(contract), exec_rel))
+    console.status(f"gate: running the frozen tests while {len(trees)} worker(s) ({', '.join(trees)}) load "
+                   f"{exec_rel}")
+    session = Session(exec_rel, trees, load_s=contract.timeout("workload_s", request.timeout),
+                      tests=lambda: _correctness_tests(contract, root, request.timeout))
+    session.stored_outputs = stored
+    return stack.enter_context(session)
+
+
+def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
+    """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``), then the
+    working tree's worker: one call whose outputs are kept, and a warm call and one profiled call (the
+    kernel census the kernel-hit stage judges, in ``data["census"]``). A workload that raises, crashes or
+    outlives ``workload_s`` is a red stage naming ``file:line`` or the limit, never an exception out of the gate.
+
+    With output equivalence frozen on, what the first call returned is compared with the frozen commit's
+    outputs, stored at freeze (``gate.engine.store_outputs``; when they are not stored, or no longer match
+    their digest, the frozen commit's worker makes them); an output out of tolerance, missing or extra, or
+    an input the working tree writes in place and the baseline does not, is a red stage naming it
+    (``_output_checks``; one check per output)."""
     import tempfile
 
-    from ascendopt.gate.interleave import workload_process
-
-    tests = _correctness_tests(contract, root, timeout)
-    if tests.status != "pass":
-        return tests
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
     frozen = contract.equivalence or {}
     compare = bool(frozen.get("enabled"))
-    console.status(f"gate: calling workload() of {exec_rel} in a child process (limit {limit:g} s)")
+    console.status(f"gate: calling workload() of {exec_rel} in the working tree's worker (limit {limit:g} s)")
+    failed: Exception | None = None
     with tempfile.TemporaryDirectory(prefix="ascendopt-outputs-") as tmp:
+        # the worker's calls overlap with the tests still running; the tests' verdict is reported first
         try:
-            with workload_process(root, exec_rel, "candidate", load_s=limit, seed=compare) as child:
-                candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
-                census = child.kernel_census(limit)
-            outputs, data = (_output_checks(contract, root, candidate, Path(tmp), limit) if candidate is not None
-                             else ([], {}))
+            child = session.worker("candidate")
+            candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
+            census = child.kernel_census(limit)
+            outputs, data = (_output_checks(contract, candidate, Path(tmp), limit, session)
+                             if candidate is not None else ([], {}))
         except WORKLOAD_FAILURES as exc:
-            return _workload_failed("correctness", str(exc), tests.checks, tests.data)
-    checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a child process")]
+            failed = exc
+        tests = session.tests_result()
+        if tests.status != "pass":
+            return tests
+        if failed is not None:
+            return _workload_failed("correctness", str(failed), tests.checks, tests.data)
+    checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
     if not compare:
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
         checks.append(Check("output equivalence", True, f"not checked: {why}"))
@@ -271,27 +297,32 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None) -> S
     return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
 
 
-def _output_checks(contract: Contract, root: Path, candidate: Mapping[str, Any], tmp: Path,
-                   limit: float) -> tuple[list[Check], dict[str, Any]]:
-    """The frozen commit's first ``workload()`` call (its outputs saved beside the working tree's,
-    ``tmp/candidate.pt``, whose reply is ``candidate``) -> one check per output (``gate.equivalence``)
-    and one per input written in place by the working tree only; and the stage's ``equivalence`` data."""
+def _output_checks(contract: Contract, candidate: Mapping[str, Any], tmp: Path, limit: float,
+                   session) -> tuple[list[Check], dict[str, Any]]:
+    """The frozen commit's outputs (stored at freeze, else its worker's first call) against the working
+    tree's (``tmp/candidate.pt``, whose reply is ``candidate``) -> one check per output
+    (``gate.equivalence``) and one per input written in place by the working tree only; and the stage's
+    ``equivalence`` data."""
     from ascendopt.gate.equivalence import compare_outputs, load
-    from ascendopt.gate.interleave import outputs_of
 
     commit = frozen_commit(contract)
-    exec_rel = contract.workload.exec_file
-    console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s "
-                   f"(limit {limit:g} s)")
-    with checkout(root, commit, exec_rel) as tree:
-        baseline = outputs_of(tree, exec_rel, "baseline", tmp / "baseline.pt", limit_s=limit)
-    checks = compare_outputs(load(tmp / "baseline.pt"), load(tmp / "candidate.pt"),
-                             contract.equivalence["tolerances"])
+    frozen = contract.equivalence or {}
+    stored = getattr(session, "stored_outputs", None)
+    if stored is not None:
+        console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s, "
+                       "stored at freeze")
+        path, base_written = stored, dict(frozen.get("inputs_changed") or {})
+    else:
+        console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s "
+                       f"(its worker; limit {limit:g} s)")
+        path = tmp / "baseline.pt"
+        base_written = session.worker("baseline").outputs(path, limit)["inputs_changed"]
+    checks = compare_outputs(load(path), load(tmp / "candidate.pt"), frozen["tolerances"])
     written = candidate["inputs_changed"]
     checks += [Check(f"input {name}", False, message + " (the frozen commit's workload() does not write it)")
-               for name, message in written.items() if name not in baseline["inputs_changed"]]
-    return checks, {"commit": commit, "outputs": [c.to_dict() for c in checks],
-                    "inputs_changed": {"candidate": written, "baseline": baseline["inputs_changed"]}}
+               for name, message in written.items() if name not in base_written]
+    return checks, {"commit": commit, "outputs": [c.to_dict() for c in checks], "stored": stored is not None,
+                    "inputs_changed": {"candidate": written, "baseline": base_written}}
 
 
 def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
@@ -363,30 +394,53 @@ def roofline_floor(spec, dims: Mapping[str, Any], dtype: str, mode: str, backend
     return bench.roofline_floor_ms(spec.cost(dict(dims), dtype, mode).bytes, backend.info().hbm_gbs)
 
 
-def _performance_own(contract: Contract, root: Path, pairs: int, timeout: float | None,
-                     accepted: str | None = None) -> StageResult:
-    """The frozen commit (a temporary git worktree) vs the working tree, interleaved in two children.
+def _performance_own(contract: Contract, session, request, accepted: str | None = None) -> StageResult:
+    """The frozen commit's worker vs the working tree's, interleaved batches timed by this process's clock
+    (``gate.engine``), then audited: every timed output against the baseline's for the same inputs (a
+    wrong one: red, exit 1), both clocks of each side, the idle side's CPU use, and the re-measured
+    baseline against the frozen one (``engine.anchor_problem``); a doubt makes the stage inconclusive.
 
     A side that raises, dies or outlives its limit (``workload_s`` for the module code, ``timing_s``
     for the timing phase) makes this stage red with exit 1 (``workload_error``): the code under test
     failed, which is a correctness finding, not a regression; ``optimize-round`` records it as a drop.
     """
-    from ascendopt.gate.interleave import compare_trees
+    from ascendopt.gate import engine
 
     commit = frozen_commit(contract)
     exec_rel = contract.workload.exec_file
-    limits = {"load_s": contract.timeout("workload_s", timeout), "timing_s": contract.timeout("timing_s", timeout)}
+    timing_s = contract.timeout("timing_s", request.timeout)
+    rule = bench.DecisionRule()
+    frozen = contract.equivalence or {}
+    tolerances = frozen.get("tolerances") if frozen.get("enabled") else None
+    console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
+                   f"limit {timing_s:g} s)")
+
+    def once():
+        return engine.time_sides(session, ["baseline", "candidate"], request, timing_s=timing_s, label=exec_rel,
+                                 decide=lambda j, on: bench.take_until_decided(j, request.pairs, None, rule, on))
+
     try:
-        with checkout(root, commit, exec_rel) as tree:
-            console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
-                           f"limit {limits['timing_s']:g} s)")
-            result = compare_trees(exec_rel, tree, root, pairs=pairs, **limits)
-            if bench.implausible(result.ratio):
-                result = bench.after_recheck(result, compare_trees(exec_rel, tree, root, pairs=pairs, **limits))
+        judged, result = once()
+        if bench.implausible(result.ratio):
+            judged, again = once()
+            result = bench.after_recheck(result, again)
     except WORKLOAD_FAILURES as exc:
         return _workload_failed("performance", str(exc))
+    found = engine.audit(judged, tolerances)
+    if found.wrong:
+        return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
+    anchor = engine.anchor_problem(contract.baseline[0].median_ms, judged.samples[0]) if contract.baseline else None
     # own code: no cost model gives its bytes, so only the ratio bound applies
-    return _performance_result([(contract.workload.exec_file, result)], accepted=accepted)
+    stage = _performance_result([(exec_rel, result)], accepted=accepted)
+    doubts = found.doubts + ([anchor] if anchor else [])
+    stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(len(r["outputs"]) for s in judged.sides
+                                                                 for r in s.readings),
+                           "inputs": "harness (inputs(seed))" if judged.sides[0].has_inputs else "the workload's own",
+                           "worker_clock": engine.second_reading(judged)}
+    if doubts and stage.status == "pass":
+        checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
+        return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)
+    return stage
 
 
 def time_change_text(ratio: float) -> str:
@@ -471,26 +525,33 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     _stage_event(integrity)
     root = project_root()
     if contract is not None and integrity.status == "pass":
-        ctx = context or RoundContext.for_contract(ws, contract)
-        _fingerprint_notes(contract, notes)
-        if not ctx.is_kernel and config_override:
+        if not contract.is_kernel and config_override:
             raise UsageError("--set applies to bundled kernels only; own code is measured as the working tree")
-        config, source = _candidate(ctx, config_override)
-        if ctx.is_kernel:
-            notes.append(f"candidate: {source}: {config_text(config)}")
-        runners = [
-            lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else _correctness_own(contract, root, timeout)),
-            lambda: _kernel_hit(ctx, config, stages[-1].data.get("census")),  # own code: taken at correctness
-            lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
-                     _performance_kernel(ctx, config, timer, pairs, source, accept_implausible) if ctx.is_kernel
-                     else _performance_own(contract, root, pairs, timeout, accept_implausible)),
-        ]
-        for run in runners:
-            stage = run()
-            stages.append(stage)
-            _stage_event(stage)
-            if stage.status == "fail":
-                break
+        request = Verdict(pairs=pairs, timeout=timeout, skip_perf=skip_perf)
+        with contextlib.ExitStack() as stack:
+            # own code: the tests and the workers start first; the rest of the set-up overlaps with them
+            session = None if contract.is_kernel else _own_session(stack, ws, contract, root, request)
+            ctx = context or RoundContext.for_contract(ws, contract)
+            _fingerprint_notes(contract, notes)
+            config, source = _candidate(ctx, config_override)
+            if ctx.is_kernel:
+                notes.append(f"candidate: {source}: {config_text(config)}")
+            runners = [
+                lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else
+                         _correctness_own(contract, root, timeout, session)),
+                lambda: _kernel_hit(ctx, config, stages[-1].data.get("census")),  # own code: taken at correctness
+                lambda: (StageResult("performance", "skipped", "skipped (--skip-perf)") if skip_perf else
+                         _performance_kernel(ctx, config, timer, pairs, source, accept_implausible) if ctx.is_kernel
+                         else _performance_own(contract, session, request, accept_implausible)),
+            ]
+            for run in runners:
+                began = time.monotonic()
+                stage = run()
+                stage.data.setdefault("elapsed_s", round(time.monotonic() - began, 3))
+                stages.append(stage)
+                _stage_event(stage)
+                if stage.status == "fail":
+                    break
     red = next((s.name for s in stages if s.status == "fail"), None)
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))
@@ -517,7 +578,7 @@ def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[d
 
 def _stage_event(stage: StageResult) -> None:
     console.event("stage_result", stage=stage.name, status=stage.status, exit_code=stage.exit_code,
-                  summary=stage.summary)
+                  summary=stage.summary, elapsed_s=stage.data.get("elapsed_s"))
 
 
 def _fingerprint_notes(contract: Contract, notes: list[str]) -> None:

@@ -181,10 +181,13 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
 
 def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, step: Step | None = None,
                 note: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Own code: baseline (the frozen commit), best (the best kept round's snapshot) and candidate (the
-    working tree ``root``) timed interleaved, one child process each (``gate.interleave.tree_processes``),
-    the commits read from git into temporary folders (``gate.worktrees.checkout``). Returns the round's
-    ``timing``, with ``best``:
+    """Own code: baseline (the frozen commit), best (the best kept round's commit) and candidate (the
+    working tree ``root``) timed interleaved, one warm worker each (``gate.engine``: the parent's clock,
+    every timed output checked against the baseline's, the anchor), the commits read from git into temporary
+    folders (``gate.worktrees.checkout``; the best from its round snapshot). A doubt of the judge
+    (``engine.audit``, ``engine.anchor_problem``) makes both verdicts
+    "inconclusive" (unless slower) and is listed in ``judge``; a wrong timed output raises ``WorkloadError``.
+    Returns the round's ``timing``, with ``best``:
     ``{"round", "commit"}`` of the state timed as the best (round None: no keep yet, the baseline is the
     best), or ``{"round", "commit": None, "unverified": why}`` when no commit verifiably holds the best
     round's state (its snapshot gone, or a record of an older ascendopt never committed;
@@ -195,15 +198,18 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
     ``--timeout`` for both). A side that raises, dies or outlives a limit raises one of
     ``gate.interleave.FAILURES`` naming the side.
     """
-    from ascendopt.gate import bench
-    from ascendopt.gate.interleave import tree_processes
+    from ascendopt.gate import engine
+    from ascendopt.gate.interleave import WorkloadError
     from ascendopt.gate.worktrees import checkout, frozen_commit
     from ascendopt.rounds import tree as rtree
 
     contract = ctx.contract
     exec_rel = contract.workload.exec_file
     frozen = frozen_commit(contract)
-    limits = {"load_s": contract.timeout("workload_s", timeout), "timing_s": contract.timeout("timing_s", timeout)}
+    load_s, timing_s = contract.timeout("workload_s", timeout), contract.timeout("timing_s", timeout)
+    request = engine.Verdict(pairs=pairs, timeout=timeout)
+    equivalence = contract.equivalence or {}
+    tolerances = equivalence.get("tolerances") if equivalence.get("enabled") else None
     kept = ctx.best_round
     with contextlib.ExitStack() as stack:
         trees = {"baseline": stack.enter_context(checkout(root, frozen, exec_rel, label="baseline"))}
@@ -219,15 +225,30 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
                     note(found.note)
         trees["candidate"] = root
         names = list(trees)
+        session = stack.enter_context(engine.Session(exec_rel, trees, load_s=load_s))
 
         def once() -> dict[str, Any]:
             if step:
-                step(f"timing {exec_rel}: {', '.join(names)} interleaved in {len(names)} processes, {pairs} rounds "
-                     f"(limit {limits['timing_s']:g} s)")
-            with tree_processes(exec_rel, trees, **limits) as sides:
-                taker = bench.Interleaved([sides[n] for n in names])
-                samples = take_decided(taker, names, pairs)
-            return round_timing([case_timing(exec_rel, samples, taker.calls, best_timed=kept is None or
-                                             "best" in trees)], best)
+                step(f"timing {exec_rel}: {', '.join(names)} interleaved in {len(names)} workers, {pairs} rounds "
+                     f"(limit {timing_s:g} s)")
+            samples: dict[str, list[float]] = {}
+
+            def decide(judged, on_pair):
+                samples.update(take_decided(judged, names, pairs, None, on_pair))
+
+            judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=exec_rel, decide=decide)
+            found = engine.audit(judged, tolerances)
+            if found.wrong:
+                raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
+            result = round_timing([case_timing(exec_rel, samples, judged.calls, best_timed=kept is None or
+                                               "best" in trees)], best)
+            anchor = engine.anchor_problem(contract.baseline[0].median_ms, samples["baseline"]) \
+                if contract.baseline else None
+            doubts = found.doubts + ([anchor] if anchor else [])
+            if doubts:  # the timing is not evidence: nothing can be kept on it
+                result["judge"] = doubts
+                result["vs_baseline"] = "inconclusive" if result["vs_baseline"] != "slower" else "slower"
+                result["vs_best"] = "inconclusive" if result["vs_best"] != "slower" else "slower"
+            return result
 
         return _rechecked(once, step)

@@ -1,0 +1,461 @@
+"""The judge's engine for own code: warm workers, the parent's clock, checked inputs and outputs, the anchor.
+
+Worker model (pyperf's manager/worker split is the model; no code of it is used): a verdict needs the
+working tree ("candidate"), and for timing or an output comparison the frozen commit ("baseline"), in a
+round also the best kept round ("best"). Each is ONE isolated worker process (``gate.worker``) that imports
+the workload and warms it up once, then serves every request of the command: the outputs for equivalence,
+the kernel-hit profile, and the timed batches. The frozen tests run in their own process at the same time
+(``Session``), so a verdict costs about the slower of "the tests" and "one import + the timing".
+
+The parent owns the truth:
+
+* **Clock.** The parent starts each timed batch and times it from outside (``interleave._Child.batch``: its
+  ``perf_counter`` around the "go" request, less the calibrated round trip of a null request); the verdict
+  is taken on these readings. The worker's own reading (device events, or its ``perf_counter``) is a second
+  one: a side whose two readings differ by more than ``AGREE_REL`` (median over its batches) makes the
+  performance stage inconclusive, naming the side and both readings.
+* **Inputs.** When the workload file defines ``inputs(seed)``, every call of a timed batch gets its own
+  input set ``inputs(seed)`` (torch seeded with ``seed``), made before the batch, and no seed is used twice
+  in a command: the pool of distinct input sets is exactly one batch (the calls per sample, at most 200
+  by ``bench.calls_per_sample``), remade for every batch. Baseline and candidate get the same seeds, and
+  their input fingerprints must agree.
+* **Outputs.** Every timed call's return value is fingerprinted (``worker.fingerprint``) and compared with
+  the baseline's for the same seed, within the contract's output tolerances (``compare_fingerprints``). A
+  wrong, lazy, subclassed or storage-less output of any timed call is a correctness failure (exit 1).
+* **Idle sides.** While one side's batch is timed, every other side's process group must be idle: CPU time
+  it used during those stretches beyond ``IDLE_CPU_MS`` (+ ``IDLE_CPU_REL`` of their wall time) makes the stage
+  inconclusive (a side that burns CPU while the other is timed slows the other).
+* **Anchor.** The baseline re-measured by a gate must agree with the frozen baseline (``anchor_problem``):
+  within its own noise band plus ``ANCHOR_DRIFT``; otherwise the stage is inconclusive ("baseline moved
+  from X to Y"), never a speedup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ascendopt.contract.model import DEFAULT_TIMEOUTS
+
+AGREE_REL = 0.25  # the parent's and the worker's reading of a side may differ by 25 % (median over batches)
+# CPU a waiting side may use, summed over all the batches of another side: 50 ms (/proc counts in 10 ms
+# ticks) plus 10 % of those batches' wall time; a worker blocked on its pipe uses ~0
+IDLE_CPU_MS = 50.0
+IDLE_CPU_REL = 0.10
+# The re-measured baseline may differ from the frozen one by its noise band plus 20 %: what separate
+# sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
+# slowed baseline could fake.
+ANCHOR_DRIFT = 0.20
+# The shortest timed batch, ms. The parent's reading of a batch includes two process wake-ups (the worker's
+# on "go", the parent's on the reply), each up to milliseconds late on a busy CPU host: a 10 ms batch keeps
+# them at the percent level there; device hosts wake faster, and a longer batch would need a larger input
+# pool (one input set per call).
+SAMPLE_MS = {"cpu": 10.0, "default": 2.0}
+MAX_STORED_OUTPUTS = 256 * 2**20  # bytes: frozen outputs larger than this are not stored (fallback below)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one verdict is asked to do: the options every stage reads, in one place.
+
+    ``pairs``: interleaved sample pairs per timed case; ``timeout``: a command's ``--timeout`` (replacing
+    every frozen limit), None: the contract's; ``skip_perf``: no timing (and then no baseline worker when
+    the frozen outputs are stored); ``precheck``/``profile``: freeze's Ascend lowering precheck and
+    baseline profile; ``target_metric``: the metric a round optimizes (None: time).
+    """
+
+    pairs: int = 30
+    timeout: float | None = None
+    skip_perf: bool = False
+    precheck: bool = True
+    profile: bool = True
+    target_metric: str | None = None
+    min_sample_ms: float | None = None  # None: ``sample_ms()``
+    warmup: int = 5
+    warmup_ms: float = 25.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def sample_ms(self) -> float:
+        """The shortest timed batch, ms: ``min_sample_ms``, else ``SAMPLE_MS`` of the current backend."""
+        from ascendopt.device import backends
+
+        if self.min_sample_ms is not None:
+            return self.min_sample_ms
+        return SAMPLE_MS.get(backends.current().name, SAMPLE_MS["default"])
+
+
+# -- process groups' CPU time (Linux /proc) -------------------------------------------------------
+
+
+def _stat(pid: int | str) -> tuple[int, float] | None:
+    """(process group, CPU ms used) of a live process from ``/proc/PID/stat``; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[2]), (int(fields[11]) + int(fields[12])) * 1e3 / _TICK
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def group_members(pgids: Sequence[int]) -> dict[int, list[int]] | None:
+    """The live pids of each process group in ``pgids`` (a scan of ``/proc``); None where there is no
+    ``/proc`` (not Linux)."""
+    out: dict[int, list[int]] = {g: [] for g in pgids}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in names:
+        if name.isdigit():
+            got = _stat(name)
+            if got is not None and got[0] in out:
+                out[got[0]].append(int(name))
+    return out
+
+
+def group_cpu_ms(members: Mapping[int, Sequence[int]]) -> dict[int, float]:
+    """CPU ms used so far by the known members (``group_members``) of each process group; a process that
+    ended since counts 0 (so totals are compared only over processes alive at both readings)."""
+    out = {}
+    for pgid, pids in members.items():
+        total = 0.0
+        for pid in pids:
+            got = _stat(pid)
+            total += got[1] if got is not None and got[0] == pgid else 0.0
+        out[pgid] = total
+    return out
+
+
+# -- the timed sides -----------------------------------------------------------------------------
+
+
+class Judged:
+    """``bench.Interleaved``'s rotation over worker sides (``{name: interleave._Child}``), each sample a
+    batch timed by the parent (``_Child.sample``), with every other side's CPU use recorded while it runs.
+
+    ``samples``/``calls``/``take`` as ``bench.Interleaved`` (``bench.take_until_decided`` and
+    ``rounds.timing.take_decided`` drive it); ``idle`` collects ``(side, while, cpu ms, wall ms)`` of every
+    batch. ``on_pair`` (progress) is called after each round.
+    """
+
+    def __init__(self, sides: Mapping[str, Any], request: Verdict):
+        from ascendopt.gate import bench
+
+        self.names = list(sides)
+        self.sides = [sides[n] for n in self.names]
+        for side in self.sides:
+            side.calibrate()
+        per_call = min(side.warmup(request.warmup, request.warmup_ms) for side in self.sides)
+        self.calls = bench.calls_per_sample(per_call, request.sample_ms())
+        self.samples: list[list[float]] = [[] for _ in self.sides]
+        self.idle: list[tuple[str, str, float, float]] = []
+        self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
+
+    def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
+        import time
+
+        if self.on_total:
+            self.on_total(len(self.samples[0]) + pairs)
+        order = list(range(len(self.sides)))
+        for _ in range(pairs):
+            forward = len(self.samples[0]) % 2 == 0
+            # who is in each side's process group, once a round (a process started later is seen next round)
+            members = group_members([side.pid for side in self.sides])
+            for k in (order if forward else order[::-1]):
+                others = {self.sides[i].pid: members[self.sides[i].pid] for i in order if i != k} if members else {}
+                before = group_cpu_ms(others)
+                t0 = time.perf_counter()
+                self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
+                wall = (time.perf_counter() - t0) * 1e3
+                after = group_cpu_ms(others)
+                for i in order:
+                    pid = self.sides[i].pid
+                    if pid in others:
+                        self.idle.append((self.names[i], self.names[k], after[pid] - before[pid], wall))
+            if on_pair:
+                on_pair()
+        return self.samples
+
+
+@dataclass
+class Findings:
+    """What the audit of a timing found: ``wrong`` (correctness, exit 1) and ``doubts`` (the timing is
+    not evidence: inconclusive, exit 6), each a list of one-line messages."""
+
+    wrong: list[str] = field(default_factory=list)
+    doubts: list[str] = field(default_factory=list)
+
+
+def audit(judged: Judged, tolerances: Mapping[str, Mapping[str, float]] | None,
+          reference: str = "baseline") -> Findings:
+    """Check a finished timing: every timed output of every side against ``reference``'s for the same seed
+    (``tolerances`` None: equivalence is off, only the plain-tensor checks run), the inputs the sides were
+    given, the two readings of each side, and the idle sides' CPU use."""
+    found = Findings()
+    by_name = dict(zip(judged.names, judged.sides, strict=True))
+    ref = by_name.get(reference)
+    for name, side in by_name.items():
+        for reading in side.readings:
+            for k, out in enumerate(reading["outputs"]):
+                problems = [f"{part}: {entry['problem']}" for part, entry in out["parts"].items()
+                            if "problem" in entry]
+                if problems:
+                    found.wrong.append(f"{name}: the timed call on seed {reading['seed'] + k} returned "
+                                       f"{problems[0]}")
+                    break
+            if found.wrong:
+                break
+        if ref is not None and side is not ref and not found.wrong:
+            _against(name, side, ref, tolerances, found)
+        ratio = _agreement(side.readings)
+        if ratio is not None and abs(ratio - 1.0) > AGREE_REL:
+            parent = _median([r["parent"] for r in side.readings])
+            worker = _median([r["worker"] for r in side.readings])
+            found.doubts.append(f"{name}: the parent's clock read {parent * 1e3:.2f} us per call, the worker's own "
+                                f"timer {worker * 1e3:.2f} us (ratio {ratio:.2f}, allowed 1 ± {AGREE_REL:g}): "
+                                "the worker's clock disagrees")
+    totals: dict[tuple[str, str], list[float]] = {}
+    for idle, timed, cpu, wall in judged.idle:
+        total = totals.setdefault((idle, timed), [0.0, 0.0])
+        total[0] += cpu
+        total[1] += wall
+    for (idle, timed), (cpu, wall) in totals.items():
+        if cpu > IDLE_CPU_MS + IDLE_CPU_REL * wall:
+            found.doubts.append(f"{idle} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
+                                "side must be idle while another is measured")
+    return found
+
+
+def second_reading(judged: Judged) -> dict[str, Any] | None:
+    """The verdict the workers' own readings would give (first two sides): ``{"ratio", "noise_band",
+    "verdict"}`` -- shown beside the parent's, never used for the verdict (the worker is within the code
+    under test's reach); None with fewer than 6 batches."""
+    from ascendopt.gate import bench
+
+    own = [[r["worker"] for r in side.readings] for side in judged.sides[:2]]
+    if len(own) < 2 or min(len(x) for x in own) < 6 or min(min(x) for x in own) <= 0:
+        return None
+    n = min(len(x) for x in own)
+    c = bench.decide(own[0][:n], own[1][:n], calls_per_sample=judged.calls)
+    return {"ratio": c.ratio, "noise_band": c.threshold_rel, "verdict": c.verdict}
+
+
+def _against(name: str, side, ref, tolerances, found: Findings) -> None:
+    for mine, theirs in zip(side.readings, ref.readings, strict=False):
+        if mine["inputs"] != theirs["inputs"]:
+            found.wrong.append(f"{name}: inputs(seed) made other inputs than in the {ref.side} worker from seed "
+                               f"{mine['seed']} (the code under test changed how inputs are made)")
+            return
+        if tolerances is None:
+            continue
+        for k, (c, b) in enumerate(zip(mine["outputs"], theirs["outputs"], strict=False)):
+            problem = compare_fingerprints(b, c, tolerances)
+            if problem:
+                found.wrong.append(f"{name}: the timed call on seed {mine['seed'] + k}: {problem} (vs the "
+                                   f"{ref.side}'s output for the same inputs)")
+                return
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else float("nan")
+
+
+def _agreement(readings: Sequence[Mapping[str, Any]]) -> float | None:
+    """Median of worker / parent over a side's batches (None: no batches)."""
+    ratios = [r["worker"] / r["parent"] for r in readings if r["parent"] > 0]
+    return _median(ratios) if ratios else None
+
+
+def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
+                         tolerances: Mapping[str, Mapping[str, float]]) -> str | None:
+    """None when ``cand`` (a ``worker.fingerprint``) is within ``tolerances`` of ``base``; else why not.
+
+    Each fp64 group sum may differ by ``atol * n + rtol * sum|base|`` (what elementwise ``atol + rtol *
+    |base|`` allows, summed), plus 1e-9 of the sum of magnitudes for the rounding of summing in another
+    order; exact dtypes (integers, bool) must match exactly; non-finite counts must match.
+    """
+    from ascendopt.gate.equivalence import _SHORT
+
+    if sorted(base["parts"]) != sorted(cand["parts"]):
+        return f"returned {sorted(cand['parts'])}, the baseline {sorted(base['parts'])}"
+    for name, b in base["parts"].items():
+        c = cand["parts"][name]
+        if "problem" in b or "problem" in c:
+            continue
+        if b["dtype"] != c["dtype"] or b["shape"] != c["shape"]:
+            return f"{name}: dtype/shape {c['dtype']}{c['shape']}, the baseline {b['dtype']}{b['shape']}"
+        if b["nonfinite"] != c["nonfinite"]:
+            return f"{name}: {c['nonfinite']} non-finite element(s), the baseline {b['nonfinite']}"
+        key = _SHORT.get(b["dtype"], b["dtype"])
+        exact = key not in tolerances and not any(w in b["dtype"] for w in ("float", "complex"))
+        tol = tolerances.get(key, {"rtol": 0.0, "atol": 0.0}) if not exact else {"rtol": 0.0, "atol": 0.0}
+        for g, (sb, sc, ab, n) in enumerate(zip(b["sum"], c["sum"], b["abs"], b["n"], strict=True)):
+            bound = tol["atol"] * n + tol["rtol"] * ab + 1e-9 * ab
+            if not abs(sc - sb) <= bound:
+                where = "sum of all elements" if g == 0 else f"sum of sampled group {g}"
+                return (f"{name}: {where} {sc:.6g}, the baseline {sb:.6g} (allowed ±{bound:.3g} at rtol "
+                        f"{tol['rtol']:g}, atol {tol['atol']:g})")
+    return None
+
+
+# -- the anchor ----------------------------------------------------------------------------------
+
+
+def anchor_problem(frozen_ms: float, samples_ms: Sequence[float]) -> str | None:
+    """None when the re-measured baseline (``samples_ms``, ms per call) agrees with the frozen median
+    ``frozen_ms``: ``|ln(median / frozen)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own
+    noise band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their
+    logs). Else "baseline moved from X to Y"."""
+    from ascendopt.gate.bench import DecisionRule
+
+    if frozen_ms <= 0 or not samples_ms:
+        return None
+    logs = sorted(math.log(max(x, 1e-12)) for x in samples_ms)
+    med = logs[len(logs) // 2]
+    mad = _median([abs(x - med) for x in logs])
+    band = DecisionRule().z * 1.2533 * 1.4826 * mad / math.sqrt(len(logs))
+    moved = med - math.log(frozen_ms)
+    if abs(moved) <= math.log1p(ANCHOR_DRIFT) + band:
+        return None
+    return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
+            f"({math.expm1(moved):+.1%}; allowed ±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the "
+            "re-measured baseline is not the frozen one, so no speedup can be read from it")
+
+
+# -- a verdict's processes -------------------------------------------------------------------------
+
+
+class Session:
+    """The processes of one own-code verdict, started at once: the frozen tests (a thread waiting on
+    their process) and one worker per tree in ``trees`` (``{side: tree}``), each loading within
+    ``load_s``. ``tests`` (a zero-argument callable returning the correctness stage of the tests, or None)
+    runs concurrently with the workers' imports and warm-up; ``tests_result()`` waits for it.
+
+    Workers are seeded (``--seed``: outputs comparable) and closed with their process groups on exit.
+    """
+
+    def __init__(self, exec_rel: str, trees: Mapping[str, Path], *, load_s: float,
+                 tests: Callable[[], Any] | None = None):
+        from ascendopt.gate.interleave import _Child
+
+        self.exec_rel = exec_rel
+        self.load_s = load_s
+        self._stack = contextlib.ExitStack()
+        self._tests_out: list[Any] = []
+        self._thread = None
+        if tests is not None:
+            def run() -> None:
+                try:
+                    self._tests_out.append(("ok", tests()))
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                    self._tests_out.append(("raised", exc))
+
+            self._thread = threading.Thread(target=run, name="frozen-tests", daemon=True)
+            self._thread.start()
+        self.workers: dict[str, Any] = {}
+        try:
+            for side, tree in trees.items():
+                self.workers[side] = _Child(tree, exec_rel, side, seed=True)
+                self._stack.callback(self.workers[side].close)
+        except BaseException:
+            self._stack.close()
+            raise
+        self._ready: set[str] = set()
+        self.stored_outputs: Path | None = None  # the frozen outputs file, when stored and intact
+
+    def tests_result(self) -> Any:
+        """The tests' stage (waits for them); re-raises what the tests' thread raised."""
+        if self._thread is None:
+            return None
+        self._thread.join()
+        how, value = self._tests_out[0]
+        if how == "raised":
+            raise value
+        return value
+
+    def worker(self, side: str):
+        """The ready worker of ``side`` (waits for its module code, within ``load_s``)."""
+        child = self.workers[side]
+        if side not in self._ready:
+            child.start(self.load_s)
+            self._ready.add(side)
+        return child
+
+    def close(self) -> None:
+        self._stack.close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timing_s: float,
+               decide: Callable[[Judged, Callable[[], None]], Any], label: str) -> tuple[Judged, Any]:
+    """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, with a
+    progress bar of rounds done of the total and an ETA; ``decide(judged, on_pair)`` takes the pairs and
+    returns the result. -> ``(judged, result)``."""
+    from ascendopt import console
+    from ascendopt.gate.interleave import Phase
+
+    workers = {name: session.worker(name) for name in sides}
+    phase = Phase("workload() warm-up and timing", timing_s)
+    for child in workers.values():
+        child.phase = phase
+    what = f"timing {label}: {', '.join(sides)} interleaved"
+    with console.progress(what, total=request.pairs) as bar:
+        bar.update(f"{what} (warm-up)")
+        judged = Judged(workers, request)
+        bar.update(what)
+        judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
+        result = decide(judged, bar.advance)
+    return judged, result
+
+
+def stored_outputs_path(ws_root: Path, sha256: str) -> Path:
+    """Where freeze stores the frozen commit's outputs: ``<workspace>/outputs/<sha256>.pt``."""
+    return ws_root / "outputs" / f"{sha256}.pt"
+
+
+def store_outputs(ws_root: Path, saved: Path) -> str | None:
+    """Store the outputs file ``saved`` content-addressed under the workspace; its sha256, or None when it
+    is larger than ``MAX_STORED_OUTPUTS`` (the gate then runs the frozen commit's worker to get them)."""
+    import shutil
+
+    from ascendopt.workspace import sha256_file
+
+    if saved.stat().st_size > MAX_STORED_OUTPUTS:
+        return None
+    digest = sha256_file(saved)
+    target = stored_outputs_path(ws_root, digest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        shutil.copyfile(saved, target)
+    return digest
+
+
+def load_stored_outputs(ws_root: Path, sha256: str | None) -> Path | None:
+    """The stored outputs file when it is there and its content still has ``sha256``; else None."""
+    from ascendopt.workspace import sha256_file
+
+    if not sha256:
+        return None
+    path = stored_outputs_path(ws_root, sha256)
+    return path if path.is_file() and sha256_file(path) == sha256 else None
+
+
+DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]

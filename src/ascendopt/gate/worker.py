@@ -1,0 +1,230 @@
+"""The judge's worker: one warm, isolated process per source tree, serving every request of a command.
+
+Started by ``gate.interleave._Child`` as ``python -I -m ascendopt.gate.worker EXEC_FILE --path TREE
+[--path TREE/src] [--seed]``. ``-I`` (isolated mode) keeps ``PYTHONPATH``, the user site-packages and the
+current directory off ``sys.path``, so nothing of the repository under test runs at interpreter start-up
+(a ``sitecustomize``/``usercustomize`` or a package shadowing the harness in the tree). The worker then
+binds what the verdict rests on -- the protocol pipe, the clock, the device timer, torch's tensor type and
+the functions that fingerprint outputs -- as local names of ``main``, and only then puts the tree on
+``sys.path`` explicitly and runs the workload file's module code once (imports, compile, autotune). A
+workload that later patches ``time.perf_counter``, ``torch.cuda.Event.elapsed_time`` or an ``ascendopt``
+module attribute changes nothing the worker already bound; what it can still reach (the device timer's
+class, this process) only changes the worker's *second* reading, which the parent checks against its own
+clock (``gate.engine``).
+
+Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
+stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs":
+bool}`` (``inputs``: the file defines a callable ``inputs(seed)``). Requests:
+
+* ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
+* ``{"cmd": "kernels"}`` -> ``{"census": ...}``: ``kernel_hit.kernel_census`` of one call (after a warm
+  one), passed on unchanged;
+* ``{"cmd": "outputs", "path"}`` -> ``gate.equivalence.call_and_save`` of one call (with ``inputs(seed)``:
+  on the inputs of seed 0);
+* ``{"cmd": "prepare", "calls", "seed"}`` -> ``{"inputs": [fingerprints]}``: the input sets of the next timed
+  batch, one per call: ``inputs(seed + k)`` (torch seeded with ``seed + k`` first), all made before the batch
+  starts, so no two calls of a batch share an input and no input is reused by a later batch; without
+  ``inputs(seed)`` every call takes the workload's own module-level inputs;
+* ``{"cmd": "go"}`` -> ``{"ms"}``: the prepared batch, called back to back and synchronized; ``ms`` is the
+  worker's own reading per call (device events on npu/cuda, ``perf_counter`` on cpu). The parent times the
+  request from outside; this reading is the second one;
+* ``{"cmd": "check"}`` -> ``{"outputs": [fingerprint per call]}``: the returned values of the last batch,
+  fingerprinted after the batch (``fingerprint``), then released;
+* ``{"cmd": "exit"}``.
+
+A failure is answered ``{"error": message, "exit_code": N}`` and the worker exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SAMPLES = 4096  # elements sampled (evenly strided) per output for the group sums of a fingerprint
+GROUPS = 8  # interleaved groups of the samples, each summed on its own (a wrong block cannot hide)
+
+
+def bind_ops(torch) -> Any:
+    """The torch functions ``fingerprint`` uses, bound once before the tree is imported (a workload that
+    later replaces ``torch.sum`` or a ``torch.Tensor`` method does not change the harness's copies)."""
+    from types import SimpleNamespace
+
+    from ascendopt.gate.equivalence import flatten
+
+    return SimpleNamespace(Tensor=torch.Tensor, flatten=flatten, sum=torch.sum, abs=torch.abs, where=torch.where,
+                           isfinite=torch.isfinite, zeros_like=torch.zeros_like, arange=torch.arange,
+                           div=torch.div, view_as_real=torch.view_as_real, reshape=torch.reshape,
+                           to=torch.Tensor.to, detach=torch.Tensor.detach, numel=torch.Tensor.numel, cat=torch.cat,
+                           storage=torch.Tensor.untyped_storage, is_complex=torch.is_complex,
+                           float64=torch.float64, long=torch.long, indices={})
+
+
+def fingerprint(value: Any, ops, light: bool = False) -> dict[str, Any]:
+    """A cheap, tolerance-aware summary of what one call returned.
+
+    ``{"parts": {name: entry}, "skipped": [names]}`` over the tensors ``gate.equivalence.flatten`` finds;
+    an entry is ``{"problem": why}`` for a tensor that is not a plain, materialized one (a subclass such as
+    a lazy or fake tensor, a meta or non-strided tensor, one without storage), else ``{"dtype", "shape",
+    "sum", "abs", "n", "nonfinite"}``: fp64 sums of the whole tensor (index 0) and of ``GROUPS`` interleaved
+    groups of ``SAMPLES`` evenly strided elements (indices 1..), their sums of absolute values and element
+    counts. ``compare_fingerprints`` bounds each sum's difference by ``atol * n + rtol * abs``, which
+    elementwise ``|c - b| <= atol + rtol * |b|`` implies (the triangle inequality), so an output within the
+    contract's tolerance always passes.
+    """
+    tensors, skipped = ops.flatten(value)
+    parts: dict[str, Any] = {}
+    for name, t in tensors.items():
+        if type(t) is not ops.Tensor:
+            parts[name] = {"problem": f"a {type(t).__module__}.{type(t).__name__}, not a plain torch.Tensor"}
+            continue
+        if ops.numel(t) and ops.storage(t).data_ptr() == 0:
+            parts[name] = {"problem": "a tensor without storage (not materialized)"}
+            continue
+        flat = ops.reshape(ops.detach(t), (-1,))
+        if ops.is_complex(flat):
+            flat = ops.reshape(ops.view_as_real(flat), (-1,))
+        x = ops.to(flat, dtype=ops.float64)
+        n = ops.numel(x)
+        finite = ops.isfinite(x)
+        x = ops.where(finite, x, ops.zeros_like(x))
+        k = 0 if light else min(n, SAMPLES) // GROUPS * GROUPS  # evenly strided samples, GROUPS groups of them
+        if k:
+            idx = ops.indices.get((n, x.device))
+            if idx is None:  # the same positions for every tensor of this size: made once
+                idx = ops.to(ops.div(ops.arange(k, device=x.device, dtype=ops.float64) * n, k,
+                                     rounding_mode="floor"), dtype=ops.long)
+                ops.indices[(n, x.device)] = idx
+            groups = ops.reshape(x[idx], (-1, GROUPS))
+            sums = ops.cat([ops.reshape(ops.sum(x), (1,)), ops.sum(groups, 0)])
+            abss = ops.cat([ops.reshape(ops.sum(ops.abs(x)), (1,)), ops.sum(ops.abs(groups), 0)])
+            counts = [n] + [k // GROUPS] * GROUPS
+        else:
+            sums, abss, counts = ops.reshape(ops.sum(x), (1,)), ops.reshape(ops.sum(ops.abs(x)), (1,)), [n]
+        summary = ops.cat([sums, abss, ops.reshape(ops.to(n - ops.sum(finite), dtype=ops.float64), (1,))]).tolist()
+        width = len(counts)
+        sums, abss, nonfinite = summary[:width], summary[width:2 * width], int(summary[-1])
+        parts[name] = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "sum": sums,
+                       "abs": abss, "n": counts, "nonfinite": nonfinite}
+    return {"parts": parts, "skipped": skipped}
+
+
+def main(argv: list[str]) -> None:
+    # The pipe and the clock first: nothing of the tree has run yet, and these names stay bound here.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    write, readline = proto.write, sys.stdin.readline
+    dumps, loads = json.dumps, json.loads
+
+    import faulthandler
+
+    faulthandler.enable()  # a crash leaves the Python stack (with the workload's line) on stderr
+    exec_file = argv[0]
+    paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
+    seed = "--seed" in argv
+    try:
+        import torch
+
+        from ascendopt.collect.workload import guard
+        from ascendopt.device import backends
+        from ascendopt.errors import AscendoptError, UsageError
+        from ascendopt.gate.equivalence import call_and_save
+        from ascendopt.gate.interleave import load_workload
+        from ascendopt.gate.kernel_hit import kernel_census
+        from ascendopt.tune.autotune import install_pin
+    except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
+        write(dumps({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5}) + "\n")
+        sys.exit(1)
+    backend = backends.current()
+    synchronize, make_timer, manual_seed = backend.synchronize, backend.timer, torch.manual_seed
+    ops = bind_ops(torch)
+    fp = fingerprint
+    write(dumps({"bound": True}) + "\n")  # the harness is up: the parent's module-code limit starts now
+    # only now the tree, explicitly (isolated mode put neither it nor the current directory there)
+    sys.path[0:0] = paths
+    try:
+        if seed:
+            _seed(torch)
+        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (tune.autotune)
+        fn = load_workload(Path(exec_file))
+        if pin is not None and not pin.applied:
+            raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "
+                             "nothing was pinned")
+        namespace = getattr(fn, "module_globals", {})
+        make = namespace.get("inputs")
+        make = guard(make, Path(exec_file)) if callable(make) else None
+        fn = fn.with_inputs if make is not None else fn  # the judge makes the inputs: workload(*args)
+
+        def inputs_of(s: int) -> tuple:
+            if make is None:
+                return ()
+            manual_seed(s)
+            made = make(s)
+            return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+        write(dumps({"ready": True, "inputs": make is not None}) + "\n")
+        batch: list[tuple] = [()]
+        outs: list[Any] = []
+        while True:
+            line = readline()
+            if not line:
+                break
+            msg = loads(line)
+            cmd = msg["cmd"]
+            if cmd == "null":
+                reply: dict[str, Any] = {}
+            elif cmd == "go":
+                timer = make_timer()
+                synchronize()
+                timer.start()
+                outs = [fn(*args) for args in batch]
+                ms = timer.stop()
+                reply = {"ms": ms / max(1, len(batch))}
+            elif cmd == "check":
+                reply = {"outputs": [fp(o, ops) for o in outs]}
+                outs = []
+            elif cmd == "prepare":
+                first, calls = int(msg["seed"]), int(msg["calls"])
+                batch = [inputs_of(first + k) for k in range(calls)]
+                synchronize()
+                reply = {"inputs": [fp(list(args), ops, True) for args in batch] if make is not None else []}
+            elif cmd == "kernels":
+                args0 = inputs_of(0)
+                reply = {"census": kernel_census(lambda a=args0: fn(*a))}
+            elif cmd == "outputs":
+                args0 = inputs_of(0)
+                space = {"inputs": list(args0)} if make is not None else namespace
+                reply = call_and_save(lambda a=args0: fn(*a), Path(msg["path"]), space)
+            else:
+                break
+            write(dumps(reply) + "\n")
+    except AscendoptError as exc:
+        write(dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, with the traceback in the worker's log
+        import traceback
+
+        traceback.print_exc()
+        write(dumps({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70}) + "\n")
+        sys.exit(1)
+
+
+def _seed(torch) -> None:
+    """Seed ``random``, numpy and torch (every device) with 0, before the module code runs: inputs drawn
+    without a seed are then the same on both sides."""
+    import contextlib
+    import random
+
+    random.seed(0)
+    torch.manual_seed(0)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

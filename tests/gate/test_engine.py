@@ -1,0 +1,131 @@
+"""The judge's engine in parts: fingerprints of timed outputs, the anchor rule, the isolated worker, the
+parent's clock against the worker's, and the idle-side CPU accounting (real worker processes)."""
+
+import textwrap
+
+import pytest
+import torch
+
+from ascendopt.gate import engine
+from ascendopt.gate.worker import bind_ops, fingerprint
+
+TOL = {"fp32": {"rtol": 1e-5, "atol": 1e-6}}
+
+
+def _fp(value):
+    return fingerprint(value, bind_ops(torch))
+
+
+def test_a_fingerprint_passes_within_the_tolerance_and_names_a_wrong_block():
+    torch.manual_seed(0)
+    base = torch.randn(1000, 33)
+    assert engine.compare_fingerprints(_fp(base), _fp(base * (1 + 1e-7)), TOL) is None
+    wrong = base.clone()
+    wrong[500:520] = 0.0  # a block the fast path skipped
+    problem = engine.compare_fingerprints(_fp(base), _fp(wrong), TOL)
+    assert problem is not None and problem.startswith("output: sum of")
+    assert "shape" in engine.compare_fingerprints(_fp(base), _fp(base[:10]), TOL)
+    assert "non-finite" in engine.compare_fingerprints(_fp(base), _fp(base.clone().index_fill_(0, torch.tensor([3]),
+                                                                                               float("nan"))), TOL)
+    ints = torch.arange(10)
+    assert engine.compare_fingerprints(_fp(ints), _fp(ints + 1), TOL) is not None  # exact dtypes: exact
+
+
+def test_a_fingerprint_refuses_outputs_that_are_not_plain_materialized_tensors():
+    class Lazy(torch.Tensor):
+        pass
+
+    parts = _fp({"a": torch.ones(3).as_subclass(Lazy), "b": torch.empty(3, device="meta"), "c": torch.ones(2)})
+    assert "not a plain torch.Tensor" in parts["parts"]["output['a']"]["problem"]
+    assert parts["skipped"] == ["output['b'] (meta tensor)"]
+    assert "problem" not in parts["parts"]["output['c']"]
+
+
+def test_the_anchor_accepts_drift_within_the_allowance_and_names_a_moved_baseline():
+    steady = [1.0 + 0.01 * (i % 3) for i in range(24)]
+    assert engine.anchor_problem(1.0, steady) is None
+    assert engine.anchor_problem(1.0, [x * (1 + engine.ANCHOR_DRIFT / 2) for x in steady]) is None
+    moved = engine.anchor_problem(1.0, [x * 1.6 for x in steady])
+    assert moved is not None and moved.startswith("baseline moved from 1000.00 us (frozen) to 16")
+
+
+def _tree(tmp_path, op: str):
+    tree = tmp_path / "tree"
+    tree.mkdir(parents=True)
+    (tree / "op.py").write_text(textwrap.dedent(op))
+    (tree / "w.py").write_text("import torch\nfrom op import my_op\n\n\ndef inputs(seed):\n    return (torch.randn(8),)"
+                               "\n\n\ndef workload(x):\n    return my_op(x)\n")
+    return tree
+
+
+def test_the_worker_is_isolated_no_startup_hook_of_the_tree_or_pythonpath_runs(tmp_path, monkeypatch):
+    from ascendopt.gate.interleave import workload_process
+
+    tree = _tree(tmp_path, "import sys\n\n\ndef my_op(x):\n    return x * 2\n")
+    marker = tmp_path / "hooked"
+    hook = f"open({str(marker)!r}, 'a').write(__name__)\n"
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        (tree / name).write_text(hook)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "sitecustomize.py").write_text(hook)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(tree, "w.py", "candidate", load_s=120, seed=True) as child:
+        assert child.has_inputs
+        reading = child.batch(3, 1)
+    assert not marker.exists()  # the tree's op module was imported (explicit sys.path), its hooks were not run
+    assert len(reading["outputs"]) == 3 and len(reading["inputs"]) == 3
+    assert len({str(i) for i in reading["inputs"]}) == 3  # three distinct input sets, one per call
+
+
+def test_the_parents_clock_is_the_reading_a_patched_worker_clock_is_a_second_one(tmp_path, monkeypatch):
+    from ascendopt.gate.interleave import workload_process
+
+    tree = _tree(tmp_path, """\
+        import time
+
+        _real = time.perf_counter
+        time.perf_counter = lambda: _real() * 0.25
+
+
+        def my_op(x):
+            time.sleep(0.02)
+            return x * 2
+        """)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(tree, "w.py", "candidate", load_s=120, seed=True) as child:
+        child.calibrate()
+        reading = child.batch(2, 1)
+    assert reading["parent"] >= 19.0  # ms per call: the sleep, by the parent's clock
+    assert reading["worker"] < 0.5 * reading["parent"]  # what the patched clock claimed
+
+
+@pytest.mark.parametrize("burn", [False, True])
+def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monkeypatch, burn):
+    from ascendopt.gate.engine import Judged, Verdict, audit
+    from ascendopt.gate.interleave import workload_process
+
+    quiet = "import time\n\n\ndef my_op(x):\n    time.sleep(0.02)\n    return x * 2\n"
+    noisy = quiet + textwrap.dedent("""\
+
+        import threading
+
+
+        def _burn():
+            while True:
+                sum(range(10000))
+
+
+        threading.Thread(target=_burn, daemon=True).start()
+        """)
+    base_tree = _tree(tmp_path / "b", quiet)
+    cand_tree = _tree(tmp_path / "c", noisy if burn else quiet)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(base_tree, "w.py", "baseline", load_s=120, seed=True) as base, \
+            workload_process(cand_tree, "w.py", "candidate", load_s=120, seed=True) as cand:
+        judged = Judged({"baseline": base, "candidate": cand}, Verdict(warmup=1, warmup_ms=0.0, min_sample_ms=1.0))
+        judged.take(6)
+        found = audit(judged, TOL)
+    assert found.wrong == []
+    idle = [d for d in found.doubts if "CPU while baseline was timed" in d]
+    assert bool(idle) == burn, found.doubts

@@ -1,0 +1,297 @@
+"""The judge against code that games it: no attack below obtains a PASS with a speedup (``gate.engine``).
+
+One small own-code repository is frozen per module (an op that sleeps ``DELAY_S`` a call, so its time is
+steady on a loaded machine; a workload file with ``inputs(seed)``); each test writes its own ``op.py`` into a
+copy and runs ``ascendopt gate``. Each attack is named after the published taxonomy it comes from:
+
+* KernelBench's adversarial cases (Ouyang et al., "KernelBench", 2025, and its evaluator's hardening): timing
+  manipulation, result caching / reuse across trials, returning a non-computed (lazy or uninitialized)
+  output;
+* KernelGuard's reward-hacking patterns: tampering with the evaluation harness, stateful outputs that are
+  right only on the checked call;
+* the Wafer reward-hack field guide: monkey-patching timers, caching keyed on input identity, lazy
+  evaluation, resource contention against the reference.
+
+Controls: the unchanged tree is "same" and green; an honestly faster op is "faster" and green. The defences
+are classes (the parent's clock, per-call output fingerprints on fresh inputs, idle-side CPU accounting,
+the anchor), not checks on a name or a string: each attack below could be written a hundred ways.
+"""
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from _cli_json import json_payload
+from _own_code import commit_repo, freeze_in, working_copy
+
+DELAY_S = 0.01
+OP = textwrap.dedent(f"""\
+    import time
+
+    import torch
+
+    DELAY_S = {DELAY_S}
+
+
+    def my_op(x):
+        time.sleep(DELAY_S)
+        return x * 2 + 1
+    """)
+BENCH = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def inputs(seed):
+        return (torch.randn(64, 64),)
+
+
+    def workload(x):
+        with torch.profiler.record_function("my_op_kernel"):
+            return my_op(x)
+    """)
+TEST = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def test_values():
+        assert torch.equal(my_op(torch.ones(2)), torch.full((2,), 3.0))
+    """)
+PAIRS = "12"
+
+
+@pytest.fixture(scope="module")
+def frozen_repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("judge") / "repo"
+    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST})
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                               "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    return root
+
+
+@pytest.fixture
+def repo(frozen_repo, tmp_path, monkeypatch):
+    return working_copy(frozen_repo, tmp_path, monkeypatch)
+
+
+def _gate(repo, op: str):
+    """``gate --json`` with ``op`` as the working tree's op.py -> (exit code, stages by name, stderr)."""
+    from conftest import run_cli
+
+    (repo / "op.py").write_text(textwrap.dedent(op))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        code, out, err = run_cli("gate", "--json", "--pairs", PAIRS)
+    stages = {s["name"]: s for s in json_payload(out)["stages"]}
+    return code, stages, err
+
+
+def _no_speedup_pass(code, stages) -> None:
+    perf = stages["performance"]
+    assert code != 0, perf
+    assert perf["status"] != "pass", perf
+
+
+# -- controls ----------------------------------------------------------------------------------------
+
+
+def test_control_an_unchanged_tree_is_same_and_green(repo):
+    code, stages, err = _gate(repo, OP)
+    assert code == 0, err[-2000:]
+    assert stages["performance"]["status"] == "pass"
+    assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] == ["same"]
+    audit = stages["performance"]["data"]["audit"]
+    assert audit["doubts"] == [] and audit["inputs"] == "harness (inputs(seed))" and audit["timed_calls"] > 0
+
+
+def test_control_an_honest_faster_change_is_faster_and_green(repo):
+    code, stages, err = _gate(repo, OP.replace(f"DELAY_S = {DELAY_S}", f"DELAY_S = {DELAY_S / 2}"))
+    assert code == 0, err[-2000:]
+    assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] == ["faster"]
+
+
+# -- the clock ---------------------------------------------------------------------------------------
+
+
+def test_timing_manipulation_a_patched_interpreter_clock_is_caught_by_the_parents_clock(repo):
+    """KernelBench timing manipulation / Wafer "monkey-patching the timer": the candidate's import slows
+    the interpreter's clocks to a quarter; its worker's own reading claims 4x, the parent's clock does not."""
+    code, stages, err = _gate(repo, OP + textwrap.dedent("""\
+
+        _real_pc, _real_mono = time.perf_counter, time.monotonic
+        time.perf_counter = lambda: _real_pc() * 0.25
+        time.monotonic = lambda: _real_mono() * 0.25
+        """))
+    _no_speedup_pass(code, stages)
+    perf = stages["performance"]
+    # inconclusive (exit 6); slower (exit 4) when the noise of a loaded machine made it so
+    assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf["summary"]
+    said = json.dumps(perf)
+    assert "candidate: the parent's clock read" in said and "the worker's clock disagrees" in said
+    assert [c["verdict"] for c in perf["data"]["comparisons"]] != ["faster"]  # the parent's clock saw no gain
+
+
+# -- the harness -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("patches", [
+    # the worker's fingerprint and the engine's comparison replaced: wrong timed outputs should look right
+    "worker.fingerprint = lambda value, ops: {'parts': {}, 'skipped': []}\n"
+    "engine.compare_fingerprints = lambda *a, **k: None\n",
+    # and the function that finds the tensors in what a call returned: nothing to compare at all
+    "worker.fingerprint = lambda value, ops: {'parts': {}, 'skipped': []}\n"
+    "equivalence.flatten = lambda value, name='output': ({}, [])\n",
+])
+def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_outputs(repo, patches):
+    """KernelGuard harness tampering: right on the first calls, then fast and wrong, with the harness's
+    functions (as the code under test can import them) replaced so that wrong looks right."""
+    code, stages, err = _gate(repo, textwrap.dedent("""\
+        import time
+
+        import torch
+
+        import ascendopt.gate.engine as engine
+        import ascendopt.gate.equivalence as equivalence
+        import ascendopt.gate.worker as worker
+
+        CALLS = [0]
+        """) + patches + textwrap.dedent("""\
+
+
+        def my_op(x):
+            CALLS[0] += 1
+            if CALLS[0] > 3 and x.shape == (64, 64):
+                return torch.zeros_like(x)
+            time.sleep(0.01)
+            return x * 2 + 1
+        """))
+    _no_speedup_pass(code, stages)
+    assert code == 1
+    red = next(s for s in stages.values() if s["status"] == "fail")
+    # the frozen outputs are compared in the parent; every timed output against the baseline's there too
+    assert red["name"] in ("correctness", "performance")
+    assert ("output equivalence vs the frozen commit" in red["summary"]
+            or "a timed call's output is wrong: candidate: the timed call on seed" in red["summary"]), red
+
+
+# -- state across timed calls ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["x.data_ptr()", "id(x)"])
+def test_result_caching_keyed_on_input_identity_is_caught_on_fresh_inputs(repo, key):
+    """KernelBench result caching / Wafer "caching keyed on input identity": a result cache keyed on the
+    input's address or id. Fresh inputs per call: a hit returns another input's result (wrong), a miss
+    saves nothing."""
+    code, stages, err = _gate(repo, f"""\
+        import time
+
+        import torch
+
+        _CACHE = {{}}
+
+
+        def my_op(x):
+            key = ({key}, tuple(x.shape))
+            if key in _CACHE:
+                return _CACHE[key]
+            time.sleep(0.01)
+            out = x * 2 + 1
+            _CACHE[key] = out
+            return out
+        """)
+    _no_speedup_pass(code, stages)
+    perf = stages["performance"]
+    if perf["status"] == "fail":  # a hit on a reused address: another input's result
+        assert code == 1 and "a timed call's output is wrong" in perf["summary"]
+    else:  # never a hit: no faster, and the verdict says so
+        assert [c["verdict"] for c in perf["data"]["comparisons"]] != ["faster"]
+
+
+# -- outputs that were not computed ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("returned, why", [
+    ("torch.empty_like(x).as_subclass(Lazy)", "not a plain torch.Tensor"),
+    ("_STALE[: x.shape[0]]", "sum of all elements"),
+])
+def test_lazy_or_stale_outputs_of_timed_calls_are_a_correctness_failure(repo, returned, why):
+    """KernelBench / Wafer lazy evaluation: after the checked first calls, a tensor subclass standing for
+    a result not computed, or a view of memory holding an earlier result (stale)."""
+    code, stages, err = _gate(repo, f"""\
+        import time
+
+        import torch
+
+        CALLS = [0]
+        _STALE = torch.zeros(64, 64)
+
+
+        class Lazy(torch.Tensor):
+            pass
+
+
+        def my_op(x):
+            CALLS[0] += 1
+            if CALLS[0] > 2 and x.shape == (64, 64):
+                return {returned}
+            time.sleep(0.01)
+            return x * 2 + 1
+        """)
+    _no_speedup_pass(code, stages)
+    perf = stages["performance"]
+    assert code == 1 and perf["status"] == "fail", perf
+    assert "a timed call's output is wrong" in perf["summary"] and why in perf["summary"]
+
+
+# -- slowing the baseline ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("burner", [
+    # a thread of the candidate's worker that spins while its own workload is not running
+    """\
+    import threading
+
+    _BUSY = [False]
+
+
+    def _burn():
+        while True:
+            if _BUSY[0]:
+                time.sleep(0.001)
+            else:
+                sum(range(20000))
+
+
+    threading.Thread(target=_burn, daemon=True).start()
+    """,
+    # a process the candidate's workload starts on its first call, spinning for as long as it lives
+    """\
+    import subprocess
+    import sys
+
+    _BURNER = []
+    _first = my_op
+
+
+    def my_op(x):
+        if not _BURNER and x.shape == (64, 64):
+            _BURNER.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        return _first(x)
+    """,
+])
+def test_resource_contention_a_candidate_burning_cpu_while_the_baseline_runs_is_not_a_pass(repo, burner):
+    """Wafer resource contention against the reference: the candidate keeps the CPU busy while the
+    baseline is timed. The idle side's process group is accounted for during the other side's batches."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)",
+                    "def my_op(x):\n    _BUSY[0] = True\n    time.sleep(DELAY_S)\n    _BUSY[0] = False"
+                    if "threading" in burner else "def my_op(x):\n    time.sleep(DELAY_S)")
+    code, stages, err = _gate(repo, op + "\n" + textwrap.dedent(burner))
+    _no_speedup_pass(code, stages)
+    perf = stages["performance"]
+    # inconclusive (exit 6); or slower (exit 4) when the burner slowed the candidate's own batches too
+    assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf
+    assert re.search(r"candidate used \d+ ms of CPU while baseline was timed", json.dumps(perf)), perf
