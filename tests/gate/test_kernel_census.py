@@ -252,3 +252,23 @@ def test_npu_census_from_the_torch_npu_profile(fake_torch_npu, monkeypatch):
     assert census["backend"] == "npu" and census["device_us"] > 0
     mm = next(k for n, k in census["kernels"].items() if "MatMulV2" in n)
     assert mm["calls"] >= 1 and 0 < mm["share"] <= 1 and census["wall_us"] >= census["host_us"] >= 0
+
+
+def test_a_census_is_the_median_profiled_call_so_one_stalled_call_does_not_move_the_shares():
+    """A loaded machine can stall one profiled call (here: the first profiled call also runs 30 ms of torch
+    matmuls); the census keeps the median of three calls, so the extra work of one call is not in it.
+    Control: a census whose every call does the extra work shows it."""
+    x = torch.randn(256, 256)
+    count = [0]
+
+    def workload(stall_every_call: bool):
+        count[0] += 1
+        if stall_every_call or count[0] == 2:  # call 1 warms up; call 2 is the first profiled one
+            _spend(0.03, lambda: torch.mm(x, x))
+        return torch.tanh(x)
+
+    census = kernel_hit.kernel_census(lambda: workload(False))
+    assert count[0] == 1 + kernel_hit.CENSUS_CALLS
+    assert "aten::mm" not in census["kernels"] and "aten::tanh" in census["kernels"]
+    stalled = kernel_hit.kernel_census(lambda: workload(True))
+    assert stalled["kernels"]["aten::mm"]["device_us"] > 10_000  # 30 ms of matmuls in every call
