@@ -20,7 +20,7 @@ def test_round_summary_of_a_green_round_prints_the_table_and_the_lines(capsys):
     render_round_summary(_summary("keep", {"candidate_ms": 0.5, "ratio_vs_best": 0.8, "ratio_vs_baseline": 0.5}),
                          "round 1 (BT=32)")
     out = capsys.readouterr().out
-    assert "round 1 (BT=32): _k_fwd" in out and "10.00 µs" in out and "8.00 µs" in out
+    assert "round 1 (BT=32): _k_fwd" in out and "10.00 us" in out and "8.00 us" in out
     assert "MTE1" in out and "not collected" in out  # a metric without a value is never printed as 0
     assert "bound: vector_bound -> vector_bound (vec_ratio 0.9)" in out
     targeted = next(line for line in out.splitlines() if line.startswith("targeted metric"))

@@ -35,10 +35,10 @@ def demo_ws(tmp_path_factory):
 
 
 def test_format_duration_us_picks_the_unit_by_magnitude():
-    assert format_duration_us(0.5) == "0.50 µs"
-    assert format_duration_us(850) == "850.00 µs"
+    assert format_duration_us(0.5) == "0.50 us"
+    assert format_duration_us(850) == "850.00 us"
     assert format_duration_us(12_345) == "12.35 ms"
-    assert format_duration_us(1_234_567) == "1.235 s"
+    assert format_duration_us(1_234_567) == "1.23 s"
     assert format_duration_us(None) == "-" and format_duration_us(float("nan")) == "-"
 
 
@@ -52,7 +52,7 @@ def test_spread_and_sparkline():
 
 def test_spread_lines_share_one_range_and_fall_back_to_ascii(monkeypatch):
     lines = spread_lines({"baseline": [1.0, 1.0, 2.0], "candidate": [2.0, 2.0, 2.0]}, ascii_only=False)
-    assert lines[0].startswith("  baseline   n=3  min 1.00 ms  median 1.00 ms  max 2.00 ms  IQR 500.00 µs  |")
+    assert lines[0].startswith("  baseline   n=3  min 1.00 ms  median 1.00 ms  max 2.00 ms  IQR 500.00 us  |")
     # one shared range: the candidate's samples all sit in the last bin, the baseline's mostly in the first
     hist = {line.split()[0]: line.rsplit("|", 2)[1] for line in lines}
     assert hist["candidate"][-1] == "█" and set(hist["candidate"][:-1]) == {" "}

@@ -20,6 +20,7 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, working_copy
+from ascendopt.gate.kernel_hit import CENSUS_CALLS
 from ascendopt.process import ProcessTimeout
 from ascendopt.rounds import records as rounds
 from ascendopt.workspace import Workspace
@@ -138,15 +139,17 @@ def test_a_workload_that_raises_is_a_red_correctness_stage_with_file_line_json_a
 
 
 def test_a_workload_that_raises_while_timed_is_exit_1_not_a_regression(repo, cli):
-    # the correctness stage calls it twice (a warm call, a profiled call); the timing child more often
-    _plant(repo, 'CALLS[0] += 1\nif CALLS[0] > 2:\n    raise RuntimeError("planted on call 3")\n')
+    # the correctness stage calls it 1 + CENSUS_CALLS times (a warm call, the profiled calls of the kernel
+    # census); the timing worker more often
+    last = 1 + CENSUS_CALLS
+    _plant(repo, f'CALLS[0] += 1\nif CALLS[0] > {last}:\n    raise RuntimeError("planted on call {last + 1}")\n')
     code, out, err = cli("gate", "--json", "--pairs", "12")
     assert code == 1, err
     result = json_payload(out)
     assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "fail"]
     perf = result["stages"][3]
     assert perf["exit_code"] == 1 and perf["summary"].startswith(
-        f"candidate: {repo / 'bench.py'}:{CALL_LINE}: workload() raised RuntimeError: planted on call 3")
+        f"candidate: {repo / 'bench.py'}:{CALL_LINE}: workload() raised RuntimeError: planted on call {last + 1}")
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True).stdout
     assert len(listed.strip().splitlines()) == 1  # the baseline worktree is removed on a failure too
 

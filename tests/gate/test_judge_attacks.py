@@ -203,12 +203,11 @@ def test_result_caching_keyed_on_input_identity_is_caught_on_fresh_inputs(repo, 
             _CACHE[key] = out
             return out
         """)
-    _no_speedup_pass(code, stages)
-    perf = stages["performance"]
+    perf = stages["performance"]  # a green "same" is no gain for the cheat: only a PASS with a speedup would be
     if perf["status"] == "fail":  # a hit on a reused address: another input's result
         assert code == 1 and "a timed call's output is wrong" in perf["summary"]
     else:  # never a hit: no faster, and the verdict says so
-        assert [c["verdict"] for c in perf["data"]["comparisons"]] != ["faster"]
+        assert perf["data"]["comparisons"] and all(c["verdict"] != "faster" for c in perf["data"]["comparisons"])
 
 
 # -- outputs that were not computed ------------------------------------------------------------------

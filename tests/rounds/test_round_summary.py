@@ -120,7 +120,7 @@ def test_the_printed_line_has_the_direction_the_size_and_the_judgement(capsys):
     for before, after, word in ((100.0, 95.0, "down"), (100.0, 120.0, "up")):
         tm = _summary(_timed(before, 1.0, 10), _timed(after, 1.0, 10), ["k"])["target_metric"]
         line = target_metric_line(tm)
-        assert f": {word} {abs(after - before) / before:.1%} ({after - before:+.2f} µs);" in line
+        assert f": {word} {abs(after - before) / before:.1%} ({after - before:+.2f} us);" in line
         assert line.endswith(": moved")
     on_cpu = _summary(_timed(1.0, 1.0, 10, "cpu"), _timed(2.0, 1.0, 10, "cpu"), ["k"])["target_metric"]
     line = target_metric_line(on_cpu)

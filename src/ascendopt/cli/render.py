@@ -63,7 +63,7 @@ def spread(samples_ms: Sequence[float]) -> dict[str, float]:
 
 def spread_lines(samples_ms: Mapping[str, Sequence[float]], indent: str = "  ", *,
                  ascii_only: bool | None = None) -> list[str]:
-    """One line per timed side: ``baseline  n=30  min 10.21 µs  median 10.40 µs  max 11.02 µs  IQR 0.18 µs
+    """One line per timed side: ``baseline  n=30  min 10.21 us  median 10.40 us  max 11.02 us  IQR 0.18 us
     |▁▃█▅▂▁|``; the histograms of all sides share one range (min to max over every side), so they line up."""
     sides = {name: list(v) for name, v in samples_ms.items() if v}
     if not sides:
