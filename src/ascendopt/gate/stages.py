@@ -18,8 +18,8 @@ the first red stage.
   the frozen one (``gate.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
   the host, is red; new kernels that take the time are reported;
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
-  process; own code: the frozen commit (a temporary git worktree) vs the working tree,
-  interleaved in two child processes (``ascendopt.gate.interleave``); a side whose workload
+  process; own code: the frozen commit (read from git into a temporary folder) vs the working tree,
+  interleaved in two warm workers (``ascendopt.gate.engine``); a side whose workload
   raises, dies or outlives ``timing_s`` there turns the stage red with exit 1, not 4. A noise band
   that stays wider than ``bench.DecisionRule.max_band`` makes the stage ``inconclusive`` (exit 6,
   not a pass); a faster case beyond belief (``bench.implausible_reason``: > 5x reproduced, or under the
@@ -229,7 +229,7 @@ def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | No
 
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
-    the working tree's worker, and the frozen commit's (a temporary worktree) when timing needs it or the
+    the working tree's worker, and the frozen commit's (a temporary folder) when timing needs it or the
     frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``."""
     from ascendopt.gate.engine import Session, load_stored_outputs
 
