@@ -138,7 +138,7 @@ def test_cli_ub_bytes_overrides_chip(cli):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--chip", "nope", "--tile", "BT=64", "--mult", "6"], "unknown chip 'nope'"),
+    (["--chip", "nope", "--tile", "BT=64", "--mult", "6"], "--chip nope: unknown chip 'nope'"),
     (["--chip", "910B2", "--tile", "BT=0", "--mult", "6"], "--tile BT=0: size must be >= 1"),
     (["--chip", "910B2", "--tile", "BT64", "--mult", "6"], "expected NAME=SIZE"),
     (["--chip", "910B2", "--tile", "BT=6.5", "--mult", "6"], "size must be an integer"),

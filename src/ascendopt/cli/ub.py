@@ -46,6 +46,7 @@ def ub(
     from ascendopt import console
     from ascendopt.device import config
     from ascendopt.device import ub as model
+    from ascendopt.errors import UsageError
     from ascendopt.kernels.spec import parse_assignments
 
     # every size a positive integer, each dimension once (two sizes for one name is a typo, not an override)
@@ -57,7 +58,10 @@ def ub(
         if chip is None:
             chip = config.default_model_chip()
             console.status(f"no --chip or --ub-bytes: using {chip}")
-        chip_name, capacity = model.resolve_chip(chip)
+        try:
+            chip_name, capacity = model.resolve_chip(chip)
+        except UsageError as exc:  # the option the name came from, as ASCENDOPT_CHIP's errors name the variable
+            raise UsageError(f"--chip {chip}: {exc.message}", hint=exc.hint) from None
         source = "configs/chips.yaml"
     solved = None
     if solve:
