@@ -66,6 +66,16 @@ def freeze_in(root: Path, *args: str, env: dict[str, str] | None = None) -> tupl
         return run_cli("freeze", *args)
 
 
+def frozen_own_repo(root: Path, files: dict[str, str]) -> Path:
+    """``files`` committed as a repository at ``root`` and frozen with its test and workload (``bench.py``,
+    ``tests/test_op.py``, kernel filter ``my_op_kernel``); the freeze must succeed."""
+    commit_repo(root, files)
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                             "--kernel-filter", "my_op_kernel")
+    assert code == 0, err
+    return root
+
+
 def working_copy(frozen: Path, tmp_path: Path, monkeypatch) -> Path:
     """A copy of the frozen repository ``frozen`` for one test, made the current directory."""
     copy = tmp_path / "repo"

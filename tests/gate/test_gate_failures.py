@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import commit_repo, frozen_own_repo, working_copy
 from ascendopt.gate.kernel_hit import CENSUS_CALLS
 from ascendopt.process import ProcessTimeout
 from ascendopt.rounds import records as rounds
@@ -42,19 +42,17 @@ CALL_LINE = 8  # the line of my_op(...) in BENCH
 GUARD_S = 120  # wall-clock guard of a CLI child: far above the 5 s limits, far below "hangs forever"
 
 
+FILES = {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": "from op import my_op\n\n\n"
+         "def test_doubles():\n    assert my_op([1, 2, 3]) == [2, 4, 6]\n"}
+
+
 def _make_repo(root: Path) -> None:
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": "from op import my_op\n\n\n"
-                       "def test_doubles():\n    assert my_op([1, 2, 3]) == [2, 4, 6]\n"})
+    commit_repo(root, FILES)
 
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("own") / "repo"
-    _make_repo(root)
-    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                               "--kernel-filter", "my_op_kernel")
-    assert code == 0, err
-    return root
+    return frozen_own_repo(tmp_path_factory.mktemp("own") / "repo", FILES)
 
 
 @pytest.fixture

@@ -14,17 +14,13 @@ import subprocess
 import pytest
 
 from _cli_json import json_envelope, json_payload
-from _own_code import SLEEP_OP, commit_repo, freeze_in, git, sleep_repo_files, working_copy
+from _own_code import SLEEP_OP, frozen_own_repo, git, sleep_repo_files, working_copy
 from ascendopt.workspace import Workspace, read_log
 
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = commit_repo(tmp_path_factory.mktemp("own") / "repo", sleep_repo_files(0.002))
-    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                               "--kernel-filter", "my_op_kernel")
-    assert code == 0, err
-    return root
+    return frozen_own_repo(tmp_path_factory.mktemp("own") / "repo", sleep_repo_files(0.002))
 
 
 @pytest.fixture

@@ -11,7 +11,13 @@ import pytest
 
 import _gate_kernels as gk
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, frozen_kernel_workspace, kernel_round, sleep_repo_files, working_copy
+from _own_code import (
+    frozen_kernel_workspace,
+    frozen_own_repo,
+    kernel_round,
+    sleep_repo_files,
+    working_copy,
+)
 from _own_code import git as _git
 from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
@@ -125,11 +131,7 @@ def test_the_direction_option(ws, cli):
 def own_frozen(tmp_path_factory):
     """A tiny own-code repository (op + test + workload), committed and frozen once; its workspace is
     inside the repository and not ignored by git, as a user's often is."""
-    root = commit_repo(tmp_path_factory.mktemp("own") / "repo", sleep_repo_files(0.004))
-    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                             "--kernel-filter", "my_op_kernel")
-    assert code == 0, err
-    return root
+    return frozen_own_repo(tmp_path_factory.mktemp("own") / "repo", sleep_repo_files(0.004))
 
 
 @pytest.fixture
