@@ -128,3 +128,37 @@ def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain
     assert report.best_commit == fourth.change["snapshot"] and report.best_user_commit == kept_commit
     assert f"snapshot {fourth.change['snapshot']}" in report.markdown
     assert f"your commit {kept_commit} holds the same files" in report.markdown
+
+
+def test_a_round_loads_each_tree_once_for_its_gate_and_its_timing(tmp_path, monkeypatch):
+    """The gate's workers are the timing's: an own-code round imports the workload once per tree it needs
+    (the frozen commit and the working tree, no keep yet), not once for the gate and again for the timing.
+    The workload's module code writes the folder it runs from to a log outside the repository."""
+    loads = tmp_path / "loads.txt"
+    bench = PROFILED_BENCH_LOGGED.format(log=str(loads))
+    root = commit_repo(tmp_path / "repo", {**sleep_repo_files(0.004), "bench.py": bench})
+    monkeypatch.chdir(root)
+    freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
+                     kernel_filter="my_op_kernel", profile=False, precheck=False)
+    loads.unlink()
+    _delay(root, 0.002)
+    record = round_run.run_round(Workspace(root / ".ascendopt"), hypothesis="halve the sleep", pairs=8,
+                                 reprofile=False, precheck=False).record
+    assert record.gate["passed"] and record.timing is not None
+    folders = loads.read_text().split()
+    assert sorted(folders).count(str(root.resolve())) == 1, folders  # the working tree: gate and timing
+    assert len(folders) == 2, folders  # and the frozen commit's folder, once
+
+
+PROFILED_BENCH_LOGGED = '''import os
+import torch
+from op import my_op
+
+with open({log!r}, "a") as log:
+    log.write(os.path.dirname(os.path.realpath(__file__)) + "\\n")
+
+
+def workload():
+    with torch.profiler.record_function("my_op_kernel"):
+        my_op(3)
+'''

@@ -227,25 +227,37 @@ def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | No
     return problems + new
 
 
-def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request):
+def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
+                 open_session: Callable[[Callable[[], StageResult]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
     the working tree's worker, and the frozen commit's (a temporary folder) when timing needs it or the
-    frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``."""
+    frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
+
+    ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``
+    times the same warm workers) starts the session itself, with the frozen tests ``tests``, and closes it."""
     from ascendopt.gate.engine import Session, load_stored_outputs
 
     exec_rel = contract.workload.exec_file
     frozen = contract.equivalence or {}
     stored = load_stored_outputs(ws.root, frozen.get("stored")) if frozen.get("enabled") else None
-    need_baseline = not request.skip_perf or (bool(frozen.get("enabled")) and stored is None)
-    trees = {"candidate": root}
-    if need_baseline and contract.git.get("commit"):
-        trees["baseline"] = stack.enter_context(checkout(root, frozen_commit(contract), exec_rel))
-    console.status(f"gate: running the frozen tests while {len(trees)} worker(s) ({', '.join(trees)}) load "
-                   f"{exec_rel}")
-    session = Session(exec_rel, trees, load_s=contract.timeout("workload_s", request.timeout),
-                      tests=lambda: _correctness_tests(contract, root, request.timeout))
+
+    def tests() -> StageResult:
+        return _correctness_tests(contract, root, request.timeout)
+
+    if open_session is not None:
+        session = open_session(tests)
+    else:
+        need_baseline = not request.skip_perf or (bool(frozen.get("enabled")) and stored is None)
+        trees = {"candidate": root}
+        if need_baseline and contract.git.get("commit"):
+            trees["baseline"] = stack.enter_context(checkout(root, frozen_commit(contract), exec_rel))
+        session = stack.enter_context(Session(exec_rel, trees, load_s=contract.timeout("workload_s",
+                                                                                        request.timeout),
+                                              tests=tests))
+    console.status(f"gate: running the frozen tests while {len(session.workers)} worker(s) "
+                   f"({', '.join(session.workers)}) load {exec_rel}")
     session.stored_outputs = stored
-    return stack.enter_context(session)
+    return session
 
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
@@ -500,7 +512,8 @@ def _performance_result(comparisons, floors: Mapping[str, float | None] | None =
 
 def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: bool = False,
              config_override: Mapping[str, Any] | None = None, timer: Callable[[], float] | None = None,
-             pairs: int = 30, timeout: float | None = None, accept_implausible: str | None = None) -> GateResult:
+             pairs: int = 30, timeout: float | None = None, accept_implausible: str | None = None,
+             open_session: Callable[[Callable[[], StageResult]], Any] | None = None) -> GateResult:
     """Run the stages in order and stop at the first red one.
 
     ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the
@@ -512,6 +525,8 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     command's ``--timeout`` in seconds, replacing every frozen limit of the children it starts.
     ``accept_implausible``: a person's reason to take an implausible speedup as a pass (said in a note and
     in the stage's data); without it an implausible performance stage is not a pass (exit 6).
+    ``open_session``: own code, the caller starts (and later closes) the verdict's workers and the frozen
+    tests itself (``_own_session``), to use the same warm workers after the gate.
 
     A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
     error in its summary; run_gate raises only for usage and environment problems.
@@ -530,7 +545,8 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         request = Verdict(pairs=pairs, timeout=timeout, skip_perf=skip_perf)
         with contextlib.ExitStack() as stack:
             # own code: the tests and the workers start first; the rest of the set-up overlaps with them
-            session = None if contract.is_kernel else _own_session(stack, ws, contract, root, request)
+            session = None if contract.is_kernel else _own_session(stack, ws, contract, root, request,
+                                                                    open_session)
             ctx = context or RoundContext.for_contract(ws, contract)
             _fingerprint_notes(contract, notes)
             config, source = _candidate(ctx, config_override)

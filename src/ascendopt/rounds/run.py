@@ -10,13 +10,15 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
    the UB model checks its tiles (on npu an overflow is refused with the numbers);
 3. the gate without its performance stage, on the candidate (red -> ``drop``; nothing is timed);
 4. baseline, best and candidate timed interleaved (``bench``), per shape case;
-5. the candidate re-profiled with the contract's metric groups and compared with the best's profile;
+5. the best so far and the candidate profiled with the contract's metric groups and compared;
 6. verdict, stop decision, round record, round summary.
 
 Own code (``workload.kind == "exec-file"``): the round first stores the working tree as its snapshot
-commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); step 4 runs
-three child processes, the frozen commit and the best kept round's snapshot each read from git into a
-temporary folder, and the working tree (``rounds.timing.measure_own``); a best whose snapshot is gone is
+commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); steps 3 and
+4 share three warm worker processes (``rounds.timing.OwnSides``): the frozen commit and the best kept
+round's snapshot, each read from git into a temporary folder, and the working tree; they load while the
+frozen tests run, serve the gate's output and kernel checks, then are timed (``rounds.timing.measure_own``)
+and end before step 5's profiles. A best whose snapshot is gone is
 not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree).
 The round's direction is ``--direction NAME``, else the hypothesis's leading ``NAME:`` tag (``tiling:
 larger row tile``), else "code" (all such rounds are one direction to the stop criteria). The round
@@ -374,18 +376,45 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     direction = round_direction(direction, hypothesis, plan)
 
     step(f"round {number}: gate on the candidate")
-    # the gate without its performance stage: the round times the candidate itself, against the best too
-    gate = run_gate(ws, context=ctx, skip_perf=True, config_override=plan.candidate if plan else None,
-                    timeout=timeout)
-    gsum = gate_summary(gate)
-    if gsum["passed"]:
-        step(f"round {number}: Ascend lowering precheck")
-        gsum = precheck_stage(ctx, gsum, plan.candidate if plan else None, backend.name, precheck=precheck,
-                              ascend_python=ascend_python, timeout=timeout)
-    green = gsum["passed"]
+    # own code: the gate's workers (frozen commit, best kept round, working tree) stay warm for the timing
+    sides = None if ctx.is_kernel else rt.OwnSides(ctx, root, timeout=timeout, note=note)
+    try:
+        # the gate without its performance stage: the round times the candidate itself, against the best too
+        gate = run_gate(ws, context=ctx, skip_perf=True, config_override=plan.candidate if plan else None,
+                        timeout=timeout, open_session=sides.open if sides else None)
+        gsum = gate_summary(gate)
+        if gsum["passed"]:
+            step(f"round {number}: Ascend lowering precheck")
+            gsum = precheck_stage(ctx, gsum, plan.candidate if plan else None, backend.name, precheck=precheck,
+                                  ascend_python=ascend_python, timeout=timeout)
+        green = gsum["passed"]
+        timing = None
+        if green:
+            if ctx.is_kernel:
+                clocked = ClockBackend(backend, timer) if timer is not None else backend
+                try:
+                    timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
+                except AscendoptError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a candidate that raises while timed is a recorded drop
+                    what = kernel_raised(exc, spec.name, plan.candidate)  # a device fault is raised, not recorded
+                    gsum = failed_after_gate("performance", f"the candidate raised while being timed: {what}")
+                    green = False
+            else:
+                from ascendopt.gate.interleave import FAILURES
+
+                try:
+                    timing = rt.measure_own(ctx, root, pairs=pairs, timeout=timeout, step=step, note=note,
+                                            sides=sides)
+                except FAILURES as exc:  # a side raised, died or hung while timed: the candidate's is a drop
+                    gsum = failed_after_gate("performance", str(exc))
+                    green = False
+    finally:
+        if sides is not None:
+            sides.close()  # the workers end before the profiles start: the device is the profiler's alone
     before_paths: list[str] = []
     before_report = None
-    if green and reprofile:  # a red gate ends the round: nothing is profiled or timed
+    if green and reprofile:  # a red gate ends the round: nothing is profiled
         try:
             before_paths = list(before_profiles or []) or rp.reference_profiles(ctx, step, timeout=timeout)
             before_report = rp.analyze_paths(before_paths)
@@ -393,26 +422,6 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             console.warn(f"profile of the best so far unavailable: {exc}")
     bound_before = (round_summary.target_kernel(before_report, names) or {}).get("bound")
     target = round_summary.resolve_target_metric(target_metric, hypothesis, bound_before)
-    timing = None
-    if green:
-        if ctx.is_kernel:
-            clocked = ClockBackend(backend, timer) if timer is not None else backend
-            try:
-                timing = rt.measure_sides(spec, contract, plan.sides, pairs=pairs, backend=clocked, step=step)
-            except AscendoptError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a candidate that raises while timed is a recorded drop
-                what = kernel_raised(exc, spec.name, plan.candidate)  # a device fault is raised, not recorded
-                gsum = failed_after_gate("performance", f"the candidate raised while being timed: {what}")
-                green = False
-        else:
-            from ascendopt.gate.interleave import FAILURES
-
-            try:
-                timing = rt.measure_own(ctx, root, pairs=pairs, timeout=timeout, step=step, note=note)
-            except FAILURES as exc:  # a side raised, died or hung while timed: the candidate's is a drop
-                gsum = failed_after_gate("performance", str(exc))
-                green = False
 
     after_paths: list[str] = []
     after_report = None

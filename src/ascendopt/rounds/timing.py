@@ -179,20 +179,74 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
     return _rechecked(once, step) if _recheck else once()
 
 
+class OwnSides:
+    """The warm workers of an own-code round, started once and used by its gate and its timing: the frozen
+    commit's tree and the best kept round's (read from git into temporary folders,
+    ``gate.worktrees.checkout``; the best from its round snapshot, ``rounds.tree.best_checkout``) and the
+    working tree ``root``, one ``gate.engine.Session``.
+
+    ``open(tests)`` starts them, with the frozen tests ``tests`` running alongside when given (the gate's
+    ``open_session``); a second call returns the same session. ``best``: ``{"round", "commit"}`` of the
+    state the best side is (round None: no keep yet, the frozen commit is the best), with ``"unverified":
+    why`` when no commit verifiably holds the best round's state (``note(why)`` is called; the best is not
+    timed). ``close()`` (or leaving a ``with``) ends the workers and removes the folders.
+    """
+
+    def __init__(self, ctx, root: Path, *, timeout: float | None = None,
+                 note: Callable[[str], None] | None = None):
+        self.ctx, self.root, self.timeout, self.note = ctx, root, timeout, note
+        self.stack = contextlib.ExitStack()
+        self.session = None
+        self.best: dict[str, Any] = {"round": None, "commit": None}
+
+    def open(self, tests: Callable[[], Any] | None = None):
+        from ascendopt.gate import engine
+        from ascendopt.gate.worktrees import checkout, frozen_commit
+        from ascendopt.rounds import tree as rtree
+
+        if self.session is not None:
+            return self.session
+        contract, root = self.ctx.contract, self.root
+        exec_rel = contract.workload.exec_file
+        frozen = frozen_commit(contract, root)
+        trees = {"baseline": self.stack.enter_context(checkout(root, frozen, exec_rel, label="baseline"))}
+        self.best = {"round": None, "commit": frozen}
+        kept = self.ctx.best_round
+        if kept is not None:
+            found = self.stack.enter_context(rtree.best_checkout(root, kept, exec_rel, self.ctx.ws.root))
+            self.best = {"round": kept.number, "commit": found.commit}
+            if found.tree is not None:
+                trees["best"] = found.tree
+            else:
+                self.best["unverified"] = found.note
+                if self.note:
+                    self.note(found.note)
+        trees["candidate"] = root
+        self.session = self.stack.enter_context(engine.Session(
+            exec_rel, trees, load_s=contract.timeout("workload_s", self.timeout), tests=tests))
+        return self.session
+
+    def close(self) -> None:
+        self.stack.close()
+        self.session = None
+
+    def __enter__(self) -> OwnSides:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, step: Step | None = None,
-                note: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Own code: baseline (the frozen commit), best (the best kept round's commit) and candidate (the
+                note: Callable[[str], None] | None = None, sides: OwnSides | None = None) -> dict[str, Any]:
+    """Own code: baseline (the frozen commit), best (the best kept round's snapshot) and candidate (the
     working tree ``root``) timed interleaved, one warm worker each (``gate.engine``: the parent's clock,
-    every timed output checked against the baseline's, the anchor), the commits read from git into temporary
-    folders (``gate.worktrees.checkout``; the best from its round snapshot). A doubt of the judge
+    every timed output checked against the baseline's, the anchor). ``sides``: the round's workers, already
+    warm from its gate (``OwnSides``); None: started here. A doubt of the judge
     (``engine.audit``, ``engine.anchor_problem``) makes both verdicts
     "inconclusive" (unless slower) and is listed in ``judge``; a wrong timed output raises ``WorkloadError``.
-    Returns the round's ``timing``, with ``best``:
-    ``{"round", "commit"}`` of the state timed as the best (round None: no keep yet, the baseline is the
-    best), or ``{"round", "commit": None, "unverified": why}`` when no commit verifiably holds the best
-    round's state (its snapshot gone, or a record of an older ascendopt never committed;
-    ``rounds.tree.best_checkout``; ``note(why)`` is called): the best is not timed, and
-    ``vs_best`` is "inconclusive".
+    Returns the round's ``timing``, with ``best`` as ``OwnSides.best`` (an unverified best is not timed, and
+    ``vs_best`` is "inconclusive").
 
     ``workload_s`` limits each side's module code, ``timing_s`` the whole timing phase (``timeout``:
     ``--timeout`` for both). A side that raises, dies or outlives a limit raises one of
@@ -200,32 +254,21 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
     """
     from ascendopt.gate import engine
     from ascendopt.gate.interleave import WorkloadError
-    from ascendopt.gate.worktrees import checkout, frozen_commit
-    from ascendopt.rounds import tree as rtree
 
     contract = ctx.contract
     exec_rel = contract.workload.exec_file
-    frozen = frozen_commit(contract)
-    load_s, timing_s = contract.timeout("workload_s", timeout), contract.timeout("timing_s", timeout)
+    timing_s = contract.timeout("timing_s", timeout)
     request = engine.Verdict(pairs=pairs, timeout=timeout)
     equivalence = contract.equivalence or {}
     tolerances = equivalence.get("tolerances") if equivalence.get("enabled") else None
     kept = ctx.best_round
     with contextlib.ExitStack() as stack:
-        trees = {"baseline": stack.enter_context(checkout(root, frozen, exec_rel, label="baseline"))}
-        best: dict[str, Any] = {"round": None, "commit": frozen}
-        if kept is not None:
-            found = stack.enter_context(rtree.best_checkout(root, kept, exec_rel, ctx.ws.root))
-            best = {"round": kept.number, "commit": found.commit}
-            if found.tree is not None:
-                trees["best"] = found.tree
-            else:
-                best["unverified"] = found.note
-                if note:
-                    note(found.note)
-        trees["candidate"] = root
-        names = list(trees)
-        session = stack.enter_context(engine.Session(exec_rel, trees, load_s=load_s))
+        if sides is None:
+            sides = stack.enter_context(OwnSides(ctx, root, timeout=timeout, note=note))
+        session = sides.open()
+        best = sides.best
+        names = list(session.workers)
+        trees = session.workers
 
         def once() -> dict[str, Any]:
             if step:
