@@ -1,4 +1,4 @@
-"""Where an own-code verdict's time goes: freeze, ``gate --skip-perf`` and ``gate`` against bare references.
+"""Where an own-code verdict's time goes: freeze, ``gate --skip-perf``, ``gate`` and a round against bare references.
 
 Two cases, each a real git repository in a work folder, driven through the installed ``ascendopt`` CLI:
 
@@ -14,7 +14,8 @@ that imports the workload file and runs the calls the gate times for both sides:
 the gate's batch size, after its warm-up). Every ascendopt command runs with ``--events``; the table gives
 each command's wall time and its stages' durations from those events. Targets (issue 29): CPU proxy
 ``gate --skip-perf`` <= bare tests + 5 s and ``gate`` <= bare tests + bare timing + 8 s; H200 l2norm
-``gate`` <= bare tests + 20 s, ``gate --skip-perf`` <= bare tests + 8 s, ``freeze`` <= 45 s.
+``gate`` <= bare tests + 20 s, ``gate --skip-perf`` <= bare tests + 8 s, ``freeze`` <= 45 s; both:
+``optimize-round --no-reprofile`` (an A/A round: the frozen tree unchanged) <= ``gate`` + 10 s.
 
     python benchmarks/gate_latency.py cpu --work /tmp/gl-cpu --out gate_latency_cpu.json
     python benchmarks/gate_latency.py cuda --fla /tmp/fla-src --work /tmp/gl-cuda --out gate_latency_cuda.json
@@ -222,10 +223,13 @@ def main() -> int:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "frozen")
     run("gate --skip-perf", [*cli, "gate", "--skip-perf"])
-    run("gate", [*cli, "gate", "--pairs", str(args.pairs)])
+    gate = run("gate", [*cli, "gate", "--pairs", str(args.pairs)])
+    run("optimize-round --no-reprofile", [*cli, "optimize-round", "--hypothesis", "A/A: the frozen tree unchanged",
+                                          "--no-reprofile", "--no-precheck", "--pairs", str(args.pairs)])
     bare_tests, bare_timing = rows[0]["wall_s"], rows[1]["wall_s"]
     targets = ({"gate --skip-perf": bare_tests + 5, "gate": bare_tests + bare_timing + 8} if args.case == "cpu" else
                {"gate --skip-perf": bare_tests + 8, "gate": bare_tests + 20, "freeze --no-profile": 45})
+    targets["optimize-round --no-reprofile"] = gate["wall_s"] + 10
     print("\n| step | wall s | exit | target s | stages (s) |\n|---|---|---|---|---|")
     for row in rows:
         target = targets.get(row["step"])

@@ -26,6 +26,13 @@ PROFILED_BENCH = textwrap.dedent("""\
     """)
 
 
+def logged_bench(log: Path) -> str:
+    """``PROFILED_BENCH`` whose module code appends the folder it runs from to ``log`` (a file outside the
+    repository): one line per process that loaded the workload."""
+    return ("import os\n\n" + f"with open({str(log)!r}, 'a') as _log:\n"
+            "    _log.write(os.path.dirname(os.path.realpath(__file__)) + '\\n')\n" + PROFILED_BENCH)
+
+
 def sleep_repo_files(delay_s: float = 0.004) -> dict[str, str]:
     """op.py (sleeping ``delay_s`` seconds a call), tests/test_op.py and bench.py (kernel my_op_kernel)."""
     return {"op.py": SLEEP_OP.format(delay=delay_s), "tests/test_op.py": DOUBLES_TEST, "bench.py": PROFILED_BENCH}

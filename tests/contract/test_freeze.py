@@ -199,3 +199,18 @@ def test_pytest_configuration_on_the_tests_paths_is_pinned_section_by_section(tm
     assert pinned() == before
     (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py\n\n[pytest]\naddopts = -q -k fast\n")
     assert pinned()["tox.ini::[pytest]"] != before["tox.ini::[pytest]"]
+
+
+def test_freeze_loads_the_workload_in_its_two_workers_only(tmp_path, monkeypatch):
+    """Freeze's workers serve everything it asks of workload(): the outputs, the kernel census, the timing,
+    the repeat check and the modules it imports (the default target code). No other process loads it."""
+    from _own_code import commit_repo, logged_bench, sleep_repo_files
+    from ascendopt.contract.freeze import freeze_exec_file
+
+    loads = tmp_path / "loads.txt"
+    root = commit_repo(tmp_path / "repo", {**sleep_repo_files(0.002), "bench.py": logged_bench(loads)})
+    monkeypatch.chdir(root)
+    contract = freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
+                                kernel_filter="my_op_kernel", profile=False, precheck=False)
+    assert contract.targets == ("op.py",)  # what workload() imports, from the baseline's worker
+    assert loads.read_text().split() == [str(root.resolve())] * 2  # the baseline's worker and the repeat

@@ -285,3 +285,81 @@ def test_core_worktree_cannot_point_the_judge_at_another_folder(repo, tmp_path):
     snap = vcs.snapshot(repo, "refs/ascendopt/rounds/0001", "round 1")
     files = vcs.verify_recorded(repo, snap.commit, reachable=False)
     assert files["op.py"].data == FAST.encode() and "helper.py" in files
+
+
+# -- the reused folder of a recorded commit ----------------------------------------------------------
+
+
+def test_a_recorded_commits_folder_is_reused_across_commands_when_it_verifies(repo):
+    """Control: two checkouts of one commit (two commands) use one folder, outside the repository."""
+    commit = _head(repo)
+    with checkout(repo, commit, "bench.py") as first:
+        assert (first / "op.py").read_text() == SLOW
+        (first / "__pycache__").mkdir()  # what the worker's interpreter leaves behind
+    with checkout(repo, commit, "bench.py") as second:
+        assert second == first and repo not in second.parents
+        assert not (second / "__pycache__").exists()
+
+
+def test_a_reused_folder_edited_between_commands_is_written_again(repo):
+    """KernelGuard harness manipulation / Wafer field guide "poison the reference": the code under test edits
+    the baseline's folder that the next gate reuses (the baseline made wrong or slow, a file added that the
+    baseline then imports, a file made executable). Every edit is found before use and the folder holds the
+    commit's files again."""
+    commit = _head(repo)
+    with checkout(repo, commit, "bench.py") as tree:
+        pass
+    edits = [lambda t: (t / "op.py").write_text("DELAY_S = 1.0\n"),
+             lambda t: (t / "sitecustomize.py").write_text("import time\n"),
+             lambda t: (t / "tests" / "test_op.py").chmod(0o755),
+             lambda t: (t / "op.py").unlink()]
+    for edit in edits:
+        edit(tree)
+        with checkout(repo, commit, "bench.py") as again:
+            assert again == tree
+            assert (again / "op.py").read_text() == SLOW
+            assert not (again / "sitecustomize.py").exists()
+            assert not os.access(again / "tests" / "test_op.py", os.X_OK)
+
+
+def test_planted_bytecode_in_a_reused_folder_never_runs(repo):
+    """Wafer field guide "stale or planted artefacts": a ``.pyc`` in the reused folder whose source stamp
+    matches op.py (so CPython would load it instead of the source) but whose code says another delay. The
+    folder's bytecode caches are deleted before use: the baseline imports the verified source."""
+    import py_compile
+    import sys
+
+    commit = _head(repo)
+    with checkout(repo, commit, "bench.py") as tree:
+        pass
+    source = tree / "op.py"
+    stamp = source.stat()
+    source.write_text("DELAY_S = 9.000\n")  # the same size as SLOW's text
+    os.utime(source, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    py_compile.compile(str(source), cfile=str(tree / "__pycache__" / f"op.{sys.implementation.cache_tag}.pyc"))
+    source.write_text(SLOW)
+    os.utime(source, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    planted = subprocess.run([sys.executable, "-c", "import op; print(op.DELAY_S)"], cwd=tree, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert planted == "9.0"  # the plant works on a folder used as it is
+    with checkout(repo, commit, "bench.py") as again:
+        used = subprocess.run([sys.executable, "-c", "import op; print(op.DELAY_S)"], cwd=again, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    assert used == "0.008"
+
+
+def test_a_folder_in_use_by_another_command_is_not_shared(repo):
+    """Two commands at once never share (or rewrite) one folder: the second gets a temporary one."""
+    commit = _head(repo)
+    with checkout(repo, commit, "bench.py") as first, checkout(repo, commit, "bench.py") as second:
+        assert first != second and (second / "op.py").read_text() == SLOW
+    assert not second.exists() and first.exists()
+
+
+def test_an_unwritable_cache_falls_back_to_a_temporary_folder(repo, tmp_path, monkeypatch):
+    blocked = tmp_path / "cache-is-a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("ASCENDOPT_CACHE", str(blocked))
+    with checkout(repo, _head(repo), "bench.py") as tree:
+        assert (tree / "op.py").read_text() == SLOW
+    assert not tree.exists()

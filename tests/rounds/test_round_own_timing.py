@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
+from _own_code import SLEEP_OP, commit_repo, logged_bench, sleep_repo_files
 from _own_code import git as _git
 from _own_code import head as _head
 from ascendopt.contract.freeze import freeze_exec_file
@@ -135,7 +135,7 @@ def test_a_round_loads_each_tree_once_for_its_gate_and_its_timing(tmp_path, monk
     (the frozen commit and the working tree, no keep yet), not once for the gate and again for the timing.
     The workload's module code writes the folder it runs from to a log outside the repository."""
     loads = tmp_path / "loads.txt"
-    bench = PROFILED_BENCH_LOGGED.format(log=str(loads))
+    bench = logged_bench(loads)
     root = commit_repo(tmp_path / "repo", {**sleep_repo_files(0.004), "bench.py": bench})
     monkeypatch.chdir(root)
     freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
@@ -150,15 +150,19 @@ def test_a_round_loads_each_tree_once_for_its_gate_and_its_timing(tmp_path, monk
     assert len(folders) == 2, folders  # and the frozen commit's folder, once
 
 
-PROFILED_BENCH_LOGGED = '''import os
-import torch
-from op import my_op
 
-with open({log!r}, "a") as log:
-    log.write(os.path.dirname(os.path.realpath(__file__)) + "\\n")
+def test_no_reprofile_gates_and_times_the_round_without_profiles(repo, cli):
+    """``optimize-round --no-reprofile``: the round is gated and timed, no profile is taken, and the record
+    says so (with profiles the same round records both, as the test above shows)."""
+    from _cli_json import json_payload
 
-
-def workload():
-    with torch.profiler.record_function("my_op_kernel"):
-        my_op(3)
-'''
+    _delay(repo, 0.004)
+    before = sorted(Workspace(repo / ".ascendopt").profiles_dir.rglob("*"))
+    code, out, err = cli("optimize-round", "--hypothesis", "halve the sleep", "--no-reprofile", "--pairs", "12",
+                         "--json")
+    assert code == 0, err
+    rec = json_payload(out)
+    assert rec["gate"]["passed"] and rec["timing"]["vs_baseline"] == "faster"
+    assert rec["profiles"] == [] and rec["profiles_before"] == []
+    assert any("not profiled (--no-reprofile)" in n for n in rec["notes"])
+    assert sorted(Workspace(repo / ".ascendopt").profiles_dir.rglob("*")) == before

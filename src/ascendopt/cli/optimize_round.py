@@ -60,6 +60,9 @@ def optimize_round(
         help="Allow a keep on an implausible speedup (> 5x vs the baseline, or under the device's roofline "
              "floor), for the reason given; the reason is recorded in the round. Without it such a round is "
              "a revert.")] = None,
+    no_reprofile: Annotated[bool, typer.Option(
+        "--no-reprofile", help="Skip the profiles of the best so far and of the candidate: the round is gated "
+                               "and timed as always, but records no pipe/UB metrics (said in the record).")] = False,
     timeout: TimeoutOpt = None,
     no_precheck: NoPrecheckOpt = False,
     ascend_python: AscendPythonOpt = None,
@@ -175,7 +178,7 @@ def optimize_round(
         outcome = round_run.run_round(ws, hypothesis=hypothesis, sets=sets, force=force, pairs=pairs,
                                       target_metric=target_metric, step=bar.update, direction=direction,
                                       timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python,
-                                      accept_implausible=accept_implausible)
+                                      accept_implausible=accept_implausible, reprofile=not no_reprofile)
     record = outcome.record
     console.next_steps(next_steps.after_round(ws, record.summary))
     if json:

@@ -367,7 +367,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                                               git["commit"], timeouts["workload_s"], session)
                 known = [f.path for f in files]
                 chosen = declared if declared is not None else [
-                    rel for rel in scope.workload_imports(root, exec_rel, timeouts["workload_s"]) if rel not in known]
+                    rel for rel in scope.repository_files(child.modules(timeouts["workload_s"]), root)
+                    if rel not in known]
             except FAILURES as exc:
                 raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                        hint="fix the workload, or give it more time with --timeout SECONDS") from None

@@ -272,6 +272,11 @@ class _Child:
         (``gate.equivalence.call_and_save``, whose reply this returns)."""
         return self.ask({"cmd": "outputs", "path": str(path)}, Phase("workload() output call", limit_s))
 
+    def modules(self, limit_s: float) -> list[str]:
+        """The files (absolute paths) of every module the worker loaded: the workload's module code and its
+        calls so far (one call first when none was made), within ``limit_s``."""
+        return list(self.ask({"cmd": "modules"}, Phase("workload() imports", limit_s))["files"])
+
     def close(self) -> None:
         """Kill the worker's process group (whatever the workload started goes too): a worker keeps
         nothing worth a clean exit, and tearing down its interpreter can take seconds."""

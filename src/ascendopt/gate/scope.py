@@ -13,8 +13,8 @@ conftest and read as its configuration (absolute paths). Here those become repos
 
 Files of the installed environment (under ``sys.prefix``, a ``site-packages`` folder) are the
 environment's and not pinned. The target code (``Contract.targets``: the files a round is meant to
-change) is left out: at freeze by default what ``workload()`` imports from the repository (a child
-process loads the exec file and calls ``workload()`` once: ``workload_imports``), else ``freeze
+change) is left out: at freeze by default what ``workload()`` imports from the repository (the baseline's
+worker, after its module code and calls, lists the modules it loaded: ``repository_files``), else ``freeze
 --target PATH...`` (a folder stands for every file under it).
 
 Freeze pins what the baseline's run used (``pins``); the integrity stage checks the pinned files'
@@ -25,10 +25,8 @@ helper module, another configuration file).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,37 +132,9 @@ def newcomers(kinds: Mapping[str, str], pinned: Iterable[str], targets: Sequence
 
 # -- the default targets: what workload() imports from the repository --------------------------------
 
-_IMPORTS = """\
-import json, os, sys
-from pathlib import Path
-root, exec_file, out = sys.argv[1:4]
-sys.path.insert(0, root)
-from ascendopt.gate.interleave import load_workload
-load_workload(Path(exec_file))()
-files = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
-                if isinstance(getattr(m, "__file__", None), str)})
-Path(out).write_text(json.dumps(files))
-"""
-
-
-def workload_imports(root: Path, exec_rel: str, limit_s: float) -> list[str]:
-    """The repository files (relative) that ``exec_rel``'s module code and one ``workload()`` call import,
-    in a child process like the gate's workload child (``limit_s`` seconds)."""
-    from ascendopt import process
-    from ascendopt.device import backends
-    from ascendopt.errors import CorrectnessError
-
-    env = backends.child_env(kernels=True)
-    paths = [str(root)] + ([str(root / "src")] if (root / "src").is_dir() else [])
-    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    with tempfile.TemporaryDirectory(prefix="ascendopt-imports-") as tmp:
-        out = Path(tmp) / "imports.json"
-        proc = process.run([sys.executable, "-c", _IMPORTS, str(root), str(root / exec_rel), str(out)],
-                           label="workload imports", timeout=limit_s, cwd=root, env=env)
-        if proc.returncode != 0 or not out.is_file():
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise CorrectnessError(f"freeze: loading {exec_rel} to find the code it imports failed: {last}")
-        files = json.loads(out.read_text())
+def repository_files(files: Iterable[str], root: Path) -> list[str]:
+    """The repository files (relative to ``root``) among ``files`` (absolute paths: the modules a workload
+    worker loaded, ``interleave._Child.modules``), leaving out the installed environment's and conftests."""
     env_dirs = _environment_dirs()
     rels = [relative(f, root) for f in files
             if os.path.isfile(f) and not _in_environment(os.path.realpath(f), env_dirs)]

@@ -171,10 +171,11 @@ def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResul
                        {"tensors": [r.to_dict() for r in reports]})
 
 
-def _correctness_tests(contract: Contract, root: Path, timeout: float | None = None) -> StageResult:
+def _correctness_tests(contract: Contract, root: Path, timeout: float | None = None):
     """Own code: the frozen test command, judged test by test against the test set frozen with it
     (``gate.testset``: every test that passed at freeze must pass, none may fail); one check per test.
-    ``timeout``: the command's ``--timeout`` (else the contract's ``tests_s``)."""
+    ``timeout``: the command's ``--timeout`` (else the contract's ``tests_s``). -> ``(stage, run)``, ``run``
+    the ``SuiteRun`` (None when the command outlived its limit), for ``_scope_check``."""
     from ascendopt.gate.testset import judge, run_tests
     from ascendopt.process import ProcessTimeout
 
@@ -187,48 +188,52 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     except ProcessTimeout as exc:
         tail = "\n".join(exc.output.strip().splitlines()[-20:])
         return StageResult("correctness", "fail", str(exc), [Check("frozen tests", False, str(exc))],
-                           {"output_tail": tail})
+                           {"output_tail": tail}), None
     results, summary = judge(contract.test_set, run)
     checks = [Check(*item) for item in results]
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
     if run.problem and not run.outcomes:  # no test to show: the command's own last lines say why
         data["output_tail"] = run.output_tail
-    untrusted = _test_run_integrity(contract, root, run, timeout)
-    if untrusted:
-        checks = [Check(name, False, message) for name, message in untrusted] + checks
-        message = untrusted[0][1] + (f" (and {len(untrusted) - 1} more)" if len(untrusted) > 1 else "")
-        return StageResult("correctness", "fail", f"integrity of the test run: {message}", checks, data,
-                           integrity_error=message)
+    if run.integrity:
+        return _untrusted(list(run.integrity), checks, data), run
     return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
-                       data)
+                       data), run
 
 
-def _test_run_integrity(contract: Contract, root: Path, run, timeout: float | None) -> list[tuple[str, str]]:
-    """What makes the frozen test run untrusted (``SuiteRun.integrity``), and every file it used that freeze
-    neither pinned nor declared a target (``gate.scope.newcomers``). A module new since freeze that the
-    working tree's ``workload()`` imports is target code (a round may split its code into a new module);
-    one that only the test run imports is not. A contract frozen before ascendopt recorded the run's
-    scope (``targets`` None) is not checked for newcomers."""
+def _untrusted(problems: Sequence[tuple[str, str]], checks: Sequence[Check], data: Mapping[str, Any]) -> StageResult:
+    """The correctness stage red for the integrity of the test run (exit 3): one failed check per problem
+    ``(file or name, message)`` before the tests' own checks."""
+    message = problems[0][1] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+    return StageResult("correctness", "fail", f"integrity of the test run: {message}",
+                       [*(Check(name, False, text) for name, text in problems), *checks], dict(data),
+                       integrity_error=message)
+
+
+def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
+                 imported: Callable[[], Sequence[str]]) -> StageResult:
+    """``tests`` (the tests' stage), red for integrity when the run used a file that freeze neither pinned nor
+    declared a target (``gate.scope.newcomers``). A module new since freeze that the working tree's
+    ``workload()`` imports (``imported()``: absolute paths, the candidate worker's ``modules``) is target
+    code (a round may split its code into a new module); one that only the test run imports is not. A
+    contract frozen before ascendopt recorded the run's scope (``targets`` None) is not checked."""
     from ascendopt.gate import scope
 
-    problems = list(run.integrity)
-    if contract.targets is None or run.runner != "pytest" or not run.used:
-        return problems
+    if contract.targets is None or run is None or run.runner != "pytest" or not run.used:
+        return tests
     pinned = [f.path for f in contract.frozen_files]
     kinds = scope.used_files(run.used, root)
     new = scope.newcomers(kinds, pinned, contract.targets)
     if any(kinds[rel] == "module" for rel, _ in new):
         try:
-            imported = scope.workload_imports(root, contract.workload.exec_file,
-                                              contract.timeout("workload_s", timeout))
-        except AscendoptError:  # a timeout too; the workload's own failure is the correctness stage's
-            imported = []
-        new = scope.newcomers(kinds, pinned, [*contract.targets, *imported])
-    return problems + new
+            modules = scope.repository_files(imported(), root)
+        except AscendoptError:  # a timeout too; the workload's own failure is reported by the stage
+            modules = []
+        new = scope.newcomers(kinds, pinned, [*contract.targets, *modules])
+    return _untrusted(new, tests.checks, tests.data) if new else tests
 
 
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
-                 open_session: Callable[[Callable[[], StageResult]], Any] | None = None):
+                 open_session: Callable[[Callable[[], Any]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
     the working tree's worker, and the frozen commit's (a temporary folder) when timing needs it or the
     frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
@@ -241,7 +246,7 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
     frozen = contract.equivalence or {}
     stored = load_stored_outputs(ws.root, frozen.get("stored")) if frozen.get("enabled") else None
 
-    def tests() -> StageResult:
+    def tests():
         return _correctness_tests(contract, root, request.timeout)
 
     if open_session is not None:
@@ -289,7 +294,10 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
                              if candidate is not None else ([], {}))
         except WORKLOAD_FAILURES as exc:
             failed = exc
-        tests = session.tests_result()
+        tests, run = session.tests_result()
+        if not tests.integrity_error:  # a failed worker cannot say what it imports: no new module is its
+            tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else
+                                 (lambda: session.worker("candidate").modules(limit)))
         if tests.status != "pass":
             return tests
         if failed is not None:
@@ -513,7 +521,7 @@ def _performance_result(comparisons, floors: Mapping[str, float | None] | None =
 def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: bool = False,
              config_override: Mapping[str, Any] | None = None, timer: Callable[[], float] | None = None,
              pairs: int = 30, timeout: float | None = None, accept_implausible: str | None = None,
-             open_session: Callable[[Callable[[], StageResult]], Any] | None = None) -> GateResult:
+             open_session: Callable[[Callable[[], Any]], Any] | None = None) -> GateResult:
     """Run the stages in order and stop at the first red one.
 
     ``context``: the caller's already loaded contract and spec (``optimize-round``); without it the

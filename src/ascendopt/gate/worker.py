@@ -30,6 +30,9 @@ bool}`` (``inputs``: the file defines a callable ``inputs(seed)``). Requests:
   request from outside; this reading is the second one;
 * ``{"cmd": "check"}`` -> ``{"outputs": [fingerprint per call]}``: the returned values of the last batch,
   fingerprinted after the batch (``fingerprint``), then released;
+* ``{"cmd": "modules"}`` -> ``{"files": [absolute paths]}``: the file of every module loaded so far (the
+  module code and the calls made), after one call of its own when none was made yet; freeze's default
+  target code (``gate.scope.repository_files``);
 * ``{"cmd": "exit"}``.
 
 A failure is answered ``{"error": message, "exit_code": N}`` and the worker exits.
@@ -168,6 +171,7 @@ def main(argv: list[str]) -> None:
         write(dumps({"ready": True, "inputs": make is not None}) + "\n")
         batch: list[tuple] = [()]
         outs: list[Any] = []
+        called = False  # any workload() call made yet (the modules a call imports count as the workload's)
         while True:
             line = readline()
             if not line:
@@ -198,8 +202,16 @@ def main(argv: list[str]) -> None:
                 args0 = inputs_of(0)
                 space = {"inputs": list(args0)} if make is not None else namespace
                 reply = call_and_save(lambda a=args0: fn(*a), Path(msg["path"]), space)
+            elif cmd == "modules":
+                if not called:
+                    fn(*inputs_of(0))
+                    synchronize()
+                reply = {"files": sorted({os.path.abspath(f) for f in
+                                          (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+                                          if isinstance(f, str)})}
             else:
                 break
+            called = called or cmd in ("go", "kernels", "outputs", "modules")
             write(dumps(reply) + "\n")
     except AscendoptError as exc:
         write(dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")

@@ -414,6 +414,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             sides.close()  # the workers end before the profiles start: the device is the profiler's alone
     before_paths: list[str] = []
     before_report = None
+    if green and not reprofile:
+        notes.append("not profiled (--no-reprofile): the round compares no pipe or UB metrics")
     if green and reprofile:  # a red gate ends the round: nothing is profiled
         try:
             before_paths = list(before_profiles or []) or rp.reference_profiles(ctx, step, timeout=timeout)
