@@ -2,7 +2,7 @@
 (``gate.worker``: protocol and isolation there) rooted at a source tree and talks to it; ``gate.engine``
 builds verdicts from them (one warm worker per tree, the parent's clock, the audit).
 
-Why worker processes: the baseline (the frozen commit, read from git into a temporary folder) and
+Why worker processes: the baseline (the frozen commit, read from git into a verified folder, ``gate.worktrees``) and
 the working tree define the same module names, so they cannot share one interpreter; a workload
 can hang or crash the interpreter, which must end the command with a named stage, not hang it or
 take it down; and what decides a verdict (the clock above all) must be out of the candidate's reach.

@@ -18,7 +18,7 @@ the first red stage.
   the frozen one (``gate.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
   the host, is red; new kernels that take the time are reported;
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
-  process; own code: the frozen commit (read from git into a temporary folder) vs the working tree,
+  process; own code: the frozen commit (read from git into a folder, ``gate.worktrees``) vs the working tree,
   interleaved in two warm workers (``ascendopt.gate.engine``); a side whose workload
   raises, dies or outlives ``timing_s`` there turns the stage red with exit 1, not 4. A noise band
   that stays wider than ``bench.DecisionRule.max_band`` makes the stage ``inconclusive`` (exit 6,
@@ -235,7 +235,7 @@ def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
                  open_session: Callable[[Callable[[], Any]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
-    the working tree's worker, and the frozen commit's (a temporary folder) when timing needs it or the
+    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``) when timing needs it or the
     frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
 
     ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``

@@ -16,7 +16,7 @@ interpreter. Order follows the loop (docs/practice.md §1, §10):
 Own code (``workload.kind == "exec-file"``): the round first stores the working tree as its snapshot
 commit (``rounds.tree.round_snapshot``, a private ref; the user's branch and index untouched); steps 3 and
 4 share three warm worker processes (``rounds.timing.OwnSides``): the frozen commit and the best kept
-round's snapshot, each read from git into a temporary folder, and the working tree; they load while the
+round's snapshot, each read from git into a verified folder, and the working tree; they load while the
 frozen tests run, serve the gate's output and kernel checks, then are timed (``rounds.timing.measure_own``)
 and end before step 5's profiles. A best whose snapshot is gone is
 not timed, and the round cannot keep. ``--set`` is refused first (own code changes by editing the tree).

@@ -5,7 +5,7 @@ Samples are taken in a rotating order (ABC, CBA, ...) with one batch size for al
 give min/p10/p90. Verdicts come from ``bench.decide`` on the paired samples, so ``vs_best`` and
 ``ratio_vs_best`` are measured, never derived from another round's numbers. Bundled kernels run in
 this process (three configurations); own code in three child processes (``measure_own``): the frozen
-commit and the best kept round's snapshot, each read from git into a temporary folder, and the working
+commit and the best kept round's snapshot, each read from git into a verified folder, and the working
 tree.
 """
 
@@ -181,7 +181,7 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
 
 class OwnSides:
     """The warm workers of an own-code round, started once and used by its gate and its timing: the frozen
-    commit's tree and the best kept round's (read from git into temporary folders,
+    commit's tree and the best kept round's (read from git into verified folders,
     ``gate.worktrees.checkout``; the best from its round snapshot, ``rounds.tree.best_checkout``) and the
     working tree ``root``, one ``gate.engine.Session``.
 

@@ -129,7 +129,7 @@ def _legacy_candidates(root: Path, change: dict) -> list[str]:
 
 @contextmanager
 def best_checkout(root: Path, record: RoundRecord, exec_rel: str, workspace: Path) -> Iterator[BestTree]:
-    """The best kept round's state in a temporary folder (``gate.worktrees.checkout``, with the frozen
+    """The best kept round's state in a verified folder (``gate.worktrees.checkout``, with the frozen
     workload file), removed on exit.
 
     The state is the round's snapshot commit, whose files must have the round's ``tree_digest``
