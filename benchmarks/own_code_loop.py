@@ -34,6 +34,34 @@ test (3), planted helper (``fla.utils.assert_close`` returns at once: 3), faster
 back: ``optimize-round`` keeps it: 0, verdict ``keep`` checked in the round record), report (0).
 fla needs ``einops`` and ``transformers`` (both on the H200's image) besides torch and triton.
 
+``--project fla --backend cpu``: the same steps and expected exits on a host without a GPU, in Triton's
+interpreter (every ``ascendopt`` command gets ``--backend cpu``, whose children run with
+``TRITON_INTERPRET=1``). ``import fla.modules.l2norm`` needs only ``einops`` there (``fla.layers`` and
+``fla.models``, which need ``transformers``, are optional imports of ``fla``). What differs, and why:
+
+* a port, committed after the export and before the baseline (so it is frozen and pinned like the rest
+  of ``fla``): ``fla/utils/_device.py`` maps fla's cpu fallback device to ``"cuda"`` (for autocast's
+  device type), so the tests' tensors would go to a device that is not there; it stays ``"cpu"``. And
+  Triton's autotuner times each configuration with the active driver's benchmarker, which the interpreter
+  does not have; ``fla/utils/_compat.py`` gives fla's autotune decorators one that times one call per
+  configuration in the process's CPU time.
+* the workload: fp32 [1, 512, 4, 128] on cpu (2048 rows; the interpreter's bf16 is emulated).
+* the baseline: one configuration, ``BT=32`` rows per program. The interpreter runs a grid's programs one
+  after another, so its cost is per program launched and ``num_warps`` changes nothing: 32 rows launch 4x
+  the programs of the 128-row tile fla's autotuning picks here (about 2-3x slower a call). A smaller tile
+  is more than 5x slower, beyond the gate's implausibility bound (``gate.bench.IMPLAUSIBLE_RATIO``), where
+  the faster round could not be kept.
+* the A/A gate: ``--pairs 100``. A pair of interpreter calls on a shared 2-core host differs by ~10 %;
+  the default 30 pairs (extended to 90) leave a noise band wider than the 5 % at which "same" is a
+  verdict, and the gate says "inconclusive" (exit 6), as it should. The changed trees are decided at the
+  default (2x and more).
+* the frozen tests: ``--test-cmd`` runs ``tests/modules/test_l2norm.py -k "T63 or T500"``, its two
+  smallest fp32 cases (about 30 s in the interpreter); the larger ones take minutes each. The file is
+  still frozen whole, and the contract pins what the command runs (the test set).
+
+    python3 benchmarks/own_code_loop.py --project fla --backend cpu --source SRC --work /tmp/fla-cpu-loop \
+        --out loop.json
+
 ``--dry-run``: every step up to the device work (unpack/copy, git, the baseline edit, each change's edit
 and its undo) runs for real and each ``ascendopt`` command is printed with its expected exit code instead
 of being run; no ``pip install``. It checks the script against the project's source on any machine.
@@ -176,25 +204,32 @@ if os.environ.get("TRITON_INTERPRET") == "1":  # cpu port: the interpreter has n
 FLA_CPU_PORT = ((FLA_DEVICE, FLA_CPU_AS_CUDA, ""), (FLA_COMPAT, FLA_AUTOTUNE_KWARGS, FLA_INTERPRETER_BENCH))
 # The two smallest fp32 cases of the frozen file: the interpreter needs minutes for the others.
 FLA_CPU_TEST_CMD = "python -m pytest -q tests/modules/test_l2norm.py -k \"T63 or T500\""
+# On a shared 2-core host a pair of interpreter calls differs by ~10 % (median absolute deviation of the
+# log ratio): at the gate's default 30 pairs (extended to 90) the A/A noise band stays above the 5 % at
+# which "same" is a verdict (exit 6, inconclusive; measured: +-6.3 % at 90 pairs). 100 pairs, extended to
+# 300, narrow it to about 3.5 %. A change of 2x or more is decided at the default.
+FLA_CPU_AA_PAIRS = 100
 
 
 @dataclass(frozen=True)
 class FlaBackend:
     """What the fla loop runs on one backend: its workload file, de-tuned launch space and the text of the
-    baseline commit; the edits committed before it (``port``: file, old text, new text) and the frozen
-    test command (None: ascendopt's default, the whole file)."""
+    baseline commit; the edits committed before it (``port``: file, old text, new text), the frozen
+    test command (None: ascendopt's default, the whole file) and the A/A gate's ``--pairs`` (None: the
+    gate's default)."""
 
     workload: str
     detuned: str
     baseline: str
     port: tuple[tuple[str, str, str], ...] = ()
     test_cmd: str | None = None
+    aa_pairs: int | None = None
 
 
 FLA_BACKENDS = {
     "cuda": FlaBackend(FLA_WORKLOAD, FLA_DETUNED, "one config: BT=128, num_warps=1"),
     "cpu": FlaBackend(FLA_CPU_WORKLOAD, FLA_CPU_DETUNED, "one config: BT=32, 4x the programs of BT=128",
-                      FLA_CPU_PORT, FLA_CPU_TEST_CMD),
+                      FLA_CPU_PORT, FLA_CPU_TEST_CMD, FLA_CPU_AA_PAIRS),
 }
 
 
@@ -414,7 +449,9 @@ def fla_steps(loop: Loop, repo: Path, chosen: list[str], target: bool, backend: 
               *(["--test-cmd", variant.test_cmd] if variant.test_cmd else []),
               "--kernel-filter", "l2norm_fwd_kernel", *(["--target", FLA_OP] if target else [])], 0)
     if "aa" in chosen:
-        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
+        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml",
+                                                      *(["--pairs", str(variant.aa_pairs)] if variant.aa_pairs
+                                                        else [])], 0)
 
     if "wrong" in chosen:
         edit(repo, FLA_OP, FLA_RSTD, FLA_RSTD.replace("tl.sqrt(", "(", 1))
