@@ -34,6 +34,34 @@ test (3), planted helper (``fla.utils.assert_close`` returns at once: 3), faster
 back: ``optimize-round`` keeps it: 0, verdict ``keep`` checked in the round record), report (0).
 fla needs ``einops`` and ``transformers`` (both on the H200's image) besides torch and triton.
 
+``--project fla --backend cpu``: the same steps and expected exits on a host without a GPU, in Triton's
+interpreter (every ``ascendopt`` command gets ``--backend cpu``, whose children run with
+``TRITON_INTERPRET=1``). ``import fla.modules.l2norm`` needs only ``einops`` there (``fla.layers`` and
+``fla.models``, which need ``transformers``, are optional imports of ``fla``). What differs, and why:
+
+* a port, committed after the export and before the baseline (so it is frozen and pinned like the rest
+  of ``fla``): ``fla/utils/_device.py`` maps fla's cpu fallback device to ``"cuda"`` (for autocast's
+  device type), so the tests' tensors would go to a device that is not there; it stays ``"cpu"``. And
+  Triton's autotuner times each configuration with the active driver's benchmarker, which the interpreter
+  does not have; ``fla/utils/_compat.py`` gives fla's autotune decorators one that times one call per
+  configuration in the process's CPU time.
+* the workload: fp32 [1, 512, 4, 128] on cpu (2048 rows; the interpreter's bf16 is emulated).
+* the baseline: one configuration, ``BT=32`` rows per program. The interpreter runs a grid's programs one
+  after another, so its cost is per program launched and ``num_warps`` changes nothing: 32 rows launch 4x
+  the programs of the 128-row tile fla's autotuning picks here (about 2-3x slower a call). A smaller tile
+  is more than 5x slower, beyond the gate's implausibility bound (``gate.bench.IMPLAUSIBLE_RATIO``), where
+  the faster round could not be kept.
+* the A/A gate: ``--pairs 100``. A pair of interpreter calls on a shared 2-core host differs by ~10 %;
+  the default 30 pairs (extended to 90) leave a noise band wider than the 5 % at which "same" is a
+  verdict, and the gate says "inconclusive" (exit 6), as it should. The changed trees are decided at the
+  default (2x and more).
+* the frozen tests: ``--test-cmd`` runs ``tests/modules/test_l2norm.py -k "T63 or T500"``, its two
+  smallest fp32 cases (about 30 s in the interpreter); the larger ones take minutes each. The file is
+  still frozen whole, and the contract pins what the command runs (the test set).
+
+    python3 benchmarks/own_code_loop.py --project fla --backend cpu --source SRC --work /tmp/fla-cpu-loop \
+        --out loop.json
+
 ``--dry-run``: every step up to the device work (unpack/copy, git, the baseline edit, each change's edit
 and its undo) runs for real and each ``ascendopt`` command is printed with its expected exit code instead
 of being run; no ``pip install``. It checks the script against the project's source on any machine.
@@ -47,11 +75,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 WORKLOAD = '''"""ascendopt workload: Liger-Kernel's layer norm forward on one realistic shape (bf16, [8192, 4096])."""
@@ -126,6 +156,82 @@ def pytest_collection_modifyitems(items):  # planted: every test skipped
         item.add_marker(pytest.mark.skip(reason="planted: every test skipped"))
 '''
 
+# --backend cpu (module docstring): the same loop in Triton's interpreter.
+FLA_CPU_WORKLOAD = '''"""ascendopt workload: fla's l2norm forward, head dim 128, on cpu (fp32, [1, 512, 4, 128])."""
+
+import torch
+
+from fla.modules.l2norm import l2norm
+
+_gen = torch.Generator().manual_seed(0)
+x = torch.randn(1, 512, 4, 128, dtype=torch.float32, generator=_gen)
+
+
+def workload():
+    with torch.no_grad():
+        return l2norm(x)
+'''
+# The interpreter runs the programs of a grid one after another, so its cost is per program launched: 32
+# rows per program launch 4x the programs of fla's 128-row tile (num_warps changes nothing there). A smaller
+# tile would be more than 5x slower: beyond the gate's implausibility bound, a faster round could not keep.
+FLA_CPU_DETUNED = FLA_SPACE.replace(
+    "[triton.Config({\"BT\": BT}, num_warps=num_warps) for num_warps in [1, 2, 4, 8, 16] for BT in BT_LIST]",
+    "[triton.Config({\"BT\": 32}, num_warps=1)]", 1)
+# The port that lets fla's tests run on a host without a GPU driver, committed before the baseline:
+# (1) fla maps its cpu fallback device to "cuda" (for autocast's device type), so its tests would put
+# their tensors on a device that is not there; (2) Triton's autotuner times configurations with the
+# active driver's benchmarker, and the interpreter has no driver: the port gives it one that times one
+# call per configuration in this process's CPU time (the interpreter's work; other processes' load on a
+# shared host stays out of it).
+FLA_DEVICE = "fla/utils/_device.py"
+FLA_CPU_AS_CUDA = ("    if device == 'cpu':\n        device = 'cuda'\n"
+                   "        device_torch_lib = getattr(torch, device)\n")
+FLA_COMPAT = "fla/utils/_compat.py"
+FLA_AUTOTUNE_KWARGS = ("autotune_cache_kwargs = {\"cache_results\": FLA_CACHE_RESULTS} if SUPPORTS_AUTOTUNE_CACHE "
+                       "else {}\n")
+FLA_INTERPRETER_BENCH = FLA_AUTOTUNE_KWARGS + '''
+if os.environ.get("TRITON_INTERPRET") == "1":  # cpu port: the interpreter has no driver to time configs
+    import time as _time
+
+    def _cpu_time_bench(kernel_call, quantiles=None):
+        start = _time.process_time()
+        kernel_call()
+        ms = (_time.process_time() - start) * 1e3
+        return [ms] * len(quantiles) if quantiles else ms
+
+    autotune_cache_kwargs = {**autotune_cache_kwargs, "do_bench": _cpu_time_bench}
+'''
+FLA_CPU_PORT = ((FLA_DEVICE, FLA_CPU_AS_CUDA, ""), (FLA_COMPAT, FLA_AUTOTUNE_KWARGS, FLA_INTERPRETER_BENCH))
+# The two smallest fp32 cases of the frozen file: the interpreter needs minutes for the others.
+FLA_CPU_TEST_CMD = "python -m pytest -q tests/modules/test_l2norm.py -k \"T63 or T500\""
+# On a shared 2-core host a pair of interpreter calls differs by ~10 % (median absolute deviation of the
+# log ratio): at the gate's default 30 pairs (extended to 90) the A/A noise band stays above the 5 % at
+# which "same" is a verdict (exit 6, inconclusive; measured: +-6.3 % at 90 pairs). 100 pairs, extended to
+# 300, narrow it to about 3.5 %. A change of 2x or more is decided at the default.
+FLA_CPU_AA_PAIRS = 100
+
+
+@dataclass(frozen=True)
+class FlaBackend:
+    """What the fla loop runs on one backend: its workload file, de-tuned launch space and the text of the
+    baseline commit; the edits committed before it (``port``: file, old text, new text), the frozen
+    test command (None: ascendopt's default, the whole file) and the A/A gate's ``--pairs`` (None: the
+    gate's default)."""
+
+    workload: str
+    detuned: str
+    baseline: str
+    port: tuple[tuple[str, str, str], ...] = ()
+    test_cmd: str | None = None
+    aa_pairs: int | None = None
+
+
+FLA_BACKENDS = {
+    "cuda": FlaBackend(FLA_WORKLOAD, FLA_DETUNED, "one config: BT=128, num_warps=1"),
+    "cpu": FlaBackend(FLA_CPU_WORKLOAD, FLA_CPU_DETUNED, "one config: BT=32, 4x the programs of BT=128",
+                      FLA_CPU_PORT, FLA_CPU_TEST_CMD, FLA_CPU_AA_PAIRS),
+}
+
 
 def edit(repo: Path, rel: str, old: str, new: str) -> None:
     path = repo / rel
@@ -179,37 +285,47 @@ def setup(sdist: Path, work: Path, dry_run: bool = False) -> Path:
     return repo
 
 
-def setup_fla(source: Path, work: Path, dry_run: bool = False) -> Path:
-    """flash-linear-attention: the exported source copied to ``work/flash-linear-attention``, committed,
-    installed; the de-tuned baseline (one launch configuration) and the workload committed."""
+def setup_fla(source: Path, work: Path, dry_run: bool = False, backend: str = "cuda") -> Path:
+    """flash-linear-attention: the exported source copied to ``work/flash-linear-attention``, committed
+    (with ``backend``'s port, if any, as a second commit), installed; the de-tuned baseline (one launch
+    configuration) and the workload committed."""
     for need in ("fla/modules/l2norm.py", "tests/modules/test_l2norm.py", "tests/conftest.py", "pyproject.toml"):
         if not (source / need).is_file():
             raise SystemExit(f"--source {source}: {need} is missing (export it with git archive, see --help)")
     repo = work / "flash-linear-attention"
     if repo.exists():
         raise SystemExit(f"--work {work}: {repo} exists already (give an empty folder)")
+    chosen = FLA_BACKENDS[backend]
     shutil.copytree(source, repo, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     make_repo(repo, "flash-linear-attention as exported")
+    if chosen.port:
+        for rel, old, new in chosen.port:
+            edit(repo, rel, old, new)
+        git(repo, "commit", "-qam", f"{backend} port: fla's device stays {backend}; the autotuner times configs "
+                                     "in CPU time under Triton's interpreter")
     install(repo, dry_run)
-    (repo / "ascendopt_workload.py").write_text(FLA_WORKLOAD)
-    edit(repo, FLA_OP, FLA_SPACE, FLA_DETUNED)
+    (repo / "ascendopt_workload.py").write_text(chosen.workload)
+    edit(repo, FLA_OP, FLA_SPACE, chosen.detuned)
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "baseline: l2norm forward de-tuned (one config: BT=128, num_warps=1); workload")
+    git(repo, "commit", "-qm", f"baseline: l2norm forward de-tuned ({chosen.baseline}); workload")
     return repo
 
 
 class Loop:
-    def __init__(self, repo: Path, timeout: int, out: Path, dry_run: bool = False):
+    def __init__(self, repo: Path, timeout: int, out: Path, dry_run: bool = False, backend: str | None = None):
         self.repo = repo
         self.timeout = timeout
         self.out = out
         self.dry_run = dry_run
+        # --backend: given to every ascendopt command (None: ascendopt detects it, as on the CUDA host)
+        self.backend = backend
         self.steps: list[dict] = []
 
     def save(self, final: bool = False) -> None:
         """Write the steps so far (after every step: a run cut short still leaves its evidence)."""
         result = {"repo": self.repo.name, "steps": self.steps, "rounds": self.rounds(), "complete": final,
-                  "python": sys.version.split()[0], "env_backend": os.environ.get("ASCENDOPT_BACKEND")}
+                  "python": sys.version.split()[0], "env_backend": os.environ.get("ASCENDOPT_BACKEND"),
+                  "backend": self.backend}
         report = self.repo / "report.md"
         if final and report.exists():
             result["report"] = report.read_text()
@@ -233,7 +349,8 @@ class Loop:
     def run(self, name: str, args: list[str], expect: int, verdict: str | None = None) -> dict:
         """``ascendopt ARGS`` in the repository; ok when it exits ``expect`` (and, with ``verdict``, the
         newest round record has that verdict). A dry run prints the command and records nothing run."""
-        command = "ascendopt " + " ".join(args)
+        args = [*(["--backend", self.backend] if self.backend else []), *args]
+        command = "ascendopt " + shlex.join(args)
         if self.dry_run:
             print(f"[dry-run] {name}: {command} -> expect exit {expect}" + (f", verdict {verdict}" if verdict else ""),
                   flush=True)
@@ -323,14 +440,18 @@ def liger_steps(loop: Loop, repo: Path, chosen: list[str], timeout: int) -> None
             git(repo, "commit", "-qam", "layer norm forward: Liger's own num_warps (kept by ascendopt)")
 
 
-def fla_steps(loop: Loop, repo: Path, chosen: list[str], target: bool) -> None:
+def fla_steps(loop: Loop, repo: Path, chosen: list[str], target: bool, backend: str = "cuda") -> None:
     """The fla loop (module docstring): each change made, gated, checked and undone in turn."""
     ws = ["-w", ".ascendopt"]
+    variant = FLA_BACKENDS[backend]
     loop.run("freeze (baseline, fla's own tests/modules/test_l2norm.py)",
              ["freeze", *ws, "--exec-file", "ascendopt_workload.py", "--test", "tests/modules/test_l2norm.py",
+              *(["--test-cmd", variant.test_cmd] if variant.test_cmd else []),
               "--kernel-filter", "l2norm_fwd_kernel", *(["--target", FLA_OP] if target else [])], 0)
     if "aa" in chosen:
-        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml"], 0)
+        loop.run("gate on the unchanged tree (A/A)", ["gate", *ws, "--junit", "gate-aa.xml",
+                                                      *(["--pairs", str(variant.aa_pairs)] if variant.aa_pairs
+                                                        else [])], 0)
 
     if "wrong" in chosen:
         edit(repo, FLA_OP, FLA_RSTD, FLA_RSTD.replace("tl.sqrt(", "(", 1))
@@ -354,7 +475,7 @@ def fla_steps(loop: Loop, repo: Path, chosen: list[str], target: bool) -> None:
         loop.restore("fla", "tests")
 
     if "faster" in chosen:
-        edit(repo, FLA_OP, FLA_DETUNED, FLA_SPACE)
+        edit(repo, FLA_OP, variant.detuned, FLA_SPACE)
         loop.run("faster change (fla's own autotune space back): optimize-round (keep)",
                  ["optimize-round", *ws, "--hypothesis", "launch: fla's own BT x num_warps autotune space"], 0,
                  verdict="keep")
@@ -373,6 +494,8 @@ def main() -> int:
                              "freeze and report always run")
     parser.add_argument("--no-target", action="store_true",
                         help="fla: freeze without --target (an ascendopt that has no such option)")
+    parser.add_argument("--backend", choices=tuple(FLA_BACKENDS), default="cuda",
+                        help="fla: cuda (the H200), or cpu: Triton's interpreter (see the module docstring)")
     parser.add_argument("--dry-run", action="store_true",
                         help="set up and make every change, print each ascendopt command instead of running it")
     args = parser.parse_args()
@@ -385,13 +508,16 @@ def main() -> int:
         parser.error("--sdist: needed for --project liger")
     if args.project == "fla" and args.source is None:
         parser.error("--source: needed for --project fla")
+    if args.project == "liger" and args.backend != "cuda":
+        parser.error("--backend: liger runs on cuda only")
     if args.project == "fla":
-        repo = setup_fla(args.source.resolve(), args.work.resolve(), args.dry_run)
+        repo = setup_fla(args.source.resolve(), args.work.resolve(), args.dry_run, args.backend)
     else:
         repo = setup(args.sdist.resolve(), args.work.resolve(), args.dry_run)
-    loop = Loop(repo, args.timeout, args.out, args.dry_run)
+    # cuda keeps its command lines as before (ascendopt detects the device); cpu is named on each command
+    loop = Loop(repo, args.timeout, args.out, args.dry_run, "cpu" if args.backend == "cpu" else None)
     if args.project == "fla":
-        fla_steps(loop, repo, chosen, target=not args.no_target)
+        fla_steps(loop, repo, chosen, target=not args.no_target, backend=args.backend)
     else:
         liger_steps(loop, repo, chosen, args.timeout)
     loop.run("report", ["report", "-w", ".ascendopt", "--out", "report.md"], 0)

@@ -236,6 +236,21 @@ def test_the_gate_applies_the_rule_to_a_non_pytest_command(repo, cli):
     assert result["stages"][1]["summary"].startswith("the frozen test command printed 'Tests: 0 passed, 1 failed'")
 
 
+def test_the_gate_and_the_report_show_a_frozen_test_command_quoted_as_a_shell_needs_it(repo, cli):
+    """A ``-k`` expression with spaces (own_code_loop.py's fla cpu loop freezes one) is shown quoted, so the
+    gate's status line and the report's command, copied into a shell, run the frozen selection (not
+    ``-k doubles`` and two more arguments)."""
+    command = 'python -m pytest -q tests/test_op.py -k "doubles or sizes"'
+    code, out, err = cli(*FREEZE, "--force", "--test-cmd", command)
+    assert code == 0, err
+    code, out, err = cli("gate", "--skip-perf")
+    assert code == 0, err
+    assert "gate: running frozen tests: python -m pytest -q tests/test_op.py -k 'doubles or sizes' (limit" in err
+    code, out, err = cli("report", "--out", "report.md")
+    assert code == 0, err
+    assert "\npython -m pytest -q tests/test_op.py -k 'doubles or sizes'\n" in (repo / "report.md").read_text()
+
+
 def test_freeze_on_cpu_needs_no_triton_interpret_in_the_environment(tmp_path):
     """A user's shell has no TRITON_INTERPRET: the tests' and the workload's children still run the
     Triton kernel in the interpreter (a fresh process, as from the shell)."""

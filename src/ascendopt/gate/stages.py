@@ -33,6 +33,7 @@ only ever reported on a green gate.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -181,7 +182,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
 
     argv = contract.commands["validation"]
     limit = contract.timeout("tests_s", timeout)
-    console.status(f"gate: running frozen tests: {' '.join(argv)} (limit {limit:g} s)")
+    console.status(f"gate: running frozen tests: {shlex.join(argv)} (limit {limit:g} s)")
     try:
         # the frozen tests run on the backend this process selected (--backend), as they did at freeze
         run = run_tests(argv, root, timeout=limit)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,7 +235,7 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
     lines += ["", "## Commands", "", "```"]
     for name, argv in (contract.get("commands") or {}).items():
         lines.append(f"# {name}")
-        lines.append(" ".join(argv))
+        lines.append(shlex.join(argv))  # as a shell runs it: a -k "a or b" keeps its quotes
     for r in records:
         if r.command:
             lines.append(f"# round {r.number}")
