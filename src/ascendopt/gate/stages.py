@@ -236,8 +236,8 @@ def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
                  open_session: Callable[[Callable[[], Any]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
-    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``) when timing needs it or the
-    frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
+    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``) when timing
+    needs it or the frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
 
     ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``
     times the same warm workers) starts the session itself, with the frozen tests ``tests``, and closes it."""
