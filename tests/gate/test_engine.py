@@ -1,6 +1,7 @@
 """The judge's engine in parts: fingerprints of timed outputs, the anchor rule, the isolated worker, the
 parent's clock against the worker's, and the idle-side CPU accounting (real worker processes)."""
 
+import contextlib
 import textwrap
 
 import pytest
@@ -129,3 +130,47 @@ def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monk
     assert found.wrong == []
     idle = [d for d in found.doubts if "CPU while baseline was timed" in d]
     assert bool(idle) == burn, found.doubts
+
+
+def test_a_worker_killed_on_a_timeout_takes_what_escaped_its_group_with_it(tmp_path, monkeypatch):
+    """A workload whose module code double-forks with ``setsid`` (out of the worker's process group and
+    session) and then hangs: the kill on the timeout sweeps the escaped process at once, before the session
+    closes, and reaps it (this process adopted it: ``process.adopt_orphans``)."""
+    import os
+    import signal
+
+    from ascendopt.gate.engine import Session
+    from ascendopt.process import ProcessTimeout
+
+    pid_file = tmp_path / "escaped.pid"
+    tree = _tree(tmp_path, f"""\
+        import os
+        import time
+
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+            with open({str(pid_file)!r} + ".tmp", "w") as fh:
+                fh.write(str(os.getpid()))
+            os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+            time.sleep(600)
+            os._exit(0)
+        time.sleep(3600)
+
+
+        def my_op(x):
+            return x * 2
+        """)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    try:
+        with Session("w.py", {"candidate": tree}, load_s=3.0) as session:
+            with pytest.raises(ProcessTimeout, match="candidate: w.py module code: timed out after 3 s"):
+                session.worker("candidate")
+            pid = int(pid_file.read_text())
+            with pytest.raises(ProcessLookupError):  # gone while the session is still open: no process, no zombie
+                os.kill(pid, 0)
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
