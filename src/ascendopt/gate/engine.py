@@ -22,9 +22,16 @@ The parent owns the truth:
 * **Outputs.** Every timed call's return value is fingerprinted (``worker.fingerprint``) and compared with
   the baseline's for the same seed, within the contract's output tolerances (``compare_fingerprints``). A
   wrong, lazy, subclassed or storage-less output of any timed call is a correctness failure (exit 1).
-* **Idle sides.** While one side's batch is timed, every other side's process group must be idle: CPU time
-  it used during those stretches beyond ``IDLE_CPU_MS`` (+ ``IDLE_CPU_REL`` of their wall time) makes the stage
-  inconclusive (a side that burns CPU while the other is timed slows the other).
+* **Idle sides.** While one side's batch is timed, every other process below the judge must be idle: each
+  other side (its worker's process group and process tree) and, as one more budget, every process in no
+  worker's group or tree (``OUTSIDE``). CPU time used during those stretches beyond ``IDLE_CPU_MS`` (+
+  ``IDLE_CPU_REL`` of their wall time) makes the stage inconclusive (a process that burns CPU while a side
+  is timed slows that side), naming the side, or the outside processes by pid. The judge is a child
+  subreaper (``process.adopt_orphans``, Linux), so a process that escapes its worker's group and session
+  (a double fork with ``setsid``) is re-parented to the judge, not to init: it stays below the judge, is
+  counted as outside, and is killed and reaped when its worker is killed or the ``Session`` closes
+  (``process.Escapes``). Where prctl is unavailable (not Linux) an escaped process is not seen and only
+  the anchor stands against it.
 * **Anchor.** The baseline re-measured by a gate must agree with the frozen baseline (``anchor_problem``):
   within its own noise band plus ``ANCHOR_DRIFT``; otherwise the stage is inconclusive ("baseline moved
   from X to Y"), never a speedup.
