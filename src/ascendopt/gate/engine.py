@@ -155,14 +155,12 @@ class Judged:
         """Record the CPU every process but ``timed``'s used during its batch (``before``/``after``:
         ``process.process_table`` readings around it). A side's processes: its worker's process group and
         its worker's process tree; ``OUTSIDE``: every other process below this one (the judge), a process
-        that escaped its worker's group and was adopted here (``process.adopt_orphans``) above all. A
-        process alive at both readings counts its CPU between them, a process new since ``before`` all of
-        its CPU; a child a process waited for counts in its parent's."""
+        that escaped its worker's group and was adopted here (``process.adopt_orphans``) above all."""
         from ascendopt.process import descendants
 
         owner: dict[int, str] = {}
         for name, side in zip(self.names, self.sides, strict=True):
-            for pid in descendants(after, side.pid) | {side.pid}:
+            for pid in descendants(after, side.pid) | ({side.pid} & after.keys()):
                 owner[pid] = name
         groups = {side.pid: name for name, side in zip(self.names, self.sides, strict=True)}
         for pid, proc in after.items():
@@ -170,16 +168,15 @@ class Judged:
                 owner.setdefault(pid, groups[proc.pgid])
         used = dict.fromkeys(self.names, 0.0)
         outside: dict[int, tuple[str, float]] = {}
-        for pid in descendants(after, os.getpid()) | set(owner):
+        spent = _cpu_between(before, after)
+        for pid in descendants(after, os.getpid()) | owner.keys():
             name = owner.get(pid)
             if name == timed:
                 continue
-            proc, was = after[pid], before.get(pid)
-            cpu = proc.cpu_ms - was.cpu_ms if was is not None and was.start == proc.start else proc.cpu_ms
             if name is not None:
-                used[name] += cpu
-            elif cpu > 0:
-                outside[pid] = (proc.name, cpu)
+                used[name] += spent[pid]
+            elif spent[pid] > 0:
+                outside[pid] = (after[pid].name, spent[pid])
         for name in self.names:
             if name != timed:
                 self.idle.append((name, timed, used[name], wall))
@@ -187,6 +184,22 @@ class Judged:
         seen = self.outside.setdefault(timed, {})
         for pid, (command, cpu) in outside.items():
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
+
+
+def _cpu_between(before: Mapping[int, Any], after: Mapping[int, Any]) -> dict[int, float]:
+    """CPU ms each process of ``after`` used since ``before`` (two ``process.process_table`` readings): a
+    process alive at both, the difference; a process new since, all of its CPU. A child that ended and was
+    waited for in between counts in its parent's (the kernel adds it to the parent's children's time):
+    less the CPU it had already used at ``before``, which was counted then."""
+    def same(pid: int) -> bool:
+        return pid in before and pid in after and before[pid].start == after[pid].start
+
+    waited: dict[int, float] = {}
+    for pid, proc in before.items():
+        if not same(pid) and same(proc.ppid):
+            waited[proc.ppid] = waited.get(proc.ppid, 0.0) + proc.cpu_ms
+    return {pid: max(0.0, proc.cpu_ms - before[pid].cpu_ms - waited.get(pid, 0.0)) if same(pid) else proc.cpu_ms
+            for pid, proc in after.items()}
 
 
 @dataclass
