@@ -257,7 +257,9 @@ def _outside_names(used: Mapping[int, tuple[str, float]], most: int = 3) -> str:
     ranked = sorted(used.items(), key=lambda item: -item[1][1])
     named = ", ".join(f"pid {pid} '{command}'" for pid, (command, _) in ranked[:most])
     more = f" and {len(ranked) - most} more" if len(ranked) > most else ""
-    return f"{OUTSIDE} ({named}{more}: escaped from its worker's process group)"
+    if len(ranked) == 1:
+        return f"{OUTSIDE} ({named}: escaped from its worker's process group)"
+    return f"processes outside every worker's group ({named}{more}: escaped from their workers' process groups)"
 
 
 def second_reading(judged: Judged) -> dict[str, Any] | None:
