@@ -3,6 +3,11 @@
 A child runs in its own session, so on expiry (or Ctrl-C) the whole process group is killed: a test
 runner's workers or a workload's compiler processes go with it and nothing is left running. The
 timeout names what ran and the limit, so the caller can say which stage hit it.
+
+A process that leaves its group on purpose (a double fork with ``setsid``) is out of reach of a group
+kill. While the judge runs, it is a child subreaper (``adopt_orphans``, Linux): such a process is
+re-parented to the judge, stays in its process tree (``process_table``, ``descendants``) and is killed
+and reaped with what the verdict started (``Escapes``).
 """
 
 from __future__ import annotations
@@ -10,7 +15,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ascendopt.errors import AscendoptError, EnvironmentProblem
@@ -52,10 +61,12 @@ def run(argv: Sequence[str], *, label: str, timeout: float | None, cwd: str | os
     the group too before it propagates.
     """
     binary = binary or input is not None
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None, text=not binary,
-                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            pass_fds=tuple(pass_fds))
+    with OWNED_LOCK:  # owned from its first instant: a concurrent ``Escapes.sweep`` leaves its tree alone
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None, text=not binary,
+                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                pass_fds=tuple(pass_fds))
+        OWNED.add(proc.pid)
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -65,6 +76,8 @@ def run(argv: Sequence[str], *, label: str, timeout: float | None, cwd: str | os
     except BaseException:
         kill_group(proc)
         raise
+    finally:
+        disown(proc.pid)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -72,6 +85,166 @@ def _text(data: bytes | str | None) -> str:
     if data is None:
         return ""
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+# -- the process tree: what escaped a process group (Linux /proc) --------------------------------
+
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2) option: orphaned descendants are re-parented to the caller, not init
+# pids of the children this process started and still waits for (``run``'s, the judge's workers): a sweep
+# (``Escapes.sweep``) leaves each one's process tree to its owner
+OWNED: set[int] = set()
+OWNED_LOCK = threading.Lock()
+_SUBREAPER: list[bool] = []  # [whether adopt_orphans succeeded], once per process
+
+
+def own(pid: int) -> None:
+    """Mark the child ``pid`` as owned (``OWNED``) until ``disown``."""
+    with OWNED_LOCK:
+        OWNED.add(pid)
+
+
+def disown(pid: int) -> None:
+    with OWNED_LOCK:
+        OWNED.discard(pid)
+
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER, 1)``), once per process: from
+    then on every orphaned descendant, whatever its process group or session (a double fork with
+    ``setsid`` included), is re-parented to this process instead of init, so it stays in this process's
+    tree and can be measured and killed. -> whether it is (False where prctl is unavailable: not Linux)."""
+    if not _SUBREAPER:
+        adopted = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                adopted = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            except (OSError, AttributeError):
+                adopted = False
+        _SUBREAPER.append(adopted)
+    return _SUBREAPER[0]
+
+
+@dataclass(frozen=True)
+class Proc:
+    """One process as ``/proc/PID/stat`` shows it: ``ppid``, process group ``pgid``, ``start`` (clock ticks
+    after boot: with the pid it names one process, even where pids are reused), ``cpu_ms`` (user + system
+    CPU of the process and of the children it has waited for, ms), ``name`` (the kernel's 15-character
+    command name) and whether it is a ``zombie`` (ended, not yet reaped)."""
+
+    ppid: int
+    pgid: int
+    start: int
+    cpu_ms: float
+    name: str
+    zombie: bool
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read_proc(pid: int | str) -> Proc | None:
+    """``pid``'s ``Proc``; None when it is gone (or there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    close = stat.rfind(b")")
+    fields = stat[close + 2:].split()
+    try:
+        cpu = sum(int(fields[i]) for i in (11, 12, 13, 14)) * 1e3 / _TICK  # utime stime cutime cstime
+        return Proc(int(fields[1]), int(fields[2]), int(fields[19]), cpu,
+                    stat[stat.find(b"(") + 1:close].decode(errors="replace"), fields[0] == b"Z")
+    except (IndexError, ValueError):
+        return None
+
+
+def process_table() -> dict[int, Proc] | None:
+    """Every process of the machine (one scan of ``/proc``): ``{pid: Proc}``; None where there is no
+    ``/proc`` (not Linux)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    table = {}
+    for name in names:
+        if name.isdigit():
+            proc = read_proc(name)
+            if proc is not None:
+                table[int(name)] = proc
+    return table
+
+
+def descendants(table: Mapping[int, Proc], root: int, *, stop: Iterable[int] = ()) -> set[int]:
+    """The pids below ``root`` in ``table`` (via each process's ppid), ``root`` excluded; the subtrees of the
+    pids in ``stop`` are not entered (nor are those pids included)."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    stop = set(stop)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found and child not in stop and child != root:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class Escapes:
+    """What one judging leaves behind: made before it starts its children (and then this process adopts
+    orphans, ``adopt_orphans``), ``sweep`` kills every process below this one that started since and that no
+    owned child (``OWNED``) holds in its tree -- a process that escaped a killed group with ``setsid``
+    included -- and reaps those re-parented here. Processes below this one that were there before are left
+    alone (an embedding process's own children)."""
+
+    def __init__(self) -> None:
+        self.root = os.getpid()
+        self.adopting = adopt_orphans()
+        table = process_table() or {}
+        self.before = {(pid, table[pid].start) for pid in descendants(table, self.root)}
+
+    def sweep(self, limit_s: float = 10.0) -> list[int]:
+        """SIGKILL the processes described above until none is left running, reaping every one whose parent
+        is now this process (never an owned child: ``subprocess`` waits for those) -> the pids killed."""
+        killed: set[int] = set()
+        deadline = time.monotonic() + limit_s
+        while True:
+            with OWNED_LOCK:
+                table = process_table()
+                if table is None:
+                    return []
+                old = [pid for pid, proc in table.items() if (pid, proc.start) in self.before]
+                left = descendants(table, self.root, stop=[*OWNED, *old])
+                for pid in left:
+                    if not table[pid].zombie and _same(pid, table[pid].start):
+                        with _quiet():
+                            os.kill(pid, signal.SIGKILL)
+                        killed.add(pid)
+            ours = [pid for pid in left if table[pid].ppid == self.root]
+            for pid in ours:
+                with _quiet():
+                    os.waitpid(pid, os.WNOHANG)
+            pending = [pid for pid in left if pid in ours or not table[pid].zombie]
+            if not pending or time.monotonic() > deadline:
+                return sorted(killed)
+            time.sleep(0.002)
+
+
+def _same(pid: int, start: int) -> bool:
+    """``pid`` is still the process that started at ``start`` (not a reused pid)."""
+    proc = read_proc(pid)
+    return proc is not None and proc.start == start
+
+
+def _quiet():
+    import contextlib
+
+    return contextlib.suppress(ProcessLookupError, PermissionError, ChildProcessError)
 
 
 # -- the judge's git ---------------------------------------------------------------------------

@@ -18,7 +18,9 @@ the anchor), not checks on a name or a string: each attack below could be writte
 """
 
 import json
+import os
 import re
+import signal
 import textwrap
 
 import pytest
@@ -294,3 +296,80 @@ def test_resource_contention_a_candidate_burning_cpu_while_the_baseline_runs_is_
     # inconclusive (exit 6); or slower (exit 4) when the burner slowed the candidate's own batches too
     assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf
     assert re.search(r"candidate used \d+ ms of CPU while baseline was timed", json.dumps(perf)), perf
+
+
+# -- a process that escapes its worker --------------------------------------------------------------
+
+ESCAPE = textwrap.dedent("""\
+    import mmap
+    import os
+    import struct
+
+    _BUSY = mmap.mmap(-1, 1)  # shared with the forked burner: 1 while the candidate's own op runs
+    _STARTED = []
+    _first = my_op
+
+
+    def _daemon(pid_file, always):
+        # the classic daemon: fork, setsid, fork again; the grandchild is in no worker's group or session
+        if os.fork():
+            return
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        with open(pid_file, "w") as fh:
+            fh.write(str(os.getpid()))
+        end = time.monotonic() + 600  # a bounded attack, even where nothing kills it
+        while time.monotonic() < end:
+            if always or not _BUSY[0]:
+                sum(range(20000))
+            else:
+                time.sleep(0.001)
+        os._exit(0)
+
+
+    def my_op(x):
+        if not _STARTED and x.shape == (64, 64):  # in the worker only (the tests call it on 2 elements)
+            _STARTED.append(_daemon(PID_FILE, ALWAYS))
+        _BUSY[0] = 1
+        try:
+            return _first(x)
+        finally:
+            _BUSY[0] = 0
+    """)
+
+
+def _alive(pid: int) -> bool:
+    """Any process with this pid, a zombie included (a zombie left unreaped is a leak too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("always", [False, True], ids=["while-the-candidate-is-idle", "always"])
+def test_resource_contention_a_burner_escaped_with_setsid_is_seen_and_killed(repo, tmp_path, always):
+    """Wafer resource contention against the reference, by a process that escapes its worker's process
+    group (the "background work" class of KernelBench's adversarial cases: work that outlives the timed
+    call): the candidate's op double-forks with ``os.setsid`` a CPU burner that spins while the candidate's
+    own op is not running (so while the baseline is timed), or always. The judge adopts orphans (child
+    subreaper): the burner stays below it, its CPU counts in the idle check by pid, and it is killed and
+    reaped when the command ends."""
+    pid_file = tmp_path / "burner.pid"
+    burner = ESCAPE.replace("PID_FILE", repr(str(pid_file))).replace("ALWAYS", repr(always))
+    try:
+        code, stages, err = _gate(repo, OP + "\n" + burner)
+        assert pid_file.exists(), err[-2000:]  # the attack ran
+        pid = int(pid_file.read_text())
+        _no_speedup_pass(code, stages)
+        perf = stages["performance"]
+        # inconclusive (exit 6); or slower (exit 4) when the burner slowed the candidate's own batches too
+        assert (perf["status"], code) in (("inconclusive", 6), ("fail", 4)), perf
+        named = re.findall(r"(?:a process|processes) outside every worker's group \(pid (\d+) '[^']*'[^)]*\) "
+                           r"used \d+ ms of CPU while baseline was timed", json.dumps(perf))
+        assert str(pid) in named, perf["data"]["audit"]
+        assert not _alive(pid)  # killed and reaped with the command: no process, no zombie
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -22,9 +22,16 @@ The parent owns the truth:
 * **Outputs.** Every timed call's return value is fingerprinted (``worker.fingerprint``) and compared with
   the baseline's for the same seed, within the contract's output tolerances (``compare_fingerprints``). A
   wrong, lazy, subclassed or storage-less output of any timed call is a correctness failure (exit 1).
-* **Idle sides.** While one side's batch is timed, every other side's process group must be idle: CPU time
-  it used during those stretches beyond ``IDLE_CPU_MS`` (+ ``IDLE_CPU_REL`` of their wall time) makes the stage
-  inconclusive (a side that burns CPU while the other is timed slows the other).
+* **Idle sides.** While one side's batch is timed, every other process below the judge must be idle: each
+  other side (its worker's process group and process tree) and, as one more budget, every process in no
+  worker's group or tree (``OUTSIDE``). CPU time used during those stretches beyond ``IDLE_CPU_MS`` (+
+  ``IDLE_CPU_REL`` of their wall time) makes the stage inconclusive (a process that burns CPU while a side
+  is timed slows that side), naming the side, or the outside processes by pid. The judge is a child
+  subreaper (``process.adopt_orphans``, Linux), so a process that escapes its worker's group and session
+  (a double fork with ``setsid``) is re-parented to the judge, not to init: it stays below the judge, is
+  counted as outside, and is killed and reaped when its worker is killed or the ``Session`` closes
+  (``process.Escapes``). Where prctl is unavailable (not Linux) an escaped process is not seen and only
+  the anchor stands against it.
 * **Anchor.** The baseline re-measured by a gate must agree with the frozen baseline (``anchor_problem``):
   within its own noise band plus ``ANCHOR_DRIFT``; otherwise the stage is inconclusive ("baseline moved
   from X to Y"), never a speedup.
@@ -48,6 +55,9 @@ AGREE_REL = 0.25  # the parent's and the worker's reading of a side may differ b
 # ticks) plus 10 % of those batches' wall time; a worker blocked on its pipe uses ~0
 IDLE_CPU_MS = 50.0
 IDLE_CPU_REL = 0.10
+# what the idle check calls the processes below the judge that are in no worker's tree or group (budgeted
+# together, as one more side): a process that escaped its worker with a double fork and ``setsid``
+OUTSIDE = "a process outside every worker's group"
 # The re-measured baseline may differ from the frozen one by its noise band plus 20 %: what separate
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
@@ -90,52 +100,6 @@ class Verdict:
         return SAMPLE_MS.get(backends.current().name, SAMPLE_MS["default"])
 
 
-# -- process groups' CPU time (Linux /proc) -------------------------------------------------------
-
-
-def _stat(pid: int | str) -> tuple[int, float] | None:
-    """(process group, CPU ms used) of a live process from ``/proc/PID/stat``; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return int(fields[2]), (int(fields[11]) + int(fields[12])) * 1e3 / _TICK
-
-
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def group_members(pgids: Sequence[int]) -> dict[int, list[int]] | None:
-    """The live pids of each process group in ``pgids`` (a scan of ``/proc``); None where there is no
-    ``/proc`` (not Linux)."""
-    out: dict[int, list[int]] = {g: [] for g in pgids}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in names:
-        if name.isdigit():
-            got = _stat(name)
-            if got is not None and got[0] in out:
-                out[got[0]].append(int(name))
-    return out
-
-
-def group_cpu_ms(members: Mapping[int, Sequence[int]]) -> dict[int, float]:
-    """CPU ms used so far by the known members (``group_members``) of each process group; a process that
-    ended since counts 0 (so totals are compared only over processes alive at both readings)."""
-    out = {}
-    for pgid, pids in members.items():
-        total = 0.0
-        for pid in pids:
-            got = _stat(pid)
-            total += got[1] if got is not None and got[0] == pgid else 0.0
-        out[pgid] = total
-    return out
-
-
 # -- the timed sides -----------------------------------------------------------------------------
 
 
@@ -159,32 +123,83 @@ class Judged:
         self.calls = bench.calls_per_sample(per_call, request.sample_ms())
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
+        # {timed side: {pid: (command name, CPU ms)}}: the processes outside every worker's tree and group
+        # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
+        self.outside: dict[str, dict[int, tuple[str, float]]] = {}
         self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
         import time
 
+        from ascendopt.process import process_table
+
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
         order = list(range(len(self.sides)))
+        table = process_table()  # every process, read again after each batch (None: no /proc, not counted)
         for _ in range(pairs):
             forward = len(self.samples[0]) % 2 == 0
-            # who is in each side's process group, once a round (a process started later is seen next round)
-            members = group_members([side.pid for side in self.sides])
             for k in (order if forward else order[::-1]):
-                others = {self.sides[i].pid: members[self.sides[i].pid] for i in order if i != k} if members else {}
-                before = group_cpu_ms(others)
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
-                after = group_cpu_ms(others)
-                for i in order:
-                    pid = self.sides[i].pid
-                    if pid in others:
-                        self.idle.append((self.names[i], self.names[k], after[pid] - before[pid], wall))
+                now = process_table()
+                if table is not None and now is not None:
+                    self._account(self.names[k], table, now, wall)
+                table = now
             if on_pair:
                 on_pair()
         return self.samples
+
+    def _account(self, timed: str, before: Mapping[int, Any], after: Mapping[int, Any], wall: float) -> None:
+        """Record the CPU every process but ``timed``'s used during its batch (``before``/``after``:
+        ``process.process_table`` readings around it). A side's processes: its worker's process group and
+        its worker's process tree; ``OUTSIDE``: every other process below this one (the judge), a process
+        that escaped its worker's group and was adopted here (``process.adopt_orphans``) above all."""
+        from ascendopt.process import descendants
+
+        owner: dict[int, str] = {}
+        for name, side in zip(self.names, self.sides, strict=True):
+            for pid in descendants(after, side.pid) | ({side.pid} & after.keys()):
+                owner[pid] = name
+        groups = {side.pid: name for name, side in zip(self.names, self.sides, strict=True)}
+        for pid, proc in after.items():
+            if proc.pgid in groups:
+                owner.setdefault(pid, groups[proc.pgid])
+        used = dict.fromkeys(self.names, 0.0)
+        outside: dict[int, tuple[str, float]] = {}
+        spent = _cpu_between(before, after)
+        for pid in descendants(after, os.getpid()) | owner.keys():
+            name = owner.get(pid)
+            if name == timed:
+                continue
+            if name is not None:
+                used[name] += spent[pid]
+            elif spent[pid] > 0:
+                outside[pid] = (after[pid].name, spent[pid])
+        for name in self.names:
+            if name != timed:
+                self.idle.append((name, timed, used[name], wall))
+        self.idle.append((OUTSIDE, timed, sum(cpu for _, cpu in outside.values()), wall))
+        seen = self.outside.setdefault(timed, {})
+        for pid, (command, cpu) in outside.items():
+            seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
+
+
+def _cpu_between(before: Mapping[int, Any], after: Mapping[int, Any]) -> dict[int, float]:
+    """CPU ms each process of ``after`` used since ``before`` (two ``process.process_table`` readings): a
+    process alive at both, the difference; a process new since, all of its CPU. A child that ended and was
+    waited for in between counts in its parent's (the kernel adds it to the parent's children's time):
+    less the CPU it had already used at ``before``, which was counted then."""
+    def same(pid: int) -> bool:
+        return pid in before and pid in after and before[pid].start == after[pid].start
+
+    waited: dict[int, float] = {}
+    for pid, proc in before.items():
+        if not same(pid) and same(proc.ppid):
+            waited[proc.ppid] = waited.get(proc.ppid, 0.0) + proc.cpu_ms
+    return {pid: max(0.0, proc.cpu_ms - before[pid].cpu_ms - waited.get(pid, 0.0)) if same(pid) else proc.cpu_ms
+            for pid, proc in after.items()}
 
 
 @dataclass
@@ -231,9 +246,20 @@ def audit(judged: Judged, tolerances: Mapping[str, Mapping[str, float]] | None,
         total[1] += wall
     for (idle, timed), (cpu, wall) in totals.items():
         if cpu > IDLE_CPU_MS + IDLE_CPU_REL * wall:
-            found.doubts.append(f"{idle} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
+            who = _outside_names(judged.outside.get(timed, {})) if idle == OUTSIDE else idle
+            found.doubts.append(f"{who} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
                                 "side must be idle while another is measured")
     return found
+
+
+def _outside_names(used: Mapping[int, tuple[str, float]], most: int = 3) -> str:
+    """The processes outside every worker's group that used CPU (``Judged.outside``), most CPU first."""
+    ranked = sorted(used.items(), key=lambda item: -item[1][1])
+    named = ", ".join(f"pid {pid} '{command}'" for pid, (command, _) in ranked[:most])
+    more = f" and {len(ranked) - most} more" if len(ranked) > most else ""
+    if len(ranked) == 1:
+        return f"{OUTSIDE} ({named}: escaped from its worker's process group)"
+    return f"processes outside every worker's group ({named}{more}: escaped from their workers' process groups)"
 
 
 def second_reading(judged: Judged) -> dict[str, Any] | None:
@@ -342,15 +368,20 @@ class Session:
     ``load_s``. ``tests`` (a zero-argument callable returning the correctness stage of the tests, or None)
     runs concurrently with the workers' imports and warm-up; ``tests_result()`` waits for it.
 
-    Workers are seeded (``--seed``: outputs comparable) and closed with their process groups on exit.
+    Workers are seeded (``--seed``: outputs comparable) and closed with their process groups on exit; then
+    every process the session started that is still below this one (``process.Escapes``: one that escaped
+    its worker's group with a double fork and ``setsid`` included) is killed and reaped. A worker killed on
+    a timeout, an interrupt or its death sweeps them at once (``interleave.contain``).
     """
 
     def __init__(self, exec_rel: str, trees: Mapping[str, Path], *, load_s: float,
                  tests: Callable[[], Any] | None = None):
-        from ascendopt.gate.interleave import _Child
+        from ascendopt.gate.interleave import _Child, contain
+        from ascendopt.process import Escapes
 
         self.exec_rel = exec_rel
         self.load_s = load_s
+        self._escapes = Escapes()  # before the first child: this process adopts orphans from here on
         self._stack = contextlib.ExitStack()
         self._tests_out: list[Any] = []
         self._thread = None
@@ -367,9 +398,9 @@ class Session:
         try:
             for side, tree in trees.items():
                 self.workers[side] = _Child(tree, exec_rel, side, seed=True)
-                self._stack.callback(self.workers[side].close)
+                self._stack.callback(contain(self.workers[side], self._escapes))
         except BaseException:
-            self._stack.close()
+            self.close()
             raise
         self._ready: set[str] = set()
         self.stored_outputs: Path | None = None  # the frozen outputs file, when stored and intact
@@ -393,9 +424,12 @@ class Session:
         return child
 
     def close(self) -> None:
-        self._stack.close()
-        if self._thread is not None:
-            self._thread.join()
+        try:
+            self._stack.close()
+            if self._thread is not None:
+                self._thread.join()
+        finally:
+            self._escapes.sweep()
 
     def __enter__(self) -> Session:
         return self

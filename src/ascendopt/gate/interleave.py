@@ -36,7 +36,7 @@ from typing import Any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
-from ascendopt.process import ProcessTimeout, kill_group
+from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
 FIRST_TIMED_SEED = 1  # seeds of the timed calls' inputs: 1, 2, ... (seed 0: the output-equivalence call)
 WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
@@ -88,6 +88,8 @@ class _Child:
     temporary file (a pipe nobody reads could fill and stall the workload); its last lines are
     quoted when the child fails.
     """
+
+    on_kill: Callable[[], None] | None = None  # called after a timeout, an interrupt or its death killed it
 
     def __init__(self, tree: Path, exec_rel: str, side: str, *, seed: bool = False,
                  extra_env: Mapping[str, str] | None = None):
@@ -166,7 +168,7 @@ class _Child:
         except BrokenPipeError:
             line = b""
         except BaseException:  # an interrupt (or a timeout): nothing of the child may be left running
-            kill_group(self.proc)
+            self._kill()
             raise
         if not line:
             raise self._died(phase)
@@ -187,7 +189,7 @@ class _Child:
             while b"\n" not in self._buf:
                 left = phase.left()
                 if left <= 0 or not sel.select(None if left == float("inf") else left):
-                    kill_group(self.proc)
+                    self._kill()
                     raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
                                          output="\n".join(self._tail()))
                 chunk = os.read(fd, 65536)
@@ -210,14 +212,14 @@ class _Child:
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            kill_group(self.proc)
+            self._kill()
             code = self.proc.returncode
         tail = self._tail()
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit {code}"
         lines = re.findall(rf'File "{re.escape(str(self.exec_file))}", line (\d+)', "\n".join(tail))
         where = f"{self.exec_file}:{lines[-1]}" if lines else str(self.exec_file)
         last = " | ".join(tail[-3:]) or "no output"
-        kill_group(self.proc)
+        self._kill()
         return WorkloadError(f"{self.side}: {where}: the workload process died ({how}) during {phase.name}: {last}")
 
     def warmup(self, count: int, min_ms: float) -> float:
@@ -285,16 +287,44 @@ class _Child:
             with contextlib.suppress(OSError):
                 stream.close()
 
+    def _kill(self) -> None:
+        """Kill the worker's process group on a timeout, an interrupt or its death, then ``on_kill``."""
+        kill_group(self.proc)
+        if self.on_kill is not None:
+            self.on_kill()
+
+
+def contain(child: _Child, escapes: Escapes) -> Callable[[], None]:
+    """Own ``child`` (``process.OWNED``: a sweep leaves its tree alone while it serves) and have a kill on a
+    timeout, an interrupt or its death sweep ``escapes`` (what escaped its group goes at once, not only
+    at the end) -> the function that closes it: kills its group, disowns it, sweeps."""
+    def release() -> None:
+        disown(child.pid)
+        escapes.sweep()
+
+    def close() -> None:
+        try:
+            child.close()
+        finally:
+            release()
+
+    own(child.pid)
+    child.on_kill = release
+    return close
+
 
 @contextlib.contextmanager
 def workload_process(tree: Path, exec_rel: str, side: str, *, load_s: float, seed: bool = False,
                      extra_env: Mapping[str, str] | None = None) -> Iterator[_Child]:
     """A ready child running ``<tree>/<exec_rel>`` (module code done within ``load_s`` seconds; ``seed``:
     seeded first, see the module docstring; ``extra_env``: more environment, e.g. ``tune.autotune``'s
-    pin); closed, with its process group, on exit."""
+    pin); closed on exit, with its process group and every process it started that escaped the group
+    (``process.Escapes``)."""
+    escapes = Escapes()
     child = _Child(tree, exec_rel, side, seed=seed, extra_env=extra_env)
+    close = contain(child, escapes)
     try:
         child.start(load_s)
         yield child
     finally:
-        child.close()
+        close()
