@@ -79,6 +79,25 @@ def test_the_worker_is_isolated_no_startup_hook_of_the_tree_or_pythonpath_runs(t
     assert len({str(i) for i in reading["inputs"]}) == 3  # three distinct input sets, one per call
 
 
+@pytest.mark.parametrize("user_setting", [None, "2"])
+def test_a_cpu_worker_computes_on_one_thread_unless_the_user_says_otherwise(tmp_path, monkeypatch, user_setting):
+    """On the cpu backend the sides share the cores: each worker's torch runs one thread (a parallel region
+    waits for its slowest, preempted thread); an OMP_NUM_THREADS the user set is kept."""
+    from ascendopt.gate.interleave import workload_process
+
+    threads = tmp_path / "threads"
+    tree = _tree(tmp_path, f"import torch\nopen({str(threads)!r}, 'w').write(str(torch.get_num_threads()))\n\n\n"
+                           "def my_op(x):\n    return x * 2\n")
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    if user_setting is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", user_setting)
+    with workload_process(tree, "w.py", "candidate", load_s=120, seed=True):
+        pass
+    assert threads.read_text() == (user_setting or "1")
+
+
 def test_the_parents_clock_is_the_reading_a_patched_worker_clock_is_a_second_one(tmp_path, monkeypatch):
     from ascendopt.gate.interleave import workload_process
 

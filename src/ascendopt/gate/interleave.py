@@ -43,6 +43,13 @@ WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
 # the harness's own start in a worker (Python, torch, ascendopt), before the workload's module code and
 # its limit: generous, since it is not the code under test, but bounded like everything else
 HARNESS_START_S = 120.0
+# On the cpu backend every worker computes on one thread (OpenMP, MKL and OpenBLAS pools), unless the user
+# set any of these variables (then the user's settings are the workers'). The sides share the host's cores
+# with each other and the judge, and a parallel region waits for its slowest thread: one preempted thread
+# stalls a whole call. On the 2-core CPU machine the gate's A/A noise band was ±10-12 % at two threads and
+# ±3.5-3.9 % at one (benchmarks/RESULTS.md). A cpu verdict compares the sides; it is not the host's
+# multi-core throughput.
+CPU_WORKER_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 class WorkloadError(CorrectnessError):
@@ -105,6 +112,8 @@ class _Child:
         # idle OpenMP threads sleep instead of spinning: a worker waiting for its next request takes no CPU
         # from the side being timed (the judge checks it, ``gate.engine``)
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if backends.current().name == "cpu" and not any(name in env for name in CPU_WORKER_THREADS):
+            env.update(CPU_WORKER_THREADS)
         env.update(extra_env or {})
         paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         self.log = tempfile.TemporaryFile()
