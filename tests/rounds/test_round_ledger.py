@@ -192,8 +192,9 @@ def test_own_code_round_names_its_direction_and_warns_on_an_unchanged_tree(repo,
     warning = (f"the working tree is unchanged since round 2 (the last round, revert; tree digest "
                f"{now.digest[:12]}): this round measures the same code again")
     assert warning in capsys.readouterr().err
-    assert len(third.notes) == 2 and third.notes[0].startswith(warning)
+    assert len(third.notes) == 3 and third.notes[0].startswith(warning)
     assert third.notes[1].startswith("best not reproducible: round 1: its record has no tree digest")
+    assert third.notes[2].startswith("not profiled (--no-reprofile)")  # reprofile=False
     assert read_yaml(ws.round_path(3))["notes"] == third.notes
 
 
