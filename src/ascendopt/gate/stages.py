@@ -296,7 +296,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         except WORKLOAD_FAILURES as exc:
             failed = exc
         tests, run = session.tests_result()
-        if not tests.integrity_error:  # a failed worker cannot say what it imports: no new module is its
+        # a worker that failed cannot list what it imported: then every new module the run used is a newcomer
+        if not tests.integrity_error:
             tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else
                                  (lambda: session.worker("candidate").modules(limit)))
         if tests.status != "pass":
