@@ -149,6 +149,8 @@ def _matches(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> bo
     if not tree.is_dir() or tree.is_symlink():
         return False
     seen: set[str] = set()
+    # the folders the files need: any other folder, empty or not, was added
+    folders = {parent.as_posix() for rel in [*files, exec_rel] for parent in Path(rel).parents} - {"."}
     for folder, dirs, names in os.walk(tree):
         rel_dir = Path(folder).relative_to(tree).as_posix()
         for name in list(dirs):
@@ -160,6 +162,8 @@ def _matches(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> bo
             elif path.is_symlink() or (rel in files and files[rel].mode == "160000"):
                 dirs.remove(name)  # a link or a submodule's folder is checked as an entry of its own
                 names.append(name)
+            elif rel not in folders:
+                return False
         for name in names:
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
             seen.add(rel)
