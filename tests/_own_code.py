@@ -110,3 +110,31 @@ def kernel_round(ws, sets, hypothesis: str = "vector-bound: drop the planted ext
 
     return round_run.run_round(ws, hypothesis=hypothesis, sets=sets, pairs=12, reprofile=False,
                                timer=gk.virtual_clock).record
+
+
+def plant_bytecode(source: Path, code: str, pytest_rewritten: bool = False) -> Path:
+    """Write a cached byte code file for ``source`` that CPython (or, for ``pytest_rewritten``, the installed
+    pytest's assertion rewriter) takes for it, whose body is ``code`` compiled. CPython's format: magic, flags
+    0, ``source``'s modification time and size. pytest's rewriter reads that form or the hash-based one (flags
+    3, ``importlib.util.source_hash`` of the source), depending on its version: the form it accepts is written,
+    checked with its own reader. Returns the planted file's path."""
+    import importlib.util
+    import marshal
+    import struct
+    import sys
+
+    import pytest as _pytest
+    from _pytest.assertion.rewrite import _read_pyc
+
+    stat = source.stat()
+    tag = sys.implementation.cache_tag + (f"-pytest-{_pytest.__version__}" if pytest_rewritten else "")
+    pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+    pyc.parent.mkdir(exist_ok=True)
+    body = marshal.dumps(compile(code, str(source), "exec"))
+    stamped = struct.pack("<LLL", 0, int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF)
+    pyc.write_bytes(importlib.util.MAGIC_NUMBER + stamped + body)
+    if pytest_rewritten and _read_pyc(source, pyc) is None:
+        hashed = struct.pack("<L", 3) + importlib.util.source_hash(source.read_bytes())
+        pyc.write_bytes(importlib.util.MAGIC_NUMBER + hashed + body)
+        assert _read_pyc(source, pyc) is not None, "the installed pytest reads neither form"
+    return pyc

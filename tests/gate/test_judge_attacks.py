@@ -26,7 +26,7 @@ import textwrap
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
 
 DELAY_S = 0.01
 OP = textwrap.dedent(f"""\
@@ -83,11 +83,13 @@ def repo(frozen_repo, tmp_path, monkeypatch):
     return working_copy(frozen_repo, tmp_path, monkeypatch)
 
 
-def _gate(repo, op: str, pairs: str = PAIRS):
-    """``gate --json`` with ``op`` as the working tree's op.py -> (exit code, stages by name, stderr)."""
+def _gate(repo, op: str | None, pairs: str = PAIRS):
+    """``gate --json`` with ``op`` as the working tree's op.py (None: as it is) -> (exit code, stages by
+    name, stderr)."""
     from conftest import run_cli
 
-    (repo / "op.py").write_text(textwrap.dedent(op))
+    if op is not None:
+        (repo / "op.py").write_text(textwrap.dedent(op))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ASCENDOPT_BACKEND", "cpu")
         code, out, err = run_cli("gate", "--json", "--pairs", pairs)
@@ -181,6 +183,27 @@ def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_out
     assert red["name"] in ("correctness", "performance")
     assert ("output equivalence vs the frozen commit" in red["summary"]
             or "a timed call's output is wrong: candidate: the timed call on seed" in red["summary"]), red
+
+
+def test_planted_byte_code_the_measured_code_is_the_source_a_round_records(repo):
+    """Wafer's field guide ("stale or planted artefacts") / KernelGuard ("the evaluated artefact is not the
+    submitted one"): op.py is unchanged, but a ``__pycache__`` file stamped with its modification time and size
+    holds an op twice as fast. A gate that ran it would call the unchanged source faster, and a keep would
+    record that source. The workers load op.py from its source: no speedup."""
+    (repo / "op.py").write_text(OP)
+    plant_bytecode(repo / "op.py", OP.replace(f"DELAY_S = {DELAY_S}", f"DELAY_S = {DELAY_S / 2}"))
+    code, stages, err = _gate(repo, None)
+    assert code in (0, 6), err[-2000:]
+    assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] != ["faster"]
+
+
+def test_undoing_the_source_only_import_in_a_worker_is_exit_3(repo):
+    """KernelGuard's harness manipulation, against that defence: the op restores byte code reading in its
+    worker (where it could then import planted code). The worker reports it at its next reply."""
+    code, stages, err = _gate(repo, "import sys\nfrom importlib.machinery import SourceFileLoader\n\n"
+                                    "if 'pytest' not in sys.modules:\n    del SourceFileLoader.get_code\n" + OP)
+    assert code == 3, err[-2000:]
+    assert "the judge's source-only import was undone by the workload" in err
 
 
 # -- state across timed calls ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
 
 OP = "def my_op(x):\n    return x * 2\n"
 WRONG = "def my_op(x):\n    return x * 3\n"
@@ -256,3 +256,52 @@ def test_a_replaced_comparison_function_is_exit_3_naming_it(repo, cli, patch, na
     assert "the comparison function was replaced during the test run" in err
     named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
     assert named[name].startswith(f"{name}: the comparison function was replaced during the test run")
+
+
+# -- cached byte code -------------------------------------------------------------------------------
+
+
+def test_planted_byte_code_of_a_pinned_helper_never_runs(repo, cli):
+    """Wafer's field guide ("stale or planted artefacts") / KernelGuard's harness manipulation: the pinned
+    helper keeps its digest, but a ``__pycache__`` file stamped with its modification time and size holds
+    other code (it puts a right ``op`` in ``sys.modules``), so CPython would run that instead of the source."""
+    (repo / "op.py").write_text(WRONG)
+    plant_bytecode(repo / "tests" / "helpers.py", HELPERS + textwrap.dedent("""        import sys, types
+
+        _op = types.ModuleType("op")
+        _op.my_op = lambda x: x * 2
+        sys.modules["op"] = _op
+        """))
+    code, result, err = _gate(cli)
+    assert code == 1, err
+    failed = [c["name"] for c in result["stages"][1]["checks"] if not c["passed"]]
+    assert "tests/test_op.py::test_matches_reference" in failed
+
+
+def test_planted_rewritten_byte_code_of_a_frozen_test_file_never_runs(repo, cli):
+    """The same class through pytest's own cache: a rewritten-test byte code file for the frozen test file,
+    stamped like it, whose three tests assert nothing. pytest rewrites the pinned source instead."""
+    (repo / "op.py").write_text(WRONG)
+    plant_bytecode(repo / "tests" / "test_op.py", "def test_matches_reference():\n    pass\n\n\n"
+                   "def test_matches_expected():\n    pass\n\n\ndef test_scalar():\n    pass\n",
+                   pytest_rewritten=True)
+    code, result, err = _gate(cli)
+    assert code == 1, err
+    failed = {c["name"] for c in result["stages"][1]["checks"] if not c["passed"]}
+    assert {"tests/test_op.py::test_matches_reference", "tests/test_op.py::test_scalar"} <= failed
+
+
+def test_undoing_the_source_only_import_is_exit_3_naming_it(repo, cli):
+    """KernelGuard's harness manipulation, against this defence: the target code restores the import
+    system's byte code reading under the test run. The run reports it."""
+    (repo / "op.py").write_text(_under_test("""\
+        from importlib.machinery import SourceFileLoader
+
+        del SourceFileLoader.get_code
+        """))
+    code, result, err = _gate(cli)
+    assert code == 3, err
+    name = "importlib.machinery.SourceFileLoader.get_code"
+    named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
+    assert named[name].startswith(f"{name}: the judge's source-only import was undone during the test run")
+

@@ -300,7 +300,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     """
     import tempfile
 
-    from ascendopt.gate import scope
+    from ascendopt.gate import environment, scope
     from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs
     from ascendopt.gate.interleave import FAILURES
     from ascendopt.gate.kernel_hit import census_names
@@ -327,6 +327,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
                    f"(limit {timeouts['tests_s']:g} s), while workload() of {exec_rel} loads in a worker")
     git = git_state(root)
+    startup = environment.Startup()  # the environment's start-up files, before any child runs
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
     # a second worker repeats the first call, to check the outputs are deterministic (gate.equivalence)
     trees = {"baseline": root, **({"repeat": root} if equivalence and git["commit"] else {})}
@@ -370,6 +371,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                     rel for rel in scope.repository_files(child.modules(timeouts["workload_s"]), root)
                     if rel not in known]
             except FAILURES as exc:
+                if getattr(exc, "exit_code", None) == IntegrityError.exit_code:  # a defence of the judge undone
+                    raise IntegrityError(f"freeze: {exc}; refusing to freeze") from None
                 raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                        hint="fix the workload, or give it more time with --timeout SECONDS") from None
         if outputs["enabled"]:
@@ -383,6 +386,14 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                 outputs["inputs_changed"] = dict(first["inputs_changed"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    changed = startup.changes()
+    if changed:
+        raise IntegrityError(f"freeze: {changed[0][1]}", hint="something this freeze ran wrote into the installed "
+                             "environment; find it in the workload or the tests, remove it, then freeze again")
+    env = environment.record((test_run.used or {}).get("modules", []), root)
+    if env["modified"]:
+        console.info(f"freeze: {len(env['modified'])} installed file(s) the tests load differ from what their "
+                     f"distribution installed; pinned as they are: {', '.join(list(env['modified'])[:4])}")
     support = scope.pins(scope.used_files(test_run.used, root), root, known, chosen)
     files += support
     console.info(f"freeze: target code ({'--target' if declared is not None else 'what workload() imports'}): "
@@ -417,6 +428,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         equivalence=outputs,
         kernel_census=census,
         targets=tuple(chosen),
+        environment=env,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)

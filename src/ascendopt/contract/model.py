@@ -213,6 +213,11 @@ class Contract:
     # gate.scope); everything else the frozen test run used is pinned. None: a bundled kernel, or a
     # contract frozen before the test run's scope was recorded
     targets: tuple[str, ...] | None = None
+    # own code: the installed environment the baseline's tests ran in (gate.environment.record): {"identity":
+    # digest of host and prefix, "startup": {file: sha256} (its *.pth and sitecustomize files), "modified":
+    # {"DIST/PATH": sha256} (installed files the tests loaded that already differed from their RECORD)}; None
+    # for a bundled kernel and in contracts frozen before it existed (the since-freeze check is then skipped)
+    environment: dict[str, Any] | None = None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -320,6 +325,7 @@ class Contract:
             precheck=_precheck(f, data.get("precheck")),
             kernel_census=_kernel_census(f, data.get("kernel_census")),
             targets=None if data.get("targets") is None else f.strings(data["targets"], "targets"),
+            environment=_environment(f, data.get("environment")),
         )
 
 
@@ -352,6 +358,18 @@ def _precheck(f: _Fields, value: Any) -> dict[str, Any] | None:
            choices=("lowers", "fails", "nothing", "skipped", "unavailable"))
     f.text(f.get(record, "verdict", "precheck."), "precheck.verdict")
     return record
+
+
+def _environment(f: _Fields, value: Any) -> dict[str, Any] | None:
+    """``environment``: an identity and two maps of names to sha256 digests (written by freeze only)."""
+    if value is None:
+        return None
+    env = f.mapping(value, "environment")
+    out: dict[str, Any] = {"identity": f.text(f.get(env, "identity", "environment."), "environment.identity")}
+    for key in ("startup", "modified"):
+        out[key] = {f.text(name, f"environment.{key}"): f.text(digest, f"environment.{key}.{name}", empty=True)
+                    for name, digest in f.mapping(env.get(key, {}), f"environment.{key}").items()}
+    return out
 
 
 def _kernel_census(f: _Fields, value: Any) -> dict[str, Any] | None:

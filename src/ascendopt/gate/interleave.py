@@ -57,6 +57,13 @@ class WorkloadError(CorrectnessError):
     broken, as a failing test is). The message names the side, the phase and ``file:line``."""
 
 
+class WorkloadTampering(WorkloadError):
+    """The code under test undid a defence of the judge in its worker (``gate.sources``): exit 3, the
+    verdict cannot be trusted."""
+
+    exit_code = ExitCode.INTEGRITY
+
+
 # What a workload that raised, died or hung ends with (a check in the parent, a child's error, a
 # limit): the gate turns each into a red stage, freeze into a refusal.
 FAILURES = (WorkloadError, WorkloadFailure, ProcessTimeout)
@@ -186,6 +193,8 @@ class _Child:
             self.close()
             if reply.get("exit_code") == int(ExitCode.ENVIRONMENT):
                 raise EnvironmentProblem(f"{self.side}: {reply['error']}")
+            if reply.get("exit_code") == int(ExitCode.INTEGRITY):
+                raise WorkloadTampering(f"{self.side}: {reply['error']} ({phase.name})")
             raise WorkloadError(f"{self.side}: {reply['error']} ({phase.name})")
         return reply
 

@@ -5,7 +5,8 @@
 ``sys.path``, so ``pytest``, ``_pytest`` and ``pluggy`` import from the installed environment even when
 the repository holds a ``pytest.py``, a ``pytest/`` package or a ``pluggy.py``. Then the reporting plugin
 (``ascendopt.gate.pytest_report``) is imported, which reads the run's key, adds its audit hook and binds
-the comparison functions, all before a file of the repository can be imported. Only then is ``ROOT``
+the comparison functions, and the import system loads every file under ``ROOT`` from its source, never from
+cached byte code (``gate.sources``), all before a file of the repository can be imported. Only then is ``ROOT``
 put first on ``sys.path``, as ``python -m pytest`` would put the working directory, and pytest runs
 with ``ARGS``. The plugin's report names where the runner was imported from; the parent checks it.
 
@@ -25,6 +26,9 @@ def main(argv: list[str]) -> int:
     import pluggy  # noqa: F401
     import pytest
 
+    from ascendopt.gate import sources
+
+    sources.load_from_source([root])  # the repository's files load from their source, never a planted .pyc
     from ascendopt.gate import pytest_report  # noqa: F401 - key, audit hook and comparisons, before any test code
 
     sys.path.insert(0, root)

@@ -27,6 +27,10 @@ and closeness functions, ``math.isclose``, ``pytest.approx`` and its ``__eq__``,
 at session end each one that is no longer the same object, or whose code object was swapped, is listed
 in ``replaced``.
 
+Loader (``loader``): the launcher makes the repository's files load from their source, never from
+cached byte code (``ascendopt.gate.sources``, bound here at import); ``replaced`` names its functions that
+the run undid.
+
 Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
 ``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
 test can read it from the environment or the pipe, and the report carries an HMAC-SHA256 of its
@@ -42,7 +46,8 @@ payload (``version`` 2)::
     {"version": 2, "exitstatus": 0, "collected": [nodeid, ...], "deselected": [nodeid, ...],
      "outcomes": {nodeid: outcome}, "details": {nodeid: {"where": "path:line", "lines": [...]}},
      "used": {"modules": [...], "opened": [...], "conftests": [...], "inifile": path or null},
-     "runner": {"pytest": path, ...}, "comparisons": {"checked": N, "replaced": [name, ...]}}
+     "runner": {"pytest": path, ...}, "comparisons": {"checked": N, "replaced": [name, ...]},
+     "loader": {"replaced": [name, ...]}}
 
 ``where``: the crash location (a skip: the skip's); ``lines``: the ``E`` lines of a failure's
 traceback (else its crash message), a skip's reason.
@@ -324,6 +329,7 @@ class _Recorder:
         self.modules: set[str] = set()
         self.replaced: set[str] = set()
         self.worker_opened: set[str] = set()
+        self.loader_replaced: set[str] = set()
 
     def _record(self, nodeid: str, outcome: str, report) -> None:
         # The first outcome that is not a pass wins (a teardown error after a passed call is an error).
@@ -371,6 +377,7 @@ class _Recorder:
         self.conftests.update(seen.get("conftests", []))
         self.replaced.update(seen.get("replaced", []))
         self.worker_opened.update(seen.get("opened", []))
+        self.loader_replaced.update(seen.get("loader_replaced", []))
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         modules, opened = self._usage.files()
@@ -383,7 +390,8 @@ class _Recorder:
                          "opened": sorted(set(opened) | self.worker_opened),
                          "conftests": sorted(self.conftests), "inifile": str(ini) if ini else None},
                 "runner": runner_files(),
-                "comparisons": {"checked": len(self._originals), "replaced": replaced}}
+                "comparisons": {"checked": len(self._originals), "replaced": replaced},
+                "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced()))}}
         self._seal(self.path, data)
 
 
@@ -393,11 +401,18 @@ def runner_files() -> dict[str, str | None]:
             for name in ("pytest", "_pytest", "pluggy", __name__)}
 
 
+def _loader_replaced() -> list[str]:
+    """The launcher's source-only import functions (``ascendopt.gate.sources``) that were undone."""
+    return _SOURCES.replaced() if _SOURCES is not None else []
+
+
 # -- at import: before any conftest, test module or file of the repository is loaded ----------------
 
 _KEY = _read_key()
 _USAGE = _Usage()
 _ORIGINALS: dict[str, tuple[object, object]] = {}
+# bound now: the launcher installed it before importing this module (None when pytest was started otherwise)
+_SOURCES = sys.modules.get("ascendopt.gate.sources")
 if REPORT_ENV in os.environ:  # a run started by ascendopt (its pytest-xdist workers inherit the variable)
     sys.addaudithook(_USAGE.hook)
     _ORIGINALS.update(_originals())
@@ -438,4 +453,5 @@ class _Worker:
         self.config.workeroutput["ascendopt"] = {
             "modules": sorted(set(modules) | _module_files()), "opened": opened,
             "conftests": sorted(self.conftests),
-            "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS)}
+            "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS),
+            "loader_replaced": _loader_replaced()}

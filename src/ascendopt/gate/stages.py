@@ -43,7 +43,7 @@ from ascendopt import console
 from ascendopt.contract.frozen import check_frozen_files, project_root
 from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.device import backends
-from ascendopt.errors import AscendoptError, DeviceFault, IntegrityError, UsageError
+from ascendopt.errors import AscendoptError, DeviceFault, ExitCode, IntegrityError, UsageError
 from ascendopt.gate import bench
 from ascendopt.gate.engine import Verdict
 from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
@@ -88,9 +88,14 @@ class ClockBackend:
 # -- stages ------------------------------------------------------------------------------------
 
 
-def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResult, Contract | None]:
-    """The contract's digest and the frozen files. ``loaded``: a contract whose digest was checked
-    when the caller's ``RoundContext`` loaded it (not read again)."""
+def _integrity(ws: Workspace, loaded: Contract | None = None,
+               startup: Mapping[str, str] | None = None) -> tuple[StageResult, Contract | None]:
+    """The contract's digest, the frozen files, the frozen commit, the ledger, and (own code) the
+    environment's start-up files against those freeze recorded in this environment (``startup``: taken as
+    the command started, ``gate.environment``). ``loaded``: a contract whose digest was checked when the
+    caller's ``RoundContext`` loaded it (not read again)."""
+    from ascendopt.gate import environment
+
     source = ws.contract_path.name
     if loaded is None:
         data = load_raw(ws)
@@ -105,6 +110,8 @@ def _integrity(ws: Workspace, loaded: Contract | None = None) -> tuple[StageResu
     checks += [Check(*item) for item in check_frozen_files(contract, project_root())]
     frozen = len(checks) - 1
     checks += frozen_commit_checks(contract, project_root())
+    if startup is not None:
+        checks += [Check(name, False, text) for name, text in environment.since_freeze(contract.environment, startup)]
     ledger, notes = _ledger_checks(ws)
     checks += ledger
     bad = [c for c in checks if not c.passed]
@@ -177,6 +184,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     (``gate.testset``: every test that passed at freeze must pass, none may fail); one check per test.
     ``timeout``: the command's ``--timeout`` (else the contract's ``tests_s``). -> ``(stage, run)``, ``run``
     the ``SuiteRun`` (None when the command outlived its limit), for ``_scope_check``."""
+    from ascendopt.gate import environment
     from ascendopt.gate.testset import judge, run_tests
     from ascendopt.process import ProcessTimeout
 
@@ -190,6 +198,9 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
         tail = "\n".join(exc.output.strip().splitlines()[-20:])
         return StageResult("correctness", "fail", str(exc), [Check("frozen tests", False, str(exc))],
                            {"output_tail": tail}), None
+    if run.runner == "pytest" and run.used:  # what the tests loaded from the environment is what was installed
+        run.integrity += environment.installed_problems(run.used.get("modules", []), root,
+                                                        (contract.environment or {}).get("modified") or {})
     results, summary = judge(contract.test_set, run)
     checks = [Check(*item) for item in results]
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
@@ -303,7 +314,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         if tests.status != "pass":
             return tests
         if failed is not None:
-            return _workload_failed("correctness", str(failed), tests.checks, tests.data)
+            return _workload_failed("correctness", str(failed), tests.checks, tests.data,
+                                    integrity=getattr(failed, "exit_code", None) == ExitCode.INTEGRITY)
     checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
     if not compare:
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
@@ -348,10 +360,12 @@ def _output_checks(contract: Contract, candidate: Mapping[str, Any], tmp: Path, 
 
 
 def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
-                     data: Mapping[str, Any] | None = None) -> StageResult:
-    """A stage red because the workload raised, crashed or timed out: exit 1 whatever the stage."""
+                     data: Mapping[str, Any] | None = None, integrity: bool = False) -> StageResult:
+    """A stage red because the workload raised, crashed or timed out: exit 1 whatever the stage; exit 3
+    (``integrity``) when it undid a defence of the judge in its worker (``interleave.WorkloadTampering``)."""
     return StageResult(stage, "fail", message, [*checks, Check("workload()", False, message)],
-                       {**(data or {}), "error": message}, workload_error=message)
+                       {**(data or {}), "error": message}, workload_error=None if integrity else message,
+                       integrity_error=message if integrity else None)
 
 
 def _kernel_hit(ctx: RoundContext, config: dict[str, int], census: Mapping[str, Any] | None) -> StageResult:
@@ -447,7 +461,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
             judged, again = once()
             result = bench.after_recheck(result, again)
     except WORKLOAD_FAILURES as exc:
-        return _workload_failed("performance", str(exc))
+        return _workload_failed("performance", str(exc),
+                                integrity=getattr(exc, "exit_code", None) == ExitCode.INTEGRITY)
     found = engine.audit(judged, tolerances)
     if found.wrong:
         return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
@@ -541,11 +556,14 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
     error in its summary; run_gate raises only for usage and environment problems.
     """
+    from ascendopt.gate.environment import Startup
+
     bench.check_pairs(pairs)
     started = time.monotonic()
+    startup = Startup()  # before any child: what the environment runs at interpreter start
     stages: list[StageResult] = []
     notes: list[str] = []
-    integrity, contract = _integrity(ws, context.contract if context else None)
+    integrity, contract = _integrity(ws, context.contract if context else None, startup.before)
     stages.append(integrity)
     _stage_event(integrity)
     root = project_root()
@@ -578,6 +596,11 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
                 _stage_event(stage)
                 if stage.status == "fail":
                     break
+        # every child has ended (a round's workers end with the round, which checks this itself)
+        changed = startup.changes() if session is not None and open_session is None else []
+        if changed:
+            stages[1:] = [_untrusted(changed, [], {})]
+            _stage_event(stages[1])
     red = next((s.name for s in stages if s.status == "fail"), None)
     for name in STAGES[len(stages):]:
         stages.append(StageResult(name, "not-run", f"not run: stage {red} is red"))

@@ -154,6 +154,10 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
         run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
                                  "longer the object pytest started with); the tests' verdicts cannot be trusted")
                           for name in replaced]
+        run.integrity += [(name, f"{name}: the judge's source-only import was undone during the test run (a cached "
+                                 "byte code file could have run instead of a pinned source); the tests' verdicts "
+                                 "cannot be trusted")
+                          for name in (data.get("loader") or {}).get("replaced") or []]
     return run
 
 

@@ -1,16 +1,17 @@
 """The judge's worker: one warm, isolated process per source tree, serving every request of a command.
 
-Started by ``gate.interleave._Child`` as ``python -I -m ascendopt.gate.worker EXEC_FILE --path TREE
-[--path TREE/src] [--seed]``. ``-I`` (isolated mode) keeps ``PYTHONPATH``, the user site-packages and the
-current directory off ``sys.path``, so nothing of the repository under test runs at interpreter start-up
-(a ``sitecustomize``/``usercustomize`` or a package shadowing the harness in the tree). The worker then
-binds what the verdict rests on -- the protocol pipe, the clock, the device timer, torch's tensor type and
-the functions that fingerprint outputs -- as local names of ``main``, and only then puts the tree on
-``sys.path`` explicitly and runs the workload file's module code once (imports, compile, autotune). A
-workload that later patches ``time.perf_counter``, ``torch.cuda.Event.elapsed_time`` or an ``ascendopt``
-module attribute changes nothing the worker already bound; what it can still reach (the device timer's
-class, this process) only changes the worker's *second* reading, which the parent checks against its own
-clock (``gate.engine``).
+Started by ``gate.interleave._Child`` as ``python -I -m ascendopt.gate.worker EXEC_FILE --path TREE [--path
+TREE/src] [--seed]``. ``-I`` (isolated mode) keeps ``PYTHONPATH``, the user site-packages and the current
+directory off ``sys.path``, so nothing of the repository under test runs at interpreter start-up (a
+``sitecustomize``/``usercustomize`` or a package shadowing the harness in the tree). The worker then binds
+what the verdict rests on -- the protocol pipe, the clock, the device timer, torch's tensor type and the
+functions that fingerprint outputs -- as local names of ``main``, makes the trees' files load from their
+source and never from cached byte code (``gate.sources``; a workload that undoes it is an integrity failure at
+its next reply), and only then puts the tree on ``sys.path`` explicitly and runs the workload file's module
+code once (imports, compile, autotune). A workload that later patches ``time.perf_counter``,
+``torch.cuda.Event.elapsed_time`` or an ``ascendopt`` module attribute changes nothing the worker already
+bound; what it can still reach (the device timer's class, this process) only changes the worker's *second*
+reading, which the parent checks against its own clock (``gate.engine``).
 
 Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
 stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs":
@@ -133,10 +134,11 @@ def main(argv: list[str]) -> None:
 
         from ascendopt.collect.workload import guard
         from ascendopt.device import backends
-        from ascendopt.errors import AscendoptError, UsageError
+        from ascendopt.errors import AscendoptError, IntegrityError, UsageError
         from ascendopt.gate.equivalence import call_and_save
         from ascendopt.gate.interleave import load_workload
         from ascendopt.gate.kernel_hit import kernel_census
+        from ascendopt.gate.sources import load_from_source, replaced
         from ascendopt.tune.autotune import install_pin
     except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
         write(dumps({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5}) + "\n")
@@ -145,6 +147,8 @@ def main(argv: list[str]) -> None:
     synchronize, make_timer, manual_seed = backend.synchronize, backend.timer, torch.manual_seed
     ops = bind_ops(torch)
     fp = fingerprint
+    # the trees' files load from their source, never from a cached byte code file (gate.sources)
+    load_from_source(paths)
     write(dumps({"bound": True}) + "\n")  # the harness is up: the parent's module-code limit starts now
     # only now the tree, explicitly (isolated mode put neither it nor the current directory there)
     sys.path[0:0] = paths
@@ -212,6 +216,10 @@ def main(argv: list[str]) -> None:
             else:
                 break
             called = called or cmd in ("go", "kernels", "outputs", "modules")
+            undone = replaced()
+            if undone:
+                raise IntegrityError(f"{', '.join(undone)}: the judge's source-only import was undone by the "
+                                     "workload (a cached byte code file could run instead of the tree's source)")
             write(dumps(reply) + "\n")
     except AscendoptError as exc:
         write(dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")

@@ -192,12 +192,12 @@ def gate_summary(result) -> dict[str, Any]:
             "error": gate_error(failed) if red else None}
 
 
-def failed_after_gate(stage: str, error: str) -> dict[str, Any]:
+def failed_after_gate(stage: str, error: str, exit_code: int = int(ExitCode.CORRECTNESS)) -> dict[str, Any]:
     """The ``gate`` part of a round whose candidate passed the gate but then failed while the round
     timed or re-profiled it (raised, died, timed out): red at ``stage`` with the error, so the round
-    is recorded as a drop and the command exits 1, like a correctness failure."""
-    return {"passed": False, "exit_code": int(ExitCode.CORRECTNESS), "failed_stage": stage,
-            "summary": error, "error": error}
+    is recorded as a drop and the command exits 1, like a correctness failure (``exit_code`` 3: the
+    candidate undid a defence of the judge, ``interleave.WorkloadTampering``)."""
+    return {"passed": False, "exit_code": exit_code, "failed_stage": stage, "summary": error, "error": error}
 
 
 def precheck_stage(ctx: RoundContext, gsum: dict[str, Any], config: Mapping[str, Any] | None, backend: str, *,
@@ -339,6 +339,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     unless ``accept_implausible`` (a person's reason, ``--accept-implausible``) is given; either way the
     finding and the acceptance go into the record's ``timing["implausible"]``."""
     from ascendopt.device import backends
+    from ascendopt.gate.environment import Startup
     from ascendopt.gate.stages import run_gate
 
     _check_hypothesis(hypothesis)
@@ -375,6 +376,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
     direction = round_direction(direction, hypothesis, plan)
 
+    startup = Startup()  # the environment's start-up files, before any child of the round runs
     step(f"round {number}: gate on the candidate")
     # own code: the gate's workers (frozen commit, best kept round, working tree) stay warm for the timing
     sides = None if ctx.is_kernel else rt.OwnSides(ctx, root, timeout=timeout, note=note)
@@ -407,7 +409,9 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                     timing = rt.measure_own(ctx, root, pairs=pairs, timeout=timeout, step=step, note=note,
                                             sides=sides)
                 except FAILURES as exc:  # a side raised, died or hung while timed: the candidate's is a drop
-                    gsum = failed_after_gate("performance", str(exc))
+                    gsum = failed_after_gate("performance", str(exc), int(ExitCode.INTEGRITY)
+                                             if getattr(exc, "exit_code", None) == ExitCode.INTEGRITY else
+                                             int(ExitCode.CORRECTNESS))
                     green = False
     finally:
         if sides is not None:
@@ -438,6 +442,10 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             green, timing = False, None
         except AscendoptError as exc:
             console.warn(f"re-profile failed: {exc}")
+    changed = startup.changes() if tree is not None else []  # own code: written by the candidate's children
+    if changed:
+        gsum = failed_after_gate("integrity", changed[0][1], int(ExitCode.INTEGRITY))
+        green, timing = False, None
     for case in (timing or {}).get("cases", []):
         vs_best = case.get("vs_best") or {}
         console.event("measurement", source="optimize-round", round=number, case=case["case"],

@@ -1,0 +1,80 @@
+"""The code of a tree under test runs from its source files, never from cached byte code.
+
+CPython loads ``__pycache__/NAME.TAG.pyc`` instead of ``NAME.py`` when the cache file's header matches the
+source's modification time and size, and pytest does the same with the assertion-rewritten byte code of test
+files and conftests (``NAME.TAG-pytest-VERSION.pyc``). Anyone who can write the folder can forge that header,
+so a pinned test file, a pinned helper or reference, or the target code could verify by digest while other
+code runs, and a kept round's snapshot would not be the code that was measured.
+
+In every child that loads code of a tree under test (the frozen test run, ``gate.pytest_launch``; the judge's
+workers, ``gate.worker``), ``load_from_source(roots)`` runs before any file of those trees can be imported:
+
+* ``SourceFileLoader.get_code`` (what every finder's source loader, an editable install's finder and
+  ``importlib.util.spec_from_file_location`` use) compiles a file under a root, and a ``conftest.py``
+  anywhere, from its source and never
+  reads or writes its cached byte code; files elsewhere (the installed environment) load as usual;
+* pytest's reader of rewritten byte code (``_pytest.assertion.rewrite._read_pyc``), when pytest is loaded,
+  answers "no cache" for a file under a root, so pytest rewrites the test file from its source.
+
+``replaced()`` names those of the two that are no longer the harness's functions; a child reports a
+replaced one (the code under test undid the defence) as an integrity failure. This module imports nothing of ascendopt.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from importlib.machinery import SourceFileLoader
+
+_ROOTS: tuple[str, ...] = ()
+_INSTALLED: dict[str, object] = {}  # what the harness put in place: name -> function
+
+
+def _under_roots(path: object) -> bool:
+    """Whether ``path`` is a file of a tree under test, or a conftest wherever it is (pytest loads those above
+    the repository too, and the frozen run pins them)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    full = os.path.realpath(os.fspath(path))
+    return os.path.basename(full) == "conftest.py" or any(full.startswith(root) for root in _ROOTS)
+
+
+def load_from_source(roots: Iterable[str | os.PathLike]) -> None:
+    """From now on, files under ``roots`` (folders) load from their source in this process. Idempotent:
+    a second call adds roots."""
+    global _ROOTS
+    _ROOTS = tuple(sorted({*_ROOTS, *(os.path.realpath(os.fspath(r)).rstrip(os.sep) + os.sep for r in roots)}))
+    if "get_code" not in _INSTALLED:
+        cached_get_code = SourceFileLoader.get_code
+
+        def get_code(self, fullname):
+            path = self.get_filename(fullname)
+            if _under_roots(path):
+                return self.source_to_code(self.get_data(path), path)
+            return cached_get_code(self, fullname)
+
+        SourceFileLoader.get_code = get_code
+        _INSTALLED["get_code"] = get_code
+    rewrite = sys.modules.get("_pytest.assertion.rewrite")
+    if rewrite is not None and "_read_pyc" not in _INSTALLED:
+        cached_read = rewrite._read_pyc
+
+        def _read_pyc(source, pyc, *args, **kwargs):
+            if _under_roots(source):
+                return None
+            return cached_read(source, pyc, *args, **kwargs)
+
+        rewrite._read_pyc = _read_pyc
+        _INSTALLED["_read_pyc"] = _read_pyc
+
+
+def replaced() -> list[str]:
+    """The harness's functions that are no longer in place (empty: the defence holds)."""
+    replaced = []
+    if "get_code" in _INSTALLED and SourceFileLoader.__dict__.get("get_code") is not _INSTALLED["get_code"]:
+        replaced.append("importlib.machinery.SourceFileLoader.get_code")
+    rewrite = sys.modules.get("_pytest.assertion.rewrite")
+    if "_read_pyc" in _INSTALLED and getattr(rewrite, "_read_pyc", None) is not _INSTALLED["_read_pyc"]:
+        replaced.append("_pytest.assertion.rewrite._read_pyc")
+    return replaced
