@@ -274,6 +274,38 @@ def test_lazy_or_stale_outputs_of_timed_calls_are_a_correctness_failure(repo, re
     assert "a timed call's output is wrong" in perf["summary"] and why in perf["summary"]
 
 
+def test_thread_injection_work_finished_after_the_timed_call_returns_is_not_a_speedup(repo):
+    """KernelBench's "thread injection" / Wafer's async offload: after the checked first calls, each call
+    returns a zeroed tensor at once and a thread fills it 10 ms later, outside the timed call. The outputs
+    are fingerprinted as the batch ends: the last call's is not written yet."""
+    code, stages, err = _gate(repo, """\
+        import threading
+        import time
+
+        import torch
+
+        CALLS = [0]
+
+
+        def _fill(out, x):
+            time.sleep(0.01)
+            out.copy_(x * 2 + 1)
+
+
+        def my_op(x):
+            CALLS[0] += 1
+            if CALLS[0] > 2 and x.shape == (64, 64):
+                out = torch.zeros_like(x)
+                threading.Thread(target=_fill, args=(out, x), daemon=True).start()
+                return out
+            time.sleep(0.01)
+            return x * 2 + 1
+        """)
+    _no_speedup_pass(code, stages)
+    perf = stages["performance"]
+    assert code == 1 and "a timed call's output is wrong" in perf["summary"], perf
+
+
 # -- slowing the baseline ----------------------------------------------------------------------------
 
 

@@ -305,3 +305,19 @@ def test_undoing_the_source_only_import_is_exit_3_naming_it(repo, cli):
     named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
     assert named[name].startswith(f"{name}: the judge's source-only import was undone during the test run")
 
+
+
+def test_planted_byte_code_never_runs_in_pytest_xdist_workers_either(tmp_path, cli, monkeypatch):
+    """The planted helper again, with the frozen command running the tests in pytest-xdist workers (which
+    the launcher does not start): each worker loads the repository from source as well."""
+    root = commit_repo(tmp_path / "xdist" / "repo", FILES)
+    code, out, err = freeze_in(root, *FREEZE, "--test-cmd", "python -m pytest -q -n 2 tests/test_op.py")
+    assert code == 0, err
+    copy = working_copy(root, tmp_path, monkeypatch)
+    (copy / "op.py").write_text(WRONG)
+    plant_bytecode(copy / "tests" / "helpers.py", HELPERS + "import sys, types\n\n_op = types.ModuleType('op')\n"
+                   "_op.my_op = lambda x: x * 2\nsys.modules['op'] = _op\n")
+    code, result, err = _gate(cli)
+    assert code == 1, err
+    failed = [c["name"] for c in result["stages"][1]["checks"] if not c["passed"]]
+    assert "tests/test_op.py::test_matches_reference" in failed

@@ -7,8 +7,8 @@ so a test that is skipped, deselected, xfailed or gone is seen even when pytest 
 ``passed``, ``failed``, ``error`` (setup, teardown or collection), ``skipped``, ``xfailed``,
 ``xpassed``; deselected node ids are listed apart. ``ascendopt.gate.testset`` starts the run (through
 ``ascendopt.gate.pytest_launch``, which imports this module before any file of the repository can be
-imported) and reads the file. This module runs inside the user's pytest process: it imports nothing
-of ascendopt.
+imported) and reads the file. This module runs inside the user's pytest process: of ascendopt it imports
+only ``ascendopt.gate.sources`` (standard library only), and only in a pytest-xdist worker.
 
 What the run used (``used``, absolute paths): ``modules``, every imported module's file (from
 ``sys.modules`` and from the import system's reads of source and cached byte code, seen by an audit
@@ -28,8 +28,9 @@ at session end each one that is no longer the same object, or whose code object 
 in ``replaced``.
 
 Loader (``loader``): the launcher makes the repository's files load from their source, never from
-cached byte code (``ascendopt.gate.sources``, bound here at import); ``replaced`` names its functions that
-the run undid.
+cached byte code (``ascendopt.gate.sources``, bound here at import; a pytest-xdist worker installs it here,
+for the folder ``$ASCENDOPT_SOURCE_ROOT``, the one module of ascendopt this plugin imports, stdlib-only);
+``replaced`` names its functions that the run undid.
 
 Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
 ``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
@@ -68,6 +69,7 @@ import sys
 
 REPORT_ENV = "ASCENDOPT_PYTEST_REPORT"
 KEY_FD_ENV = "ASCENDOPT_REPORT_FD"  # the read end of the pipe that carries the per-run key
+SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load from source (ascendopt.gate.sources)
 VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
 # The comparison functions tests rely on, as "module:attribute.path"; those of a module that is not
@@ -411,8 +413,12 @@ def _loader_replaced() -> list[str]:
 _KEY = _read_key()
 _USAGE = _Usage()
 _ORIGINALS: dict[str, tuple[object, object]] = {}
-# bound now: the launcher installed it before importing this module (None when pytest was started otherwise)
+# bound now: the launcher installed it before importing this module; a pytest-xdist worker installs it here,
+# before its conftests and tests are imported (None when pytest was started otherwise)
 _SOURCES = sys.modules.get("ascendopt.gate.sources")
+if _SOURCES is None and os.environ.get(SOURCE_ROOT_ENV):
+    _SOURCES = importlib.import_module("ascendopt.gate.sources")
+    _SOURCES.load_from_source([os.environ[SOURCE_ROOT_ENV]])
 if REPORT_ENV in os.environ:  # a run started by ascendopt (its pytest-xdist workers inherit the variable)
     sys.addaudithook(_USAGE.hook)
     _ORIGINALS.update(_originals())

@@ -36,7 +36,7 @@ from typing import Any
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
 from ascendopt.errors import EnvironmentProblem
-from ascendopt.gate.pytest_report import KEY_FD_ENV, REPORT_ENV, VERSION
+from ascendopt.gate.pytest_report import KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
 
 PLUGIN = "ascendopt.gate.pytest_report"
 LAUNCHER = "ascendopt.gate.pytest_launch"
@@ -133,6 +133,7 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
             env[REPORT_ENV] = str(report)
             env[KEY_FD_ENV] = str(read_end)
             env["PYTHONSAFEPATH"] = "1"  # neither the working directory nor a script's folder on sys.path
+            env[SOURCE_ROOT_ENV] = str(root)  # pytest-xdist workers load the repository from source too
             # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
             # no cache: pytest's cache (--lf, --sw) would let an earlier run decide what this one runs
             proc = _run([sys.executable, "-m", LAUNCHER, str(root), "-p", PLUGIN, "-p", "no:cacheprovider", *args],
