@@ -192,8 +192,9 @@ def test_planted_byte_code_the_measured_code_is_the_source_a_round_records(repo)
     record that source. The workers load op.py from its source: no speedup."""
     (repo / "op.py").write_text(OP)
     plant_bytecode(repo / "op.py", OP.replace(f"DELAY_S = {DELAY_S}", f"DELAY_S = {DELAY_S / 2}"))
-    code, stages, err = _gate(repo, None)
-    assert code in (0, 6), err[-2000:]
+    code, stages, err = _gate(repo, None, CONTROL_PAIRS)
+    # the planted op would be "faster" by 2x; the source is the frozen op: "same", or noise of a loaded machine
+    assert code in (0, 4, 6), err[-2000:]
     assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] != ["faster"]
 
 

@@ -321,3 +321,47 @@ def test_planted_byte_code_never_runs_in_pytest_xdist_workers_either(tmp_path, c
     assert code == 1, err
     failed = [c["name"] for c in result["stages"][1]["checks"] if not c["passed"]]
     assert "tests/test_op.py::test_matches_reference" in failed
+
+
+ORDER_TEST = textwrap.dedent("""\
+    import torch
+
+    from op import my_op
+    from ref_impl import reference
+
+
+    def test_matches_reference():
+        x = torch.ones(8)
+        assert torch.allclose(my_op(x), reference(x))
+    """)
+
+
+def test_a_pinned_file_changed_only_while_the_tests_import_it_is_exit_3(tmp_path, cli, monkeypatch):
+    """Wafer's "edit the reference, not the kernel", made invisible to a digest taken before or after the run:
+    the wrong op, imported first, rewrites the pinned reference to agree with it, and puts the original back
+    (bytes and modification time) when the test process exits. The run reports the digest of what it compiled."""
+    root = commit_repo(tmp_path / "order" / "repo", {"op.py": OP, "ref_impl.py": REFERENCE,
+                                                     "tests/test_op.py": ORDER_TEST, "bench.py": BENCH})
+    code, out, err = freeze_in(root, *FREEZE)
+    assert code == 0, err
+    copy = working_copy(root, tmp_path, monkeypatch)
+    (copy / "op.py").write_text(_under_test("""\
+        import atexit, os, pathlib
+
+        _ref = pathlib.Path(__file__).with_name("ref_impl.py")
+        _orig, _stat = _ref.read_bytes(), _ref.stat()
+        _ref.write_bytes(_orig.replace(b"x + x", b"x * 3"))
+
+
+        def _put_back():
+            _ref.write_bytes(_orig)
+            os.utime(_ref, ns=(_stat.st_atime_ns, _stat.st_mtime_ns))
+
+
+        atexit.register(_put_back)
+        """))
+    code, result, err = _gate(cli)
+    assert code == 3, err
+    assert (copy / "ref_impl.py").read_text() == REFERENCE  # put back: a digest after the run would not see it
+    named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
+    assert named["ref_impl.py"].startswith("ref_impl.py: the test run compiled a version of this pinned file")

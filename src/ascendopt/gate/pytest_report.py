@@ -30,7 +30,8 @@ in ``replaced``.
 Loader (``loader``): the launcher makes the repository's files load from their source, never from
 cached byte code (``ascendopt.gate.sources``, bound here at import; a pytest-xdist worker installs it here,
 for the folder ``$ASCENDOPT_SOURCE_ROOT``, the one module of ascendopt this plugin imports, stdlib-only);
-``replaced`` names its functions that the run undid.
+``replaced`` names its functions that the run undid; ``loaded`` maps each file it compiled (real path) to
+the sha256 of the bytes compiled.
 
 Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
 ``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
@@ -48,7 +49,7 @@ payload (``version`` 2)::
      "outcomes": {nodeid: outcome}, "details": {nodeid: {"where": "path:line", "lines": [...]}},
      "used": {"modules": [...], "opened": [...], "conftests": [...], "inifile": path or null},
      "runner": {"pytest": path, ...}, "comparisons": {"checked": N, "replaced": [name, ...]},
-     "loader": {"replaced": [name, ...]}}
+     "loader": {"replaced": [name, ...], "loaded": {path: sha256}}}
 
 ``where``: the crash location (a skip: the skip's); ``lines``: the ``E`` lines of a failure's
 traceback (else its crash message), a skip's reason.
@@ -332,6 +333,7 @@ class _Recorder:
         self.replaced: set[str] = set()
         self.worker_opened: set[str] = set()
         self.loader_replaced: set[str] = set()
+        self.loader_loaded: dict[str, str] = {}
 
     def _record(self, nodeid: str, outcome: str, report) -> None:
         # The first outcome that is not a pass wins (a teardown error after a passed call is an error).
@@ -380,6 +382,10 @@ class _Recorder:
         self.replaced.update(seen.get("replaced", []))
         self.worker_opened.update(seen.get("opened", []))
         self.loader_replaced.update(seen.get("loader_replaced", []))
+        for path, digest in (seen.get("loader_loaded") or {}).items():
+            if self.loader_loaded.get(path, digest) != digest:  # two workers compiled two versions
+                self.loader_replaced.add(f"{path} (compiled in two versions by pytest-xdist workers)")
+            self.loader_loaded[path] = digest
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         modules, opened = self._usage.files()
@@ -393,7 +399,8 @@ class _Recorder:
                          "conftests": sorted(self.conftests), "inifile": str(ini) if ini else None},
                 "runner": runner_files(),
                 "comparisons": {"checked": len(self._originals), "replaced": replaced},
-                "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced()))}}
+                "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced())),
+                           "loaded": {**self.loader_loaded, **_loader_loaded()}}}
         self._seal(self.path, data)
 
 
@@ -406,6 +413,11 @@ def runner_files() -> dict[str, str | None]:
 def _loader_replaced() -> list[str]:
     """The launcher's source-only import functions (``ascendopt.gate.sources``) that were undone."""
     return _SOURCES.replaced() if _SOURCES is not None else []
+
+
+def _loader_loaded() -> dict[str, str]:
+    """The repository's files compiled from source in this process: real path -> sha256 of the bytes."""
+    return _SOURCES.loaded() if _SOURCES is not None else {}
 
 
 # -- at import: before any conftest, test module or file of the repository is loaded ----------------
@@ -460,4 +472,4 @@ class _Worker:
             "modules": sorted(set(modules) | _module_files()), "opened": opened,
             "conftests": sorted(self.conftests),
             "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS),
-            "loader_replaced": _loader_replaced()}
+            "loader_replaced": _loader_replaced(), "loader_loaded": _loader_loaded()}

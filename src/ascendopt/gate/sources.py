@@ -14,7 +14,10 @@ workers, ``gate.worker``), ``load_from_source(roots)`` runs before any file of t
   anywhere, from its source and never
   reads or writes its cached byte code; files elsewhere (the installed environment) load as usual;
 * pytest's reader of rewritten byte code (``_pytest.assertion.rewrite._read_pyc``), when pytest is loaded,
-  answers "no cache" for a file under a root, so pytest rewrites the test file from its source.
+  answers "no cache" for a file under a root, so pytest rewrites the test file from its source;
+* both record the sha256 of the exact bytes they compiled (``loaded()``): the parent compares those of the
+  pinned files with their pins, so a pinned file changed only while the tests imported it, and changed back
+  after, is seen too.
 
 ``replaced()`` names those of the two that are no longer the harness's functions; a child reports a
 replaced one (the code under test undid the defence) as an integrity failure. This module imports nothing of ascendopt.
@@ -22,13 +25,21 @@ replaced one (the code under test undid the defence) as an integrity failure. Th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterable
 from importlib.machinery import SourceFileLoader
+from pathlib import Path
 
 _ROOTS: tuple[str, ...] = ()
 _INSTALLED: dict[str, object] = {}  # what the harness put in place: name -> function
+_LOADED: dict[str, str] = {}  # real path -> sha256 of the exact bytes compiled
+
+
+def _compiled(path: object, data: bytes) -> bytes:
+    _LOADED[os.path.realpath(os.fspath(path))] = hashlib.sha256(data).hexdigest()
+    return data
 
 
 def _under_roots(path: object) -> bool:
@@ -51,7 +62,7 @@ def load_from_source(roots: Iterable[str | os.PathLike]) -> None:
         def get_code(self, fullname):
             path = self.get_filename(fullname)
             if _under_roots(path):
-                return self.source_to_code(self.get_data(path), path)
+                return self.source_to_code(_compiled(path, self.get_data(path)), path)
             return cached_get_code(self, fullname)
 
         SourceFileLoader.get_code = get_code
@@ -67,6 +78,21 @@ def load_from_source(roots: Iterable[str | os.PathLike]) -> None:
 
         rewrite._read_pyc = _read_pyc
         _INSTALLED["_read_pyc"] = _read_pyc
+        cached_rewrite = rewrite._rewrite_test
+
+        def _rewrite_test(fn, config):
+            if not _under_roots(fn):
+                return cached_rewrite(fn, config)
+            data = _compiled(fn, Path(fn).read_bytes())
+
+            class _Read(type(Path(fn))):  # pytest reads the file once more: it gets the bytes just hashed
+                def read_bytes(self) -> bytes:
+                    return data
+
+            return cached_rewrite(_Read(fn), config)
+
+        rewrite._rewrite_test = _rewrite_test
+        _INSTALLED["_rewrite_test"] = _rewrite_test
 
 
 def replaced() -> list[str]:
@@ -75,6 +101,13 @@ def replaced() -> list[str]:
     if "get_code" in _INSTALLED and SourceFileLoader.__dict__.get("get_code") is not _INSTALLED["get_code"]:
         replaced.append("importlib.machinery.SourceFileLoader.get_code")
     rewrite = sys.modules.get("_pytest.assertion.rewrite")
-    if "_read_pyc" in _INSTALLED and getattr(rewrite, "_read_pyc", None) is not _INSTALLED["_read_pyc"]:
-        replaced.append("_pytest.assertion.rewrite._read_pyc")
+    for name in ("_read_pyc", "_rewrite_test"):
+        if name in _INSTALLED and getattr(rewrite, name, None) is not _INSTALLED[name]:
+            replaced.append(f"_pytest.assertion.rewrite.{name}")
     return replaced
+
+
+def loaded() -> dict[str, str]:
+    """Every file compiled from source so far: real path -> sha256 of the bytes compiled (what ran, even when
+    the file was changed back afterwards)."""
+    return dict(_LOADED)

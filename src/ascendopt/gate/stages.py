@@ -33,6 +33,7 @@ only ever reported on a green gate.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -201,6 +202,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     if run.runner == "pytest" and run.used:  # what the tests loaded from the environment is what was installed
         run.integrity += environment.installed_problems(run.used.get("modules", []), root,
                                                         (contract.environment or {}).get("modified") or {})
+    run.integrity += _compiled_not_pinned(contract, root, run.loaded)
     results, summary = judge(contract.test_set, run)
     checks = [Check(*item) for item in results]
     data: dict[str, Any] = {"returncode": run.returncode, "counts": run.counts, "outcomes": run.outcomes}
@@ -210,6 +212,21 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
         return _untrusted(list(run.integrity), checks, data), run
     return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
                        data), run
+
+
+def _compiled_not_pinned(contract: Contract, root: Path, loaded: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(path, message)`` for each pinned file the test run compiled in another version than its pin
+    (``loaded``: real path -> sha256 of the bytes compiled, ``gate.sources``): changed while the tests imported
+    it, whatever it holds now."""
+    problems = []
+    for frozen in contract.frozen_files:
+        if "::" in frozen.path:  # a section of a configuration file: not a module
+            continue
+        digest = loaded.get(os.path.realpath(root / frozen.path))
+        if digest is not None and digest != frozen.sha256:
+            problems.append((frozen.path, f"{frozen.path}: the test run compiled a version of this pinned file "
+                                          "that is not the frozen one (it changed while the tests ran)"))
+    return problems
 
 
 def _untrusted(problems: Sequence[tuple[str, str]], checks: Sequence[Check], data: Mapping[str, Any]) -> StageResult:
