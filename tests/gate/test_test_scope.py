@@ -364,4 +364,43 @@ def test_a_pinned_file_changed_only_while_the_tests_import_it_is_exit_3(tmp_path
     assert code == 3, err
     assert (copy / "ref_impl.py").read_text() == REFERENCE  # put back: a digest after the run would not see it
     named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
-    assert named["ref_impl.py"].startswith("ref_impl.py: the test run compiled a version of this pinned file")
+    assert named["ref_impl.py"].startswith("ref_impl.py: the test run used a version of this pinned file")
+
+
+DATA_TEST = textwrap.dedent("""\
+    import json
+    import pathlib
+
+    import torch
+
+    from op import my_op
+
+    EXPECTED = json.loads((pathlib.Path(__file__).parent / "data" / "expected.json").read_text())
+
+
+    def test_matches_expected():
+        torch.testing.assert_close(my_op(torch.ones(4)), torch.tensor(EXPECTED["ones4"]))
+    """)
+
+
+def test_a_pinned_data_file_changed_only_while_the_tests_read_it_is_exit_3(tmp_path, cli, monkeypatch):
+    """The same with the expected-output file: the wrong op rewrites it to agree before the test module reads
+    it, and puts it back at exit. The run reports the digest of each content it read."""
+    root = commit_repo(tmp_path / "data" / "repo", {"op.py": OP, "tests/test_op.py": DATA_TEST, "bench.py": BENCH,
+                                                    "tests/data/expected.json": '{"ones4": [2.0, 2.0, 2.0, 2.0]}\n'})
+    code, out, err = freeze_in(root, *FREEZE)
+    assert code == 0, err
+    copy = working_copy(root, tmp_path, monkeypatch)
+    (copy / "op.py").write_text(_under_test("""\
+        import atexit, pathlib
+
+        _data = pathlib.Path(__file__).parent / "tests" / "data" / "expected.json"
+        _orig = _data.read_bytes()
+        _data.write_bytes(_orig.replace(b"2.0", b"3.0"))
+        atexit.register(_data.write_bytes, _orig)
+        """))
+    code, result, err = _gate(cli)
+    assert code == 3, err
+    named = {c["name"]: c["message"] for c in result["stages"][1]["checks"] if not c["passed"]}
+    rel = "tests/data/expected.json"
+    assert named[rel].startswith(f"{rel}: the test run used a version of this pinned file that is not the frozen")

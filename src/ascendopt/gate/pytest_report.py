@@ -31,7 +31,8 @@ Loader (``loader``): the launcher makes the repository's files load from their s
 cached byte code (``ascendopt.gate.sources``, bound here at import; a pytest-xdist worker installs it here,
 for the folder ``$ASCENDOPT_SOURCE_ROOT``, the one module of ascendopt this plugin imports, stdlib-only);
 ``replaced`` names its functions that the run undid; ``loaded`` maps each file it compiled (real path) to
-the sha256 of the bytes compiled.
+the sha256 of the bytes compiled; ``read`` maps each other file of the repository the run opened for reading
+(up to ``MAX_HASHED_BYTES``) to the sha256 of every content it had when opened.
 
 Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
 ``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
@@ -49,7 +50,7 @@ payload (``version`` 2)::
      "outcomes": {nodeid: outcome}, "details": {nodeid: {"where": "path:line", "lines": [...]}},
      "used": {"modules": [...], "opened": [...], "conftests": [...], "inifile": path or null},
      "runner": {"pytest": path, ...}, "comparisons": {"checked": N, "replaced": [name, ...]},
-     "loader": {"replaced": [name, ...], "loaded": {path: sha256}}}
+     "loader": {"replaced": [name, ...], "loaded": {path: sha256}, "read": {path: [sha256, ...]}}}
 
 ``where``: the crash location (a skip: the skip's); ``lines``: the ``E`` lines of a failure's
 traceback (else its crash message), a skip's reason.
@@ -67,12 +68,14 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 
 REPORT_ENV = "ASCENDOPT_PYTEST_REPORT"
 KEY_FD_ENV = "ASCENDOPT_REPORT_FD"  # the read end of the pipe that carries the per-run key
 SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load from source (ascendopt.gate.sources)
 VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
+MAX_HASHED_BYTES = 64 << 20  # data files up to this size are hashed as the tests open them
 # The comparison functions tests rely on, as "module:attribute.path"; those of a module that is not
 # installed are left out. Python functions are compared by identity and code object, builtins by identity.
 COMPARISONS = (
@@ -242,14 +245,20 @@ class _Usage:
     opened for reading, files opened for writing (left out: the run's outputs), and cached byte code of
     imported modules (mapped back to their source)."""
 
-    def __init__(self):
+    def __init__(self, root: str | None = None):
         self.active = False  # from the loading of the first conftest on: pytest's own search for its
         # configuration files (it reads every candidate on the way up) is not the tests' reading
         self.read: set[str] = set()
         self.written: set[str] = set()
+        # data files of the repository ``root`` read: real path -> sha256 of each content read (its modules'
+        # digests come from ascendopt.gate.sources, which compiles them)
+        self.root = None if root is None else os.path.realpath(root) + os.sep
+        self.digests: dict[str, list[str]] = {}
+        self._hashing: set[int] = set()  # threads reading a file for its digest (their own opens are ours)
 
     def hook(self, event: str, args: tuple) -> None:
-        if event != "open" or not self.active or not args or not isinstance(args[0], (str, bytes)):
+        if (event != "open" or not self.active or not args or not isinstance(args[0], (str, bytes))
+                or threading.get_ident() in self._hashing):
             return
         path, mode = args[0], args[1] if len(args) > 1 else "r"
         if isinstance(path, bytes):
@@ -258,6 +267,28 @@ class _Usage:
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
             flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_APPEND", 0)))
         (self.written if writing else self.read).add(path)
+        if not writing and self.root is not None:
+            self._digest(path)
+
+    def _digest(self, path: str) -> None:
+        """The content of a repository data file as it is about to be read (a file changed only while the
+        tests read it is then seen)."""
+        full = os.path.realpath(os.path.abspath(path))
+        if not full.startswith(self.root) or full.endswith((".py", ".pyc")) or not os.path.isfile(full):
+            return
+        self._hashing.add(threading.get_ident())  # reading it here raises this event again
+        try:
+            if os.path.getsize(full) > MAX_HASHED_BYTES:
+                return
+            with open(full, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            return
+        finally:
+            self._hashing.discard(threading.get_ident())
+        seen = self.digests.setdefault(full, [])
+        if digest not in seen:
+            seen.append(digest)
 
     def files(self) -> tuple[list[str], list[str]]:
         """(module source files read through byte code or source, other files read): absolute paths."""
@@ -334,6 +365,7 @@ class _Recorder:
         self.worker_opened: set[str] = set()
         self.loader_replaced: set[str] = set()
         self.loader_loaded: dict[str, str] = {}
+        self.worker_read: dict[str, list[str]] = {}
 
     def _record(self, nodeid: str, outcome: str, report) -> None:
         # The first outcome that is not a pass wins (a teardown error after a passed call is an error).
@@ -382,6 +414,7 @@ class _Recorder:
         self.replaced.update(seen.get("replaced", []))
         self.worker_opened.update(seen.get("opened", []))
         self.loader_replaced.update(seen.get("loader_replaced", []))
+        self.worker_read = _merged(self.worker_read, seen.get("read") or {})
         for path, digest in (seen.get("loader_loaded") or {}).items():
             if self.loader_loaded.get(path, digest) != digest:  # two workers compiled two versions
                 self.loader_replaced.add(f"{path} (compiled in two versions by pytest-xdist workers)")
@@ -400,7 +433,8 @@ class _Recorder:
                 "runner": runner_files(),
                 "comparisons": {"checked": len(self._originals), "replaced": replaced},
                 "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced())),
-                           "loaded": {**self.loader_loaded, **_loader_loaded()}}}
+                           "loaded": {**self.loader_loaded, **_loader_loaded()},
+                           "read": _merged(self.worker_read, self._usage.digests)}}
         self._seal(self.path, data)
 
 
@@ -415,6 +449,15 @@ def _loader_replaced() -> list[str]:
     return _SOURCES.replaced() if _SOURCES is not None else []
 
 
+def _merged(*maps: dict[str, list[str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for one in maps:
+        for path, digests in one.items():
+            out.setdefault(path, [])
+            out[path] += [d for d in digests if d not in out[path]]
+    return out
+
+
 def _loader_loaded() -> dict[str, str]:
     """The repository's files compiled from source in this process: real path -> sha256 of the bytes."""
     return _SOURCES.loaded() if _SOURCES is not None else {}
@@ -423,7 +466,7 @@ def _loader_loaded() -> dict[str, str]:
 # -- at import: before any conftest, test module or file of the repository is loaded ----------------
 
 _KEY = _read_key()
-_USAGE = _Usage()
+_USAGE = _Usage(os.environ.get(SOURCE_ROOT_ENV) or None)
 _ORIGINALS: dict[str, tuple[object, object]] = {}
 # bound now: the launcher installed it before importing this module; a pytest-xdist worker installs it here,
 # before its conftests and tests are imported (None when pytest was started otherwise)
@@ -472,4 +515,4 @@ class _Worker:
             "modules": sorted(set(modules) | _module_files()), "opened": opened,
             "conftests": sorted(self.conftests),
             "replaced": replaced_comparisons(_ORIGINALS) + unbound_packages(_ORIGINALS),
-            "loader_replaced": _loader_replaced(), "loader_loaded": _loader_loaded()}
+            "loader_replaced": _loader_replaced(), "loader_loaded": _loader_loaded(), "read": _USAGE.digests}

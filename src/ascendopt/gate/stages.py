@@ -214,18 +214,19 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
                        data), run
 
 
-def _compiled_not_pinned(contract: Contract, root: Path, loaded: Mapping[str, str]) -> list[tuple[str, str]]:
-    """``(path, message)`` for each pinned file the test run compiled in another version than its pin
-    (``loaded``: real path -> sha256 of the bytes compiled, ``gate.sources``): changed while the tests imported
-    it, whatever it holds now."""
+def _compiled_not_pinned(contract: Contract, root: Path,
+                         loaded: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
+    """``(path, message)`` for each pinned file the test run compiled or read in another version than its pin
+    (``loaded``: real path -> sha256 of each content compiled, ``gate.sources``, or read, the plugin's audit
+    hook): changed while the tests used it, whatever it holds now."""
     problems = []
     for frozen in contract.frozen_files:
-        if "::" in frozen.path:  # a section of a configuration file: not a module
+        if "::" in frozen.path:  # a section of a configuration file: its file holds more than the pin
             continue
-        digest = loaded.get(os.path.realpath(root / frozen.path))
-        if digest is not None and digest != frozen.sha256:
-            problems.append((frozen.path, f"{frozen.path}: the test run compiled a version of this pinned file "
-                                          "that is not the frozen one (it changed while the tests ran)"))
+        digests = loaded.get(os.path.realpath(root / frozen.path)) or []
+        if any(digest != frozen.sha256 for digest in digests):
+            problems.append((frozen.path, f"{frozen.path}: the test run used a version of this pinned file that is "
+                                          "not the frozen one (it changed while the tests ran)"))
     return problems
 
 

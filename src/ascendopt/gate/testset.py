@@ -71,9 +71,9 @@ class SuiteRun:
     output_tail: str = ""
     # pytest: what the run used (the plugin's ``used``: absolute paths; ``gate.scope.used_files``)
     used: dict[str, Any] = field(default_factory=dict)
-    # pytest: the repository's files (and conftests) the run compiled: real path -> sha256 of the bytes compiled
-    # (``gate.sources.loaded``)
-    loaded: dict[str, str] = field(default_factory=dict)
+    # pytest: the repository's files (and conftests) the run compiled or read: real path -> sha256 of each
+    # content compiled (``gate.sources.loaded``) or read (the plugin's ``read``)
+    loaded: dict[str, list[str]] = field(default_factory=dict)
     # pytest: why the run itself cannot be trusted, ``(what, message)`` each, an integrity failure (exit 3):
     # a report not written by the plugin, a runner imported from the repository, a comparison replaced
     integrity: list[tuple[str, str]] = field(default_factory=list)
@@ -158,7 +158,10 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
         run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
                                  "longer the object pytest started with); the tests' verdicts cannot be trusted")
                           for name in replaced]
-        run.loaded = dict((data.get("loader") or {}).get("loaded") or {})
+        loader = data.get("loader") or {}
+        run.loaded = {path: [digest] for path, digest in (loader.get("loaded") or {}).items()}
+        for path, digests in (loader.get("read") or {}).items():
+            run.loaded.setdefault(path, []).extend(digests)
         run.integrity += [(name, f"{name}: the judge's source-only import was undone during the test run (a cached "
                                  "byte code file could have run instead of a pinned source); the tests' verdicts "
                                  "cannot be trusted")
