@@ -33,6 +33,7 @@ from _own_code import commit_repo
 OP = "def my_op(x):\n    return x * 2\n"
 WRONG = "def my_op(x):\n    return x * 3\n"
 CMPKIT = "def close(a, b):\n    return bool((a - b).abs().max() <= 1e-6)\n"
+WKIT = "import torch\n\n\ndef example():\n    return torch.ones(8)\n"  # only the workload imports it
 TEST = textwrap.dedent("""\
     import torch
     from cmpkit import close
@@ -47,8 +48,9 @@ TEST = textwrap.dedent("""\
 BENCH = textwrap.dedent("""\
     import torch
     from op import my_op
+    from wkit import example
 
-    x = torch.ones(8)
+    x = example()
 
 
     def workload():
@@ -74,16 +76,22 @@ def _make_env(where: Path) -> tuple[Path, Path]:
     ours = [p for p in site.getsitepackages() if os.path.isdir(p)]
     (purelib / "judge_env.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours)
                                            + "\n")
-    (purelib / "cmpkit").mkdir()
-    (purelib / "cmpkit" / "__init__.py").write_text(CMPKIT)
-    info = purelib / "cmpkit-1.0.dist-info"
-    info.mkdir()
-    metadata = b"Metadata-Version: 2.1\nName: cmpkit\nVersion: 1.0\n"
-    (info / "METADATA").write_bytes(metadata)
-    (info / "RECORD").write_text("\n".join([_record_line("cmpkit/__init__.py", CMPKIT.encode()),
-                                            _record_line("cmpkit-1.0.dist-info/METADATA", metadata),
-                                            "cmpkit-1.0.dist-info/RECORD,,"]) + "\n")
+    _install(purelib, "cmpkit", CMPKIT)
+    _install(purelib, "wkit", WKIT)
     return python, purelib
+
+
+def _install(purelib: Path, name: str, source: str) -> None:
+    """Package ``name`` (one ``__init__.py`` holding ``source``) installed into ``purelib`` as pip would."""
+    (purelib / name).mkdir()
+    (purelib / name / "__init__.py").write_text(source)
+    info = purelib / f"{name}-1.0.dist-info"
+    info.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
+    (info / "METADATA").write_bytes(metadata)
+    (info / "RECORD").write_text("\n".join([_record_line(f"{name}/__init__.py", source.encode()),
+                                            _record_line(f"{name}-1.0.dist-info/METADATA", metadata),
+                                            f"{name}-1.0.dist-info/RECORD,,"]) + "\n")
 
 
 def _ascendopt(python: Path, root: Path, *args: str) -> tuple[int, str, str]:
@@ -108,10 +116,10 @@ def frozen(tmp_path_factory):
 def env(frozen):
     """The frozen setup, with the environment and op.py put back after the test."""
     python, purelib, root = frozen
-    module = purelib / "cmpkit" / "__init__.py"
     before = set(purelib.iterdir())
     yield python, purelib, root
-    module.write_text(CMPKIT)
+    (purelib / "cmpkit" / "__init__.py").write_text(CMPKIT)
+    (purelib / "wkit" / "__init__.py").write_text(WKIT)
     for path in set(purelib.iterdir()) - before:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     (root / "op.py").write_text(OP)
@@ -147,6 +155,18 @@ def test_an_installed_comparison_edited_in_place_is_exit_3_naming_it(env):
     hit = [name for name in named if name.endswith("cmpkit/__init__.py")]
     assert hit and "is not what its distribution installed (cmpkit's RECORD" in named[hit[0]], named
     assert label  # the label is relative to the environment's prefix, not the judge's absolute path
+
+
+def test_an_installed_module_only_the_workload_imports_edited_is_exit_3_naming_it(env):
+    """The same for a package the frozen tests never import: the working tree's worker loads it, and the gate
+    asks the worker what it loaded."""
+    python, purelib, root = env
+    (purelib / "wkit" / "__init__.py").write_text(WKIT + "# edited after install\n")
+    code, result, err = _gate(python, root)
+    assert code == 3, err[-3000:]
+    named = _failed(result)
+    hit = [name for name in named if name.endswith("wkit/__init__.py")]
+    assert hit and "is not what its distribution installed (wkit's RECORD" in named[hit[0]], named
 
 
 def test_a_start_up_file_planted_since_freeze_is_exit_3_at_integrity(env):

@@ -367,9 +367,9 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                                                                      **(equivalence_tol or {})},
                                               git["commit"], timeouts["workload_s"], session)
                 known = [f.path for f in files]
+                worker_files = child.modules(timeouts["workload_s"])
                 chosen = declared if declared is not None else [
-                    rel for rel in scope.repository_files(child.modules(timeouts["workload_s"]), root)
-                    if rel not in known]
+                    rel for rel in scope.repository_files(worker_files, root) if rel not in known]
             except FAILURES as exc:
                 if getattr(exc, "exit_code", None) == IntegrityError.exit_code:  # a defence of the judge undone
                     raise IntegrityError(f"freeze: {exc}; refusing to freeze") from None
@@ -390,7 +390,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     if changed:
         raise IntegrityError(f"freeze: {changed[0][1]}", hint="something this freeze ran wrote into the installed "
                              "environment; find it in the workload or the tests, remove it, then freeze again")
-    env = environment.record((test_run.used or {}).get("modules", []), root)
+    env = environment.record([*(test_run.used or {}).get("modules", []), *worker_files, *environment.harness_files()],
+                             root)
     if env["modified"]:
         console.info(f"freeze: {len(env['modified'])} installed file(s) the tests load differ from what their "
                      f"distribution installed; pinned as they are: {', '.join(list(env['modified'])[:4])}")

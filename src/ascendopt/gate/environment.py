@@ -7,18 +7,21 @@ user and could write there, so that a later test run loads a patched comparison,
 start-up hook. Three checks stand against that:
 
 * **Installed files against their distribution** (``installed_problems``): every file of the environment the
-  frozen test run imported must have the digest its distribution's ``RECORD`` gives (what pip or uv
+  frozen test run or the working tree's worker imported, and every file of ascendopt, must have the digest its
+  distribution's ``RECORD`` gives (what pip or uv
   installed). A file that already differed at freeze (a package patched by hand) is pinned then, by
   distribution and path (``Contract.environment["modified"]``), so the pin holds on another machine too.
 * **Start-up files across the command** (``Startup``): taken when the command starts and again when its last
-  child has ended; a file added, changed or removed in between is exit 3.
+  child has ended; a file added, changed or removed in between is exit 3, and so is a file of ascendopt that
+  is then not what its distribution installed (``after_command``).
 * **Start-up files since freeze**: freeze records them with the environment's identity (a digest of the host
   name and ``sys.prefix``). A gate in the same environment requires the same files with the same content, so
   one planted between two commands is seen. In another environment (a CI runner's) only the two checks above
   apply: its start-up files are its own.
 
-Not checked: installed files the test run did not import (the workers' own imports among them), compiled
-byte code in the environment's ``__pycache__`` folders (the repository's is never read, ``gate.sources``),
+The installed files checked are those the frozen test run imported, those the working tree's worker imported,
+and ascendopt's own. Not checked: other installed files, compiled byte code in the environment's
+``__pycache__`` folders (the repository's is never read, ``gate.sources``),
 files a distribution installed without a digest in its ``RECORD``, and the interpreter's own standard library.
 """
 
@@ -178,6 +181,12 @@ def installed_differences(files: Iterable[str], root: Path,
     return found
 
 
+def harness_files() -> list[str]:
+    """ascendopt's own Python files (its installed copy is checked like any package the verdict rests on)."""
+    package = Path(__file__).resolve().parents[1]
+    return sorted(str(p) for p in package.rglob("*.py"))
+
+
 def _startup_paths() -> list[str]:
     paths = []
     for folder in site_dirs():
@@ -208,10 +217,17 @@ def installed_problems(files: Iterable[str], root: Path, pinned: Mapping[str, st
 
 def record(used_modules: Iterable[str], root: Path) -> dict[str, Any]:
     """``Contract.environment`` at freeze: ``{"identity", "startup": {label: sha256}, "modified": {"DIST/PATH":
-    sha256}}`` (``modified``: installed files the baseline's test run imported that already differ from their
-    RECORD, pinned as they are)."""
+    sha256}}`` (``modified``: installed files among ``used_modules``, what the baseline's test run and worker
+    imported and ascendopt's own, that already differ from their RECORD, pinned as they are)."""
     modified = {key: digest for key, (_, digest) in installed_differences(used_modules, root).items()}
     return {"identity": identity(), "startup": startup_files(), "modified": dict(sorted(modified.items()))}
+
+
+def after_command(startup: Startup, root: Path, frozen: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """When a command's last child has ended: the start-up files changed since it started, and ascendopt's own
+    files that are not what its distribution installed (written by a child, they would run in the next
+    command's judge)."""
+    return startup.changes() + installed_problems(harness_files(), root, (frozen or {}).get("modified") or {})
 
 
 def since_freeze(frozen: Mapping[str, Any] | None, startup: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -262,6 +262,23 @@ def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
     return _untrusted(new, tests.checks, tests.data) if new else tests
 
 
+def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
+                        imported: Callable[[], Sequence[str]]) -> StageResult:
+    """``tests``, red for integrity when an installed file the working tree's worker loaded (``imported()``)
+    is not what its distribution installed (``gate.environment``; those the test run loaded were checked with
+    its verdict, ascendopt's own are checked when the command's children have ended)."""
+    from ascendopt.gate import environment
+
+    try:
+        files = list(imported())
+    except AscendoptError:  # a worker that cannot answer: its own failure is reported by the stage
+        files = []
+    checked = set((run.used or {}).get("modules", [])) if run is not None else set()
+    files = [f for f in files if f not in checked]
+    problems = environment.installed_problems(files, root, (contract.environment or {}).get("modified") or {})
+    return _untrusted(problems, tests.checks, tests.data) if problems else tests
+
+
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
                  open_session: Callable[[Callable[[], Any]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
@@ -325,10 +342,18 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         except WORKLOAD_FAILURES as exc:
             failed = exc
         tests, run = session.tests_result()
+        asked: list[Sequence[str]] = []
+
+        def imported() -> Sequence[str]:  # what the working tree's worker loaded, asked once
+            if not asked:
+                asked.append(session.worker("candidate").modules(limit))
+            return asked[0]
+
         # a worker that failed cannot list what it imported: then every new module the run used is a newcomer
         if not tests.integrity_error:
-            tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else
-                                 (lambda: session.worker("candidate").modules(limit)))
+            tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else imported)
+        if not tests.integrity_error and failed is None:
+            tests = _worker_environment(contract, root, run, tests, imported)
         if tests.status != "pass":
             return tests
         if failed is not None:
@@ -574,6 +599,7 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
     error in its summary; run_gate raises only for usage and environment problems.
     """
+    from ascendopt.gate import environment
     from ascendopt.gate.environment import Startup
 
     bench.check_pairs(pairs)
@@ -615,7 +641,8 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
                 if stage.status == "fail":
                     break
         # every child has ended (a round's workers end with the round, which checks this itself)
-        changed = startup.changes() if session is not None and open_session is None else []
+        changed = (environment.after_command(startup, root, contract.environment)
+                   if session is not None and open_session is None else [])
         if changed:
             stages[1:] = [_untrusted(changed, [], {})]
             _stage_event(stages[1])

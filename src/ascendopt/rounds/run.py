@@ -339,7 +339,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     unless ``accept_implausible`` (a person's reason, ``--accept-implausible``) is given; either way the
     finding and the acceptance go into the record's ``timing["implausible"]``."""
     from ascendopt.device import backends
-    from ascendopt.gate.environment import Startup
+    from ascendopt.gate.environment import Startup, after_command
     from ascendopt.gate.stages import run_gate
 
     _check_hypothesis(hypothesis)
@@ -442,7 +442,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             green, timing = False, None
         except AscendoptError as exc:
             console.warn(f"re-profile failed: {exc}")
-    changed = startup.changes() if tree is not None else []  # own code: written by the candidate's children
+    # own code: what the candidate's children may have written into the environment
+    changed = after_command(startup, root, contract.environment) if tree is not None else []
     if changed:
         gsum = failed_after_gate("integrity", changed[0][1], int(ExitCode.INTEGRITY))
         green, timing = False, None
