@@ -36,9 +36,18 @@ def test_same_size_copy_is_timed_on_rotated_sources_and_reported():
     kernels = _benchmarks.load("kernels")
     backend = backends.detect("cpu")
     # 1 MiB moved = a 512 KiB buffer; with an "L2" of 1 MiB, 3x the L2 needs 6 sources
-    # the fastest of three: a loaded CI runner (two test workers on two cores) can stall any one measurement
-    small = min(kernels.same_size_copy_ms(1 << 20, backend, 1 << 20, device="cpu") for _ in range(3))
-    large = min(kernels.same_size_copy_ms(64 << 20, backend, 1 << 20, device="cpu") for _ in range(3))
+    # the fastest of three: a loaded CI runner (two test workers on two cores) can stall any one measurement;
+    # on one intra-op thread, since a parallel copy waits for its slowest thread, which another test worker's
+    # process can hold off a core for a scheduler quantum (both sizes then read about 8 ms)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        small = min(kernels.same_size_copy_ms(1 << 20, backend, 1 << 20, device="cpu") for _ in range(3))
+        large = min(kernels.same_size_copy_ms(64 << 20, backend, 1 << 20, device="cpu") for _ in range(3))
+    finally:
+        torch.set_num_threads(threads)
     assert 0 < small < large  # a copy of 64x the bytes takes longer
     row = {"kernel": "k", "preset": "p", "mode": "fwd", "dtype": "bf16", "ours_ms": 0.004, "copy_fraction": 0.3,
            "same_size_copy_ms": 0.0036, "same_size_copy_fraction": 0.9}
