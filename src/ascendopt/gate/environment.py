@@ -223,11 +223,16 @@ def record(used_modules: Iterable[str], root: Path) -> dict[str, Any]:
     return {"identity": identity(), "startup": startup_files(), "modified": dict(sorted(modified.items()))}
 
 
+def modified_pins(frozen: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The installed files pinned as they were at freeze (``Contract.environment["modified"]``; none before it)."""
+    return (frozen or {}).get("modified") or {}
+
+
 def after_command(startup: Startup, root: Path, frozen: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """When a command's last child has ended: the start-up files changed since it started, and ascendopt's own
     files that are not what its distribution installed (written by a child, they would run in the next
     command's judge)."""
-    return startup.changes() + installed_problems(harness_files(), root, (frozen or {}).get("modified") or {})
+    return startup.changes() + installed_problems(harness_files(), root, modified_pins(frozen))
 
 
 def since_freeze(frozen: Mapping[str, Any] | None, startup: Mapping[str, str]) -> list[tuple[str, str]]:

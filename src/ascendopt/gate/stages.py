@@ -201,7 +201,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
                            {"output_tail": tail}), None
     if run.runner == "pytest" and run.used:  # what the tests loaded from the environment is what was installed
         run.integrity += environment.installed_problems(run.used.get("modules", []), root,
-                                                        (contract.environment or {}).get("modified") or {})
+                                                        environment.modified_pins(contract.environment))
     run.integrity += _compiled_not_pinned(contract, root, run.loaded)
     results, summary = judge(contract.test_set, run)
     checks = [Check(*item) for item in results]
@@ -275,7 +275,7 @@ def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
         files = []
     checked = set((run.used or {}).get("modules", [])) if run is not None else set()
     files = [f for f in files if f not in checked]
-    problems = environment.installed_problems(files, root, (contract.environment or {}).get("modified") or {})
+    problems = environment.installed_problems(files, root, environment.modified_pins(contract.environment))
     return _untrusted(problems, tests.checks, tests.data) if problems else tests
 
 
