@@ -196,3 +196,38 @@ def test_a_worker_killed_on_a_timeout_takes_what_escaped_its_group_with_it(tmp_p
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_every_timed_side_comes_to_the_timing_with_one_profiled_call(tmp_path, monkeypatch):
+    """A process can run faster after a call under the profiler (the working tree's worker makes one for the
+    kernel census; the frozen commit's did not): an unchanged tree then looked 1-3 % faster. Here the op is
+    twice as fast once a profiled call was made in its process: two identical trees, only the candidate's
+    census taken, and the timing must still call them the same."""
+    from ascendopt.gate.engine import Verdict, time_sides
+    from ascendopt.gate.interleave import workload_process
+
+    op = """\
+        import time
+
+        import torch
+
+        _PROFILED = [False]
+
+
+        def my_op(x):
+            _PROFILED[0] = _PROFILED[0] or torch.autograd._profiler_enabled()
+            time.sleep(0.004 if _PROFILED[0] else 0.008)
+            return x * 2
+        """
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(_tree(tmp_path / "b", op), "w.py", "baseline", load_s=120, seed=True) as base, \
+            workload_process(_tree(tmp_path / "c", op), "w.py", "candidate", load_s=120, seed=True) as cand:
+        cand.kernel_census(120)  # as the gate's correctness stage does
+        workers = {"baseline": base, "candidate": cand}
+        session = type("S", (), {"worker": lambda self, name: workers[name]})()
+        judged, medians = time_sides(session, ["baseline", "candidate"], Verdict(pairs=12, warmup=1, warmup_ms=0.0,
+                                                                                  min_sample_ms=1.0),
+                                     timing_s=120, label="w.py",
+                                     decide=lambda j, on: (j.take(12), [sorted(s)[len(s) // 2] for s in j.samples])[1])
+    assert medians[0] == pytest.approx(medians[1], rel=0.25), medians  # without the profiled call: 8 ms vs 4 ms
+    assert base.profiled and cand.profiled

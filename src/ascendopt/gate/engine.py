@@ -440,8 +440,9 @@ class Session:
 
 def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timing_s: float,
                decide: Callable[[Judged, Callable[[], None]], Any], label: str) -> tuple[Judged, Any]:
-    """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, with a
-    progress bar of rounds done of the total and an ETA; ``decide(judged, on_pair)`` takes the pairs and
+    """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, each having
+    made one profiled call first (as the kernel census makes), with a progress bar of rounds done of the total
+    and an ETA; ``decide(judged, on_pair)`` takes the pairs and
     returns the result. -> ``(judged, result)``."""
     from ascendopt import console
     from ascendopt.gate.interleave import Phase
@@ -450,6 +451,12 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     phase = Phase("workload() warm-up and timing", timing_s)
     for child in workers.values():
         child.phase = phase
+    # every side comes to the timing with the same history: a process that made a call under the profiler
+    # (the working tree's worker, for the kernel census) runs measurably faster afterwards than one that did not
+    # (1-3 % on fla under Triton's interpreter), so each side that made none makes one now, untimed
+    for child in workers.values():
+        if not child.profiled:
+            child.kernel_census(timing_s)
     what = f"timing {label}: {', '.join(sides)} interleaved"
     with console.progress(what, total=request.pairs) as bar:
         bar.update(f"{what} (warm-up)")

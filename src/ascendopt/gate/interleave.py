@@ -129,6 +129,7 @@ class _Child:
         self.next_seed = FIRST_TIMED_SEED
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
+        self.profiled = False  # a profiled call was made (``kernel_census``): it changes what follows
         self._bound = False
         argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
         argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
@@ -265,7 +266,9 @@ class _Child:
     def kernel_census(self, limit_s: float) -> dict[str, Any]:
         """The workload's kernel census (``kernel_hit.kernel_census`` of one call after a warm one, in the
         worker, passed on as it returned it) within ``limit_s``."""
-        return dict(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["census"])
+        census = dict(self.ask({"cmd": "kernels"}, Phase("workload() kernel-hit calls", limit_s))["census"])
+        self.profiled = True
+        return census
 
     def kernels(self, limit_s: float) -> list[str]:
         """The kernel names of ``kernel_census``, longest device time first."""
