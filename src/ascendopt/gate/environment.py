@@ -41,14 +41,13 @@ STARTUP_MODULES = ("sitecustomize.py", "usercustomize.py")
 
 
 def _sha256(path: str) -> str | None:
-    digest = hashlib.sha256()
+    """``workspace.sha256_file`` of ``path``; None when it cannot be read."""
+    from ascendopt.workspace import sha256_file
+
     try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        return sha256_file(Path(path))
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def site_dirs() -> list[str]:
