@@ -213,7 +213,17 @@ def main() -> int:
             row["tail"] = tail
         rows.append(row)
         print(f"{name}: {wall:.1f} s (exit {rc})", file=sys.stderr)
+        save(rows, final=False)
         return row
+
+    def save(rows: list[dict], final: bool) -> None:
+        """Write the record so far (after every step: a run cut short still leaves its evidence)."""
+        if args.out:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+                                    capture_output=True, text=True).stdout.strip()
+            args.out.write_text(json.dumps({"case": args.case, "complete": final, "ascendopt_commit": commit,
+                                            "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                            "pairs": args.pairs, "rows": rows}, indent=1))
 
     tests_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
     (args.work / "bare_timing.py").write_text(BARE_TIMING)
@@ -244,12 +254,7 @@ def main() -> int:
         row["target_s"] = round(target, 2) if target else None
         parts = ", ".join(f"{k} {v}" for k, v in row["stages"].items())
         print(f"| {row['step']} | {row['wall_s']} | {row['exit']} | {row['target_s'] or ''} | {parts} |")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                            text=True).stdout.strip()
-    record = {"case": args.case, "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "ascendopt_commit": commit, "pairs": args.pairs, "rows": rows}
-    if args.out:
-        args.out.write_text(json.dumps(record, indent=1))
+    save(rows, final=True)
     return 0 if all(r["wall_s"] <= (r["target_s"] or float("inf")) for r in rows) else 1
 
 
