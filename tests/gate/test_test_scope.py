@@ -18,6 +18,7 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
+from ascendopt.gate.pytest_report import MAX_HASHED_BYTES
 
 OP = "def my_op(x):\n    return x * 2\n"
 WRONG = "def my_op(x):\n    return x * 3\n"
@@ -383,11 +384,14 @@ DATA_TEST = textwrap.dedent("""\
     """)
 
 
-def test_a_pinned_data_file_changed_only_while_the_tests_read_it_is_exit_3(tmp_path, cli, monkeypatch):
+@pytest.mark.parametrize("padding", [0, MAX_HASHED_BYTES], ids=["small", "larger-than-hashed-unasked"])
+def test_a_pinned_data_file_changed_only_while_the_tests_read_it_is_exit_3(tmp_path, cli, monkeypatch, padding):
     """The same with the expected-output file: the wrong op rewrites it to agree before the test module reads
-    it, and puts it back at exit. The run reports the digest of each content it read."""
+    it, and puts it back at exit. The run reports the digest of each content it read; a pinned file is hashed
+    whatever its size (padded with JSON whitespace past the size the run hashes unasked)."""
+    expected = '{"ones4": [2.0, 2.0, 2.0, 2.0]}' + " " * padding + "\n"
     root = commit_repo(tmp_path / "data" / "repo", {"op.py": OP, "tests/test_op.py": DATA_TEST, "bench.py": BENCH,
-                                                    "tests/data/expected.json": '{"ones4": [2.0, 2.0, 2.0, 2.0]}\n'})
+                                                    "tests/data/expected.json": expected})
     code, out, err = freeze_in(root, *FREEZE)
     assert code == 0, err
     copy = working_copy(root, tmp_path, monkeypatch)

@@ -32,7 +32,8 @@ cached byte code (``ascendopt.gate.sources``, bound here at import; a pytest-xdi
 for the folder ``$ASCENDOPT_SOURCE_ROOT``, the one module of ascendopt this plugin imports, stdlib-only);
 ``replaced`` names its functions that the run undid; ``loaded`` maps each file it compiled (real path) to
 the sha256 of the bytes compiled; ``read`` maps each other file of the repository the run opened for reading
-(up to ``MAX_HASHED_BYTES``) to the sha256 of every content it had when opened.
+(up to ``MAX_HASHED_BYTES``, and any larger file listed in ``$ASCENDOPT_HASH_ALSO``: the parent lists the pinned
+ones) to the sha256 of every content it had when opened.
 
 Authentication: the parent passes a per-run key through an inherited pipe whose file descriptor is
 ``$ASCENDOPT_REPORT_FD``; this module reads the key and closes the pipe at import, so no conftest or
@@ -76,6 +77,7 @@ SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load fro
 VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
 MAX_HASHED_BYTES = 64 << 20  # data files up to this size are hashed as the tests open them
+HASH_ALSO_ENV = "ASCENDOPT_HASH_ALSO"  # os.pathsep-separated real paths hashed whatever their size
 # The comparison functions tests rely on, as "module:attribute.path"; those of a module that is not
 # installed are left out. Python functions are compared by identity and code object, builtins by identity.
 COMPARISONS = (
@@ -245,7 +247,7 @@ class _Usage:
     opened for reading, files opened for writing (left out: the run's outputs), and cached byte code of
     imported modules (mapped back to their source)."""
 
-    def __init__(self, root: str | None = None):
+    def __init__(self, root: str | None = None, also: str | None = None):
         self.active = False  # from the loading of the first conftest on: pytest's own search for its
         # configuration files (it reads every candidate on the way up) is not the tests' reading
         self.read: set[str] = set()
@@ -254,6 +256,11 @@ class _Usage:
         # digests come from ascendopt.gate.sources, which compiles them)
         self.root = None if root is None else os.path.realpath(root) + os.sep
         self.digests: dict[str, list[str]] = {}
+        # larger than MAX_HASHED_BYTES and hashed all the same (the pinned ones: a pin does not end at a size)
+        self.also = frozenset(p for p in (also or "").split(os.pathsep) if p)
+        # real path -> (stat identity, sha256) of its last digest: a file opened again unchanged is not re-read.
+        # The identity holds the status-change time, which any write or utime() moves and no user can set back.
+        self._last: dict[str, tuple[tuple[int, ...], str]] = {}
         self._hashing: set[int] = set()  # threads reading a file for its digest (their own opens are ours)
 
     def hook(self, event: str, args: tuple) -> None:
@@ -278,10 +285,20 @@ class _Usage:
             return
         self._hashing.add(threading.get_ident())  # reading it here raises this event again
         try:
-            if os.path.getsize(full) > MAX_HASHED_BYTES:
-                return
             with open(full, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()
+                st = os.fstat(fh.fileno())
+                if st.st_size > MAX_HASHED_BYTES and full not in self.also:
+                    return
+                identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                last = self._last.get(full)
+                if last is not None and last[0] == identity:
+                    digest = last[1]
+                else:
+                    digest = hashlib.sha256()
+                    while chunk := fh.read(1 << 24):
+                        digest.update(chunk)
+                    digest = digest.hexdigest()
+                    self._last[full] = (identity, digest)
         except OSError:
             return
         finally:
@@ -466,7 +483,7 @@ def _loader_loaded() -> dict[str, str]:
 # -- at import: before any conftest, test module or file of the repository is loaded ----------------
 
 _KEY = _read_key()
-_USAGE = _Usage(os.environ.get(SOURCE_ROOT_ENV) or None)
+_USAGE = _Usage(os.environ.get(SOURCE_ROOT_ENV) or None, os.environ.get(HASH_ALSO_ENV))
 _ORIGINALS: dict[str, tuple[object, object]] = {}
 # bound now: the launcher installed it before importing this module; a pytest-xdist worker installs it here,
 # before its conftests and tests are imported (None when pytest was started otherwise)

@@ -194,7 +194,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     console.status(f"gate: running frozen tests: {shlex.join(argv)} (limit {limit:g} s)")
     try:
         # the frozen tests run on the backend this process selected (--backend), as they did at freeze
-        run = run_tests(argv, root, timeout=limit)
+        run = run_tests(argv, root, timeout=limit, hash_also=_large_pins(contract, root))
     except ProcessTimeout as exc:
         tail = "\n".join(exc.output.strip().splitlines()[-20:])
         return StageResult("correctness", "fail", str(exc), [Check("frozen tests", False, str(exc))],
@@ -212,6 +212,19 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
         return _untrusted(list(run.integrity), checks, data), run
     return StageResult("correctness", "fail" if any(not c.passed for c in checks) else "pass", summary, checks,
                        data), run
+
+
+def _large_pins(contract: Contract, root: Path) -> list[str]:
+    """Real paths of the pinned files above the size the test run hashes unasked (``pytest_report.
+    MAX_HASHED_BYTES``): it hashes these too as the tests read them, so no size escapes ``_compiled_not_pinned``."""
+    from ascendopt.gate.pytest_report import MAX_HASHED_BYTES
+
+    paths = []
+    for frozen in contract.frozen_files:
+        path = os.path.realpath(root / frozen.path)
+        if "::" not in frozen.path and os.path.isfile(path) and os.path.getsize(path) > MAX_HASHED_BYTES:
+            paths.append(path)
+    return paths
 
 
 def _compiled_not_pinned(contract: Contract, root: Path,

@@ -36,7 +36,7 @@ from typing import Any
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
 from ascendopt.errors import EnvironmentProblem
-from ascendopt.gate.pytest_report import KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
+from ascendopt.gate.pytest_report import HASH_ALSO_ENV, KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
 
 PLUGIN = "ascendopt.gate.pytest_report"
 LAUNCHER = "ascendopt.gate.pytest_launch"
@@ -108,9 +108,11 @@ class SuiteRun:
         return {"runner": "pytest", "tests": {n: o for n, o in self.outcomes.items() if o not in NOT_RUN}}
 
 
-def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
+def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Sequence[str] = ()) -> SuiteRun:
     """Run the frozen test command ``argv`` in ``root`` on this process's backend and read what each
-    test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised.
+    test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised. ``hash_also``:
+    real paths of data files the run reports the digest of as it reads them, whatever their size (the pinned
+    ones; smaller files always are).
 
     A pytest command runs as ``python -m ascendopt.gate.pytest_launch ROOT -p PLUGIN -p no:cacheprovider
     ARGS`` with
@@ -137,6 +139,7 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float) -> SuiteRun:
             env[KEY_FD_ENV] = str(read_end)
             env["PYTHONSAFEPATH"] = "1"  # neither the working directory nor a script's folder on sys.path
             env[SOURCE_ROOT_ENV] = str(root)  # pytest-xdist workers load the repository from source too
+            env[HASH_ALSO_ENV] = os.pathsep.join(hash_also)
             # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
             # no cache: pytest's cache (--lf, --sw) would let an earlier run decide what this one runs
             proc = _run([sys.executable, "-m", LAUNCHER, str(root), "-p", PLUGIN, "-p", "no:cacheprovider", *args],
