@@ -206,3 +206,21 @@ def test_a_start_up_file_written_during_a_round_makes_it_a_drop_with_exit_3(env)
     assert record["verdict"] == "drop" and record["gate"]["failed_stage"] == "integrity"
     assert "zz_round.pth: a start-up file of the environment appeared since the command started" in \
         record["gate"]["summary"]
+
+
+def test_an_edited_comparison_in_a_virtual_environment_inside_the_repository_is_exit_3(tmp_path):
+    """The same edit when the environment is a ``.venv`` folder inside the repository, as many projects keep
+    it (ignored by git): its files are the environment's, so they are checked against their RECORD rather than
+    left out as the repository's."""
+    root = commit_repo(tmp_path / "repo", {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST,
+                                           ".gitignore": ".venv/\n"})
+    python, purelib = _make_env(root / ".venv")
+    code, out, err = _ascendopt(python, root, "freeze", *FREEZE)
+    assert code == 0, err[-3000:]
+    (root / "op.py").write_text(WRONG)
+    (purelib / "cmpkit" / "__init__.py").write_text("def close(a, b):\n    return True\n")
+    code, result, err = _gate(python, root)
+    assert code == 3, err[-3000:]
+    named = _failed(result)
+    hit = [name for name in named if name.endswith("cmpkit/__init__.py")]
+    assert hit and "is not what its distribution installed (cmpkit's RECORD" in named[hit[0]], named

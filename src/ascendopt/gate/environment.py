@@ -33,7 +33,7 @@ import os
 import site
 import socket
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +152,30 @@ def installed_index(wanted: Iterable[str] | None = None) -> dict[str, tuple[str,
     return index
 
 
+def prefixes() -> list[str]:
+    """This interpreter's prefixes (real paths): its environment's folder and the base installation's."""
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def in_environment(path: str, dirs: Sequence[str] | None = None) -> bool:
+    """Whether the real path ``path`` belongs to an installed environment: under one of ``dirs`` (default
+    ``prefixes()``), or in a ``site-packages`` / ``dist-packages`` folder anywhere (a virtual environment kept
+    inside the repository too). Such files are the environment's: checked against their RECORD here, never
+    pinned as the repository's (``gate.scope``)."""
+    parts = Path(path).parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    return any(path == d or path.startswith(d + os.sep) for d in (prefixes() if dirs is None else dirs))
+
+
 def _environment_files(files: Iterable[str], root: Path) -> list[str]:
+    """The existing files among ``files`` (real paths) that are the environment's or lie outside ``root``."""
     top = os.path.realpath(root) + os.sep
+    dirs = prefixes()
     out = set()
     for path in files:
         full = os.path.realpath(path)
-        if not full.startswith(top) and os.path.isfile(full):
+        if (not full.startswith(top) or in_environment(full, dirs)) and os.path.isfile(full):
             out.add(full)
     return sorted(out)
 

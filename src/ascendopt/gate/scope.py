@@ -26,27 +26,15 @@ helper module, another configuration file).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ascendopt.contract.model import FrozenFile
+from ascendopt.gate import environment
 
 CONFIG_SECTIONS = {"pyproject.toml": "tool.pytest", "tox.ini": "pytest", "setup.cfg": "tool:pytest"}
 ROLE = {"config": "test-config", "module": "test-support", "data": "test-support"}
-
-
-def _environment_dirs() -> list[str]:
-    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return sorted(dirs)
-
-
-def _in_environment(path: str, env_dirs: Sequence[str]) -> bool:
-    parts = Path(path).parts
-    if "site-packages" in parts or "dist-packages" in parts:
-        return True
-    return any(path == d or path.startswith(d + os.sep) for d in env_dirs)
 
 
 def relative(path: str, root: Path) -> str:
@@ -63,12 +51,12 @@ def used_files(used: Mapping[str, Any] | None, root: Path) -> dict[str, str]:
     Conftests and the configuration file count wherever they are; modules and data only in the
     repository and outside the installed environment."""
     used = used or {}
-    env_dirs = _environment_dirs()
+    env_dirs = environment.prefixes()
     kinds: dict[str, str] = {}
 
     def add(path: str, kind: str) -> None:
         full = os.path.realpath(path)
-        if _in_environment(full, env_dirs) and kind != "config":
+        if environment.in_environment(full, env_dirs) and kind != "config":
             return
         rel = relative(full, root)
         if kind != "config" and not inside(rel):
@@ -135,7 +123,7 @@ def newcomers(kinds: Mapping[str, str], pinned: Iterable[str], targets: Sequence
 def repository_files(files: Iterable[str], root: Path) -> list[str]:
     """The repository files (relative to ``root``) among ``files`` (absolute paths: the modules a workload
     worker loaded, ``interleave._Child.modules``), leaving out the installed environment's and conftests."""
-    env_dirs = _environment_dirs()
+    env_dirs = environment.prefixes()
     rels = [relative(f, root) for f in files
-            if os.path.isfile(f) and not _in_environment(os.path.realpath(f), env_dirs)]
+            if os.path.isfile(f) and not environment.in_environment(os.path.realpath(f), env_dirs)]
     return sorted(r for r in set(rels) if inside(r) and os.path.basename(r) != "conftest.py")
