@@ -103,8 +103,22 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+class _Console(Console):
+    """rich's Console, whose ``print`` holds the live display's lock through the whole render and write. rich takes
+    that lock only while it places the cursor above the display, so its refresh thread could redraw in between;
+    the line printed then landed where the display's rows had been and was erased with them (a line lost from
+    the terminal, seen about once in a dozen runs on a loaded machine)."""
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        live = self._live_stack[0] if self._live_stack else None
+        if live is None:
+            return super().print(*args, **kwargs)
+        with live._lock:  # an RLock: the refresh thread's own print, made under it, takes it again
+            return super().print(*args, **kwargs)
+
+
 def _make(stderr: bool, file: Any) -> Console:
-    return Console(file=file, stderr=stderr, markup=False, emoji=False, highlight=False, soft_wrap=stderr,
+    return _Console(file=file, stderr=stderr, markup=False, emoji=False, highlight=False, soft_wrap=stderr,
                    no_color=colour_off())
 
 
