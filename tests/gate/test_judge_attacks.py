@@ -310,6 +310,36 @@ def test_thread_injection_work_finished_after_the_timed_call_returns_is_not_a_sp
 # -- slowing the baseline ----------------------------------------------------------------------------
 
 
+# the frozen op scales its sleep by a setting of the machine it runs on: any state the baseline's process
+# shares with the candidate (an environment variable here; a file, a lock, a governor elsewhere)
+SHARED_STATE_OP = OP.replace("import time\n", "import os\nimport time\n", 1).replace(
+    f"DELAY_S = {DELAY_S}", f"DELAY_S = {DELAY_S} * float(os.environ.get('JUDGE_TEST_SLOWDOWN', '1'))", 1)
+
+
+def test_baseline_sabotage_a_baseline_slower_than_frozen_gives_no_speedup_and_says_so(tmp_path, monkeypatch):
+    """Wafer's field guide, "resource contention against the reference" / KernelBench's baseline sabotage:
+    the baseline is made slower than it was at freeze (here through a setting its frozen code reads; the
+    candidate ignores it), so the candidate measures 2x faster against it. The anchor sees the re-measured
+    baseline away from the frozen one: inconclusive (exit 6), never a speedup, and the text names why."""
+    from conftest import run_cli
+
+    root = tmp_path / "repo"
+    commit_repo(root, {"op.py": SHARED_STATE_OP, "bench.py": BENCH, "tests/test_op.py": TEST})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                             "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    (root / "op.py").write_text(OP)  # the candidate: the same op, deaf to the setting
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    monkeypatch.setenv("JUDGE_TEST_SLOWDOWN", "2")
+    code, out, err = run_cli("gate", "--pairs", CONTROL_PAIRS)
+    assert code == 6, out + err
+    assert re.search(r"gate: INCONCLUSIVE at performance \(exit 6\): baseline moved from [\d.]+ us \(frozen\) "
+                     r"to [\d.]+ us \(\+\d+\.\d%", out), out
+    assert "not a pass" in out and "gate: PASS" not in out and "Traceback" not in out + err
+
+
+
 @pytest.mark.parametrize("burner", [
     # a thread of the candidate's worker that spins while its own workload is not running
     """\

@@ -254,6 +254,38 @@ def test_npu_census_from_the_torch_npu_profile(fake_torch_npu, monkeypatch):
     assert mm["calls"] >= 1 and 0 < mm["share"] <= 1 and census["wall_us"] >= census["host_us"] >= 0
 
 
+
+def test_a_device_census_takes_host_time_from_unprofiled_calls_not_the_profiled_one(monkeypatch):
+    """cuda/npu: the profiler adds its own cost to every launch of the profiled call, and one call can
+    stall; a host time read from the profiled call rose by half a frozen call on an honest change (an
+    autotuned launch), enough to call "work moved to the host". The census's host and wall time are the
+    median of unprofiled calls. The CUDA profiler cannot run here: its reading is stood in for (device
+    time by name, a return 50 ms late); the unprofiled calls are real (1 ms of host work each)."""
+    from types import SimpleNamespace
+
+    from ascendopt.device import backends
+
+    calls = [0]
+
+    def workload():
+        calls[0] += 1
+        time.sleep(0.001)
+
+    def profiled(fn, backend):
+        fn()
+        return {"k": 40.0}, {"k": 1}, 50_400.0, 50_000.0, {"k"}
+
+    monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda", synchronize=lambda: None))
+    monkeypatch.setattr(kernel_hit, "_profile_torch", profiled)
+    census = kernel_hit.kernel_census(workload)
+    assert calls[0] == 1 + kernel_hit.CENSUS_CALLS + kernel_hit.PLAIN_CALLS
+    assert census["device_us"] == 40.0 and census["kernels"]["k"]["calls"] == 1
+    assert 1000.0 <= census["host_us"] < 20_000.0 and census["wall_us"] >= census["host_us"]
+    # judged against a frozen census of the same code, nothing moved to the host
+    frozen = make_census("cuda", {"k": 90.0}, {"k": 1}, census["wall_us"], census["host_us"], {"k"})
+    found = {f.name: f for f in judge_census(frozen, census, ["k"])}
+    assert not found["host time"].red, found["host time"].message
+
 def test_a_census_is_the_median_profiled_call_so_one_stalled_call_does_not_move_the_shares():
     """A loaded machine can stall one profiled call (here: the first profiled call also runs 30 ms of torch
     matmuls); the census keeps the median of three calls, so the extra work of one call is not in it.

@@ -106,6 +106,24 @@ def test_own_code_timing_on_inconclusive_samples_is_inconclusive():
     assert rounds.verdict_reason(timing).startswith("timing inconclusive")
 
 
+
+def test_a_round_reverted_on_the_judges_doubt_says_the_doubt_not_a_noise_band():
+    """Timing that could tell ("faster", band well under 5 %) but that the judge doubted (the anchor, the
+    clocks, an idle side: ``rounds.timing`` marks both verdicts inconclusive) is reverted for that reason."""
+    import numpy as np
+
+    from ascendopt.rounds import timing as rt
+
+    rng = np.random.default_rng(2)
+    base = np.exp(rng.normal(0, 0.01, 30))
+    case = rt.case_timing("bench.py", {"baseline": list(2 * base), "candidate": list(base)}, 1)
+    timing = rt.round_timing([case], {"round": None, "commit": "0" * 40})
+    assert timing["vs_best"] == "faster"
+    moved = "baseline moved from 1000.00 us (frozen) to 2000.00 us (+100.0%; allowed ±20% drift + 0.4% noise)"
+    timing.update(judge=[moved], vs_baseline="inconclusive", vs_best="inconclusive")
+    reason = rounds.verdict_reason(timing)
+    assert reason.startswith("timing is not evidence: baseline moved from 1000.00 us") and "noise band" not in reason
+
 # -- UB overflow off-NPU ---------------------------------------------------------------------------
 
 

@@ -73,8 +73,11 @@ def _render(result) -> None:
     else:
         stage = result.inconclusive_stage
         bands = [c["threshold_rel"] for c in stage.data.get("comparisons", []) if c["verdict"] == "inconclusive"]
-        console.verdict(f"gate: INCONCLUSIVE at {stage.name} (exit {result.exit_code}): noise band "
-                        f"±{max(bands):.2%} stayed wider than ±{DecisionRule().max_band:.0%}; not a pass",
+        # a band too wide to tell, or (own code) a doubt of the judge about timing that could tell: the
+        # stage's summary names it (the clocks disagree, the baseline moved, a side was not idle)
+        why = (f"noise band ±{max(bands):.2%} stayed wider than ±{DecisionRule().max_band:.0%}" if bands
+               else stage.summary.removeprefix("inconclusive: "))
+        console.verdict(f"gate: INCONCLUSIVE at {stage.name} (exit {result.exit_code}): {why}; not a pass",
                         "inconclusive")
         console.out(f"advice: {INCONCLUSIVE_ADVICE}")
 

@@ -32,7 +32,8 @@ time charged to the interpreted Triton kernel it runs under (``collect.torch_pro
 every ``kernel[grid](...)`` launch the interpreter runs, own code and bundled kernels alike) or else
 to its own name (an ``aten::`` op, a ``record_function`` range). Host time: cpu: the wall time the
 profile does not see (Python, NumPy); cuda/npu: the time until the call returns, the device idle
-before it (the host's enqueue work; kernels run asynchronously, so a faster kernel does not move it).
+before it (the host's enqueue work; kernels run asynchronously, so a faster kernel does not move it),
+the median of ``PLAIN_CALLS`` calls without the profiler (which adds its own cost to every launch).
 
 The pure functions here (``census_names``, ``judge_census``) take census dicts, so the stage can be
 judged wherever the census comes from (this process, a workload child).
@@ -59,6 +60,10 @@ HOST_NOISE = 0.1  # ... and that host growth > 10 % of the frozen wall time: red
 NEW_KERNEL_SHARE = 0.1  # new kernel names holding >= 10 % of the device time: reported
 CENSUS_SCHEMA = 1
 CENSUS_CALLS = 3  # profiled calls per census; the median call's census is kept
+# unprofiled calls whose median return and wall times are a device census's host and wall time: a profiled
+# call's host time carries the profiler's per-launch cost and one call's stalls (a host time measured on
+# the profiled call alone rose by half a frozen call on an honest change, an autotuned launch)
+PLAIN_CALLS = 5
 
 
 def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str, Any]:
@@ -80,20 +85,37 @@ def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str,
     fn()  # compile outside the profile
     backend.synchronize()
     taken = [_census_of_one_call(fn, backend) for _ in range(max(1, calls))]
-    return sorted(taken, key=lambda c: c["device_us"])[len(taken) // 2]
+    census = sorted(taken, key=lambda c: c["device_us"])[len(taken) // 2]
+    if backend.name != "cpu":
+        wall_us, host_us = plain_call_times(fn, backend)
+        census = {**census, "wall_us": round(wall_us, 3), "host_us": round(host_us, 3)}
+    return census
 
 
-def _census_of_one_call(fn: Callable[[], Any], backend) -> dict[str, Any]:
-    """``kernel_census`` of one profiled call of a warm ``fn``."""
-    if backend.name == "npu":
-        with triton_launches() as triton:
-            totals, counts = _profile_npu(fn)
+def plain_call_times(fn: Callable[[], Any], backend, calls: int = PLAIN_CALLS) -> tuple[float, float]:
+    """``(wall_us, host_us)`` of a warm ``fn`` on a device backend, each the median of ``calls`` unprofiled
+    calls: wall from the device synchronized before the call to synchronized after it; host until the call
+    returned (the host's own work and its enqueueing; kernels run asynchronously)."""
+    walls, hosts = [], []
+    for _ in range(max(1, calls)):
         backend.synchronize()
         t0 = time.perf_counter()
         fn()
         returned = time.perf_counter()
         backend.synchronize()
-        wall_us, host_us = (time.perf_counter() - t0) * 1e6, (returned - t0) * 1e6
+        walls.append((time.perf_counter() - t0) * 1e6)
+        hosts.append((returned - t0) * 1e6)
+    return sorted(walls)[len(walls) // 2], sorted(hosts)[len(hosts) // 2]
+
+
+def _census_of_one_call(fn: Callable[[], Any], backend) -> dict[str, Any]:
+    """``kernel_census`` of one profiled call of a warm ``fn``: device time by name, launches; on cpu the host
+    time is the call's wall time the profile does not see; on a device backend ``kernel_census`` replaces
+    the wall and host time with those of unprofiled calls (``plain_call_times``)."""
+    if backend.name == "npu":
+        with triton_launches() as triton:
+            totals, counts = _profile_npu(fn)
+        wall_us = host_us = 0.0
     else:
         totals, counts, wall_us, returned_us, triton = _profile_torch(fn, backend)
         device = sum(totals.values())

@@ -233,7 +233,7 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
     widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
-    not be timed (None when the timing could tell)."""
+    not be timed or the judge's first doubt about the timing (None when the timing could tell)."""
     from ascendopt.gate.bench import DecisionRule
 
     found = (timing or {}).get("implausible")
@@ -245,6 +245,8 @@ def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     unverified = (timing.get("best") or {}).get("unverified")
     if unverified:  # own code: the best kept state is in no commit, so it was not timed
         return unverified
+    if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
+        return f"timing is not evidence: {timing['judge'][0]}; nothing is kept on it"
     undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
         [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
     band = max((c["threshold_rel"] for c in undecided), default=None)
