@@ -1,5 +1,6 @@
 """`ascendopt freeze`: what the contract records, and everything freeze refuses."""
 
+import collections
 import dataclasses
 import subprocess
 import textwrap
@@ -199,6 +200,27 @@ def test_pytest_configuration_on_the_tests_paths_is_pinned_section_by_section(tm
     assert pinned() == before
     (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py\n\n[pytest]\naddopts = -q -k fast\n")
     assert pinned()["tox.ini::[pytest]"] != before["tox.ini::[pytest]"]
+
+
+def test_freeze_times_its_baseline_interleaved_with_a_second_worker_as_a_gate_does(tmp_path, monkeypatch):
+    """The anchor (``gate.engine.anchor_problem``) compares a gate's baseline with freeze's: freeze times it
+    the way a gate will, each batch after the other side's, in two workers of the frozen tree. (Timed alone, a
+    host-bound device call measured a third faster than in the gate, and every gate was inconclusive.)"""
+    from _own_code import PROFILED_BENCH, commit_repo, sleep_repo_files
+    from ascendopt.contract.freeze import freeze_exec_file
+
+    calls = tmp_path / "calls.txt"
+    bench = PROFILED_BENCH.replace("def workload():\n", "def workload():\n    import os\n\n"
+                                   f"    with open({str(calls)!r}, 'a') as log:\n"
+                                   "        log.write(f'{os.getpid()}\\n')\n", 1)
+    root = commit_repo(tmp_path / "repo", {**sleep_repo_files(0.002), "bench.py": bench})
+    monkeypatch.chdir(root)
+    contract = freeze_exec_file(Workspace(root / ".ascendopt"), exec_file="bench.py", tests=["tests/test_op.py"],
+                                kernel_filter="my_op_kernel", profile=False, precheck=False)
+    per_process = sorted(collections.Counter(calls.read_text().split()).values())
+    timed = contract.baseline[0].n * contract.baseline[0].calls_per_sample
+    assert len(per_process) == 2 and per_process[0] >= timed, per_process  # both workers made the timed calls
+    assert contract.baseline[0].n == 30
 
 
 def test_freeze_loads_the_workload_in_its_two_workers_only(tmp_path, monkeypatch):

@@ -231,3 +231,34 @@ def test_every_timed_side_comes_to_the_timing_with_one_profiled_call(tmp_path, m
                                      decide=lambda j, on: (j.take(12), [sorted(s)[len(s) // 2] for s in j.samples])[1])
     assert medians[0] == pytest.approx(medians[1], rel=0.25), medians  # without the profiled call: 8 ms vs 4 ms
     assert base.profiled and cand.profiled
+
+
+def test_a_timed_batch_holds_no_more_than_max_batch_bytes_of_inputs_and_outputs(tmp_path, monkeypatch):
+    """Every call of a batch keeps its own inputs and its output until the batch is checked: with 1 MiB in
+    (inputs(seed): 8 fp32 elements) and 1 MiB out a call, a 4 MiB cap allows 2 calls a batch however short a
+    call is (a fast op would otherwise batch up to 200); without a cap's bite the batch is the usual one."""
+    from ascendopt.gate import interleave
+    from ascendopt.gate.engine import Judged, Verdict
+    from ascendopt.gate.interleave import workload_process
+
+    op = "import torch\n\n\ndef my_op(x):\n    return torch.zeros(2**18) + x.sum()\n"  # 1 MiB of fp32 out
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    fast = Verdict(pairs=2, warmup=2, warmup_ms=0.0, min_sample_ms=50.0)
+    with workload_process(_tree(tmp_path, op), "w.py", "candidate", load_s=120, seed=True) as child:
+        assert Judged({"candidate": child}, fast).calls > 2
+        assert child.call_bytes == 2**20 + 8 * 4  # the output and the input of one call
+        monkeypatch.setattr(interleave, "MAX_BATCH_BYTES", 2 * child.call_bytes)
+        judged = Judged({"candidate": child}, fast)
+        assert judged.calls == 2
+        judged.take(2)
+        assert [r["calls"] for r in child.readings] == [2, 2]
+
+
+def test_tensor_bytes_reads_dtypes_and_shapes_of_fingerprints():
+    from ascendopt.gate.interleave import batch_calls, tensor_bytes
+
+    prints = [_fp({"a": torch.ones(3, 5, dtype=torch.bfloat16), "b": torch.ones(7, dtype=torch.int64)}),
+              _fp(torch.ones(2, dtype=torch.complex64))]
+    assert tensor_bytes(prints) == 3 * 5 * 2 + 7 * 8 + 2 * 8
+    assert batch_calls(0.01, 20.0, 0) == 200 and batch_calls(0.01, 20.0, 1 << 30) == 4
+    assert batch_calls(100.0, 20.0, 1 << 40) == 1

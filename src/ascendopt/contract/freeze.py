@@ -301,7 +301,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     import tempfile
 
     from ascendopt.gate import environment, scope
-    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs
+    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs, time_baseline
     from ascendopt.gate.interleave import FAILURES
     from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
@@ -329,8 +329,9 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     git = git_state(root)
     startup = environment.Startup()  # the environment's start-up files, before any child runs
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
-    # a second worker repeats the first call, to check the outputs are deterministic (gate.equivalence)
-    trees = {"baseline": root, **({"repeat": root} if equivalence and git["commit"] else {})}
+    # a second worker of the same tree repeats the first call, to check the outputs are deterministic
+    # (gate.equivalence), and is timed interleaved with the baseline's, as a gate times two sides
+    trees = {"baseline": root, **({"repeat": root} if git["commit"] else {})}
     try:
         # the tests run on the backend this process selected (--backend), as the gate will run them
         with Session(exec_rel, trees, load_s=timeouts["workload_s"],
@@ -356,16 +357,18 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                 if missing_kernels([kernel_filter], seen):
                     raise CorrectnessError(f"no kernel matching --kernel-filter {kernel_filter!r} ran (torch "
                                            f"fallback?); the profile shows: {', '.join(seen[:10]) or 'nothing'}")
+                # before the timing: the repeated call is the second worker's first, as the baseline's was
+                outputs = _equivalence_record(exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES,
+                                                                     **(equivalence_tol or {})},
+                                              git["commit"], timeouts["workload_s"], session)
                 console.status(f"freeze: measuring the baseline workload() of {exec_rel} (timed by this process, "
                                f"limit {timeouts['timing_s']:g} s)")
-                timing = child.measure(timeouts["timing_s"], min_sample_ms=Verdict().sample_ms())  # as the gate
+                timing = time_baseline(session, Verdict(), timing_s=timeouts["timing_s"], label=exec_rel,
+                                       partner="repeat" if "repeat" in trees else None)
                 if not child.has_inputs:
                     console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
                                  "workload's own inputs, so a change that caches results across calls cannot be "
                                  "told from a faster one (define inputs(seed) and workload(*inputs) to check it)")
-                outputs = _equivalence_record(exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES,
-                                                                     **(equivalence_tol or {})},
-                                              git["commit"], timeouts["workload_s"], session)
                 known = [f.path for f in files]
                 worker_files = child.modules(timeouts["workload_s"])
                 chosen = declared if declared is not None else [

@@ -17,7 +17,8 @@ The parent owns the truth:
 * **Inputs.** When the workload file defines ``inputs(seed)``, every call of a timed batch gets its own
   input set ``inputs(seed)`` (torch seeded with ``seed``), made before the batch, and no seed is used twice
   in a command: the pool of distinct input sets is exactly one batch (the calls per sample, at most 200
-  by ``bench.calls_per_sample``), remade for every batch. Baseline and candidate get the same seeds, and
+  and at most ``interleave.MAX_BATCH_BYTES`` of inputs and outputs: ``interleave.batch_calls``), remade for
+  every batch. Baseline and candidate get the same seeds, and
   their input fingerprints must agree.
 * **Outputs.** Every timed call's return value is fingerprinted (``worker.fingerprint``) and compared with
   the baseline's for the same seed, within the contract's output tolerances (``compare_fingerprints``). A
@@ -34,7 +35,8 @@ The parent owns the truth:
   the anchor stands against it.
 * **Anchor.** The baseline re-measured by a gate must agree with the frozen baseline (``anchor_problem``):
   within its own noise band plus ``ANCHOR_DRIFT``; otherwise the stage is inconclusive ("baseline moved
-  from X to Y"), never a speedup.
+  from X to Y"), never a speedup. Freeze times its baseline as a gate will: interleaved with a second
+  worker (of the same tree), so the anchor compares like with like (``time_baseline``).
 """
 
 from __future__ import annotations
@@ -64,9 +66,12 @@ OUTSIDE = "a process outside every worker's group"
 ANCHOR_DRIFT = 0.20
 # The shortest timed batch, ms. The parent's reading of a batch includes two process wake-ups (the worker's
 # on "go", the parent's on the reply), each up to milliseconds late on a busy CPU host: a 10 ms batch keeps
-# them at the percent level there; device hosts wake faster, and a longer batch would need a larger input
-# pool (one input set per call).
-SAMPLE_MS = {"cpu": 10.0, "default": 2.0}
+# them at the percent level there. On a device host the first calls of a batch pay for the other side's
+# batch before it (the host's caches, the device's context): a host-bound call of fla's l2norm (~0.25 ms on an
+# H100) measured 0.25 ms a call timed alone in 2 ms batches and 0.37 ms interleaved, with a ±10 % band after
+# 90 pairs; 20 ms batches spread that cost over ~80 calls. A batch holds at most
+# ``interleave.MAX_BATCH_BYTES`` of inputs and outputs.
+SAMPLE_MS = {"cpu": 10.0, "default": 20.0}
 MAX_STORED_OUTPUTS = 256 * 2**20  # bytes: frozen outputs larger than this are not stored (fallback below)
 
 
@@ -113,14 +118,14 @@ class Judged:
     """
 
     def __init__(self, sides: Mapping[str, Any], request: Verdict):
-        from ascendopt.gate import bench
+        from ascendopt.gate.interleave import batch_calls
 
         self.names = list(sides)
         self.sides = [sides[n] for n in self.names]
         for side in self.sides:
             side.calibrate()
-        per_call = min(side.warmup(request.warmup, request.warmup_ms) for side in self.sides)
-        self.calls = bench.calls_per_sample(per_call, request.sample_ms())
+        per_call = min([side.warmup(request.warmup, request.warmup_ms) for side in self.sides])
+        self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
         # {timed side: {pid: (command name, CPU ms)}}: the processes outside every worker's tree and group
@@ -465,6 +470,21 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
         judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
         result = decide(judged, bar.advance)
     return judged, result
+
+
+def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None):
+    """Freeze's baseline timing (``bench.Timing``) within ``timing_s``: the "baseline" worker interleaved with
+    ``partner`` (a second worker of the same tree) for ``request.pairs`` pairs, as a gate times it, or, with
+    no partner, alone (``interleave._Child.measure``). Timed alone, a batch follows the same side's batch,
+    not the other side's: a host-bound device call measured a third faster that way than in the gate."""
+    from ascendopt.gate import bench
+
+    if partner is None:
+        return session.worker("baseline").measure(timing_s, repeats=request.pairs, warmup=request.warmup,
+                                                  warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
+    judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
+                           decide=lambda j, on: j.take(request.pairs, on))
+    return bench.summarize(judged.samples[0], judged.calls)
 
 
 def stored_outputs_path(ws_root: Path, sha256: str) -> Path:

@@ -50,6 +50,10 @@ HARNESS_START_S = 120.0
 # ±3.5-3.9 % at one (benchmarks/RESULTS.md). A cpu verdict compares the sides; it is not the host's
 # multi-core throughput.
 CPU_WORKER_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# A timed batch keeps every call's inputs and outputs alive until its outputs are fingerprinted (each call
+# has its own inputs, and an output freed early could be reused by the next call's): the calls of a batch are
+# capped so that what they hold stays under this many bytes (device memory on a device backend).
+MAX_BATCH_BYTES = 4 * 2**30
 
 
 class WorkloadError(CorrectnessError):
@@ -130,6 +134,7 @@ class _Child:
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
         self.profiled = False  # a profiled call was made (``kernel_census``): it changes what follows
+        self.call_bytes = 0  # bytes of one call's inputs and outputs (the largest warm-up call's)
         self._bound = False
         argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
         argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
@@ -249,7 +254,9 @@ class _Child:
         t0, n, seed = time.perf_counter(), 0, WARMUP_SEED
         per_call = []
         while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
-            per_call.append(self.batch(1, seed + n)["parent"])
+            reading = self.batch(1, seed + n)
+            per_call.append(reading["parent"])
+            self.call_bytes = max(self.call_bytes, tensor_bytes(reading["inputs"] + reading["outputs"]))
             n += 1
             if n > 10_000:
                 break
@@ -284,7 +291,7 @@ class _Child:
 
         saved, self.phase = self.phase, Phase("workload() timing", limit_s)
         try:
-            calls = bench.calls_per_sample(self.warmup(warmup, warmup_ms), min_sample_ms)
+            calls = batch_calls(self.warmup(warmup, warmup_ms), min_sample_ms, self.call_bytes)
             samples = [self.sample(calls) for _ in range(repeats)]
         finally:
             self.phase = saved
@@ -313,6 +320,30 @@ class _Child:
         kill_group(self.proc)
         if self.on_kill is not None:
             self.on_kill()
+
+
+def tensor_bytes(prints: list[Mapping[str, Any]]) -> int:
+    """Bytes of the tensors that ``worker.fingerprint`` summaries describe (their dtypes and shapes)."""
+    import math
+
+    import torch
+
+    total = 0
+    for printed in prints:
+        for part in printed.get("parts", {}).values():
+            dtype = getattr(torch, str(part.get("dtype", "")), None)
+            if isinstance(dtype, torch.dtype) and "shape" in part:
+                total += math.prod(part["shape"]) * dtype.itemsize
+    return total
+
+
+def batch_calls(per_call_ms: float, min_sample_ms: float, call_bytes: int) -> int:
+    """Calls in one timed batch: enough to last ``min_sample_ms`` (``bench.calls_per_sample``), no more than
+    keep ``MAX_BATCH_BYTES`` of inputs and outputs (``call_bytes`` a call) alive, at least one."""
+    from ascendopt.gate import bench
+
+    calls = bench.calls_per_sample(per_call_ms, min_sample_ms)
+    return max(1, min(calls, MAX_BATCH_BYTES // call_bytes)) if call_bytes > 0 else calls
 
 
 def contain(child: _Child, escapes: Escapes) -> Callable[[], None]:
