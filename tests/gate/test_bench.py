@@ -120,15 +120,17 @@ def test_measure_rotates_inputs_and_times_on_cpu():
 
 
 def test_compare_detects_real_sleep_slowdown_on_cpu():
+    """A real 60 % slowdown of a sleeping call. Sleeps of a few ms: a loaded host wakes a sleeper up to a
+    millisecond or more late, which at 1 ms sleeps made both sides look alike (a flaky "same" under CI)."""
     import time
 
     def fast():
-        time.sleep(0.001)
+        time.sleep(0.004)
 
     def slow():
-        time.sleep(0.0016)
+        time.sleep(0.0064)
 
-    r = bench.compare(fast, slow, backend=Backend("cpu", "test"), pairs=12, warmup=1, warmup_ms=0, min_sample_ms=2)
+    r = bench.compare(fast, slow, backend=Backend("cpu", "test"), pairs=12, warmup=1, warmup_ms=0, min_sample_ms=8)
     assert r.verdict == "slower" and r.ratio > 1.2
 
 
