@@ -67,10 +67,10 @@ ANCHOR_DRIFT = 0.20
 # The shortest timed batch, ms. The parent's reading of a batch includes two process wake-ups (the worker's
 # on "go", the parent's on the reply), each up to milliseconds late on a busy CPU host: a 10 ms batch keeps
 # them at the percent level there. On a device host the first calls of a batch pay for the other side's
-# batch before it (the host's caches, the device's context): a host-bound call of fla's l2norm (~0.25 ms on an
-# H100) measured 0.25 ms a call timed alone in 2 ms batches and 0.37 ms interleaved, with a ±10 % band after
-# 90 pairs; 20 ms batches spread that cost over ~80 calls. A batch holds at most
-# ``interleave.MAX_BATCH_BYTES`` of inputs and outputs.
+# batch before it (the host's caches, the device's context): a host-bound call of fla's l2norm on an H100
+# measured 0.25 ms a call timed alone in 2 ms batches, 0.37 ms interleaved, and its A/A band stayed at ±10 %
+# after 90 pairs; in 20 ms batches (~90 calls) the A/A band was ±1.9 % (benchmarks/RESULTS.md). A batch holds
+# at most ``interleave.MAX_BATCH_BYTES`` of inputs and outputs.
 SAMPLE_MS = {"cpu": 10.0, "default": 20.0}
 MAX_STORED_OUTPUTS = 256 * 2**20  # bytes: frozen outputs larger than this are not stored (fallback below)
 
