@@ -301,3 +301,37 @@ def test_freeze_without_pytest_in_this_python_is_exit_5_not_a_failing_baseline(t
     assert "pytest is not installed in this Python" in proc.stderr and "pip install pytest" in proc.stderr
     assert "fail" not in proc.stderr.lower() and "Traceback" not in proc.stderr
     assert not (repo / ".ascendopt" / "contract.yaml").exists()  # nothing frozen
+
+
+def test_a_project_without_pytest_xdist_freezes_and_gates(tmp_path, monkeypatch):
+    """Most projects' environments have no pytest-xdist. The reporting plugin must not implement xdist's hooks
+    there: pytest stops with an internal error on a plugin hook it does not know, and every test went unrun
+    ("ran no test"). ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` leaves xdist (and every other installed plugin)
+    unloaded, as in an environment without them."""
+    from _own_code import commit_repo, freeze_in, sleep_repo_files
+    from conftest import run_cli
+
+    root = commit_repo(tmp_path / "repo", sleep_repo_files(0.002))
+    no_plugins = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--no-profile", "--no-precheck", env=no_plugins)
+    assert code == 0, err
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    code, out, err = run_cli("gate", "--skip-perf")
+    assert code == 0, out + err
+
+
+def test_pytest_failing_before_any_test_is_named_with_its_error(tmp_path):
+    """A run in which pytest itself fails (an internal error in a hook) says so, with pytest's error line, not
+    only that no test ran."""
+    from ascendopt.gate.testset import run_tests
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "def pytest_collection_modifyitems(items):\n    raise RuntimeError('broken hook in collection')\n")
+    run = run_tests([sys.executable, "-m", "pytest", "-q", "tests/test_a.py"], tmp_path, timeout=120)
+    assert run.problem is not None and run.problem.startswith("ran no test"), run.problem
+    assert "pytest exited 3 (internal error)" in run.problem and "broken hook in collection" in run.problem

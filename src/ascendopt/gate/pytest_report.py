@@ -423,8 +423,8 @@ class _Recorder:
             return  # a clean setup or teardown says nothing about the test
         self._record(report.nodeid, outcome, report)
 
-    def pytest_testnodedown(self, node, error) -> None:
-        """pytest-xdist: what a worker process used and found replaced (``_worker_finish``)."""
+    def worker_down(self, node) -> None:
+        """pytest-xdist: what a worker process used and found replaced (``_Worker``), from its ``node``."""
         seen = getattr(node, "workeroutput", {}).get("ascendopt", {})
         self.modules.update(seen.get("modules", []))
         self.conftests.update(seen.get("conftests", []))
@@ -510,7 +510,22 @@ def pytest_configure(config) -> None:
         if not config.pluginmanager.has_plugin("ascendopt-worker"):
             config.pluginmanager.register(_Worker(config), "ascendopt-worker")
     elif _KEY is not None and not config.pluginmanager.has_plugin("ascendopt-report"):
-        config.pluginmanager.register(_Recorder(path, _sealer(_KEY), _USAGE, _ORIGINALS), "ascendopt-report")
+        recorder = _Recorder(path, _sealer(_KEY), _USAGE, _ORIGINALS)
+        config.pluginmanager.register(recorder, "ascendopt-report")
+        # pytest-xdist's controller hook exists only where xdist is installed and active: pytest stops with an
+        # internal error on a plugin that implements a hook it does not know
+        if hasattr(config.hook, "pytest_testnodedown"):
+            config.pluginmanager.register(_XdistController(recorder), "ascendopt-xdist")
+
+
+class _XdistController:
+    """The pytest-xdist controller's hook, registered beside ``_Recorder`` only where xdist defines it."""
+
+    def __init__(self, recorder: _Recorder):
+        self.recorder = recorder
+
+    def pytest_testnodedown(self, node, error) -> None:
+        self.recorder.worker_down(node)
 
 
 class _Worker:

@@ -232,6 +232,14 @@ def _tail(proc) -> str:
     return "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-_TAIL_LINES:])
 
 
+def _error_line(tail: str) -> str:
+    """The line of pytest's output that names its error: the last ``INTERNALERROR>`` or ``ERROR`` line, else the
+    last line."""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("INTERNALERROR>", "ERROR"))]
+    return (errors or lines or ["no output"])[-1]
+
+
 def _pytest_run(proc, data: Mapping[str, Any] | None) -> SuiteRun:
     rc, tail = proc.returncode, _tail(proc)
     status = f"pytest exited {rc}" + (f" ({_PYTEST_EXIT[rc]})" if rc in _PYTEST_EXIT else "")
@@ -247,6 +255,8 @@ def _pytest_run(proc, data: Mapping[str, Any] | None) -> SuiteRun:
                    passed=sum(o == "passed" for o in outcomes.values()), output_tail=tail)
     if all(o in NOT_RUN for o in outcomes.values()):
         run.problem = f"ran no test ({run.counts_text()})"
+        if rc not in (0, 5):  # pytest itself failed (an internal or usage error): say how
+            run.problem += f"; {status}: {_error_line(tail)}"
     elif rc != 0 and not run.failing():
         run.problem = status
     return run
