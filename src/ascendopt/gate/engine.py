@@ -18,8 +18,7 @@ The parent owns the truth:
   input set ``inputs(seed)`` (torch seeded with ``seed``), made before the batch, and no seed is used twice
   in a command: the pool of distinct input sets is exactly one batch (the calls per sample, at most 200
   and at most ``interleave.MAX_BATCH_BYTES`` of inputs and outputs: ``interleave.batch_calls``), remade for
-  every batch. Baseline and candidate get the same seeds, and
-  their input fingerprints must agree.
+  every batch. Baseline and candidate get the same seeds, and their input fingerprints must agree.
 * **Outputs.** Every timed call's return value is fingerprinted (``worker.fingerprint``) and compared with
   the baseline's for the same seed, within the contract's output tolerances (``compare_fingerprints``). A
   wrong, lazy, subclassed or storage-less output of any timed call is a correctness failure (exit 1).
