@@ -17,6 +17,7 @@ from the contract), so the verdicts do not depend on this machine's load.
 """
 
 import dataclasses
+import textwrap
 import time
 
 import numpy as np
@@ -304,3 +305,58 @@ def test_a_census_is_the_median_profiled_call_so_one_stalled_call_does_not_move_
     assert "aten::mm" not in census["kernels"] and "aten::tanh" in census["kernels"]
     stalled = kernel_hit.kernel_census(lambda: workload(True))
     assert stalled["kernels"]["aten::mm"]["device_us"] > 10_000  # 30 ms of matmuls in every call
+
+
+def test_the_candidates_census_is_taken_after_the_frozen_tests_as_freeze_takes_the_frozen_one(tmp_path, monkeypatch):
+    """Control: an unchanged tree stays green at kernel hit however the frozen tests load the host. The census
+    compares device-time shares with freeze's, which freeze takes once its tests have ended; a gate whose census
+    overlapped its tests saw another machine (on the 2-core CPU host the unchanged proxy went red, "token
+    launch"). Here the frozen test holds a marker file while it runs, from the moment the working tree's worker
+    has loaded the workload, and a call made while the marker exists does 30x its work in torch ops: a census
+    taken during the tests would be red."""
+    from _own_code import DOUBLES_TEST, SLEEP_OP, commit_repo, freeze_in
+    from conftest import run_cli
+
+    marker, loaded = tmp_path / "tests-running", tmp_path / "workload-loaded"
+    bench = textwrap.dedent(f"""\
+        import os
+
+        import torch
+        from op import my_op
+
+        open({str(loaded)!r}, "a").close()
+
+
+        def workload():
+            with torch.profiler.record_function("my_op_kernel"):
+                if os.path.exists({str(marker)!r}):
+                    x = torch.randn(128, 128)
+                    for _ in range(30):
+                        x = torch.tanh(torch.mm(x, x))
+                return my_op(3)
+        """)
+    test = DOUBLES_TEST.replace("def test_doubles():\n", textwrap.dedent(f"""\
+        def test_doubles():
+            import os
+            import time
+
+            open({str(marker)!r}, "w").close()
+            try:
+                deadline = time.time() + 60
+                while not os.path.exists({str(loaded)!r}) and time.time() < deadline:
+                    time.sleep(0.05)
+                time.sleep(2.0)
+            finally:
+                os.remove({str(marker)!r})
+        """), 1)
+    root = commit_repo(tmp_path / "repo", {"op.py": SLEEP_OP.format(delay=0.002), "bench.py": bench,
+                                           "tests/test_op.py": test})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    loaded.unlink()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    code, out, err = run_cli("gate", "--skip-perf")
+    assert code == 0, out + err
+    assert "FAIL" not in out

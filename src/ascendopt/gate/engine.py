@@ -455,12 +455,20 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     phase = Phase("workload() warm-up and timing", timing_s)
     for child in workers.values():
         child.phase = phase
+    # the verdict's statistics import scipy.stats (~0.8 s on the 2-core CPU host): imported beside the untimed
+    # calls below, not on the way to the verdict; joined before the first timed batch, which it must not share
+    # the host with
+    statistics = threading.Thread(target=_import_statistics, name="import-statistics", daemon=True)
+    statistics.start()
     # every side comes to the timing with the same history: a process that made a call under the profiler
     # (the working tree's worker, for the kernel census) runs measurably faster afterwards than one that did not
     # (1-3 % on fla under Triton's interpreter), so each side that made none makes one now, untimed
-    for child in workers.values():
-        if not child.profiled:
-            child.kernel_census(timing_s)
+    try:
+        for child in workers.values():
+            if not child.profiled:
+                child.kernel_census(timing_s)
+    finally:
+        statistics.join()
     what = f"timing {label}: {', '.join(sides)} interleaved"
     with console.progress(what, total=request.pairs) as bar:
         bar.update(f"{what} (warm-up)")
@@ -469,6 +477,11 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
         judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
         result = decide(judged, bar.advance)
     return judged, result
+
+
+def _import_statistics() -> None:
+    with contextlib.suppress(ImportError):  # bench.decide reports a missing scipy itself
+        import scipy.stats  # noqa: F401
 
 
 def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None):

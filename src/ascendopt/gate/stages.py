@@ -327,9 +327,11 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
     """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``), then the
-    working tree's worker: one call whose outputs are kept, and a warm call and one profiled call (the
-    kernel census the kernel-hit stage judges, in ``data["census"]``). A workload that raises, crashes or
-    outlives ``workload_s`` is a red stage naming ``file:line`` or the limit, never an exception out of the gate.
+    working tree's worker: one call whose outputs are kept (while the tests may still run), and, once the
+    tests have ended, as at freeze, the kernel census the kernel-hit stage judges (``data["census"]``): its
+    device-time shares, taken while the tests compete for the host, are not comparable with freeze's. A
+    workload that raises, crashes or outlives ``workload_s`` is a red stage naming ``file:line`` or the limit,
+    never an exception out of the gate.
 
     With output equivalence frozen on, what the first call returned is compared with the frozen commit's
     outputs, stored at freeze (``gate.engine.store_outputs``; when they are not stored, or no longer match
@@ -349,7 +351,6 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         try:
             child = session.worker("candidate")
             candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
-            census = child.kernel_census(limit)
             outputs, data = (_output_checks(contract, candidate, Path(tmp), limit, session)
                              if candidate is not None else ([], {}))
         except WORKLOAD_FAILURES as exc:
@@ -369,6 +370,11 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
             tests = _worker_environment(contract, root, run, tests, imported)
         if tests.status != "pass":
             return tests
+        if failed is None:
+            try:
+                census = child.kernel_census(limit)
+            except WORKLOAD_FAILURES as exc:
+                failed = exc
         if failed is not None:
             return _workload_failed("correctness", str(failed), tests.checks, tests.data,
                                     integrity=getattr(failed, "exit_code", None) == ExitCode.INTEGRITY)
