@@ -356,6 +356,11 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         except WORKLOAD_FAILURES as exc:
             failed = exc
         tests, run = session.tests_result()
+        if failed is None and tests.status == "pass":  # the census only once the tests have ended
+            try:
+                census = child.kernel_census(limit)
+            except WORKLOAD_FAILURES as exc:
+                failed = exc
         asked: list[Sequence[str]] = []
 
         def imported() -> Sequence[str]:  # what the working tree's worker loaded, asked once
@@ -370,11 +375,6 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
             tests = _worker_environment(contract, root, run, tests, imported)
         if tests.status != "pass":
             return tests
-        if failed is None:
-            try:
-                census = child.kernel_census(limit)
-            except WORKLOAD_FAILURES as exc:
-                failed = exc
         if failed is not None:
             return _workload_failed("correctness", str(failed), tests.checks, tests.data,
                                     integrity=getattr(failed, "exit_code", None) == ExitCode.INTEGRITY)
