@@ -31,7 +31,7 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import IO, Any
 
 from rich.console import Console
@@ -153,19 +153,25 @@ def _data() -> Console:
 
 @contextmanager
 def stderr_on(stream: IO[str]) -> Iterator[None]:
-    """While fd 2 is redirected to a filter (``collect.native_log``), the console writes to ``stream``
-    (the terminal fd 2 was), so its own lines do not loop through the filter."""
+    """The console writes to ``stream`` (a second descriptor of the terminal fd 2 is on) inside the block, so
+    fd 2 itself may be pointed at a filter there (``collect.native_log``) without the console's own lines
+    looping through it. Point fd 2 away only inside the block, and back before it ends: the live display
+    redraws from a thread at any instant, and a frame written to fd 2 while it is the filter's pipe would come
+    back relayed as text, with the next frame glued after it. The switch is made under the display's lock,
+    which a redraw holds from the terminal check to the write."""
     live = _LIVE["progress"]
-    before = live.console.file if live is not None else None
-    _ERR_STREAMS.append(stream)
-    if live is not None:
-        live.console.file = stream
+    with live._lock if live is not None else nullcontext():
+        before = live.console.file if live is not None else None
+        _ERR_STREAMS.append(stream)
+        if live is not None:
+            live.console.file = stream
     try:
         yield
     finally:
-        _ERR_STREAMS.remove(stream)
-        if live is not None and _LIVE["progress"] is live:
-            live.console.file = before
+        with live._lock if live is not None else nullcontext():
+            _ERR_STREAMS.remove(stream)
+            if live is not None and _LIVE["progress"] is live:
+                live.console.file = before
 
 
 def relay(text: str) -> None:

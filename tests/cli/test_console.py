@@ -52,3 +52,44 @@ def test_progress_status_data_and_native_lines_share_one_display(tmp_path):
     assert not any("kineto noise" in line for line in lines)  # the filter still drops kineto's lines
     assert sum(line.startswith("inner timing: 10/10 done") for line in lines) == 4
     assert not any(line.startswith("failing") for line in lines)  # a failed progress leaves nothing
+
+
+# The display's refresh thread may draw at any instant, also the instant fd 2 is pointed at the filter's pipe or
+# back; a frame written into the pipe comes back relayed as text, and the next frame is glued after it (a CI run's
+# demo screen kept one so). The rule: whenever fd 2 moves, the display already writes elsewhere (a second
+# descriptor of the terminal, switched to under its lock, so no redraw is between its terminal check and its
+# write then). Every dup2 onto fd 2 records a breach of that rule, then forces a redraw.
+REDRAW_AT_EVERY_SWITCH = textwrap.dedent("""\
+    import os, sys
+    from ascendopt import console
+    from ascendopt.collect.native_log import quiet_native_log
+
+    real_dup2, breaches = os.dup2, []
+
+    def dup2_then_redraw(fd, fd2, *args, **kwargs):
+        live = console._LIVE["progress"]
+        if fd2 == 2 and live is not None:
+            if live.console.file.fileno() == 2:
+                breaches.append(f"dup2({fd}, 2) while the display writes to fd 2")
+        result = real_dup2(fd, fd2, *args, **kwargs)
+        if fd2 == 2 and live is not None:
+            live.refresh()
+        return result
+
+    os.dup2 = dup2_then_redraw
+    with console.progress("switching", total=5) as bar:
+        for i in range(5):
+            with quiet_native_log():
+                os.write(2, f"native line {i}\\n".encode())
+            bar.advance()
+    open(sys.argv[1], "w").write("\\n".join(breaches))
+""")
+
+
+def test_fd2_moves_only_while_the_display_writes_elsewhere(tmp_path):
+    script, breaches = tmp_path / "switch.py", tmp_path / "breaches.txt"
+    script.write_text(REDRAW_AT_EVERY_SWITCH)
+    code, raw, lines = run_pty(str(script), str(breaches), python=[])
+    assert code == 0, "\n".join(lines)
+    assert breaches.read_text() == ""
+    assert_clean(raw, lines, [*(f"native line {i}" for i in range(5)), "switching: 5/5 done in "])

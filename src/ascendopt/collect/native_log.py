@@ -43,8 +43,6 @@ def quiet_native_log() -> Iterator[list[str]]:
         yield dropped
         return
     read_end, write_end = os.pipe()
-    os.dup2(write_end, 2)
-    os.close(write_end)
 
     def pump() -> None:
         pending = b""
@@ -70,11 +68,14 @@ def quiet_native_log() -> Iterator[list[str]]:
             console.relay(pending.decode("utf-8", "replace"))
 
     # the terminal fd 2 was, for the console: its own lines and the lines kept here are printed through it
-    # (above any live progress display, never glued onto it), not looped through the pipe
+    # (above any live progress display, never glued onto it), not looped through the pipe; fd 2 moves only
+    # while the console writes there (stderr_on)
     terminal = os.fdopen(os.dup(saved), "w", encoding="utf-8", errors="replace", closefd=True)
     thread = threading.Thread(target=pump, name="ascendopt-native-log", daemon=True)
     try:
         with console.stderr_on(terminal):
+            os.dup2(write_end, 2)
+            os.close(write_end)
             thread.start()
             try:
                 yield dropped
