@@ -165,16 +165,20 @@ def _profile_torch(fn: Callable[[], Any], backend):
     """cpu/cuda: per-name device time and launches of one profiled call; its wall and return time (us); the
     names of the Triton kernels it launched."""
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
     from ascendopt.collect.native_log import quiet_profiler
     from ascendopt.collect.torch_profiler import name_interpreted_kernels
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if backend.name == "cuda" else [])
+    # The kineto profile torch.profiler.profile(activities=[CPU(, CUDA)]) takes, opened directly: the wrapper's
+    # first start imports torch._inductor (to read one cudagraphs setting; 1.3 s on the 2-core CPU host), a
+    # cost every census and every timed side's profiled call would pay once per worker.
+    device = "cuda" if backend.name == "cuda" else None
     # cpu: the hook names every interpreted kernel[grid](...) launch (own code and bundled kernels)
     naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext(set())
     # the profiler's own lines and warnings would break the progress line: kept off the terminal
-    with naming as launched, triton_launches() as compiled, quiet_profiler(), profile(activities=activities) as prof:
+    with (naming as launched, triton_launches() as compiled, quiet_profiler(),
+          profile(use_kineto=True, use_cpu=True, use_device=device) as prof):
         backend.synchronize()
         t0 = time.perf_counter()
         fn()
@@ -184,12 +188,12 @@ def _profile_torch(fn: Callable[[], Any], backend):
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     if backend.name == "cuda":
-        for event in prof.events():
+        for event in prof.function_events:
             if event.device_type == DeviceType.CUDA:
                 totals[event.name] = totals.get(event.name, 0.0) + float(event.device_time_total)
                 counts[event.name] = counts.get(event.name, 0) + 1
     else:
-        _cpu_totals(prof.events(), set(launched or ()), totals, counts)
+        _cpu_totals(prof.function_events, set(launched or ()), totals, counts)
     return totals, counts, wall * 1e6, (returned - t0) * 1e6, set(launched or ()) | compiled
 
 
