@@ -443,11 +443,12 @@ class Session:
 
 
 def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timing_s: float,
-               decide: Callable[[Judged, Callable[[], None]], Any], label: str) -> tuple[Judged, Any]:
+               decide: Callable[[Judged, Callable[[], None]], Any], label: str,
+               statistics: bool = True) -> tuple[Judged, Any]:
     """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, each having
     made one profiled call first (as the kernel census makes), with a progress bar of rounds done of the total
-    and an ETA; ``decide(judged, on_pair)`` takes the pairs and
-    returns the result. -> ``(judged, result)``."""
+    and an ETA; ``decide(judged, on_pair)`` takes the pairs and returns the result (``statistics``: it decides
+    with ``bench.decide``, whose scipy.stats is imported first). -> ``(judged, result)``."""
     from ascendopt import console
     from ascendopt.gate.interleave import Phase
 
@@ -455,11 +456,8 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     phase = Phase("workload() warm-up and timing", timing_s)
     for child in workers.values():
         child.phase = phase
-    # the verdict's statistics import scipy.stats (~0.8 s on the 2-core CPU host): imported beside the untimed
-    # calls below, not on the way to the verdict; joined before the first timed batch, which it must not share
-    # the host with
-    statistics = threading.Thread(target=_import_statistics, name="import-statistics", daemon=True)
-    statistics.start()
+    # joined before the first timed batch, which it must not share the host with
+    importing = import_statistics() if statistics else None
     # every side comes to the timing with the same history: a process that made a call under the profiler
     # (the working tree's worker, for the kernel census) runs measurably faster afterwards than one that did not
     # (1-3 % on fla under Triton's interpreter), so each side that made none makes one now, untimed
@@ -468,7 +466,8 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
             if not child.profiled:
                 child.kernel_census(timing_s)
     finally:
-        statistics.join()
+        if importing is not None:
+            importing.join()
     what = f"timing {label}: {', '.join(sides)} interleaved"
     with console.progress(what, total=request.pairs) as bar:
         bar.update(f"{what} (warm-up)")
@@ -479,9 +478,21 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     return judged, result
 
 
-def _import_statistics() -> None:
-    with contextlib.suppress(ImportError):  # bench.decide reports a missing scipy itself
-        import scipy.stats  # noqa: F401
+_STATISTICS: list[threading.Thread] = []
+
+
+def import_statistics() -> threading.Thread:
+    """Start importing the verdict's statistics (scipy.stats, ~0.8 s on the 2-core CPU host) in a thread, once per
+    process; -> that thread. A command that will decide calls it when it starts its processes, so the import
+    runs beside the frozen tests, not on the way to the verdict; ``time_sides`` joins it."""
+    if not _STATISTICS:
+        def run() -> None:
+            with contextlib.suppress(ImportError):  # bench.decide reports a missing scipy itself
+                import scipy.stats  # noqa: F401
+
+        _STATISTICS.append(threading.Thread(target=run, name="import-statistics", daemon=True))
+        _STATISTICS[0].start()
+    return _STATISTICS[0]
 
 
 def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None):
@@ -495,7 +506,7 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
         return session.worker("baseline").measure(timing_s, repeats=request.pairs, warmup=request.warmup,
                                                   warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
     judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
-                           decide=lambda j, on: j.take(request.pairs, on))
+                           decide=lambda j, on: j.take(request.pairs, on), statistics=False)
     return bench.summarize(judged.samples[0], judged.calls)
 
 

@@ -300,7 +300,7 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
 
     ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``
     times the same warm workers) starts the session itself, with the frozen tests ``tests``, and closes it."""
-    from ascendopt.gate.engine import Session, load_stored_outputs
+    from ascendopt.gate.engine import Session, import_statistics, load_stored_outputs
 
     exec_rel = contract.workload.exec_file
     frozen = contract.equivalence or {}
@@ -312,6 +312,8 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
     if open_session is not None:
         session = open_session(tests)
     else:
+        if not request.skip_perf:
+            import_statistics()  # beside the tests: the verdict needs it
         need_baseline = not request.skip_perf or (bool(frozen.get("enabled")) and stored is None)
         trees = {"candidate": root}
         if need_baseline and contract.git.get("commit"):

@@ -222,6 +222,7 @@ class OwnSides:
                 if self.note:
                     self.note(found.note)
         trees["candidate"] = root
+        engine.import_statistics()  # beside the tests: the round's verdict needs it
         self.session = self.stack.enter_context(engine.Session(
             exec_rel, trees, load_s=contract.timeout("workload_s", self.timeout), tests=tests))
         return self.session
