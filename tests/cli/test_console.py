@@ -64,11 +64,12 @@ REDRAW_AT_EVERY_SWITCH = textwrap.dedent("""\
     from ascendopt import console
     from ascendopt.collect.native_log import quiet_native_log
 
-    real_dup2, breaches = os.dup2, []
+    real_dup2, breaches, switches = os.dup2, [], []
 
     def dup2_then_redraw(fd, fd2, *args, **kwargs):
         live = console._LIVE["progress"]
         if fd2 == 2 and live is not None:
+            switches.append(fd)
             if live.console.file.fileno() == 2:
                 breaches.append(f"dup2({fd}, 2) while the display writes to fd 2")
         result = real_dup2(fd, fd2, *args, **kwargs)
@@ -82,7 +83,7 @@ REDRAW_AT_EVERY_SWITCH = textwrap.dedent("""\
             with quiet_native_log():
                 os.write(2, f"native line {i}\\n".encode())
             bar.advance()
-    open(sys.argv[1], "w").write("\\n".join(breaches))
+    open(sys.argv[1], "w").write("\\n".join([str(len(switches)), *breaches]))
 """)
 
 
@@ -91,5 +92,7 @@ def test_fd2_moves_only_while_the_display_writes_elsewhere(tmp_path):
     script.write_text(REDRAW_AT_EVERY_SWITCH)
     code, raw, lines = run_pty(str(script), str(breaches), python=[])
     assert code == 0, "\n".join(lines)
-    assert breaches.read_text() == ""
+    count, *found = breaches.read_text().splitlines()
+    assert int(count) == 10, "fd 2 did not move to the filter and back 5 times under the display"
+    assert found == []
     assert_clean(raw, lines, [*(f"native line {i}" for i in range(5)), "switching: 5/5 done in "])
