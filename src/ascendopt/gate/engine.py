@@ -41,6 +41,7 @@ The parent owns the truth:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -478,21 +479,19 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     return judged, result
 
 
-_STATISTICS: list[threading.Thread] = []
-
-
+@functools.cache
 def import_statistics() -> threading.Thread:
     """Start importing the verdict's statistics (scipy.stats, ~0.8 s on the 2-core CPU host) in a thread, once per
     process; -> that thread. A command that will decide calls it when it starts its processes, so the import
     runs beside the frozen tests, not on the way to the verdict; ``time_sides`` joins it."""
-    if not _STATISTICS:
-        def run() -> None:
-            with contextlib.suppress(ImportError):  # bench.decide reports a missing scipy itself
-                import scipy.stats  # noqa: F401
+    thread = threading.Thread(target=_import_scipy_stats, name="import-statistics", daemon=True)
+    thread.start()
+    return thread
 
-        _STATISTICS.append(threading.Thread(target=run, name="import-statistics", daemon=True))
-        _STATISTICS[0].start()
-    return _STATISTICS[0]
+
+def _import_scipy_stats() -> None:
+    with contextlib.suppress(ImportError):  # bench.decide reports a missing scipy itself
+        import scipy.stats  # noqa: F401
 
 
 def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None):
