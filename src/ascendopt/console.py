@@ -30,6 +30,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import IO, Any
@@ -46,6 +47,10 @@ _SETTINGS: dict[str, bool] = {"quiet": False, "no_color": False, "csv": False}
 _LIVE: dict[str, Any] = {"progress": None}
 # streams standing for the terminal while fd 2 itself is redirected to a filter (``stderr_on``)
 _ERR_STREAMS: list[IO[str]] = []
+# a relayed line not yet ended while a display is live (``relay``), and the lock that orders relays against the
+# display's end (relays come from a filter's thread)
+_RELAY_HELD: list[str] = [""]
+_RELAY_LOCK = threading.Lock()
 
 # Outcome words -> rich styles: green passes and keeps, red failures and drops, yellow what could not tell
 # or is undone. Keys are lower case; ``styled`` looks the word up case-insensitively.
@@ -174,15 +179,28 @@ def stderr_on(stream: IO[str]) -> Iterator[None]:
                 live.console.file = before
 
 
+def _as_shown(line: str) -> str:
+    """What a terminal shows of ``line`` (no newline in it) once it ends: its last ``\r`` update."""
+    line = line.removesuffix("\r")  # a CRLF ending
+    return line[line.rfind("\r") + 1:]
+
+
 def relay(text: str) -> None:
     """Text another writer put on stderr (a native library, a child process), caught on a pipe: printed
     through the console, above any live display, as is (no styling, no wrapping). Shown under ``--quiet``
-    too: it may be an error, and the same writer's output outside a filter is not held back either."""
+    too: it may be an error, and the same writer's output outside a filter is not held back either.
+
+    While a display is live, a line is printed once it ends, as a terminal would show it then (its last ``\r``
+    update): the display's next frame is drawn right after whatever was printed, so a piece without its newline
+    would have the frame glued onto it. What is still held when the display ends is printed as a line then."""
     if not text:
         return
-    if _LIVE["progress"] is not None:  # above the display (rich drops a bare \r: a line is a line there)
-        stderr().print(Text(text), end="", soft_wrap=True)
-        return
+    with _RELAY_LOCK:
+        if _LIVE["progress"] is not None:
+            *ended, _RELAY_HELD[0] = (_RELAY_HELD[0] + text).split("\n")
+            if ended:
+                stderr().print(Text("".join(_as_shown(line) + "\n" for line in ended)), end="", soft_wrap=True)
+            return
     target = stderr().file  # no display: the bytes as they came, \r progress updates included
     try:
         target.write(text)
@@ -506,8 +524,12 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
         if task is not None:
             bar.remove_task(task)
         if owner:
-            _LIVE["progress"] = None
-            bar.stop()
+            with _RELAY_LOCK:  # no relay between the display's end and the held line's print
+                _LIVE["progress"] = None
+                bar.stop()
+                held, _RELAY_HELD[0] = _RELAY_HELD[0], ""
+                if held:
+                    stderr().print(Text(_as_shown(held)), soft_wrap=True)
         if _EVENTS["phases"] and _EVENTS["phases"][-1] == description:
             _EVENTS["phases"].pop()
         elapsed = time.monotonic() - started

@@ -96,3 +96,38 @@ def test_fd2_moves_only_while_the_display_writes_elsewhere(tmp_path):
     assert int(count) == 10, "fd 2 did not move to the filter and back 5 times under the display"
     assert found == []
     assert_clean(raw, lines, [*(f"native line {i}" for i in range(5)), "switching: 5/5 done in "])
+
+
+# A native writer's partial lines while a display is live: a ``\r`` progress of its own, a line written in two
+# pieces, and a last piece without its newline when the display ends. Printed at once, each would have the
+# display's next frame drawn right after it, on the same screen line.
+PARTIAL_LINES = textwrap.dedent("""\
+    import os, time
+    from ascendopt import console
+    from ascendopt.collect.native_log import quiet_native_log
+
+    with console.progress("outer", total=3) as bar:
+        with quiet_native_log():
+            for step in range(1, 4):
+                os.write(2, f"\\rcompiling {step}/3".encode())
+                time.sleep(0.3)
+                bar.advance()
+            os.write(2, b"\\n")
+            os.write(2, b"compiled: ")
+            time.sleep(0.3)
+            os.write(2, b"3 kernels\\n")
+            os.write(2, b"left without a newline")
+            time.sleep(0.3)
+    console.status("after the display")
+""")
+
+
+def test_partial_native_lines_are_held_until_they_end(tmp_path):
+    script = tmp_path / "partial.py"
+    script.write_text(PARTIAL_LINES)
+    code, raw, lines = run_pty(str(script), python=[])
+    assert code == 0, "\n".join(lines)
+    assert_clean(raw, lines, ["compiled: 3 kernels", "left without a newline", "outer: 3/3 done in ",
+                              "after the display"])
+    # a \r progress shows as a terminal shows it once its line ends: the last update, on a line of its own
+    assert [line for line in lines if line.startswith("compiling")] == ["compiling 3/3"], "\n".join(lines)

@@ -4,8 +4,9 @@ kineto (inside torch.profiler) writes lines such as
 ``USDT:2026-12-02 06:02:40 2541:2541 SyncActivityProfilerHandler.cpp:52] profiler_start`` and
 ``STAGE:... Completed Stage: Warm Up`` straight to file descriptor 2 from C++, at every schedule cycle;
 ``USDT`` lines ignore ``KINETO_LOG_LEVEL``. They break ``collect``'s progress line. ``quiet_native_log``
-points fd 2 at a pipe for the duration, drops those lines and passes everything else through at once
-(partial lines included, so a progress bar's ``\\r`` updates still show).
+points fd 2 at a pipe for the duration, drops those lines and passes everything else on at once
+(partial lines included, so a progress bar's ``\\r`` updates still show; ``console.relay`` holds a partial line
+while a live display is drawn, which would be glued onto it).
 """
 
 from __future__ import annotations
