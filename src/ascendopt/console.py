@@ -180,7 +180,7 @@ def stderr_on(stream: IO[str]) -> Iterator[None]:
 
 
 def _as_shown(line: str) -> str:
-    """What a terminal shows of ``line`` (no newline in it) once it ends: its last ``\r`` update."""
+    """What a terminal shows of ``line`` (no newline in it) once it ends: its last ``\\r`` update."""
     line = line.removesuffix("\r")  # a CRLF ending
     return line[line.rfind("\r") + 1:]
 
@@ -190,7 +190,7 @@ def relay(text: str) -> None:
     through the console, above any live display, as is (no styling, no wrapping). Shown under ``--quiet``
     too: it may be an error, and the same writer's output outside a filter is not held back either.
 
-    While a display is live, a line is printed once it ends, as a terminal would show it then (its last ``\r``
+    While a display is live, a line is printed once it ends, as a terminal would show it then (its last ``\\r``
     update): the display's next frame is drawn right after whatever was printed, so a piece without its newline
     would have the frame glued onto it. What is still held when the display ends is printed as a line then."""
     if not text:
