@@ -23,7 +23,8 @@ _round = kernel_round
 
 
 def test_refreeze_archives_the_ledger_and_the_new_contract_starts_over(ws, cli):
-    assert _round(ws, {"EXTRA": "0"}).verdict == "keep"
+    kept = _round(ws, {"EXTRA": "0"})
+    assert kept.verdict == "keep", kept.gate
     _round(ws, {"BLOCK": "32"}, hypothesis="smaller blocks")
     ws.tune_cache_path.write_text('{"schema": 1, "entries": {}}')
     (ws.root / "report.md").write_text("old report")

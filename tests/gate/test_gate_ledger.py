@@ -17,7 +17,7 @@ FREEZE = dict(kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", confi
 def ws(tmp_path, monkeypatch):
     ws = frozen_kernel_workspace(tmp_path, monkeypatch, **FREEZE)
     record = kernel_round(ws, {"EXTRA": "0"})
-    assert record.verdict == "keep" and record.digest
+    assert record.verdict == "keep" and record.digest, record.gate  # a red gate says which stage
     return ws
 
 

@@ -107,7 +107,8 @@ def test_honest_faster_change_passes_and_keeps(tmp_path, monkeypatch, cli, clock
     code, out, err = cli("gate", "-w", str(ws.root), "--set", "EXTRA=0", "--pairs", "12")
     assert code == 0, out + err
     assert "gate: PASS" in out and "implausible" not in out.lower()
-    assert kernel_round(ws, {"EXTRA": 0}).verdict == "keep"
+    kept = kernel_round(ws, {"EXTRA": 0})
+    assert kept.verdict == "keep", kept.gate
 
 
 def test_a_time_under_the_roofline_floor_is_implausible():
