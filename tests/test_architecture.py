@@ -15,7 +15,8 @@ PACKAGE = SRC / "ascendopt"
 
 # What every package uses may sit at the top level; everything else lives in a package.
 TOP_LEVEL_LIMIT = 8
-STEP_PACKAGES = {"contract", "collect", "analyze", "rounds", "gate", "tune", "device", "kernels", "lint", "cli"}
+STEP_PACKAGES = {"contract", "collect", "analyze", "rounds", "gate", "judge", "tune", "device", "kernels", "lint",
+                 "cli"}
 
 
 def _module_name(path: Path) -> str:

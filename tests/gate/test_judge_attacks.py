@@ -112,7 +112,7 @@ def test_control_an_unchanged_tree_is_same_and_green(repo):
     assert stages["performance"]["status"] == "pass"
     assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] == ["same"]
     audit = stages["performance"]["data"]["audit"]
-    assert audit["doubts"] == [] and audit["inputs"] == "harness (inputs(seed))" and audit["timed_calls"] > 0
+    assert audit["doubts"] == [] and audit["inputs"] == "trusted maker" and audit["timed_calls"] > 0
 
 
 def test_control_an_honest_faster_change_is_faster_and_green(repo):
@@ -181,8 +181,8 @@ def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_out
     red = next(s for s in stages.values() if s["status"] == "fail")
     # the frozen outputs are compared in the parent; every timed output against the baseline's there too
     assert red["name"] in ("correctness", "performance")
-    assert ("output equivalence vs the frozen commit" in red["summary"]
-            or "a timed call's output is wrong: candidate: the timed call on seed" in red["summary"]), red
+    assert ("differential check against the frozen commit" in red["summary"]
+            or "a timed call's output is wrong: candidate: timed batch" in red["summary"]), red
 
 
 def test_planted_byte_code_the_measured_code_is_the_source_a_round_records(repo):
@@ -244,11 +244,12 @@ def test_result_caching_keyed_on_input_identity_is_caught_on_fresh_inputs(repo, 
 
 @pytest.mark.parametrize("returned, why", [
     ("torch.empty_like(x).as_subclass(Lazy)", "not a plain torch.Tensor"),
-    ("_STALE[: x.shape[0]]", "sum of all elements"),
+    ("_STALE[: x.shape[0]]", "out of tolerance"),
 ])
 def test_lazy_or_stale_outputs_of_timed_calls_are_a_correctness_failure(repo, returned, why):
-    """KernelBench / Wafer lazy evaluation: after the checked first calls, a tensor subclass standing for
-    a result not computed, or a view of memory holding an earlier result (stale)."""
+    """KernelBench / Wafer lazy evaluation: after the checked first calls (past the differential check's, so
+    that the timed calls' audit is what must see it), a tensor subclass standing for a result not computed, or
+    a view of memory holding an earlier result (stale)."""
     code, stages, err = _gate(repo, f"""\
         import time
 
@@ -264,7 +265,7 @@ def test_lazy_or_stale_outputs_of_timed_calls_are_a_correctness_failure(repo, re
 
         def my_op(x):
             CALLS[0] += 1
-            if CALLS[0] > 2 and x.shape == (64, 64):
+            if CALLS[0] > 12 and x.shape == (64, 64):
                 return {returned}
             time.sleep(0.01)
             return x * 2 + 1
@@ -295,7 +296,7 @@ def test_thread_injection_work_finished_after_the_timed_call_returns_is_not_a_sp
 
         def my_op(x):
             CALLS[0] += 1
-            if CALLS[0] > 2 and x.shape == (64, 64):
+            if CALLS[0] > 12 and x.shape == (64, 64):
                 out = torch.zeros_like(x)
                 threading.Thread(target=_fill, args=(out, x), daemon=True).start()
                 return out

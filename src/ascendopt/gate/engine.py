@@ -132,29 +132,60 @@ class Judged:
         # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
         self.outside: dict[str, dict[int, tuple[str, float]]] = {}
         self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
+        # what each round's outputs are judged against: this side's, within these tolerances (None: equivalence
+        # is off, only refused tensors are wrong)
+        self.reference = "baseline"
+        self.tolerances: Mapping[str, Mapping[str, float]] | None = None
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
+        """``pairs`` more rounds: in each, every side times one batch on the same input sets (made once per
+        round by the sides' trusted maker, ``interleave._Child.inputs_blob``) in an order drawn at random, and
+        hands over the same audited call, drawn before the round and named to each side only after its batch."""
+        import secrets
         import time
 
         from ascendopt.process import process_table
 
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
-        order = list(range(len(self.sides)))
         table = process_table()  # every process, read again after each batch (None: no /proc, not counted)
         for _ in range(pairs):
-            forward = len(self.samples[0]) % 2 == 0
-            for k in (order if forward else order[::-1]):
+            inputs = self.sides[0].inputs_blob(self.calls)
+            audit = secrets.randbelow(self.calls)
+            order = list(range(len(self.sides)))
+            _shuffle(order)
+            for k in order:
                 t0 = time.perf_counter()
-                self.samples[k].append(max(self.sides[k].sample(self.calls), 1e-9))
+                self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
                 now = process_table()
                 if table is not None and now is not None:
                     self._account(self.names[k], table, now, wall)
                 table = now
+            self._compare_round()
             if on_pair:
                 on_pair()
         return self.samples
+
+    def _compare_round(self) -> None:
+        """Judge the round just taken on what the workers handed over, in this process, then let the outputs
+        go (a timing keeps no more than one round of them): each side's refused tensors, and each other side's
+        outputs against ``reference``'s (``_against``), kept in the reading as ``"wrong"``."""
+        from ascendopt.judge.evidence import refusals
+
+        by_name = dict(zip(self.names, self.sides, strict=True))
+        ref = by_name.get(self.reference)
+        for name, side in by_name.items():
+            reading = side.readings[-1]
+            refused = refusals(reading["outputs"])
+            refused += [f"{part}: {entry['problem']}" for out in reading["prints"] or []
+                        for part, entry in out["parts"].items() if "problem" in entry]
+            reading["wrong"] = f"{name}: a timed call returned {refused[0]}" if refused else None
+            if reading["wrong"] is None and ref is not None and side is not ref:
+                reading["wrong"] = _against(name, len(side.readings), reading, ref.side, ref.readings[-1],
+                                            self.tolerances)
+        for side in self.sides:
+            side.readings[-1]["outputs"] = side.readings[-1]["prints"] = None
 
     def _account(self, timed: str, before: Mapping[int, Any], after: Mapping[int, Any], wall: float) -> None:
         """Record the CPU every process but ``timed``'s used during its batch (``before``/``after``:
@@ -191,6 +222,15 @@ class Judged:
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
 
 
+def _shuffle(order: list[int]) -> None:
+    """Shuffle ``order`` in place from the operating system's random source (no side can predict its turn)."""
+    import secrets
+
+    for i in range(len(order) - 1, 0, -1):
+        j = secrets.randbelow(i + 1)
+        order[i], order[j] = order[j], order[i]
+
+
 def _cpu_between(before: Mapping[int, Any], after: Mapping[int, Any]) -> dict[int, float]:
     """CPU ms each process of ``after`` used since ``before`` (two ``process.process_table`` readings): a
     process alive at both, the difference; a process new since, all of its CPU. A child that ended and was
@@ -216,27 +256,24 @@ class Findings:
     doubts: list[str] = field(default_factory=list)
 
 
-def audit(judged: Judged, tolerances: Mapping[str, Mapping[str, float]] | None,
-          reference: str = "baseline") -> Findings:
-    """Check a finished timing: every timed output of every side against ``reference``'s for the same seed
-    (``tolerances`` None: equivalence is off, only the plain-tensor checks run), the inputs the sides were
-    given, the two readings of each side, and the idle sides' CPU use."""
+def audit(judged: Judged) -> Findings:
+    """Check a finished timing, in this process, on what the workers handed over: the first wrong output any
+    round found (``Judged._compare_round``: a refused tensor, or an output out of tolerance of the reference's
+    for the same inputs); the two readings of each side; the untimed requests' cost against the reference's;
+    and the idle sides' CPU use."""
+    from ascendopt.judge.evidence import untimed_excess
+
     found = Findings()
     by_name = dict(zip(judged.names, judged.sides, strict=True))
-    ref = by_name.get(reference)
+    ref = by_name.get(judged.reference)
     for name, side in by_name.items():
-        for reading in side.readings:
-            for k, out in enumerate(reading["outputs"]):
-                problems = [f"{part}: {entry['problem']}" for part, entry in out["parts"].items()
-                            if "problem" in entry]
-                if problems:
-                    found.wrong.append(f"{name}: the timed call on seed {reading['seed'] + k} returned "
-                                       f"{problems[0]}")
-                    break
-            if found.wrong:
-                break
-        if ref is not None and side is not ref and not found.wrong:
-            _against(name, side, ref, tolerances, found)
+        wrong = next((r["wrong"] for r in side.readings if r.get("wrong")), None)
+        if wrong and not found.wrong:
+            found.wrong.append(wrong)
+        if ref is not None and side is not ref:
+            excess = untimed_excess(side.readings, ref.readings)
+            if excess:
+                found.doubts.append(f"{name}: {excess}")
         ratio = _agreement(side.readings)
         if ratio is not None and abs(ratio - 1.0) > AGREE_REL:
             parent = _median([r["parent"] for r in side.readings])
@@ -281,20 +318,29 @@ def second_reading(judged: Judged) -> dict[str, Any] | None:
     return {"ratio": c.ratio, "noise_band": c.threshold_rel, "verdict": c.verdict}
 
 
-def _against(name: str, side, ref, tolerances, found: Findings) -> None:
-    for mine, theirs in zip(side.readings, ref.readings, strict=False):
-        if mine["inputs"] != theirs["inputs"]:
-            found.wrong.append(f"{name}: inputs(seed) made other inputs than in the {ref.side} worker from seed "
-                               f"{mine['seed']} (the code under test changed how inputs are made)")
-            return
-        if tolerances is None:
-            continue
-        for k, (c, b) in enumerate(zip(mine["outputs"], theirs["outputs"], strict=False)):
+def _against(name: str, batch: int, mine: Mapping[str, Any], ref_name: str, theirs: Mapping[str, Any],
+             tolerances: Mapping[str, Mapping[str, float]] | None) -> str | None:
+    """Why ``mine`` (a side's reading of timed batch ``batch``) is wrong against ``theirs`` (the reference's
+    reading on the same input sets), or None: every call in full where both handed every call over, else the
+    fingerprint of every call and the audited call in full."""
+    from ascendopt.judge.evidence import compare_values
+
+    if tolerances is None:
+        return None
+    where = f"{name}: timed batch {batch}"
+    if mine["full"] and theirs["full"]:
+        pairs = list(enumerate(zip(theirs["outputs"], mine["outputs"], strict=False)))
+    else:
+        for k, (c, b) in enumerate(zip(mine["prints"] or [], theirs["prints"] or [], strict=False)):
             problem = compare_fingerprints(b, c, tolerances)
             if problem:
-                found.wrong.append(f"{name}: the timed call on seed {mine['seed'] + k}: {problem} (vs the "
-                                   f"{ref.side}'s output for the same inputs)")
-                return
+                return f"{where}, call {k + 1}: {problem} (vs the {ref_name}'s output for the same inputs)"
+        pairs = [(mine["audit"], (theirs["outputs"][0], mine["outputs"][0]))] if mine["outputs"] else []
+    for k, (b, c) in pairs:
+        bad = [check for check in compare_values(b, c, tolerances) if not check.passed]
+        if bad:
+            return f"{where}, call {k + 1}: {bad[0].message} (vs the {ref_name}'s output for the same inputs)"
+    return None
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -407,6 +453,11 @@ class Session:
         except BaseException:
             self.close()
             raise
+        # the trusted maker of every worker's inputs: the frozen commit's worker (its tree verified, no code under
+        # test runs in it); without one (frozen outside git), each worker makes its own
+        maker = self.workers.get("baseline")
+        for child in self.workers.values():
+            child.maker = maker
         self._ready: set[str] = set()
         self.stored_outputs: Path | None = None  # the frozen outputs file, when stored and intact
 
@@ -445,11 +496,13 @@ class Session:
 
 def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timing_s: float,
                decide: Callable[[Judged, Callable[[], None]], Any], label: str,
-               statistics: bool = True) -> tuple[Judged, Any]:
+               statistics: bool = True, tolerances: Mapping[str, Mapping[str, float]] | None = None
+               ) -> tuple[Judged, Any]:
     """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, each having
     made one profiled call first (as the kernel census makes), with a progress bar of rounds done of the total
     and an ETA; ``decide(judged, on_pair)`` takes the pairs and returns the result (``statistics``: it decides
-    with ``bench.decide``, whose scipy.stats is imported first). -> ``(judged, result)``."""
+    with ``bench.decide``, whose scipy.stats is imported first). Every round's outputs are judged against the
+    first side's within ``tolerances`` (``Judged._compare_round``). -> ``(judged, result)``."""
     from ascendopt import console
     from ascendopt.gate.interleave import Phase
 
@@ -473,6 +526,7 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     with console.progress(what, total=request.pairs) as bar:
         bar.update(f"{what} (warm-up)")
         judged = Judged(workers, request)
+        judged.reference, judged.tolerances = sides[0], tolerances
         bar.update(what)
         judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
         result = decide(judged, bar.advance)
@@ -542,3 +596,74 @@ def load_stored_outputs(ws_root: Path, sha256: str | None) -> Path | None:
 
 
 DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]
+# The differential check's calls at each checked shape: input sets made by the trusted maker from fresh random
+# seeds, candidate and frozen commit called on the same bytes, outputs compared in the parent.
+DIFFERENTIAL_CALLS = 3
+
+
+@dataclass
+class Differential:
+    """What the differential check found: ``checks`` (one per output part and call, and one per input written in
+    place by the candidate only), ``calls`` made per side, ``inputs`` ("trusted maker" or "the workload's own")."""
+
+    checks: list[Any]
+    calls: int
+    inputs: str
+
+    @property
+    def failed(self) -> list[Any]:
+        return [c for c in self.checks if not c.passed]
+
+
+def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]] | None, limit_s: float,
+                 calls: int = DIFFERENTIAL_CALLS) -> Differential:
+    """The judge's differential check: the working tree's worker against the frozen commit's, on ``calls`` input
+    sets the trusted maker (the frozen commit's worker) made from seeds drawn now, handed to both as the same
+    bytes; or, for a workload without ``inputs(seed)``, one call on each worker's own module-level inputs. What
+    each returned, and its inputs after the call, come back as bytes and are compared here (``judge.evidence``):
+    an output out of ``tolerances`` (None: only refused tensors fail), missing or extra, or an input the
+    candidate writes in place and the frozen commit does not, is a failed check. Each side within ``limit_s``."""
+    from ascendopt.gate.result import Check
+    from ascendopt.judge.evidence import compare_values, input_writes
+    from ascendopt.judge.payload import decode
+
+    base, cand = session.worker("baseline"), session.worker("candidate")
+    checks: list[Any] = []
+    if base.has_inputs:
+        inputs = base.make([secrets_seed() for _ in range(calls)])
+        made = decode(inputs)
+        theirs, mine = base.call(inputs, limit_s), cand.call(inputs, limit_s)
+        source = "trusted maker"
+        base_writes, cand_writes = input_writes(made, theirs["inputs"]), input_writes(made, mine["inputs"])
+    else:
+        calls = 1
+        theirs, mine = base.call(None, limit_s), cand.call(None, limit_s)
+        source = "the workload's own"
+        base_writes = _module_writes(theirs)
+        cand_writes = _module_writes(mine)
+    for k, (b, c) in enumerate(zip(theirs["outputs"], mine["outputs"], strict=True)):
+        name = "output" if calls == 1 else f"call {k + 1}: output"
+        checks += compare_values(b, c, tolerances, name)
+    checks += [Check(f"input {name}", False, f"{message} (the frozen commit's workload() does not write it)")
+               for name, message in cand_writes.items() if name not in base_writes]
+    return Differential(checks, calls, source)
+
+
+def _module_writes(reply: Mapping[str, Any]) -> dict[str, str]:
+    """The module-level inputs one call wrote in place (``interleave._Child.call`` without inputs)."""
+    import torch
+
+    from ascendopt.gate.equivalence import input_writes
+
+    before = {k: v for k, v in reply["before"].items() if isinstance(v, torch.Tensor)}
+    after = {k: v for k, v in reply["inputs"].items() if isinstance(v, torch.Tensor)}
+    changed = input_writes(before, {k: after[k] for k in before if k in after})
+    changed.update({k: f"{k}: not handed back as a plain tensor after the call" for k in before if k not in after})
+    return changed
+
+
+def secrets_seed() -> int:
+    """A seed for ``inputs(seed)`` from the operating system's random source: no worker can predict it."""
+    import secrets
+
+    return secrets.randbits(62)

@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import selectors
 import signal
 import subprocess
@@ -38,8 +39,9 @@ from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
-FIRST_TIMED_SEED = 1  # seeds of the timed calls' inputs: 1, 2, ... (seed 0: the output-equivalence call)
-WARMUP_SEED = 1 << 30  # seeds of the warm-up calls, far from the timed ones
+# A timed batch whose outputs total at most this many bytes hands every output to the parent in full after the
+# batch; a larger one hands a fingerprint of each and one call, drawn by the parent after the batch, in full.
+FULL_OUTPUT_BYTES = 64 * 2**20
 # the harness's own start in a worker (Python, torch, ascendopt), before the workload's module code and
 # its limit: generous, since it is not the code under test, but bounded like everything else
 HARNESS_START_S = 120.0
@@ -128,9 +130,11 @@ class _Child:
         env.update(extra_env or {})
         paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
         self.log = tempfile.TemporaryFile()
-        self._buf = b""
+        self._buf = bytearray()
         self.rtt_ms = 0.0
-        self.next_seed = FIRST_TIMED_SEED
+        self.maker: _Child | None = None  # the worker that makes this one's inputs (None: itself)
+        self.reader = ""  # how the worker reads device memory (``judge.payload.RawReader.through``)
+        self.output_bytes = 0  # bytes of one call's outputs (the largest warm-up call's)
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
         self.profiled = False  # a profiled call was made (``kernel_census``): it changes what follows
@@ -150,7 +154,8 @@ class _Child:
         """Wait for the harness to start in the worker (importing torch: at most ``HARNESS_START_S``), then
         (at most ``limit_s``) for the module code to run and the worker to say it is ready."""
         if not self._bound:
-            self.ask(None, Phase("harness start-up (importing torch)", max(HARNESS_START_S, limit_s)))
+            bound = self.ask(None, Phase("harness start-up (importing torch)", max(HARNESS_START_S, limit_s)))
+            self.reader = str(bound.get("reader", ""))
             self._bound = True
         self.has_inputs = bool(self.ask(None, Phase("module code", limit_s)).get("inputs"))
 
@@ -165,26 +170,77 @@ class _Child:
         self.rtt_ms = sorted(times)[len(times) // 2]
         return self.rtt_ms
 
-    def batch(self, calls: int, seed: int) -> dict[str, Any]:
-        """One timed batch of ``calls`` calls on the inputs of seeds ``seed ..``: prepared first (not
-        timed), then started by the parent and timed by its clock from outside, then fingerprinted.
-        -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
-        "seed", "calls", "inputs": input fingerprints, "outputs": output fingerprints}``."""
-        inputs = self.ask({"cmd": "prepare", "calls": calls, "seed": seed})["inputs"]
-        t0 = time.perf_counter()
-        reply = self.ask({"cmd": "go"})
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        outputs = self.ask({"cmd": "check"})["outputs"]
-        return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]), "seed": seed,
-                "calls": calls, "inputs": inputs, "outputs": outputs}
+    def inputs_blob(self, calls: int) -> bytes | None:
+        """The input sets of ``calls`` calls, made by ``self.maker`` (the trusted maker: a worker of the frozen
+        tree; None: this worker) from seeds drawn now from the operating system's random source, so no
+        worker can know them before it is handed the bytes; None when the workload has no ``inputs(seed)``."""
+        maker = self.maker or self
+        if not self.has_inputs or not maker.has_inputs:
+            return None
+        return maker.make([secrets.randbits(62) for _ in range(calls)])
 
-    def ask(self, msg: dict[str, Any] | None, phase: Phase | None = None) -> dict[str, Any]:
-        """Send ``msg`` (None: only read) and return the reply, within ``phase`` (default ``self.phase``)."""
+    def make(self, seeds: list[int]) -> bytes:
+        """``inputs(seed)`` of each of ``seeds``, made in this worker and returned as a payload
+        (``judge.payload``)."""
+        return self.ask_blob({"cmd": "make", "seeds": seeds})[1]
+
+    def batch(self, calls: int, inputs: bytes | None, audit: int = 0, full: bool = True) -> dict[str, Any]:
+        """One timed batch of ``calls`` calls on the input sets ``inputs`` (a payload; None: the workload's
+        own inputs): prepared first (not timed), then started by the parent and timed by its clock from
+        outside, then its outputs read from the worker: every call's in full (``full``), else a fingerprint of
+        each and the ``audit`` call's in full; the parent names ``audit`` only after the batch's reply.
+        -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
+        "calls", "full", "audit", "outputs": the decoded outputs (full: one per call; else the audited one),
+        "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
+        requests}``."""
+        from ascendopt.judge.payload import decode
+
+        t0 = time.perf_counter()
+        self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
+        prepared = time.perf_counter()
+        reply = self.ask({"cmd": "go"})
+        wall_ms = (time.perf_counter() - prepared) * 1e3
+        t1 = time.perf_counter()
+        checked, blob = self.ask_blob({"cmd": "check", "full": full, "audit": audit})
+        t2 = time.perf_counter()
+        return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
+                "calls": calls, "full": full, "audit": audit, "outputs": decode(blob),
+                "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3}
+
+    def call(self, inputs: bytes | None, limit_s: float) -> dict[str, Any]:
+        """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
+        payload), or, with None, one on the workload's own inputs. -> ``{"outputs": [value per call],
+        "inputs": [input set per call, after the call]}`` decoded, and, for the workload's own inputs,
+        ``"before"``: them before the call."""
+        from ascendopt.judge.payload import decode
+
+        reply, blob = self.ask_blob({"cmd": "call"}, Phase("workload() checked calls", limit_s), blob=inputs)
+        if "before" not in reply:
+            return decode(blob)
+        cut = int(reply["before"])
+        return {**decode(blob[cut:]), "before": decode(blob[:cut])}
+
+    def loaded(self) -> dict[str, str]:
+        """Every file of the trees this worker compiled from source: real path -> sha256 of the bytes it
+        compiled (``gate.sources.loaded``)."""
+        return dict(self.ask({"cmd": "loaded"})["loaded"])
+
+    def ask(self, msg: dict[str, Any] | None, phase: Phase | None = None, blob: bytes | None = None
+            ) -> dict[str, Any]:
+        """Send ``msg`` (None: only read) with ``blob`` after it, and return the reply, within ``phase``
+        (default ``self.phase``)."""
+        return self.ask_blob(msg, phase, blob)[0]
+
+    def ask_blob(self, msg: dict[str, Any] | None, phase: Phase | None = None, blob: bytes | None = None
+                 ) -> tuple[dict[str, Any], bytes]:
+        """``ask``, and the bytes the reply carries (``nbytes`` after its line; b"" when none)."""
         phase = phase or self.phase
         assert self.proc.stdin is not None
         try:
             if msg is not None:
-                self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+                if blob is not None:
+                    msg = {**msg, "nbytes": len(blob)}
+                self.proc.stdin.write((json.dumps(msg) + "\n").encode() + (blob or b""))
                 self.proc.stdin.flush()
             line = self._read_line(phase)
         except BrokenPipeError:
@@ -202,26 +258,51 @@ class _Child:
             if reply.get("exit_code") == int(ExitCode.INTEGRITY):
                 raise WorkloadTampering(f"{self.side}: {reply['error']} ({phase.name})")
             raise WorkloadError(f"{self.side}: {reply['error']} ({phase.name})")
-        return reply
+        data = b""
+        if "nbytes" in reply:
+            try:
+                data = self._read_exact(int(reply["nbytes"]), phase)
+            except BaseException:
+                self._kill()
+                raise
+        return reply, data
 
     def _read_line(self, phase: Phase) -> bytes:
         """One line from the child's stdout, b"" at its end; ProcessTimeout once ``phase`` is over."""
+        self._fill(lambda: b"\n" in self._buf, phase)
+        if b"\n" not in self._buf:
+            return b""
+        at = self._buf.index(b"\n")
+        line = bytes(self._buf[:at])
+        del self._buf[:at + 1]
+        return line
+
+    def _read_exact(self, n: int, phase: Phase) -> bytes:
+        """``n`` bytes from the child's stdout; WorkloadError when it ends first."""
+        self._fill(lambda: len(self._buf) >= n, phase)
+        if len(self._buf) < n:
+            raise self._died(phase)
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _fill(self, enough: Callable[[], bool], phase: Phase) -> None:
+        """Read the child's stdout into the buffer until ``enough()`` or its end; ProcessTimeout once
+        ``phase`` is over."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
+            while not enough():
                 left = phase.left()
                 if left <= 0 or not sel.select(None if left == float("inf") else left):
                     self._kill()
                     raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
                                          output="\n".join(self._tail()))
-                chunk = os.read(fd, 65536)
+                chunk = os.read(fd, 1 << 20)
                 if not chunk:
-                    return b""
+                    return
                 self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
 
     def _tail(self, lines: int = 20) -> list[str]:
         """The last lines the child wrote to stderr."""
@@ -248,25 +329,37 @@ class _Child:
 
     def warmup(self, count: int, min_ms: float) -> float:
         """At least ``count`` calls and ``min_ms`` of the parent's time, one call a batch (the round trip
-        calibrated first); -> ms per call by the parent's clock."""
+        calibrated first), each on fresh inputs; -> ms per call by the parent's clock. Learns ``call_bytes``
+        and ``output_bytes`` (the largest call's)."""
         if not self.rtt_ms:
             self.calibrate()
-        t0, n, seed = time.perf_counter(), 0, WARMUP_SEED
+        t0, n = time.perf_counter(), 0
         per_call = []
         while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
-            reading = self.batch(1, seed + n)
+            inputs = self.inputs_blob(1)
+            reading = self.batch(1, inputs)
             per_call.append(reading["parent"])
-            self.call_bytes = max(self.call_bytes, tensor_bytes(reading["inputs"] + reading["outputs"]))
+            self.output_bytes = max(self.output_bytes, payload_bytes(reading["outputs"]))
+            self.call_bytes = max(self.call_bytes, len(inputs or b"") + self.output_bytes)
             n += 1
             if n > 10_000:
                 break
         return sorted(per_call)[len(per_call) // 2]
 
-    def sample(self, calls: int) -> float:
-        """One timed batch (``batch``) on the next seeds; its readings kept in ``readings``; -> the
-        parent's ms per call (the number the verdict is taken on)."""
-        reading = self.batch(calls, self.next_seed)
-        self.next_seed += calls
+    def full_outputs(self, calls: int) -> bool:
+        """Whether a batch of ``calls`` calls hands every output over in full (at most ``FULL_OUTPUT_BYTES``),
+        rather than a fingerprint of each and one audited call in full."""
+        return self.output_bytes * calls <= FULL_OUTPUT_BYTES
+
+    def sample(self, calls: int, inputs: bytes | None = None, audit: int | None = None) -> float:
+        """One timed batch (``batch``) on ``inputs`` (default: fresh ones, ``inputs_blob``), the audited call
+        ``audit`` (default: drawn now); its reading kept in ``readings``; -> the parent's ms per call (the
+        number the verdict is taken on)."""
+        if inputs is None:
+            inputs = self.inputs_blob(calls)
+        if audit is None:
+            audit = secrets.randbelow(calls)
+        reading = self.batch(calls, inputs, audit, self.full_outputs(calls))
         self.readings.append(reading)
         return reading["parent"]
 
@@ -322,19 +415,17 @@ class _Child:
             self.on_kill()
 
 
-def tensor_bytes(prints: list[Mapping[str, Any]]) -> int:
-    """Bytes of the tensors that ``worker.fingerprint`` summaries describe (their dtypes and shapes)."""
-    import math
-
+def payload_bytes(value: Any) -> int:
+    """Bytes of the tensors in a decoded payload (``judge.payload.decode``), nested."""
     import torch
 
-    total = 0
-    for printed in prints:
-        for part in printed.get("parts", {}).values():
-            dtype = getattr(torch, str(part.get("dtype", "")), None)
-            if isinstance(dtype, torch.dtype) and "shape" in part:
-                total += math.prod(part["shape"]) * dtype.itemsize
-    return total
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(payload_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(payload_bytes(v) for v in value.values())
+    return 0
 
 
 def batch_calls(per_call_ms: float, min_sample_ms: float, call_bytes: int) -> int:

@@ -295,16 +295,14 @@ def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
                  open_session: Callable[[Callable[[], Any]], Any] | None = None):
     """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
-    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``) when timing
-    needs it or the frozen outputs are not stored (``engine.load_stored_outputs``). Closed by ``stack``.
+    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``): the trusted
+    maker of the inputs and the other side of the differential check and the timing. Closed by ``stack``.
 
     ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``
     times the same warm workers) starts the session itself, with the frozen tests ``tests``, and closes it."""
-    from ascendopt.gate.engine import Session, import_statistics, load_stored_outputs
+    from ascendopt.gate.engine import Session, import_statistics
 
     exec_rel = contract.workload.exec_file
-    frozen = contract.equivalence or {}
-    stored = load_stored_outputs(ws.root, frozen.get("stored")) if frozen.get("enabled") else None
 
     def tests():
         return _correctness_tests(contract, root, request.timeout)
@@ -314,16 +312,15 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
     else:
         if not request.skip_perf:
             import_statistics()  # beside the tests: the verdict needs it
-        need_baseline = not request.skip_perf or (bool(frozen.get("enabled")) and stored is None)
+        # the frozen commit's worker always: it makes the inputs and is the other side of the differential check
         trees = {"candidate": root}
-        if need_baseline and contract.git.get("commit"):
-            trees["baseline"] = stack.enter_context(checkout(root, frozen_commit(contract), exec_rel))
+        if contract.git.get("commit"):
+            trees = {"baseline": stack.enter_context(checkout(root, frozen_commit(contract), exec_rel)), **trees}
         session = stack.enter_context(Session(exec_rel, trees, load_s=contract.timeout("workload_s",
                                                                                         request.timeout),
                                               tests=tests))
     console.status(f"gate: running the frozen tests while {len(session.workers)} worker(s) "
                    f"({', '.join(session.workers)}) load {exec_rel}")
-    session.stored_outputs = stored
     return session
 
 
@@ -340,87 +337,71 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     their digest, the frozen commit's worker makes them); an output out of tolerance, missing or extra, or
     an input the working tree writes in place and the baseline does not, is a red stage naming it
     (``_output_checks``; one check per output)."""
-    import tempfile
+    from ascendopt.gate.engine import differential
 
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
     frozen = contract.equivalence or {}
     compare = bool(frozen.get("enabled"))
-    console.status(f"gate: calling workload() of {exec_rel} in the working tree's worker (limit {limit:g} s)")
     failed: Exception | None = None
-    with tempfile.TemporaryDirectory(prefix="ascendopt-outputs-") as tmp:
-        # the worker's calls overlap with the tests still running; the tests' verdict is reported first
+    found = None
+    census = None
+    # the workers' calls overlap with the tests still running; the tests' verdict is reported first
+    try:
+        child = session.worker("candidate")
+        if "baseline" in session.workers:
+            console.status(f"gate: the differential check of {exec_rel}: the working tree against the frozen commit "
+                           f"on inputs the frozen commit's worker makes (limit {limit:g} s)")
+            found = differential(session, frozen["tolerances"] if compare else None, limit)
+    except WORKLOAD_FAILURES as exc:
+        failed = exc
+    tests, run = session.tests_result()
+    if failed is None and tests.status == "pass":  # the census only once the tests have ended
         try:
-            child = session.worker("candidate")
-            candidate = child.outputs(Path(tmp) / "candidate.pt", limit) if compare else None
-            outputs, data = (_output_checks(contract, candidate, Path(tmp), limit, session)
-                             if candidate is not None else ([], {}))
+            census = child.kernel_census(limit)
         except WORKLOAD_FAILURES as exc:
             failed = exc
-        tests, run = session.tests_result()
-        if failed is None and tests.status == "pass":  # the census only once the tests have ended
-            try:
-                census = child.kernel_census(limit)
-            except WORKLOAD_FAILURES as exc:
-                failed = exc
-        asked: list[Sequence[str]] = []
+    asked: list[Sequence[str]] = []
 
-        def imported() -> Sequence[str]:  # what the working tree's worker loaded, asked once
-            if not asked:
-                asked.append(session.worker("candidate").modules(limit))
-            return asked[0]
+    def imported() -> Sequence[str]:  # what the working tree's worker loaded, asked once
+        if not asked:
+            asked.append(session.worker("candidate").modules(limit))
+        return asked[0]
 
-        # a worker that failed cannot list what it imported: then every new module the run used is a newcomer
-        if not tests.integrity_error:
-            tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else imported)
-        if not tests.integrity_error and failed is None:
-            tests = _worker_environment(contract, root, run, tests, imported)
+    # a worker that failed cannot list what it imported: then every new module the run used is a newcomer
+    if not tests.integrity_error:
+        tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else imported)
+    if not tests.integrity_error and failed is None:
+        tests = _worker_environment(contract, root, run, tests, imported)
+    if failed is not None:
         if tests.status != "pass":
             return tests
-        if failed is not None:
-            return _workload_failed("correctness", str(failed), tests.checks, tests.data,
-                                    integrity=getattr(failed, "exit_code", None) == ExitCode.INTEGRITY)
-    checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
-    if not compare:
-        why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
-        checks.append(Check("output equivalence", True, f"not checked: {why}"))
-    checks += outputs
-    data = {**tests.data, "census": census, **({"equivalence": data} if data else {})}
+        return _workload_failed("correctness", str(failed), tests.checks, tests.data,
+                                integrity=getattr(failed, "exit_code", None) == ExitCode.INTEGRITY)
+    outputs = found.checks if found is not None else []
     bad = [c for c in outputs if not c.passed]
-    if bad:
+    data = {**tests.data, "census": census}
+    if found is not None:
+        data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
+                                "outputs": [c.to_dict() for c in outputs]}
+    if bad:  # red whatever the tests said: the tests ran in a process the code under test could reach
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        return StageResult("correctness", "fail", "output equivalence vs the frozen commit: "
-                           + "; ".join(c.message for c in bad[:3]) + more, checks, data)
-    same = f"; {len(outputs)} output(s) match the frozen commit's" if compare else ""
+        return StageResult("correctness", "fail", "differential check against the frozen commit: "
+                           + "; ".join(c.message for c in bad[:3]) + more, [*tests.checks, *outputs], data,
+                           integrity_error=tests.integrity_error)
+    if tests.status != "pass":
+        return tests
+    checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
+    if found is None:
+        checks.append(Check("differential check", True, "not run: no frozen commit to compare against (frozen "
+                                                        "outside git)"))
+    elif not compare:
+        why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
+        checks.append(Check("output equivalence", True, f"values not compared: {why}"))
+    checks += outputs
+    same = (f"; the differential check: {found.calls} call(s) on {found.inputs} inputs match the frozen commit"
+            if found is not None and compare else "")
     return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
-
-
-def _output_checks(contract: Contract, candidate: Mapping[str, Any], tmp: Path, limit: float,
-                   session) -> tuple[list[Check], dict[str, Any]]:
-    """The frozen commit's outputs (stored at freeze, else its worker's first call) against the working
-    tree's (``tmp/candidate.pt``, whose reply is ``candidate``) -> one check per output
-    (``gate.equivalence``) and one per input written in place by the working tree only; and the stage's
-    ``equivalence`` data."""
-    from ascendopt.gate.equivalence import compare_outputs, load
-
-    commit = frozen_commit(contract)
-    frozen = contract.equivalence or {}
-    stored = getattr(session, "stored_outputs", None)
-    if stored is not None:
-        console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s, "
-                       "stored at freeze")
-        path, base_written = stored, dict(frozen.get("inputs_changed") or {})
-    else:
-        console.status(f"gate: comparing the outputs of workload() with the frozen commit {commit[:10]}'s "
-                       f"(its worker; limit {limit:g} s)")
-        path = tmp / "baseline.pt"
-        base_written = session.worker("baseline").outputs(path, limit)["inputs_changed"]
-    checks = compare_outputs(load(path), load(tmp / "candidate.pt"), frozen["tolerances"])
-    written = candidate["inputs_changed"]
-    checks += [Check(f"input {name}", False, message + " (the frozen commit's workload() does not write it)")
-               for name, message in written.items() if name not in base_written]
-    return checks, {"commit": commit, "outputs": [c.to_dict() for c in checks], "stored": stored is not None,
-                    "inputs_changed": {"candidate": written, "baseline": base_written}}
 
 
 def _workload_failed(stage: str, message: str, checks: Sequence[Check] = (),
@@ -517,7 +498,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
 
     def once():
         return engine.time_sides(session, ["baseline", "candidate"], request, timing_s=timing_s, label=exec_rel,
-                                 decide=lambda j, on: bench.take_until_decided(j, request.pairs, None, rule, on))
+                                 decide=lambda j, on: bench.take_until_decided(j, request.pairs, None, rule, on),
+                                 tolerances=tolerances)
 
     try:
         judged, result = once()
@@ -527,21 +509,30 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     except WORKLOAD_FAILURES as exc:
         return _workload_failed("performance", str(exc),
                                 integrity=getattr(exc, "exit_code", None) == ExitCode.INTEGRITY)
-    found = engine.audit(judged, tolerances)
+    found = engine.audit(judged)
     if found.wrong:
         return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
     anchor = engine.anchor_problem(contract.baseline[0].median_ms, judged.samples[0]) if contract.baseline else None
     # own code: no cost model gives its bytes, so only the ratio bound applies
     stage = _performance_result([(exec_rel, result)], accepted=accepted)
     doubts = found.doubts + ([anchor] if anchor else [])
-    stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(len(r["outputs"]) for s in judged.sides
-                                                                 for r in s.readings),
-                           "inputs": "harness (inputs(seed))" if judged.sides[0].has_inputs else "the workload's own",
+    stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(r["calls"] for s in judged.sides for r in s.readings),
+                           "inputs": _inputs_source(judged.sides[0]),
                            "worker_clock": engine.second_reading(judged)}
     if doubts and stage.status == "pass":
         checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
         return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)
     return stage
+
+
+def _inputs_source(side) -> str:
+    """Where a timing's inputs came from (the audit's ``inputs``): "trusted maker" (the frozen commit's worker
+    made them with ``inputs(seed)`` from seeds drawn per batch from the OS random source), "own maker" (no frozen
+    commit: each worker made its own), or "workload's own" (no ``inputs(seed)``: every call reuses the same
+    inputs, so a change that caches results across calls cannot be excluded)."""
+    if not side.has_inputs:
+        return "workload's own"
+    return "trusted maker" if side.maker is not None else "own maker"
 
 
 def time_change_text(ratio: float) -> str:

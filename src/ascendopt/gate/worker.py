@@ -117,11 +117,17 @@ def fingerprint(value: Any, ops, light: bool = False) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     # The pipe and the clock first: nothing of the tree has run yet, and these names stay bound here.
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # anything the workload prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
-    write, readline = proto.write, sys.stdin.readline
+    requests = sys.stdin.buffer
+    readline, read = requests.readline, requests.read
     dumps, loads = json.dumps, json.loads
+
+    def send(reply: dict[str, Any], blob: bytes | None = None) -> None:
+        if blob is not None:
+            reply = {**reply, "nbytes": len(blob)}
+        proto.write(dumps(reply).encode() + b"\n" + (blob or b""))
 
     import faulthandler
 
@@ -135,21 +141,26 @@ def main(argv: list[str]) -> None:
         from ascendopt.collect.workload import guard
         from ascendopt.device import backends
         from ascendopt.errors import AscendoptError, IntegrityError, UsageError
-        from ascendopt.gate.equivalence import call_and_save
+        from ascendopt.gate.equivalence import call_and_save, module_inputs
         from ascendopt.gate.interleave import load_workload
         from ascendopt.gate.kernel_hit import kernel_census
-        from ascendopt.gate.sources import load_from_source, replaced
+        from ascendopt.gate.sources import load_from_source, loaded, replaced
+        from ascendopt.judge.payload import RawReader, decode, encode
         from ascendopt.tune.autotune import install_pin
     except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
-        write(dumps({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5}) + "\n")
+        send({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5})
         sys.exit(1)
     backend = backends.current()
     synchronize, make_timer, manual_seed = backend.synchronize, backend.timer, torch.manual_seed
+    device = backend.torch_device()
     ops = bind_ops(torch)
     fp = fingerprint
+    reader = RawReader(torch, synchronize)
+    to_device = torch._C.TensorBase.to
+    modes = _sentinels(torch)
     # the trees' files load from their source, never from a cached byte code file (gate.sources)
     load_from_source(paths)
-    write(dumps({"bound": True}) + "\n")  # the harness is up: the parent's module-code limit starts now
+    send({"bound": True, "reader": reader.through})  # the harness is up: the module-code limit starts now
     # only now the tree, explicitly (isolated mode put neither it nor the current directory there)
     sys.path[0:0] = paths
     try:
@@ -172,7 +183,17 @@ def main(argv: list[str]) -> None:
             made = make(s)
             return tuple(made) if isinstance(made, (tuple, list)) else (made,)
 
-        write(dumps({"ready": True, "inputs": make is not None}) + "\n")
+        def on_device(value: Any) -> Any:
+            """Decoded inputs (CPU tensors) as fresh tensors on the device, the structure kept."""
+            if isinstance(value, ops.Tensor):
+                return to_device(value, device=device, copy=True)
+            if type(value) in (tuple, list):
+                return type(value)(on_device(v) for v in value)
+            if type(value) is dict:
+                return {k: on_device(v) for k, v in value.items()}
+            return value
+
+        send({"ready": True, "inputs": make is not None})
         batch: list[tuple] = [()]
         outs: list[Any] = []
         called = False  # any workload() call made yet (the modules a call imports count as the workload's)
@@ -181,7 +202,9 @@ def main(argv: list[str]) -> None:
             if not line:
                 break
             msg = loads(line)
+            blob = read(int(msg["nbytes"])) if "nbytes" in msg else None
             cmd = msg["cmd"]
+            out_blob = None
             if cmd == "null":
                 reply: dict[str, Any] = {}
             elif cmd == "go":
@@ -192,13 +215,44 @@ def main(argv: list[str]) -> None:
                 ms = timer.stop()
                 reply = {"ms": ms / max(1, len(batch))}
             elif cmd == "check":
-                reply = {"outputs": [fp(o, ops) for o in outs]}
+                # the returned values of the last batch, read from their memory: every call's in full, or
+                # (``full`` false: large outputs) a fingerprint of each and the ``audit`` call's in full
+                _quiet()
+                audit = int(msg.get("audit", 0))
+                if msg.get("full"):
+                    out_blob = encode(outs, reader)
+                    reply = {"outputs": []}
+                else:
+                    out_blob = encode([outs[audit]] if outs else [], reader)
+                    reply = {"outputs": [fp(o, ops) for o in outs]}
                 outs = []
             elif cmd == "prepare":
-                first, calls = int(msg["seed"]), int(msg["calls"])
-                batch = [inputs_of(first + k) for k in range(calls)]
+                # the input sets of the next timed batch: bytes the trusted maker made, or (no inputs(seed))
+                # ``calls`` calls on the workload's own inputs
+                batch = ([tuple(on_device(s)) for s in decode(blob)] if blob is not None
+                         else [()] * int(msg["calls"]))
                 synchronize()
-                reply = {"inputs": [fp(list(args), ops, True) for args in batch] if make is not None else []}
+                reply = {}
+            elif cmd == "make":
+                # the trusted maker (a worker of the frozen tree): the input sets of ``seeds``, as bytes
+                out_blob = encode([inputs_of(int(s)) for s in msg["seeds"]], reader)
+                reply = {}
+            elif cmd == "call":
+                # untimed calls for the judge's differential check: each input set once, the outputs and
+                # the inputs after the call as bytes; without inputs: one call on the module's own inputs
+                _quiet()
+                if blob is not None:
+                    sets = [tuple(on_device(s)) for s in decode(blob)]
+                    results = [fn(*args) for args in sets]
+                    synchronize()
+                    out_blob = encode({"outputs": results, "inputs": sets}, reader)
+                    reply = {}
+                else:
+                    before = encode(module_inputs(namespace), reader)
+                    result = fn()
+                    synchronize()
+                    out_blob = before + encode({"outputs": [result], "inputs": module_inputs(namespace)}, reader)
+                    reply = {"before": len(before)}
             elif cmd == "kernels":
                 args0 = inputs_of(0)
                 reply = {"census": kernel_census(lambda a=args0: fn(*a))}
@@ -213,23 +267,52 @@ def main(argv: list[str]) -> None:
                 reply = {"files": sorted({os.path.abspath(f) for f in
                                           (getattr(m, "__file__", None) for m in list(sys.modules.values()))
                                           if isinstance(f, str)})}
+            elif cmd == "loaded":
+                reply = {"loaded": loaded()}
             else:
                 break
-            called = called or cmd in ("go", "kernels", "outputs", "modules")
+            called = called or cmd in ("go", "kernels", "outputs", "modules", "call")
             undone = replaced()
             if undone:
                 raise IntegrityError(f"{', '.join(undone)}: the judge's source-only import was undone by the "
                                      "workload (a cached byte code file could run instead of the tree's source)")
-            write(dumps(reply) + "\n")
+            active = modes()
+            if active:
+                raise IntegrityError(f"{active} was left active by the workload in the judge's worker (it could "
+                                     "change what the judge reads)")
+            send(reply, out_blob)
     except AscendoptError as exc:
-        write(dumps({"error": str(exc), "exit_code": int(exc.exit_code)}) + "\n")
+        send({"error": str(exc), "exit_code": int(exc.exit_code)})
         sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, with the traceback in the worker's log
         import traceback
 
         traceback.print_exc()
-        write(dumps({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70}) + "\n")
+        send({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70})
         sys.exit(1)
+
+
+def _quiet() -> None:
+    """No trace or profile function of the workload's runs while the judge reads outputs (a hook there could
+    finish a lazy result on the judge's time)."""
+    sys.settrace(None)
+    sys.setprofile(None)
+
+
+def _sentinels(torch) -> Any:
+    """-> a function naming what the workload left active that could change what the judge reads (a torch
+    function mode, a dispatch mode), or ''. Bound before the tree loads."""
+    function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+    dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
+
+    def active() -> str:
+        if dispatch_depth is not None and dispatch_depth() > 0:
+            return "a torch dispatch mode (TorchDispatchMode)"
+        if function_mode is not None and function_mode():
+            return "a torch function mode (TorchFunctionMode)"
+        return ""
+
+    return active
 
 
 def _seed(torch) -> None:

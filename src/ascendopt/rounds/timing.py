@@ -280,8 +280,9 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
             def decide(judged, on_pair):
                 samples.update(take_decided(judged, names, pairs, None, on_pair))
 
-            judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=exec_rel, decide=decide)
-            found = engine.audit(judged, tolerances)
+            judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=exec_rel, decide=decide,
+                                          tolerances=tolerances)
+            found = engine.audit(judged)
             if found.wrong:
                 raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
             result = round_timing([case_timing(exec_rel, samples, judged.calls, best_timed=kept is None or

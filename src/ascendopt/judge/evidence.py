@@ -1,0 +1,136 @@
+"""What the parent judges on the bytes the workers hand over: nothing here runs in a process of the code under test.
+
+* ``compare_values``: a candidate's decoded value (``judge.payload.decode``) against the frozen commit's for the
+  same inputs, output by output, within the contract's tolerances (``gate.equivalence.compare_tensor``); a part
+  the worker's reader refused (a tensor subclass, a lazy or storage-less tensor) fails, and so does a value of
+  another structure.
+* ``input_writes``: the inputs a call wrote in place, from the input sets as made and as handed back after the
+  call.
+* ``untimed_excess``: the candidate's untimed requests (loading a batch's inputs, handing its outputs over)
+  against the reference's for the same bytes: work done there was moved out of the timed window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ascendopt.gate.result import Check
+from ascendopt.judge.payload import Opaque, Refused
+
+ROOT = "output"
+# The candidate's untimed requests of a timing (prepare + check, summed over its batches) may take this much
+# longer than the reference's for the same bytes: 50 ms of scheduling noise on a busy host, plus a tenth of the
+# candidate's timed total (work finished there would have to be at least that to matter to a verdict).
+UNTIMED_EXCESS_MS = 50.0
+UNTIMED_EXCESS_REL = 0.10
+
+
+def parts(value: Any, name: str = ROOT) -> dict[str, Any]:
+    """The leaves of a decoded value by name (``output``, ``output[0]``, ``output['mean']``): tensors,
+    ``Refused`` tensors, scalars and ``Opaque`` objects; None leaves are left out (as a function that returns
+    None for an optional part does)."""
+    found: dict[str, Any] = {}
+
+    def walk(item: Any, path: str) -> None:
+        if item is None:
+            return
+        if isinstance(item, dict):
+            for key, part in item.items():
+                walk(part, f"{path}[{key!r}]")
+        elif isinstance(item, (list, tuple)):
+            for i, part in enumerate(item):
+                walk(part, f"{path}[{i}]")
+        else:
+            found[path] = item
+
+    walk(value, name)
+    return found
+
+
+def refusals(value: Any, name: str = ROOT) -> list[str]:
+    """``name: why`` for every tensor of ``value`` the worker's reader refused."""
+    return [f"{part}: {leaf.problem}" for part, leaf in parts(value, name).items() if isinstance(leaf, Refused)]
+
+
+def compare_values(base: Any, cand: Any, tolerances: Mapping[str, Mapping[str, float]] | None,
+                   name: str = ROOT) -> list[Check]:
+    """One check per part of ``base`` (the frozen commit's value) and per part only ``cand`` has: tensors within
+    ``tolerances`` (None: equivalence is off, only what the reader refused fails), other leaves equal."""
+    import torch
+
+    from ascendopt.gate.equivalence import compare_tensor
+
+    b_parts, c_parts = parts(base, name), parts(cand, name)
+    checks: list[Check] = []
+    for part, b in b_parts.items():
+        c = c_parts.get(part, _MISSING)
+        if isinstance(c, Refused):
+            checks.append(Check(part, False, f"{part}: {c.problem}"))
+        elif c is _MISSING:
+            checks.append(Check(part, False, f"{part}: missing (the frozen commit returns it)"))
+        elif tolerances is None:
+            checks.append(Check(part, True, f"{part}: returned (equivalence is off)"))
+        elif isinstance(b, torch.Tensor):
+            if not isinstance(c, torch.Tensor):
+                checks.append(Check(part, False, f"{part}: a {_kind(c)}, the frozen commit a tensor"))
+            else:
+                checks.append(compare_tensor(part, b, c, tolerances))
+        elif isinstance(b, Refused):
+            checks.append(Check(part, True, f"{part}: not compared (the frozen commit's is {b.problem})"))
+        else:
+            same = _same_scalar(b, c)
+            checks.append(Check(part, same, f"{part}: {c!r}" + ("" if same else f", the frozen commit {b!r}")))
+    for part in c_parts:
+        if part not in b_parts:
+            checks.append(Check(part, False, f"{part}: not returned by the frozen commit"))
+    return checks
+
+
+_MISSING = object()
+
+
+def _kind(value: Any) -> str:
+    return value.what if isinstance(value, Opaque) else type(value).__name__
+
+
+def _same_scalar(b: Any, c: Any) -> bool:
+    """Plain leaves: equal (floats within 1e-9 relative, NaN equal to NaN); an ``Opaque`` by its type name."""
+    if isinstance(b, float) and isinstance(c, (int, float)) and not isinstance(c, bool):
+        if b != b:
+            return c != c
+        return abs(float(c) - b) <= 1e-9 * max(1.0, abs(b))
+    return type(b) is type(c) and b == c
+
+
+def input_writes(made: Sequence[Any], after: Sequence[Any]) -> dict[str, str]:
+    """``{input name: message}`` for every input of the sets ``made`` (as the maker made them) that ``after`` (the
+    same sets handed back after the calls) holds changed."""
+    import torch
+
+    from ascendopt.gate.equivalence import input_writes as writes
+
+    before_t = {k: v for k, v in parts(list(made), "inputs").items() if isinstance(v, torch.Tensor)}
+    after_t = {k: v for k, v in parts(list(after), "inputs").items() if isinstance(v, torch.Tensor)}
+    changed = writes(before_t, {k: after_t[k] for k in before_t if k in after_t})
+    for k in before_t:
+        if k not in after_t:
+            changed[k] = f"{k}: not handed back as a plain tensor after the call"
+    return changed
+
+
+def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]]) -> str | None:
+    """None when the candidate's untimed requests (``untimed_ms`` of its readings) took at most
+    ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed total longer than the reference's over the same
+    batches; else why (work finished outside the timed window, on the judge's time)."""
+    n = min(len(cand), len(ref))
+    if not n:
+        return None
+    extra = sum(c["untimed_ms"] for c in cand[:n]) - sum(r["untimed_ms"] for r in ref[:n])
+    timed = sum(c["parent"] * c["calls"] for c in cand[:n])
+    allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * timed
+    if extra <= allowed:
+        return None
+    return (f"spent {extra:.0f} ms more than the reference in the judge's untimed requests of {n} batches (loading "
+            f"their inputs, handing over their outputs; allowed {allowed:.0f} ms against {timed:.0f} ms timed): "
+            "work finished outside the timed window")
