@@ -352,3 +352,23 @@ def shape_report(found: ShapeProfile, *, top: int | None = DEFAULT_KERNELS,
     return {"schema": 1, "profile": str(found.files[0]), "files": [str(f) for f in found.files],
             "source": found.source, "sha256": found.sha256, "notes": list(found.notes),
             "kernel_count": len(found.kernels), "kernels": kernels}
+
+
+def served_mix(kernel_filter: str, *, profile: str | Path | None = None,
+               mix_file: str | Path | None = None) -> tuple[ShapeMix, list[str]]:
+    """The mix ``freeze`` stores: from a profile (``--shapes-from``: the launches of the kernels matching
+    ``kernel_filter``) or a hand-written YAML file (``--shapes-file``); exactly one of the two. Returns the
+    mix and the lines freeze says (what was read, what the mix covers)."""
+    from ascendopt.contract.shapes import describe, load_mix
+
+    if (profile is None) == (mix_file is None):
+        raise UsageError("give one of --shapes-from PROFILE or --shapes-file MIX.yaml")
+    if mix_file is not None:
+        mix = load_mix(mix_file)
+        return mix, [f"freeze: served shapes from {mix_file} (hand-written): {describe(mix)}"]
+    mix, found = mix_from_profile(profile, kernel_filter)
+    matched = ", ".join(k.name for k in found.kernels if k.records)
+    lines = [f"note: {n}" for n in found.notes]
+    lines.append(f"freeze: served shapes from {', '.join(map(str, found.files))} ({found.source}; kernels {matched}): "
+                 f"{describe(mix)}")
+    return mix, lines
