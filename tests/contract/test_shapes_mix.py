@@ -11,6 +11,7 @@ import random
 
 import pytest
 import yaml
+from test_contract import _own
 
 from ascendopt.contract.model import Contract, load, save
 from ascendopt.contract.shapes import (
@@ -24,7 +25,6 @@ from ascendopt.contract.shapes import (
 )
 from ascendopt.errors import ContractError
 from ascendopt.workspace import Workspace
-from test_contract import _own
 
 HEAD = 128  # head dim: the same in every synthetic shape, a model constant
 BF16 = ("DT_BF16", "DT_BF16", "FLOAT")

@@ -56,9 +56,11 @@ NoProfileOpt = Annotated[bool, typer.Option(
 ShapesFromOpt = Annotated[Str, typer.Option(
     "--shapes-from", metavar="PROFILE",
     help="Own code: freeze the served-shape mix of the --kernel-filter kernel from the model's profile "
-         "(kernel_details.csv, op_summary, a torch.profiler trace recorded with record_shapes=True); see docs/shapes.md.")]
+         "(kernel_details.csv, op_summary, a torch.profiler trace recorded with record_shapes=True); "
+         "see docs/shapes.md.")]
 ShapesFileOpt = Annotated[Str, typer.Option(
-    "--shapes-file", metavar="MIX.yaml", help="Own code: freeze a hand-written served-shape mix (docs/shapes.md).")]
+    "--shapes-file", metavar="MIX",
+    help="Own code: freeze a hand-written served-shape mix, a YAML file (docs/shapes.md).")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace an existing contract; its rounds, tune cache and report move to .ascendopt/archive/.")]
 

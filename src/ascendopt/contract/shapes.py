@@ -319,7 +319,8 @@ def _make_bucket(records: Sequence[ShapeRecord], total_us: float, *, tail: bool 
     rep = members[0]
     # rounded as stored, so a mix built here equals the one its contract reads back
     return ShapeBucket(shapes=rep.shapes, dtypes=rep.dtypes, launches=sum(r.launches for r in members),
-                       device_us=round(us, 3), weight=round(us / total_us, STORED_DIGITS), members=tuple(dict.fromkeys(r.shapes for r in members)),
+                       device_us=round(us, 3), weight=round(us / total_us, STORED_DIGITS),
+                       members=tuple(dict.fromkeys(r.shapes for r in members)),
                        tail=tail)
 
 
