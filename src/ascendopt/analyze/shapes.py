@@ -24,6 +24,7 @@ Durations are device time in microseconds (kernel_details / op_summary task dura
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,6 @@ TRACE_DIMS, TRACE_TYPES, TRACE_LINK = "Input Dims", "Input type", "External id"
 # Event categories of a torch.profiler trace that can be a kernel: device kernels, ops (aten::mm, custom
 # ops), named ranges (the CPU interpreter's kernel launches; they record no shapes).
 TRACE_KERNEL, TRACE_OP, TRACE_RANGE = "kernel", "cpu_op", "user_annotation"
-# Kernels ``analyze --shapes`` lists without --kernel-filter, most device time first.
-DEFAULT_KERNELS = 10
 
 
 @dataclass
@@ -216,12 +215,13 @@ def _ncu_launches(path: Path, kernels: _Kernels, matches) -> list[str]:
     from ascendopt.analyze.traces.ncu import read_ncu_raw
 
     frame, _, _ = read_ncu_raw(path)
-    for name, us, grid, block in zip(frame["name"], frame["duration_us"], frame.get("block_dim", [None] * len(frame)),
-                                     frame.get("block_size", [None] * len(frame)), strict=True):
+    missing = [float("nan")] * len(frame)
+    grids = frame["block_dim"].tolist() if "block_dim" in frame.columns else missing  # launch__grid_size
+    blocks = frame["block_size"].tolist() if "block_size" in frame.columns else missing  # launch__block_size
+    for name, us, grid, block in zip(frame["name"], frame["duration_us"], grids, blocks, strict=True):
         if matches(str(name), str(name)):
-            config = (f"grid {grid:g}, block {block:g}" if grid == grid and block == block and None not in (grid, block)
-                      else None)
-            kernels.add(str(name), float(us), None, (), config)
+            known = not (math.isnan(grid) or math.isnan(block))
+            kernels.add(str(name), float(us), None, (), f"grid {grid:g}, block {block:g}" if known else None)
     return [f"{path.name}: Nsight Compute records launches, not tensors: no input shapes (grid and block sizes "
             "are listed instead; durations are ncu's replayed launches)"]
 
@@ -329,11 +329,12 @@ def mix_from_profile(path: str | Path, kernel_filter: str) -> tuple[ShapeMix, Sh
     return mix, found
 
 
-def shape_report(found: ShapeProfile, *, top: int | None = DEFAULT_KERNELS,
+def shape_report(found: ShapeProfile, *, top: int | None = None,
                  shapes_per_kernel: int = MAX_BUCKETS) -> dict[str, Any]:
-    """``analyze --shapes`` data (its ``--json``): per kernel, its launches and device time, the share of it
-    with a recorded shape, and its distinct shapes heaviest first (at most ``shapes_per_kernel``; the rest
-    summed in ``other``), plus launch configurations where the profile has them."""
+    """``analyze --shapes`` data (its ``--json``): per kernel (the ``top`` with most device time; None: all),
+    its launches and device time, the share of it with a recorded shape, and its distinct shapes heaviest
+    first (at most ``shapes_per_kernel``, as many as a mix has buckets; the rest summed in ``other``), plus
+    launch configurations where the profile has them."""
     kernels = []
     for k in found.kernels[:top] if top else found.kernels:
         shown = k.records[:shapes_per_kernel]
