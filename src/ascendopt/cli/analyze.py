@@ -194,6 +194,37 @@ def _render_profile_checks(report: dict[str, Any]) -> None:
             console.out(f"  lever: {gaps['lever']} ({gaps['lever_origin']})")
 
 
+HISTOGRAM_WIDTH = 20  # characters of the bar of a kernel's heaviest shape in `analyze --shapes`
+
+
+def render_shapes(report: dict[str, Any]) -> None:
+    """Print an ``analyze.shapes.shape_report``: per kernel, its distinct input shapes heaviest first with
+    launches, device time, share and a bar (the shape histogram), then its launch sizes where recorded."""
+    from ascendopt import console
+
+    for note in report["notes"]:
+        console.status(note)
+    console.out(f"profile: {report['profile']} ({report['source']}); sha256 {report['sha256'][:12]}; "
+                f"{console.plural(report['kernel_count'], 'kernel')}")
+    for k in report["kernels"]:
+        console.out(f"{k['name']}: {console.plural(k['launches'], 'launch', 'launches')}, "
+                    f"{console.duration_text(k['device_us'], digits=1)}, {k['distinct_shapes']} distinct input "
+                    f"shape(s) recorded for {100 * k['shaped_share']:.1f} % of its time")
+        if k["shapes"]:
+            top = max(s["share"] for s in k["shapes"]) or 1.0
+            rows = [[";".join(",".join(map(str, d)) for d in s["shapes"]), ";".join(s["dtypes"]) or "-",
+                     str(s["launches"]), f"{s['device_us']:.2f}", f"{100 * s['share']:.1f}%",
+                     "#" * max(1, round(HISTOGRAM_WIDTH * s["share"] / top))] for s in k["shapes"]]
+            other = k["other"]
+            if other["distinct_shapes"]:
+                rows.append([f"({other['distinct_shapes']} more shapes)", "", str(other["launches"]),
+                             f"{other['device_us']:.2f}", "", ""])
+            console.table(["input shapes", "dtypes", "launches", "us", "share", "histogram"], rows, title=k["name"],
+                          justify=["left", "left", "right", "right", "right", "left"])
+        for config, n in list(k["launch_configs"].items())[:5]:
+            console.out(f"  launch {config}: {console.plural(n, 'launch', 'launches')}")
+
+
 def _print_compare(diff: dict[str, Any]) -> None:
     from ascendopt import console
 
@@ -257,6 +288,8 @@ def analyze(
     by: Annotated[str, typer.Option("--by", metavar="KEY",
         help="One entry per kernel 'name', or per kernel and input 'shape' "
                                                  "(where the profile records shapes).")] = "name",
+    shapes: Annotated[bool, typer.Option("--shapes", help="Per kernel, the histogram of its input shapes "
+                                                          "(what `freeze --shapes-from` buckets).")] = False,
     csv: CsvOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -283,6 +316,18 @@ def analyze(
             return
         for p in paths:
             _print_runs(p)
+        return
+    if shapes:
+        from ascendopt.analyze.shapes import read_shapes, shape_report
+        from ascendopt.errors import UsageError
+
+        if len(paths) > 1 or compare:
+            raise UsageError("--shapes reads one profile: give one PATH and no --compare")
+        data = shape_report(read_shapes(paths[0], kernel_filter), top=top)
+        if json:
+            console.print_json(data)
+        else:
+            render_shapes(data)
         return
     # several PATHs: metric-group runs of one workload (merged) or one run per device (stacked)
     profile = load_profile(paths[0]) if len(paths) == 1 else load_profiles(paths)
@@ -311,6 +356,7 @@ EXAMPLES = examples(
     "ascendopt analyze RUN -k my_kernel --top 10 --json",
     "ascendopt analyze AFTER --compare BEFORE",
     "ascendopt analyze RUN --by shape",
+    "ascendopt analyze RUN --shapes -k my_kernel",
 )
 
 

@@ -53,6 +53,14 @@ MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", metavar="N", min=1, h
 NoProfileOpt = Annotated[bool, typer.Option(
     "--no-profile", help="Do not profile the baseline into the workspace's profiles/ (round 1 then has no "
                          "'before' profile unless `ascendopt collect -w WS` makes one).")]
+ShapesFromOpt = Annotated[Str, typer.Option(
+    "--shapes-from", metavar="PROFILE",
+    help="Own code: freeze the served-shape mix of the --kernel-filter kernel from the model's profile "
+         "(kernel_details.csv, op_summary, a torch.profiler trace recorded with record_shapes=True); "
+         "see docs/shapes.md.")]
+ShapesFileOpt = Annotated[Str, typer.Option(
+    "--shapes-file", metavar="MIX",
+    help="Own code: freeze a hand-written served-shape mix, a YAML file (docs/shapes.md).")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace an existing contract; its rounds, tune cache and report move to .ascendopt/archive/.")]
 
@@ -72,6 +80,8 @@ def freeze(
     kernel_filter: KernelFilterOpt = None,
     equivalence_tol: EquivTolOpt = None,
     no_equivalence: NoEquivOpt = False,
+    shapes_from: ShapesFromOpt = None,
+    shapes_file: ShapesFileOpt = None,
     aic_metrics: MetricsOpt = "PipeUtilization",
     max_rounds: MaxRoundsOpt = DEFAULT_MAX_ROUNDS,
     force: ForceOpt = False,
@@ -89,7 +99,8 @@ def freeze(
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
     Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...]
-    [--target PATH...] [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence].
+    [--target PATH...] [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence]
+    [--shapes-from PROFILE | --shapes-file MIX.yaml] (the served-shape mix, docs/shapes.md).
     Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
     existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
@@ -112,7 +123,7 @@ def freeze(
         raise UsageError("give exactly one of --kernel NAME (bundled kernel) or --exec-file FILE (own code)")
     if kernel:
         own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--target": target,
-                    "--kernel-filter": kernel_filter,
+                    "--kernel-filter": kernel_filter, "--shapes-from": shapes_from, "--shapes-file": shapes_file,
                     "--equivalence-tol": equivalence_tol, "--no-equivalence": no_equivalence}
         given = [k for k, v in own_only.items() if v]
         if given:
@@ -130,11 +141,21 @@ def freeze(
                                 "--set": set_}.items() if v]
         if given:
             raise UsageError(f"{', '.join(given)}: only for bundled kernels (--kernel)")
+        mix = None
+        if shapes_from or shapes_file:  # read before the baseline runs: a bad profile or file fails fast
+            from ascendopt.analyze.shapes import served_mix
+
+            if not kernel_filter:
+                raise UsageError("--kernel-filter: needed for own code (a substring of the target kernel's name)")
+            mix, lines = served_mix(kernel_filter, profile=shapes_from, mix_file=shapes_file)
+            for line in lines:
+                console.info(line)
         contract = freeze_exec_file(ws, exec_file=exec_file, tests=test or [], kernel_filter=kernel_filter or "",
                                     test_cmd=test_cmd, references=reference or [], metric_groups=groups,
                                     max_rounds=max_rounds, force=force, timeout=timeout, profile=not no_profile,
                                     equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol),
-                                    precheck=not no_precheck, ascend_python=ascend_python, targets=target)
+                                    precheck=not no_precheck, ascend_python=ascend_python, targets=target,
+                                    shapes=mix)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
     else:
@@ -167,6 +188,13 @@ def _render(ws, contract) -> None:
               f"CV {b.cv:.1%} n={b.n}") for b in contract.baseline]
     if contract.precheck:
         rows.append(("Ascend precheck", contract.precheck["verdict"]))
+    if contract.shapes is not None:
+        from ascendopt.contract.shapes import describe
+
+        rows.append(("served shapes", describe(contract.shapes)))
+        rows += [(f"  bucket {i}" + (" (tail)" if b.tail else ""),
+                  f"{b.shape} {'/'.join(b.dtypes)} weight {b.weight:.3f}, {b.launches} launch(es), "
+                  f"{len(b.members)} shape(s)") for i, b in enumerate(contract.shapes.buckets, 1)]
     rows += [("kernels expected", ", ".join(contract.expected_kernels)),
              ("git commit",
               (contract.git.get("commit") or "none")[:12] + (" (dirty)" if contract.git.get("dirty") else ""))]
@@ -177,6 +205,8 @@ EXAMPLES = examples(
     "ascendopt freeze --kernel rms_norm --shapes realistic --dtype bf16",
     'ascendopt freeze --exec-file bench.py --test tests/test_op.py \\',
     "    --kernel-filter my_kernel",
+    'ascendopt freeze --exec-file bench.py --test tests/test_op.py \\',
+    "    --kernel-filter my_kernel --shapes-from model_prof/",
     "ascendopt --backend cpu freeze --kernel rms_norm --shapes tiny -w .ascendopt-cpu",
 )
 

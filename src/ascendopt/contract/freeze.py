@@ -42,6 +42,7 @@ from ascendopt.contract.model import (
     frozen_timeouts,
     save,
 )
+from ascendopt.contract.shapes import ShapeMix
 from ascendopt.errors import CorrectnessError, IntegrityError, UsageError
 from ascendopt.workspace import Workspace, write_gitignore
 
@@ -278,7 +279,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                      force: bool = False, timeout: float | None = None, equivalence: bool = True,
                      equivalence_tol: Mapping[str, Mapping[str, float]] | None = None,
                      profile: bool = True, precheck: bool = True, ascend_python: str | None = None,
-                     targets: Sequence[str] | None = None) -> Contract:
+                     targets: Sequence[str] | None = None, shapes: ShapeMix | None = None) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
 
     What the baseline's test run used besides them (conftests and the configuration file wherever they
@@ -297,6 +298,9 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     child's first call saves what ``workload()`` returned; with tensors, a second seeded child repeats the
     call and both must agree within the tolerances (``EQUIVALENCE_TOLERANCES`` updated by
     ``equivalence_tol``), else the check is stored off with the reason (``_equivalence_record``).
+
+    ``shapes``: the served-shape mix (``contract.shapes``; ``freeze --shapes-from`` / ``--shapes-file``), stored
+    as the contract's ``shapes``; None: the contract judges one shape.
     """
     import tempfile
 
@@ -433,6 +437,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         kernel_census=census,
         targets=tuple(chosen),
         environment=env,
+        shapes=shapes,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ascendopt.contract.shapes import ShapeMix
 from ascendopt.errors import ContractError, IntegrityError
 from ascendopt.workspace import Workspace, read_yaml, write_yaml
 
@@ -218,6 +219,16 @@ class Contract:
     # {"DIST/PATH": sha256} (installed files the tests loaded that already differed from their RECORD)}; None
     # for a bundled kernel and in contracts frozen before it existed (the since-freeze check is then skipped)
     environment: dict[str, Any] | None = None
+    # the served-shape mix (contract.shapes, ``freeze --shapes-from PROFILE`` / ``--shapes-file MIX.yaml``): the
+    # buckets of input shapes the target kernel runs on in the model, weighted by device time. None: the
+    # contract judges one shape (the workload's own), as every contract frozen before it existed
+    shapes: ShapeMix | None = None
+
+    @property
+    def judges_one_shape(self) -> bool:
+        """True when the contract has no served-shape mix: correctness and timing are judged on the one shape
+        the workload makes (``inputs(seed)`` / ``workload()``), not per bucket of ``shapes``."""
+        return self.shapes is None
 
     def timeout(self, key: str, override: float | None = None) -> float:
         """The limit in seconds for ``key`` (``tests_s``, ``workload_s``, ``timing_s``, ``profile_s``):
@@ -238,6 +249,10 @@ class Contract:
         data["commands"] = {k: list(v) for k, v in self.commands.items()}
         for key in ("expected_kernels", "kernels_seen", "metric_groups"):
             data[key] = list(data[key])
+        if self.shapes is None:
+            data.pop("shapes")  # absent, so a contract without a mix digests as before the field existed
+        else:
+            data["shapes"] = self.shapes.to_dict()
         if self.targets is None:
             data.pop("targets")  # absent, as in contracts frozen before it existed
         else:
@@ -326,6 +341,7 @@ class Contract:
             kernel_census=_kernel_census(f, data.get("kernel_census")),
             targets=None if data.get("targets") is None else f.strings(data["targets"], "targets"),
             environment=_environment(f, data.get("environment")),
+            shapes=None if data.get("shapes") is None else ShapeMix.from_dict(data["shapes"], source),
         )
 
 
