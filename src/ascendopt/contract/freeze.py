@@ -355,6 +355,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             console.status(f"freeze: calling workload() of {exec_rel} in a worker (limit {timeouts['workload_s']:g} s)")
             try:
                 child = session.worker("baseline")
+                if shapes is not None:
+                    _check_mix(child, shapes, exec_rel, timeouts["workload_s"])
                 first = child.outputs(tmp / "first.pt", timeouts["workload_s"]) if equivalence else None
                 census = child.kernel_census(timeouts["workload_s"])
                 seen = census_names(census)
@@ -457,6 +459,19 @@ def _targets(paths: Sequence[str], root: Path) -> list[str]:
             raise UsageError(f"--target {path}: outside the project root {root}",
                              hint="the target code is code of the repository being optimized") from None
     return sorted(set(chosen))
+
+
+def _check_mix(child, mix: ShapeMix, exec_rel: str, limit_s: float) -> None:
+    """Refuse (exit 2) a shape mix whose buckets the workload's ``inputs(seed, shape)`` cannot make, naming them:
+    the gate checks and times every bucket on inputs the frozen commit's worker makes."""
+    errors = child.probe([b.shape for b in mix.buckets], limit_s)
+    bad = [f"bucket {i + 1} {b.shape}: {e}" for i, (b, e) in enumerate(zip(mix.buckets, errors, strict=True)) if e]
+    if bad:
+        more = f" (and {len(bad) - 2} more)" if len(bad) > 2 else ""
+        raise UsageError(f"freeze: {exec_rel}: inputs(seed, shape) cannot make {len(bad)} of {len(mix.buckets)} "
+                         f"bucket(s) of the shape mix: {'; '.join(bad[:2])}{more}",
+                         hint="make inputs(seed, shape) accept every bucket's shape, or drop those buckets from a "
+                              "hand-written mix (--shapes-file)")
 
 
 def _equivalence_record(exec_rel: str, first: Mapping[str, Any] | None, tmp: Path,

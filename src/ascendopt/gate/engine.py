@@ -601,14 +601,50 @@ DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]
 DIFFERENTIAL_CALLS = 3
 
 
+# Hidden shapes drawn per command from a shape mix's range (``contract.shapes.hidden_shapes``): besides every
+# bucket, the differential check calls each once; smallest, largest and sizes off every tile multiple.
+HIDDEN_SHAPES = 3
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    """One shape the differential check calls both sides at: ``label`` names it in a failure ("bucket 2
+    [[8, 4096]]", "hidden shape [[8, 4093]]"), ``shape`` is what ``inputs(seed, shape)`` receives (None: the
+    workload's own ``inputs(seed)``), ``calls`` input sets are made for it."""
+
+    label: str
+    shape: list[list[int]] | None
+    calls: int
+
+
+def check_cases(mix, takes_shape: bool, hidden: int = HIDDEN_SHAPES) -> list[CheckCase]:
+    """The differential check's shapes: the workload's own (``DIFFERENTIAL_CALLS`` calls), and with a shape mix
+    (``contract.shapes``) every bucket's representative and ``hidden`` shapes drawn now, unpredictably, from the
+    mix's range (one call each). A mix whose workload's ``inputs`` takes no shape adds no case (the caller says
+    why the buckets were not checked)."""
+    import random
+    import secrets
+
+    from ascendopt.contract.shapes import hidden_shapes
+
+    cases = [CheckCase("the workload's shape", None, DIFFERENTIAL_CALLS)]
+    if mix is None or not takes_shape:
+        return cases
+    cases += [CheckCase(f"bucket {i + 1} {b.shape}", b.shape, 1) for i, b in enumerate(mix.buckets)]
+    drawn = hidden_shapes(mix, random.Random(secrets.randbits(64)), hidden)
+    return cases + [CheckCase(f"hidden shape {shape}", shape, 1) for shape in drawn]
+
+
 @dataclass
 class Differential:
     """What the differential check found: ``checks`` (one per output part and call, and one per input written in
-    place by the candidate only), ``calls`` made per side, ``inputs`` ("trusted maker" or "the workload's own")."""
+    place by the candidate only), ``calls`` made per side, ``inputs`` ("trusted maker" or "workload's own"),
+    ``shapes`` the labels of the shapes checked."""
 
     checks: list[Any]
     calls: int
     inputs: str
+    shapes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Any]:
@@ -616,37 +652,42 @@ class Differential:
 
 
 def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]] | None, limit_s: float,
-                 calls: int = DIFFERENTIAL_CALLS) -> Differential:
-    """The judge's differential check: the working tree's worker against the frozen commit's, on ``calls`` input
-    sets the trusted maker (the frozen commit's worker) made from seeds drawn now, handed to both as the same
-    bytes; or, for a workload without ``inputs(seed)``, one call on each worker's own module-level inputs. What
-    each returned, and its inputs after the call, come back as bytes and are compared here (``judge.evidence``):
-    an output out of ``tolerances`` (None: only refused tensors fail), missing or extra, or an input the
-    candidate writes in place and the frozen commit does not, is a failed check. Each side within ``limit_s``."""
+                 cases: Sequence[CheckCase] | None = None) -> Differential:
+    """The judge's differential check: the working tree's worker against the frozen commit's, at each of
+    ``cases`` (default: the workload's own shape, ``DIFFERENTIAL_CALLS`` calls), on input sets the trusted maker
+    (the frozen commit's worker) made from seeds drawn now, handed to both as the same bytes; or, for a workload
+    without ``inputs(seed)``, one call on each worker's own module-level inputs. What each returned, and its
+    inputs after the call, come back as bytes and are compared here (``judge.evidence``): an output out of
+    ``tolerances`` (None: only refused tensors fail), missing or extra, or an input the candidate writes in place
+    and the frozen commit does not, is a failed check naming the shape. Each request within ``limit_s``."""
     from ascendopt.gate.result import Check
     from ascendopt.judge.evidence import compare_values, input_writes
     from ascendopt.judge.payload import decode
 
     base, cand = session.worker("baseline"), session.worker("candidate")
+    cases = list(cases or [CheckCase("the workload's shape", None, DIFFERENTIAL_CALLS)])
     checks: list[Any] = []
-    if base.has_inputs:
-        inputs = base.make([secrets_seed() for _ in range(calls)])
+    if not base.has_inputs:
+        theirs, mine = base.call(None, limit_s), cand.call(None, limit_s)
+        checks += compare_values(theirs["outputs"][0], mine["outputs"][0], tolerances)
+        base_writes, cand_writes = _module_writes(theirs), _module_writes(mine)
+        checks += [Check(f"input {name}", False, f"{message} (the frozen commit's workload() does not write it)")
+                   for name, message in cand_writes.items() if name not in base_writes]
+        return Differential(checks, 1, "workload's own", [cases[0].label])
+    calls = 0
+    for case in cases:
+        inputs = base.make([secrets_seed() for _ in range(case.calls)], case.shape)
         made = decode(inputs)
         theirs, mine = base.call(inputs, limit_s), cand.call(inputs, limit_s)
-        source = "trusted maker"
+        calls += case.calls
+        prefix = "" if len(cases) == 1 else f"{case.label}: "
+        for k, (b, c) in enumerate(zip(theirs["outputs"], mine["outputs"], strict=True)):
+            name = f"{prefix}output" if case.calls == 1 else f"{prefix}call {k + 1}: output"
+            checks += compare_values(b, c, tolerances, name)
         base_writes, cand_writes = input_writes(made, theirs["inputs"]), input_writes(made, mine["inputs"])
-    else:
-        calls = 1
-        theirs, mine = base.call(None, limit_s), cand.call(None, limit_s)
-        source = "the workload's own"
-        base_writes = _module_writes(theirs)
-        cand_writes = _module_writes(mine)
-    for k, (b, c) in enumerate(zip(theirs["outputs"], mine["outputs"], strict=True)):
-        name = "output" if calls == 1 else f"call {k + 1}: output"
-        checks += compare_values(b, c, tolerances, name)
-    checks += [Check(f"input {name}", False, f"{message} (the frozen commit's workload() does not write it)")
-               for name, message in cand_writes.items() if name not in base_writes]
-    return Differential(checks, calls, source)
+        checks += [Check(f"{prefix}input {name}", False, f"{prefix}{message} (the frozen commit's workload() does "
+                         "not write it)") for name, message in cand_writes.items() if name not in base_writes]
+    return Differential(checks, calls, "trusted maker", [c.label for c in cases])
 
 
 def _module_writes(reply: Mapping[str, Any]) -> dict[str, str]:

@@ -137,6 +137,7 @@ class _Child:
         self.output_bytes = 0  # bytes of one call's outputs (the largest warm-up call's)
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
+        self.takes_shape = False  # inputs(seed, shape): the workload makes the inputs of any shape of a mix
         self.profiled = False  # a profiled call was made (``kernel_census``): it changes what follows
         self.call_bytes = 0  # bytes of one call's inputs and outputs (the largest warm-up call's)
         self._bound = False
@@ -157,7 +158,9 @@ class _Child:
             bound = self.ask(None, Phase("harness start-up (importing torch)", max(HARNESS_START_S, limit_s)))
             self.reader = str(bound.get("reader", ""))
             self._bound = True
-        self.has_inputs = bool(self.ask(None, Phase("module code", limit_s)).get("inputs"))
+        ready = self.ask(None, Phase("module code", limit_s))
+        self.has_inputs = bool(ready.get("inputs"))
+        self.takes_shape = bool(ready.get("shapes"))
 
     def calibrate(self, requests: int = 15) -> float:
         """The round trip of a request that does nothing, in ms (the median of ``requests``): what the
@@ -170,19 +173,22 @@ class _Child:
         self.rtt_ms = sorted(times)[len(times) // 2]
         return self.rtt_ms
 
-    def inputs_blob(self, calls: int) -> bytes | None:
+    def inputs_blob(self, calls: int, shape: list[list[int]] | None = None) -> bytes | None:
         """The input sets of ``calls`` calls, made by ``self.maker`` (the trusted maker: a worker of the frozen
         tree; None: this worker) from seeds drawn now from the operating system's random source, so no
         worker can know them before it is handed the bytes; None when the workload has no ``inputs(seed)``."""
         maker = self.maker or self
         if not self.has_inputs or not maker.has_inputs:
             return None
-        return maker.make([secrets.randbits(62) for _ in range(calls)])
+        return maker.make([secrets.randbits(62) for _ in range(calls)], shape)
 
-    def make(self, seeds: list[int]) -> bytes:
-        """``inputs(seed)`` of each of ``seeds``, made in this worker and returned as a payload
-        (``judge.payload``)."""
-        return self.ask_blob({"cmd": "make", "seeds": seeds})[1]
+    def make(self, seeds: list[int], shape: list[list[int]] | None = None) -> bytes:
+        """``inputs(seed)`` (``inputs(seed, shape)`` for a ``shape``) of each of ``seeds``, made in this worker
+        and returned as a payload (``judge.payload``)."""
+        msg: dict[str, Any] = {"cmd": "make", "seeds": seeds}
+        if shape is not None:
+            msg["shape"] = shape
+        return self.ask_blob(msg)[1]
 
     def batch(self, calls: int, inputs: bytes | None, audit: int = 0, full: bool = True) -> dict[str, Any]:
         """One timed batch of ``calls`` calls on the input sets ``inputs`` (a payload; None: the workload's
@@ -219,6 +225,11 @@ class _Child:
             return decode(blob)
         cut = int(reply["before"])
         return {**decode(blob[cut:]), "before": decode(blob[:cut])}
+
+    def probe(self, shapes: list[list[list[int]]], limit_s: float) -> list[str]:
+        """For each of ``shapes``, why ``inputs(seed, shape)`` cannot make it ("" when it can), within ``limit_s``."""
+        reply = self.ask({"cmd": "probe", "shapes": shapes}, Phase("inputs(seed, shape) of the shape mix", limit_s))
+        return [str(e) for e in reply["errors"]]
 
     def loaded(self) -> dict[str, str]:
         """Every file of the trees this worker compiled from source: real path -> sha256 of the bytes it

@@ -337,7 +337,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     their digest, the frozen commit's worker makes them); an output out of tolerance, missing or extra, or
     an input the working tree writes in place and the baseline does not, is a red stage naming it
     (``_output_checks``; one check per output)."""
-    from ascendopt.gate.engine import differential
+    from ascendopt.gate.engine import check_cases, differential
 
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
@@ -352,7 +352,13 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         if "baseline" in session.workers:
             console.status(f"gate: the differential check of {exec_rel}: the working tree against the frozen commit "
                            f"on inputs the frozen commit's worker makes (limit {limit:g} s)")
-            found = differential(session, frozen["tolerances"] if compare else None, limit)
+            base = session.worker("baseline")
+            cases = check_cases(contract.shapes, base.takes_shape)
+            found = differential(session, frozen["tolerances"] if compare else None, limit, cases)
+            if contract.shapes is not None and not base.takes_shape:
+                found.checks.append(Check("shape mix", False, f"the contract's shape mix has "
+                                          f"{len(contract.shapes.buckets)} bucket(s), but {exec_rel}'s inputs takes "
+                                          "no shape: define inputs(seed, shape) to check them"))
     except WORKLOAD_FAILURES as exc:
         failed = exc
     tests, run = session.tests_result()
@@ -383,7 +389,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     data = {**tests.data, "census": census}
     if found is not None:
         data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
-                                "outputs": [c.to_dict() for c in outputs]}
+                                "shapes": found.shapes, "outputs": [c.to_dict() for c in outputs]}
     if bad:  # red whatever the tests said: the tests ran in a process the code under test could reach
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
         return StageResult("correctness", "fail", "differential check against the frozen commit: "
@@ -399,8 +405,9 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
         checks.append(Check("output equivalence", True, f"values not compared: {why}"))
     checks += outputs
-    same = (f"; the differential check: {found.calls} call(s) on {found.inputs} inputs match the frozen commit"
-            if found is not None and compare else "")
+    where = f" at {len(found.shapes)} shape(s)" if found is not None and len(found.shapes) > 1 else ""
+    same = (f"; the differential check: {found.calls} call(s){where} on inputs of the {found.inputs} match the "
+            "frozen commit" if found is not None and compare else "")
     return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
 
 

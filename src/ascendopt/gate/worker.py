@@ -173,14 +173,15 @@ def main(argv: list[str]) -> None:
                              "nothing was pinned")
         namespace = getattr(fn, "module_globals", {})
         make = namespace.get("inputs")
+        takes_shape = callable(make) and _takes_shape(make)
         make = guard(make, Path(exec_file)) if callable(make) else None
         fn = fn.with_inputs if make is not None else fn  # the judge makes the inputs: workload(*args)
 
-        def inputs_of(s: int) -> tuple:
+        def inputs_of(s: int, shape: list[list[int]] | None = None) -> tuple:
             if make is None:
                 return ()
             manual_seed(s)
-            made = make(s)
+            made = make(s) if shape is None else make(s, shape)
             return tuple(made) if isinstance(made, (tuple, list)) else (made,)
 
         def on_device(value: Any) -> Any:
@@ -193,7 +194,7 @@ def main(argv: list[str]) -> None:
                 return {k: on_device(v) for k, v in value.items()}
             return value
 
-        send({"ready": True, "inputs": make is not None})
+        send({"ready": True, "inputs": make is not None, "shapes": takes_shape})
         batch: list[tuple] = [()]
         outs: list[Any] = []
         called = False  # any workload() call made yet (the modules a call imports count as the workload's)
@@ -235,8 +236,25 @@ def main(argv: list[str]) -> None:
                 reply = {}
             elif cmd == "make":
                 # the trusted maker (a worker of the frozen tree): the input sets of ``seeds``, as bytes
-                out_blob = encode([inputs_of(int(s)) for s in msg["seeds"]], reader)
+                shape = msg.get("shape")
+                if shape is not None and not takes_shape:
+                    raise UsageError(f"{exec_file}: inputs(seed) takes no shape: define inputs(seed, shape=None) to "
+                                     "make the inputs of the contract's shape mix")
+                out_blob = encode([inputs_of(int(s), shape) for s in msg["seeds"]], reader)
                 reply = {}
+            elif cmd == "probe":
+                # freeze: can inputs(seed, shape) make each of ``shapes``? -> the error per shape ("" when it can)
+                errors = []
+                for shape in msg["shapes"]:
+                    if not takes_shape:
+                        errors.append("inputs(seed) takes no shape: define inputs(seed, shape)")
+                        continue
+                    try:
+                        inputs_of(0, shape)
+                        errors.append("")
+                    except Exception as exc:  # noqa: BLE001 - named to the user, per shape
+                        errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                reply = {"errors": errors}
             elif cmd == "call":
                 # untimed calls for the judge's differential check: each input set once, the outputs and
                 # the inputs after the call as bytes; without inputs: one call on the module's own inputs
@@ -290,6 +308,18 @@ def main(argv: list[str]) -> None:
         traceback.print_exc()
         send({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70})
         sys.exit(1)
+
+
+def _takes_shape(make: Any) -> bool:
+    """Whether the workload's ``inputs`` takes a second argument, the shape (``inputs(seed, shape)``)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(make).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def _quiet() -> None:
