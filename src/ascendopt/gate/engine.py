@@ -445,6 +445,7 @@ class Session:
 
             self._thread = threading.Thread(target=run, name="frozen-tests", daemon=True)
             self._thread.start()
+        self.trees = dict(trees)
         self.workers: dict[str, Any] = {}
         try:
             for side, tree in trees.items():
@@ -688,6 +689,29 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         checks += [Check(f"{prefix}input {name}", False, f"{prefix}{message} (the frozen commit's workload() does "
                          "not write it)") for name, message in cand_writes.items() if name not in base_writes]
     return Differential(checks, calls, "trusted maker", [c.label for c in cases])
+
+
+def trees_changed(session: Session) -> list[str]:
+    """What changed in the recorded trees of ``session`` (every side but the working tree: the frozen commit, a
+    kept round) since their folders were verified, and every file a started worker of theirs compiled from bytes
+    other than the commit's: a candidate that rewrote the baseline's copy of its code while it loaded, or at any
+    time since. Called after the code under test has run beside them and before a number of theirs is used."""
+    from ascendopt.gate.worktrees import changed, source_digests
+
+    problems: list[str] = []
+    for side, tree in session.trees.items():
+        if side == "candidate":
+            continue
+        what = changed(tree)
+        if what:
+            problems.append(f"the {side} commit's folder was changed while the code under test ran: {what}")
+        if side in session._ready:
+            expected = source_digests(tree)
+            for path, digest in sorted(session.workers[side].loaded().items()):
+                if path in expected and expected[path] != digest:
+                    problems.append(f"the {side} worker compiled {os.path.relpath(path, tree)} from bytes that are "
+                                    "not the commit's (the file was changed while it loaded)")
+    return problems
 
 
 def _module_writes(reply: Mapping[str, Any]) -> dict[str, str]:

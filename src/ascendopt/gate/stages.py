@@ -337,7 +337,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     their digest, the frozen commit's worker makes them); an output out of tolerance, missing or extra, or
     an input the working tree writes in place and the baseline does not, is a red stage naming it
     (``_output_checks``; one check per output)."""
-    from ascendopt.gate.engine import check_cases, differential
+    from ascendopt.gate.engine import check_cases, differential, trees_changed
 
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
@@ -390,6 +390,11 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     if found is not None:
         data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
                                 "shapes": found.shapes, "outputs": [c.to_dict() for c in outputs]}
+    tampered = trees_changed(session)
+    if tampered:
+        return StageResult("correctness", "fail", "the frozen commit's code was changed under the judge: "
+                           + tampered[0], [*tests.checks, *[Check("frozen tree", False, t) for t in tampered]], data,
+                           integrity_error=tampered[0])
     if bad:  # red whatever the tests said: the tests ran in a process the code under test could reach
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
         return StageResult("correctness", "fail", "differential check against the frozen commit: "
@@ -516,6 +521,11 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     except WORKLOAD_FAILURES as exc:
         return _workload_failed("performance", str(exc),
                                 integrity=getattr(exc, "exit_code", None) == ExitCode.INTEGRITY)
+    tampered = engine.trees_changed(session)
+    if tampered:
+        why = f"the frozen commit's code was changed under the judge: {tampered[0]}"
+        return StageResult("performance", "fail", why, [Check("frozen tree", False, t) for t in tampered],
+                           integrity_error=tampered[0])
     found = engine.audit(judged)
     if found.wrong:
         return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])

@@ -86,7 +86,8 @@ def checkout(root: Path, commit: str, exec_rel: str, *, label: str = "baseline",
     with _cached(commit, files, exec_rel) as cached:
         if cached is not None:
             _place_workload(root, cached, exec_rel)
-            yield cached
+            with _handed_out(cached, files, exec_rel):
+                yield cached
             return
     tmp = Path(tempfile.mkdtemp(prefix=f"ascendopt-{label}-"))
     tree = tmp / "tree"
@@ -94,7 +95,8 @@ def checkout(root: Path, commit: str, exec_rel: str, *, label: str = "baseline",
         tree.mkdir()
         vcs.write_tree(files, tree)
         _place_workload(root, tree, exec_rel)
-        yield tree
+        with _handed_out(tree, files, exec_rel):
+            yield tree
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -109,7 +111,7 @@ def _place_workload(root: Path, tree: Path, exec_rel: str) -> None:
 
 @contextmanager
 def _cached(commit: str, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> Iterator[Path | None]:
-    """The cached folder of ``commit``, verified (``_matches``) or written again, held under an exclusive
+    """The cached folder of ``commit``, verified (``_difference``) or written again, held under an exclusive
     lock until exit; None (use a temporary folder) when the cache cannot be written or is in use."""
     import fcntl
 
@@ -130,7 +132,7 @@ def _cached(commit: str, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> It
             yield None
             return
         try:
-            if not _matches(tree, files, exec_rel):
+            if _difference(tree, files, exec_rel) is not None:
                 shutil.rmtree(tree, ignore_errors=True)
                 tree.mkdir()
                 vcs.write_tree(files, tree)
@@ -143,11 +145,12 @@ def _cached(commit: str, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> It
         yield tree
 
 
-def _matches(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> bool:
-    """Whether the folder ``tree`` holds exactly ``files`` (bytes, executable bit, link targets, submodule
-    folders) besides the workload file ``exec_rel``; its ``__pycache__`` folders are deleted first."""
+def _difference(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> str | None:
+    """None when the folder ``tree`` holds exactly ``files`` (bytes, executable bit, link targets, submodule
+    folders) besides the workload file ``exec_rel``; else the first difference, in words. Its ``__pycache__``
+    folders are deleted first."""
     if not tree.is_dir() or tree.is_symlink():
-        return False
+        return "the folder is missing"
     seen: set[str] = set()
     # the folders the files need: any other folder, empty or not, was added
     folders = {parent.as_posix() for rel in [*files, exec_rel] for parent in Path(rel).parents} - {"."}
@@ -157,22 +160,72 @@ def _matches(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> bo
             path = Path(folder) / name
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
             if name == "__pycache__" and not path.is_symlink():
-                shutil.rmtree(path)
+                shutil.rmtree(path, ignore_errors=True)
                 dirs.remove(name)
             elif path.is_symlink() or (rel in files and files[rel].mode == "160000"):
                 dirs.remove(name)  # a link or a submodule's folder is checked as an entry of its own
                 names.append(name)
             elif rel not in folders:
-                return False
+                return f"{rel}/ was added"
         for name in names:
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
             seen.add(rel)
             if rel == exec_rel:
                 continue
             item = files.get(rel)
-            if item is None or not _same(Path(folder) / name, item):
-                return False
-    return set(files) <= seen
+            if item is None:
+                return f"{rel} was added"
+            if not _same(Path(folder) / name, item):
+                return f"{rel} is not the commit's"
+    missing = sorted(set(files) - seen)
+    return f"{missing[0]} is missing" if missing else None
+
+
+# The folders ``checkout`` has handed out and not yet taken back: real path -> (the commit's files, the workload
+# file's path in it, its bytes), so that ``changed`` can verify a folder again while it is in use.
+_HANDED_OUT: dict[str, tuple[Mapping[str, vcs.TreeFile], str, bytes]] = {}
+
+
+@contextmanager
+def _handed_out(tree: Path, files: Mapping[str, vcs.TreeFile], exec_rel: str) -> Iterator[Path]:
+    key = os.path.realpath(tree)
+    _HANDED_OUT[key] = (files, exec_rel, (tree / exec_rel).read_bytes())
+    try:
+        yield tree
+    finally:
+        _HANDED_OUT.pop(key, None)
+
+
+def changed(tree: Path) -> str | None:
+    """Verify a folder ``checkout`` handed out again, while it is in use (after code under test has run beside
+    it): None when it still holds exactly the commit's files and the workload file it was given; else what
+    changed. A folder ``checkout`` did not hand out: None."""
+    entry = _HANDED_OUT.get(os.path.realpath(tree))
+    if entry is None:
+        return None
+    files, exec_rel, workload = entry
+    found = _difference(tree, files, exec_rel)
+    if found is None:
+        path = tree / exec_rel
+        if path.is_symlink() or not path.is_file() or path.read_bytes() != workload:
+            found = f"{exec_rel} is not the workload file it was given"
+    return found
+
+
+def source_digests(tree: Path) -> dict[str, str]:
+    """For a folder ``checkout`` handed out: the real path of each of its files -> the sha256 of the bytes it must
+    hold (what a worker of that folder must have compiled); empty for any other folder."""
+    import hashlib
+
+    entry = _HANDED_OUT.get(os.path.realpath(tree))
+    if entry is None:
+        return {}
+    files, exec_rel, workload = entry
+    base = os.path.realpath(tree)
+    digests = {os.path.join(base, rel): hashlib.sha256(item.data or b"").hexdigest()
+               for rel, item in files.items() if item.mode in ("100644", "100755")}
+    digests[os.path.join(base, exec_rel)] = hashlib.sha256(workload).hexdigest()
+    return digests
 
 
 def _same(path: Path, item: vcs.TreeFile) -> bool:

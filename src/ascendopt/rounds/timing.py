@@ -254,7 +254,7 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
     ``gate.interleave.FAILURES`` naming the side.
     """
     from ascendopt.gate import engine
-    from ascendopt.gate.interleave import WorkloadError
+    from ascendopt.gate.interleave import WorkloadError, WorkloadTampering
 
     contract = ctx.contract
     exec_rel = contract.workload.exec_file
@@ -282,6 +282,9 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
 
             judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=exec_rel, decide=decide,
                                           tolerances=tolerances)
+            tampered = engine.trees_changed(session)
+            if tampered:
+                raise WorkloadTampering(f"the frozen commit's code was changed under the judge: {tampered[0]}")
             found = engine.audit(judged)
             if found.wrong:
                 raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
