@@ -9,6 +9,7 @@ import torch
 
 from ascendopt.gate import engine
 from ascendopt.gate.worker import bind_ops, fingerprint
+from ascendopt.judge.payload import decode
 
 TOL = {"fp32": {"rtol": 1e-5, "atol": 1e-6}}
 
@@ -73,10 +74,14 @@ def test_the_worker_is_isolated_no_startup_hook_of_the_tree_or_pythonpath_runs(t
     monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
     with workload_process(tree, "w.py", "candidate", load_s=120, seed=True) as child:
         assert child.has_inputs
-        reading = child.batch(3, 1)
+        inputs = child.inputs_blob(3)
+        reading = child.batch(3, inputs)
     assert not marker.exists()  # the tree's op module was imported (explicit sys.path), its hooks were not run
-    assert len(reading["outputs"]) == 3 and len(reading["inputs"]) == 3
-    assert len({str(i) for i in reading["inputs"]}) == 3  # three distinct input sets, one per call
+    made = decode(inputs)
+    assert len(reading["outputs"]) == 3 and len(made) == 3
+    assert len({str(i) for i in made}) == 3  # three distinct input sets, one per call
+    # each output is the op of its own input set, read back from the worker's memory
+    assert all(torch.equal(out, args[0] * 2) for out, args in zip(reading["outputs"], made, strict=True))
 
 
 @pytest.mark.parametrize("user_setting", [None, "2"])
@@ -115,7 +120,7 @@ def test_the_parents_clock_is_the_reading_a_patched_worker_clock_is_a_second_one
     monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
     with workload_process(tree, "w.py", "candidate", load_s=120, seed=True) as child:
         child.calibrate()
-        reading = child.batch(2, 1)
+        reading = child.batch(2, child.inputs_blob(2))
     assert reading["parent"] >= 19.0  # ms per call: the sleep, by the parent's clock
     assert reading["worker"] < 0.5 * reading["parent"]  # what the patched clock claimed
 
@@ -147,8 +152,9 @@ def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monk
     with workload_process(base_tree, "w.py", "baseline", load_s=120, seed=True) as base, \
             workload_process(cand_tree, "w.py", "candidate", load_s=120, seed=True) as cand:
         judged = Judged({"baseline": base, "candidate": cand}, Verdict(warmup=1, warmup_ms=0.0, min_sample_ms=1.0))
+        judged.tolerances = TOL
         judged.take(12)  # a loaded CI host gives the burner less CPU: enough rounds to be clear
-        found = audit(judged, TOL)
+        found = audit(judged)
     assert found.wrong == []
     idle = [d for d in found.doubts if "CPU while baseline was timed" in d]
     assert bool(idle) == bool(burn), found.doubts
@@ -254,11 +260,11 @@ def test_a_timed_batch_holds_no_more_than_max_batch_bytes_of_inputs_and_outputs(
         assert [r["calls"] for r in child.readings] == [2, 2]
 
 
-def test_tensor_bytes_reads_dtypes_and_shapes_of_fingerprints():
-    from ascendopt.gate.interleave import batch_calls, tensor_bytes
+def test_payload_bytes_counts_the_tensors_of_a_decoded_value_and_batches_are_capped_by_them():
+    from ascendopt.gate.interleave import batch_calls, payload_bytes
 
-    prints = [_fp({"a": torch.ones(3, 5, dtype=torch.bfloat16), "b": torch.ones(7, dtype=torch.int64)}),
-              _fp(torch.ones(2, dtype=torch.complex64))]
-    assert tensor_bytes(prints) == 3 * 5 * 2 + 7 * 8 + 2 * 8
+    value = [{"a": torch.ones(3, 5, dtype=torch.bfloat16), "b": torch.ones(7, dtype=torch.int64)},
+             (torch.ones(2, dtype=torch.complex64), 3, "x")]
+    assert payload_bytes(value) == 3 * 5 * 2 + 7 * 8 + 2 * 8
     assert batch_calls(0.01, 20.0, 0) == 200 and batch_calls(0.01, 20.0, 1 << 30) == 4
     assert batch_calls(100.0, 20.0, 1 << 40) == 1

@@ -342,6 +342,8 @@ class _Child:
         """At least ``count`` calls and ``min_ms`` of the parent's time, one call a batch (the round trip
         calibrated first), each on fresh inputs; -> ms per call by the parent's clock. Learns ``call_bytes``
         and ``output_bytes`` (the largest call's)."""
+        from ascendopt.judge.payload import decode
+
         if not self.rtt_ms:
             self.calibrate()
         t0, n = time.perf_counter(), 0
@@ -351,7 +353,8 @@ class _Child:
             reading = self.batch(1, inputs)
             per_call.append(reading["parent"])
             self.output_bytes = max(self.output_bytes, payload_bytes(reading["outputs"]))
-            self.call_bytes = max(self.call_bytes, len(inputs or b"") + self.output_bytes)
+            made = payload_bytes(decode(inputs)) if inputs is not None else 0
+            self.call_bytes = max(self.call_bytes, made + self.output_bytes)
             n += 1
             if n > 10_000:
                 break
