@@ -325,18 +325,15 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
 
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
-    """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``), then the
-    working tree's worker: one call whose outputs are kept (while the tests may still run), and, once the
-    tests have ended, as at freeze, the kernel census the kernel-hit stage judges (``data["census"]``): its
-    device-time shares, taken while the tests compete for the host, are not comparable with freeze's. A
-    workload that raises, crashes or outlives ``workload_s`` is a red stage naming ``file:line`` or the limit,
-    never an exception out of the gate.
-
-    With output equivalence frozen on, what the first call returned is compared with the frozen commit's
-    outputs, stored at freeze (``gate.engine.store_outputs``; when they are not stored, or no longer match
-    their digest, the frozen commit's worker makes them); an output out of tolerance, missing or extra, or
-    an input the working tree writes in place and the baseline does not, is a red stage naming it
-    (``_output_checks``; one check per output)."""
+    """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``) and, beside them,
+    the judge's differential check (``gate.engine.differential``: the working tree against the frozen commit on
+    trusted inputs at the workload's shape, every bucket of the contract's shape mix and hidden shapes; red
+    whatever the tests said, naming the shape); once the tests have ended, as at freeze, the kernel census the
+    kernel-hit stage judges (``data["census"]``): its device-time shares, taken while the tests compete for the
+    host, are not comparable with freeze's. Then the frozen commit's folder is verified again
+    (``engine.trees_changed``: exit 3 when it changed). A workload that raises, crashes or outlives
+    ``workload_s`` is a red stage naming ``file:line`` or the limit, never an exception out of the gate. With
+    output equivalence frozen off, only tensors the worker's reader refused fail the check."""
     from ascendopt.gate.engine import check_cases, differential, trees_changed
 
     exec_rel = contract.workload.exec_file

@@ -1,0 +1,57 @@
+"""The weighted verdict over a served-shape mix (``judge.weighted``): every branch, from built comparisons."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from ascendopt.judge.weighted import FLOOR_WEIGHT, TIMED_WEIGHT, BucketTiming, timed, weigh
+
+
+def _cmp(base_ms: float, cand_ms: float, verdict: str, band: float = 0.02):
+    return SimpleNamespace(baseline=SimpleNamespace(median_ms=base_ms), candidate=SimpleNamespace(median_ms=cand_ms),
+                           ratio=cand_ms / base_ms, threshold_rel=band, verdict=verdict, reason="")
+
+
+def test_faster_on_every_bucket_is_faster_with_the_weighted_speedup():
+    found = weigh([BucketTiming("bucket 1", 0.9, _cmp(1.0, 0.5, "faster")),
+                   BucketTiming("bucket 2", 0.1, _cmp(10.0, 8.0, "faster"))])
+    # Σw·tb / Σw·tc = (0.9 + 1.0) / (0.45 + 0.8)
+    assert found.verdict == "faster" and found.speedup == pytest.approx(1.9 / 1.25)
+    assert found.timed_weight == 1.0 and found.floors == []
+
+
+def test_a_heavy_bucket_slower_is_red_naming_it_even_when_the_total_is_faster():
+    found = weigh([BucketTiming("bucket 1 [[64, 4096]]", 0.3, _cmp(10.0, 2.0, "faster")),
+                   BucketTiming("bucket 2 [[1, 4096]]", 0.7, _cmp(0.5, 0.8, "slower"))])
+    assert found.speedup > 1.0  # the total alone would say faster
+    assert found.verdict == "slower" and found.floors == ["bucket 2 [[1, 4096]]"]
+    assert found.reason.startswith("bucket 2 [[1, 4096]] (weight 70.0%) is slower")
+
+
+def test_a_light_bucket_slower_does_not_break_a_floor_but_counts_in_the_total():
+    light = FLOOR_WEIGHT / 2
+    found = weigh([BucketTiming("heavy", 1 - light, _cmp(1.0, 0.5, "faster")),
+                   BucketTiming("light", light, _cmp(1.0, 1.5, "slower"))])
+    assert found.verdict == "faster" and found.floors == []
+    assert found.ratio == pytest.approx(((1 - light) * 0.5 + light * 1.5) / 1.0)
+
+
+def test_a_heavy_bucket_that_cannot_be_decided_makes_the_verdict_inconclusive():
+    found = weigh([BucketTiming("heavy", 0.6, _cmp(1.0, 0.5, "faster")),
+                   BucketTiming("noisy", 0.4, _cmp(1.0, 0.9, "inconclusive"))])
+    assert found.verdict == "inconclusive" and found.undecided == ["noisy"] and "noisy" in found.reason
+
+
+@pytest.mark.parametrize("cand, verdict", [(1.0, "same"), (1.005, "same"), (1.2, "slower"), (0.8, "faster")])
+def test_the_total_is_judged_against_the_weighted_band(cand, verdict):
+    found = weigh([BucketTiming("a", 0.5, _cmp(1.0, cand, "same", band=0.01)),
+                   BucketTiming("b", 0.5, _cmp(1.0, cand, "same", band=0.03))])
+    assert found.band == pytest.approx(0.02) and found.verdict == verdict
+
+
+def test_buckets_below_the_timed_weight_are_listed_and_the_timed_share_stated():
+    assert timed([0.5, TIMED_WEIGHT, TIMED_WEIGHT / 2]) == [True, True, False]
+    found = weigh([BucketTiming("a", 0.995, _cmp(1.0, 1.0, "same"))], not_timed=[("tail", 0.005)])
+    assert found.not_timed == ["tail"] and found.timed_weight == pytest.approx(0.995)
+    with pytest.raises(ValueError):
+        weigh([])
