@@ -105,15 +105,11 @@ def _correctness(out: str) -> dict:
 
 
 def test_freeze_records_the_outputs_and_the_default_tolerances(repo):
-    from ascendopt.gate.engine import stored_outputs_path
-    from ascendopt.workspace import sha256_file
-
     equivalence = dict(_contract(repo)["equivalence"])
-    stored = equivalence.pop("stored")
     assert equivalence == {"enabled": True, "reason": None, "outputs": OUTPUTS,
                            "tolerances": EQUIVALENCE_TOLERANCES}
-    # the frozen commit's outputs are stored content-addressed, so a gate needs no baseline worker for them
-    assert sha256_file(stored_outputs_path(repo / ".ascendopt", stored)) == stored
+    # nothing of the frozen outputs is stored: every gate calls the frozen commit's worker beside the candidate's
+    assert not (repo / ".ascendopt" / "outputs").exists()
 
 
 def test_a_wrong_kernel_that_passes_its_tests_is_red_naming_the_output_and_the_worst_element(repo, cli):
@@ -135,14 +131,14 @@ def test_a_wrong_kernel_that_passes_its_tests_is_red_naming_the_output_and_the_w
     assert not by_name["output['sum']"]["passed"]
     assert by_name["output['n']"] == {"name": "output['n']", "passed": True,
                                       "message": "output['n']: 1 element(s) equal (exact, int64)"}
-    assert stage["summary"].startswith("output equivalence vs the frozen commit: " + y + "; output['sum']: ")
+    assert stage["summary"].startswith("differential check against the frozen commit: " + y + "; output['sum']: ")
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")
              if c.get("classname") == "gate.correctness"}
     assert [n for n in cases if n.startswith("output")] == OUTPUTS  # one testcase per compared output
     assert cases["output['y']"].find("failure").text == y and cases["output['n']"].find("failure") is None
     code, out, err = cli("gate", "--skip-perf")
     assert code == 1 and y in " ".join(out.split())  # the table's lines wrap
-    assert "gate red at correctness: output equivalence vs the frozen commit" in err
+    assert "gate red at correctness: differential check against the frozen commit" in err
 
 
 def test_a_change_within_the_tolerance_is_green_with_a_check_per_output(repo, cli):
@@ -154,7 +150,8 @@ def test_a_change_within_the_tolerance_is_green_with_a_check_per_output(repo, cl
     assert list(checks) == OUTPUTS and all(c["passed"] for c in checks.values())
     assert checks["output['y']"]["message"].startswith(
         "output['y']: 64 element(s) within tolerance (fp32 rtol 1e-05, atol 1e-05); max abs err ")
-    assert stage["summary"].endswith("; workload() ran; 3 output(s) match the frozen commit's")
+    assert stage["summary"].endswith("; workload() ran; the differential check: 1 call on the workload's own inputs "
+                                     "matches the frozen commit")
 
 
 def test_an_in_place_write_to_a_module_level_input_is_red_naming_it(repo, cli):
@@ -168,7 +165,7 @@ def test_an_in_place_write_to_a_module_level_input_is_red_naming_it(repo, cli):
     assert failed[0]["message"].startswith("in-place write to input x: 1 of 64 element(s) changed, max abs change "
                                            "1 at [63] (")
     assert failed[0]["message"].endswith("(the frozen commit's workload() does not write it)")
-    assert stage["data"]["equivalence"]["inputs_changed"]["baseline"] == {}
+    assert stage["data"]["differential"]["inputs_changed"]["baseline"] == {}
 
 
 def test_an_input_the_frozen_commit_writes_in_place_too_is_not_red(repo, cli):
@@ -179,7 +176,7 @@ def test_an_input_the_frozen_commit_writes_in_place_too_is_not_red(repo, cli):
     assert code == 0, err
     code, out, err = cli("gate", "--skip-perf", "--json")
     assert code == 0, err
-    written = _correctness(out)["data"]["equivalence"]["inputs_changed"]
+    written = _correctness(out)["data"]["differential"]["inputs_changed"]
     assert list(written["baseline"]) == list(written["candidate"]) == ["x"]
 
 
@@ -192,7 +189,7 @@ def test_a_workload_raising_in_the_output_call_is_a_workload_error(repo, cli):
     stage = _correctness(out)
     assert stage["workload_error"] == stage["summary"]
     assert stage["summary"].startswith(f"candidate: {repo / 'bench.py'}:8: workload() raised ValueError: planted")
-    assert stage["summary"].endswith("(workload() output call)")
+    assert stage["summary"].endswith("(workload() checked calls)")
 
 
 def test_a_tolerance_override_at_freeze_is_frozen_and_honoured(repo, cli):
@@ -227,7 +224,7 @@ def test_a_workload_returning_none_is_recorded_and_not_compared(repo, cli):
     assert code == 0, err
     checks = _correctness(out)["checks"]
     assert {"name": "output equivalence", "passed": True,
-            "message": "not checked: workload() returned NoneType: no tensors to compare"} in checks
+            "message": "values not compared: workload() returned NoneType: no tensors to compare"} in checks
     assert not [c for c in checks if c["name"].startswith("output[") or c["name"] == "output"]
 
 

@@ -305,7 +305,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     import tempfile
 
     from ascendopt.gate import environment, scope
-    from ascendopt.gate.engine import MAX_STORED_OUTPUTS, Session, Verdict, store_outputs, time_baseline
+    from ascendopt.gate.engine import Session, Verdict, time_baseline
     from ascendopt.gate.interleave import FAILURES
     from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
@@ -385,12 +385,6 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                 raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
                                        hint="fix the workload, or give it more time with --timeout SECONDS") from None
         if outputs["enabled"]:
-            digest = store_outputs(ws.root, tmp / "first.pt")
-            if digest is None:
-                console.info(f"freeze: the outputs of workload() exceed {MAX_STORED_OUTPUTS >> 20} MiB: not stored; "
-                             "the gate makes them again in the frozen commit's worker")
-            else:
-                outputs["stored"] = digest
             if first and first["inputs_changed"]:
                 outputs["inputs_changed"] = dict(first["inputs_changed"])
     finally:

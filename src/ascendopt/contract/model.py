@@ -198,7 +198,8 @@ class Contract:
     test_set: dict[str, Any] | None = None
     # own code: output equivalence vs the frozen commit (gate.equivalence): {"enabled": bool, "reason": why
     # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}},
-    # optional "stored": sha256 of the outputs under <workspace>/outputs/, "inputs_changed": {name: message}};
+    # optional "stored" (older contracts: sha256 of outputs freeze once stored; read, no longer used),
+    # "inputs_changed": {name: message}};
     # None for a bundled kernel (its oracle check compares every output) and a contract frozen without it
     equivalence: dict[str, Any] | None = None
     # the Ascend lowering precheck of the baseline's kernels off-NPU (lint.precheck.loop_precheck): {"status":

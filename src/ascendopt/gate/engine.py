@@ -72,7 +72,6 @@ ANCHOR_DRIFT = 0.20
 # after 90 pairs; in 20 ms batches (~90 calls) the A/A band was ±1.9 % (benchmarks/RESULTS.md). A batch holds
 # at most ``interleave.MAX_BATCH_BYTES`` of inputs and outputs.
 SAMPLE_MS = {"cpu": 10.0, "default": 20.0}
-MAX_STORED_OUTPUTS = 256 * 2**20  # bytes: frozen outputs larger than this are not stored (fallback below)
 
 
 @dataclass(frozen=True)
@@ -460,7 +459,6 @@ class Session:
         for child in self.workers.values():
             child.maker = maker
         self._ready: set[str] = set()
-        self.stored_outputs: Path | None = None  # the frozen outputs file, when stored and intact
 
     def tests_result(self) -> Any:
         """The tests' stage (waits for them); re-raises what the tests' thread raised."""
@@ -564,38 +562,6 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
     return bench.summarize(judged.samples[0], judged.calls)
 
 
-def stored_outputs_path(ws_root: Path, sha256: str) -> Path:
-    """Where freeze stores the frozen commit's outputs: ``<workspace>/outputs/<sha256>.pt``."""
-    return ws_root / "outputs" / f"{sha256}.pt"
-
-
-def store_outputs(ws_root: Path, saved: Path) -> str | None:
-    """Store the outputs file ``saved`` content-addressed under the workspace; its sha256, or None when it
-    is larger than ``MAX_STORED_OUTPUTS`` (the gate then runs the frozen commit's worker to get them)."""
-    import shutil
-
-    from ascendopt.workspace import sha256_file
-
-    if saved.stat().st_size > MAX_STORED_OUTPUTS:
-        return None
-    digest = sha256_file(saved)
-    target = stored_outputs_path(ws_root, digest)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists():
-        shutil.copyfile(saved, target)
-    return digest
-
-
-def load_stored_outputs(ws_root: Path, sha256: str | None) -> Path | None:
-    """The stored outputs file when it is there and its content still has ``sha256``; else None."""
-    from ascendopt.workspace import sha256_file
-
-    if not sha256:
-        return None
-    path = stored_outputs_path(ws_root, sha256)
-    return path if path.is_file() and sha256_file(path) == sha256 else None
-
-
 DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]
 # The differential check's calls at each checked shape: input sets made by the trusted maker from fresh random
 # seeds, candidate and frozen commit called on the same bytes, outputs compared in the parent.
@@ -646,6 +612,8 @@ class Differential:
     calls: int
     inputs: str
     shapes: list[str] = field(default_factory=list)
+    # the inputs each side's calls wrote in place: {"baseline": {name: message}, "candidate": {...}}
+    writes: dict[str, dict[str, str]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
 
     @property
     def failed(self) -> list[Any]:
@@ -674,8 +642,10 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         base_writes, cand_writes = _module_writes(theirs), _module_writes(mine)
         checks += [Check(f"input {name}", False, f"{message} (the frozen commit's workload() does not write it)")
                    for name, message in cand_writes.items() if name not in base_writes]
-        return Differential(checks, 1, "workload's own", [cases[0].label])
+        return Differential(checks, 1, "workload's own", [cases[0].label],
+                            {"baseline": base_writes, "candidate": cand_writes})
     calls = 0
+    writes: dict[str, dict[str, str]] = {"baseline": {}, "candidate": {}}
     for case in cases:
         inputs = base.make([secrets_seed() for _ in range(case.calls)], case.shape)
         made = decode(inputs)
@@ -688,7 +658,9 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         base_writes, cand_writes = input_writes(made, theirs["inputs"]), input_writes(made, mine["inputs"])
         checks += [Check(f"{prefix}input {name}", False, f"{prefix}{message} (the frozen commit's workload() does "
                          "not write it)") for name, message in cand_writes.items() if name not in base_writes]
-    return Differential(checks, calls, "trusted maker", [c.label for c in cases])
+        writes["baseline"].update({f"{prefix}{k}": v for k, v in base_writes.items()})
+        writes["candidate"].update({f"{prefix}{k}": v for k, v in cand_writes.items()})
+    return Differential(checks, calls, "trusted maker", [c.label for c in cases], writes)
 
 
 def trees_changed(session: Session) -> list[str]:

@@ -386,7 +386,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     data = {**tests.data, "census": census}
     if found is not None:
         data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
-                                "shapes": found.shapes, "outputs": [c.to_dict() for c in outputs]}
+                                "shapes": found.shapes, "outputs": [c.to_dict() for c in outputs],
+                                "inputs_changed": found.writes}
     tampered = trees_changed(session)
     if tampered:
         return StageResult("correctness", "fail", "the frozen commit's code was changed under the judge: "
@@ -407,9 +408,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         why = frozen.get("reason") or "the contract has none (frozen by an older ascendopt); re-freeze to compare"
         checks.append(Check("output equivalence", True, f"values not compared: {why}"))
     checks += outputs
-    where = f" at {len(found.shapes)} shape(s)" if found is not None and len(found.shapes) > 1 else ""
-    same = (f"; the differential check: {found.calls} call(s){where} on inputs of the {found.inputs} match the "
-            "frozen commit" if found is not None and compare else "")
+    same = f"; {differential_text(found)}" if found is not None and compare else ""
     return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
 
 
@@ -537,6 +536,15 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
         return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)
     return stage
+
+
+def differential_text(found) -> str:
+    """``the differential check: 3 calls at 5 shapes on trusted inputs match the frozen commit``."""
+    calls = f"{found.calls} call{'s' if found.calls != 1 else ''}"
+    where = f" at {len(found.shapes)} shapes" if len(found.shapes) > 1 else ""
+    source = "the workload's own inputs" if found.inputs == "workload's own" else "trusted inputs"
+    verb = "match" if found.calls != 1 else "matches"
+    return f"the differential check: {calls}{where} on {source} {verb} the frozen commit"
 
 
 def _inputs_source(side) -> str:
