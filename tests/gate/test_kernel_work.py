@@ -163,5 +163,5 @@ def test_unaccounted_work_on_hand_made_censuses():
                                              90.0), ["k"]) is None  # 10x faster: not judged without sizes
     gone = unaccounted_work(old, make_census("cuda", {"k": 20.0, "other": 10.0}, {"k": 1, "other": 1}, 120.0,
                                              90.0), ["k"])
-    assert gone and "judged on device time and launches only" in gone
+    assert gone and "judged on device time alone" in gone
     assert unaccounted_work(old, cheaper, ["k"]) is not None  # a frozen census without elements: device only

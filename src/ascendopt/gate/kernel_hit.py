@@ -29,8 +29,9 @@ census in the contract; the gate takes the candidate's and ``judge_census`` comp
   total. Elements (the input-size signal): cpu: for an interpreted Triton kernel the lanes its loads, stores
   and atomics touched (masked-out lanes not counted; ``interpreted_elements``); for a torch op or a
   ``record_function`` range the elements of the tensors its aten ops were given (``record_shapes``). cuda and
-  npu record none, nor does a census frozen before the signal: then the rule stands on device time and
-  launches alone, with the stricter ``DEVICE_ONLY_FLOOR``, and its message says so.
+  npu record none, nor does a census frozen before the signal (and a range doing only Python work records
+  0): then the rule stands on device time alone, with the stricter ``DEVICE_ONLY_FLOOR``, and its message
+  says so; launches are named in it either way.
 * **new kernels that take the time** (reported, not red): names absent from the frozen census that
   together hold at least ``NEW_KERNEL_SHARE`` of the device time (a new Triton kernel beside the
   expected one is often an honest split or helper; the note says where the time is). Changed launch
@@ -250,6 +251,7 @@ def interpreted_elements():
 
         return call
 
+    shadowed = {op: vars(builder)[op] for op in _MEMORY_OPS if op in vars(builder)}
     launcher.run = run
     for op, mask_at in _MEMORY_OPS.items():
         setattr(builder, op, counted(op, mask_at))  # an instance attribute, over the class's method
@@ -258,7 +260,9 @@ def interpreted_elements():
     finally:
         launcher.run = original_run
         for op in _MEMORY_OPS:
-            with contextlib.suppress(AttributeError):
+            if op in shadowed:
+                setattr(builder, op, shadowed[op])
+            else:
                 delattr(builder, op)
 
 
@@ -441,7 +445,7 @@ def unaccounted_work(frozen: Mapping[str, Any], now: Mapping[str, Any], expected
                 "frozen elements")
     else:
         why = "none at freeze" if f_elems is not None else "not on this backend, or not in the frozen census"
-        rule = (f"input size not recorded ({why}): judged on device time and launches only, red below "
+        rule = (f"input size not recorded ({why}): judged on device time alone, red below "
                 f"{DEVICE_ONLY_FLOOR:.0%} of the frozen device time")
     return (f"the expected kernels did {figures(n_us, n_calls, n_elems)} per call (frozen "
             f"{figures(f_us, f_calls, f_elems)}); the rest of the profile gained {max(gained, 0.0):.1f} us of the "
