@@ -165,3 +165,20 @@ def test_unaccounted_work_on_hand_made_censuses():
                                              90.0), ["k"])
     assert gone and "judged on device time alone" in gone
     assert unaccounted_work(old, cheaper, ["k"]) is not None  # a frozen census without elements: device only
+
+
+def test_a_named_range_counts_the_elements_its_aten_ops_were_given_views_aside():
+    """cpu, a ``record_function`` range named in the contract: its elements are those of the tensors its aten ops
+    computed on; a view of the whole input (``x[:n]``) moves no data and does not count."""
+    import torch
+
+    x = torch.ones(4096)
+
+    def call(n: int):
+        with torch.profiler.record_function("my_op_kernel"):
+            return (x[:n] * 2).sum()
+
+    full = kernel_hit.kernel_census(lambda: call(4096))["kernels"]["my_op_kernel"]
+    token = kernel_hit.kernel_census(lambda: call(1))["kernels"]["my_op_kernel"]
+    assert full["calls"] == token["calls"] == 1
+    assert full["elements"] == 2 * 4096 and token["elements"] == 2  # mul's input, then sum's

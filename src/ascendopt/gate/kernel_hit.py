@@ -57,6 +57,7 @@ judged wherever the census comes from (this process, a workload child).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import tempfile
 import time
@@ -331,11 +332,27 @@ def _cpu_totals(events, kernels: set[str], totals: dict[str, float], counts: dic
 
 def _input_elements(event) -> int:
     """The elements of the tensors an event was given (its recorded input shapes); an event given none (a
-    ``record_function`` range, a factory op) counts those of the events it encloses."""
+    ``record_function`` range, a factory op) or a view (``_returns_a_view``: a slice of the whole input moves
+    none of it) counts those of the events it encloses (a copy a view op may make runs in them)."""
     shapes = [s for s in (getattr(event, "input_shapes", None) or ()) if _is_shape(s) and s]
-    if shapes:
+    if shapes and not _returns_a_view(event.name):
         return sum(math.prod(s) for s in shapes)
     return sum(_input_elements(child) for child in getattr(event, "cpu_children", ()) or ())
+
+
+@functools.cache
+def _returns_a_view(name: str) -> bool:
+    """An op whose schema returns an alias of an input it does not write (``aten::slice``, ``aten::view``,
+    ``aten::to``): it moves no data itself. False for names that are no registered op."""
+    import torch
+
+    namespace, _, op = name.partition("::")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), op)
+        schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    except (AttributeError, RuntimeError):
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for s in schemas for r in s.returns)
 
 
 def _is_shape(shape: Any) -> bool:
