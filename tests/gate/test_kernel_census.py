@@ -274,7 +274,7 @@ def test_a_device_census_takes_host_time_from_unprofiled_calls_not_the_profiled_
 
     def profiled(fn, backend):
         fn()
-        return {"k": 40.0}, {"k": 1}, 50_400.0, 50_000.0, {"k"}
+        return {"k": 40.0}, {"k": 1}, 50_400.0, 50_000.0, {"k"}, None  # cuda: no elements
 
     monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda", synchronize=lambda: None))
     monkeypatch.setattr(kernel_hit, "_profile_torch", profiled)

@@ -207,8 +207,9 @@ class Contract:
     # "verdict": one line, ...}; None on npu and in older contracts
     precheck: dict[str, Any] | None = None
     # the baseline's kernel census (gate.kernel_hit.kernel_census): launches and device time per kernel name in
-    # one workload call, the call's device, wall and host time; the gate's kernel-hit stage compares the
-    # candidate's with it. None in contracts frozen before it existed (the comparison is then skipped, said)
+    # one workload call (cpu: also the elements each processed), the call's device, wall and host time; the
+    # gate's kernel-hit stage compares the candidate's with it. None in contracts frozen before it existed (the
+    # comparison is then skipped, said)
     kernel_census: dict[str, Any] | None = None
     # own code: the target code, the repository files (or folders) a round is meant to change, relative to
     # the project root (``freeze --target``; default: what workload() imports from the repository,
@@ -401,6 +402,8 @@ def _kernel_census(f: _Fields, value: Any) -> dict[str, Any] | None:
         item = f.mapping(item, path)
         for key in ("calls", "device_us", "share"):
             f.positive(f.get(item, key, path + "."), f"{path}.{key}", allow_zero=True)
+        if "elements" in item:  # absent in censuses frozen before the input-size signal, and off cpu
+            f.positive(item["elements"], f"{path}.elements", allow_zero=True)
     return census
 
 

@@ -17,6 +17,21 @@ census in the contract; the gate takes the candidate's and ``judge_census`` comp
   is above ``HOST_NOISE`` of the frozen wall time (Wafer's reward-hack field guide: results computed
   on the CPU, or precomputed, and copied over). An honest faster kernel shrinks device time without
   adding host time.
+* **work gone from the profile** (red): the expected kernels' own work fell to a small fraction of the
+  frozen one and nothing in the profile took it up (``unaccounted_work``): their device time per call below
+  ``WORK_FLOOR`` of the frozen, the elements they process per call below ``ELEMENTS_FLOOR`` of the frozen,
+  and the other kernels and ops gained less than ``ACCOUNTED`` of the device time saved. The shares do not
+  move (the whole call's device time collapses with the kernel's), so neither rule above sees it: a token
+  launch on one element while host code or a library the profiler does not record (NumPy, pure Python)
+  computes the outputs. An honest restructuring that makes the expected kernel much cheaper (a larger block,
+  fewer programs, fewer re-reads) still loads and stores the whole input and output, so its elements per
+  call stay within ``ELEMENTS_FLOOR``; a split into several launches of the same name keeps the per-call
+  total. Elements (the input-size signal): cpu: for an interpreted Triton kernel the lanes its loads, stores
+  and atomics touched (masked-out lanes not counted; ``interpreted_elements``); for a torch op or a
+  ``record_function`` range the elements of the tensors its aten ops were given (``record_shapes``). cuda and
+  npu record none, nor does a census frozen before the signal (and a range doing only Python work records
+  0): then the rule stands on device time alone, with the stricter ``DEVICE_ONLY_FLOOR``, and its message
+  says so; launches are named in it either way.
 * **new kernels that take the time** (reported, not red): names absent from the frozen census that
   together hold at least ``NEW_KERNEL_SHARE`` of the device time (a new Triton kernel beside the
   expected one is often an honest split or helper; the note says where the time is). Changed launch
@@ -42,6 +57,8 @@ judged wherever the census comes from (this process, a workload child).
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +75,22 @@ DEVICE_DROP = 0.5  # device time below half the frozen one ...
 HOST_TAKEOVER = 0.5  # ... and >= half of the device time saved reappeared on the host ...
 HOST_NOISE = 0.1  # ... and that host growth > 10 % of the frozen wall time: red
 NEW_KERNEL_SHARE = 0.1  # new kernel names holding >= 10 % of the device time: reported
+# Work gone from the profile (``unaccounted_work``), red when all three hold:
+# the expected kernels kept under a quarter of their frozen device time per call: a token launch keeps a few
+# percent (one block of the input), and a change that keeps more is not where a large speedup came from
+WORK_FLOOR = 0.25
+# ... they processed under a tenth of the frozen elements per call: an honest kernel still loads its input and
+# stores its output at least once, so its elements fall at most by the frozen kernel's re-reads (reading each
+# input 4 times and writing once falls to 2/5 at best); a token launch on one block of an input of more than
+# ten blocks falls below it
+ELEMENTS_FLOOR = 0.1
+# ... and the other kernels and ops gained under half of the device time saved: at half or more the profile
+# shows where the work went, and the token-launch rule and the new-kernels note judge it
+ACCOUNTED = 0.5
+# Without an input-size signal (cuda, npu, a census frozen before it) device time alone decides: red only
+# below a twentieth of the frozen device time, four times past the 5x at which the gate already calls a
+# whole-call speedup implausible, so an honest faster kernel is not caught by the missing signal
+DEVICE_ONLY_FLOOR = 0.05
 CENSUS_SCHEMA = 1
 CENSUS_CALLS = 3  # profiled calls per census; the median call's census is kept
 # unprofiled calls whose median return and wall times are a device census's host and wall time: a profiled
@@ -73,7 +106,8 @@ def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str,
         {"schema": 1, "backend": "cpu" | "cuda" | "npu", "device_us": total device time of the call,
          "wall_us": the call's wall time (device synchronized before and after), "host_us": host time
          outside device work (see the module docstring), "kernels": {name: {"calls": launches in the
-         call, "device_us": its device time, "share": device_us / total}}}
+         call, "device_us": its device time, "share": device_us / total, "elements": elements it processed in
+         the call (cpu only; see the module docstring)}}}
 
     Times in microseconds; ``kernels`` longest device time first. The median call, not one call: a single
     call stalled by the machine (another process, a page fault, a GC pause) would otherwise move the shares
@@ -112,29 +146,36 @@ def _census_of_one_call(fn: Callable[[], Any], backend) -> dict[str, Any]:
     """``kernel_census`` of one profiled call of a warm ``fn``: device time by name, launches; on cpu the host
     time is the call's wall time the profile does not see; on a device backend ``kernel_census`` replaces
     the wall and host time with those of unprofiled calls (``plain_call_times``)."""
+    elements = None
     if backend.name == "npu":
         with triton_launches() as triton:
             totals, counts = _profile_npu(fn)
         wall_us = host_us = 0.0
     else:
-        totals, counts, wall_us, returned_us, triton = _profile_torch(fn, backend)
+        totals, counts, wall_us, returned_us, triton, elements = _profile_torch(fn, backend)
         device = sum(totals.values())
         host_us = max(0.0, wall_us - device) if backend.name == "cpu" else returned_us
-    return make_census(backend.name, totals, counts, wall_us, host_us, triton)
+    return make_census(backend.name, totals, counts, wall_us, host_us, triton, elements)
 
 
 def make_census(backend: str, device_us: Mapping[str, float], calls: Mapping[str, float], wall_us: float,
-                host_us: float, triton: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+                host_us: float, triton: set[str] | frozenset[str] = frozenset(),
+                elements: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The census dict from per-name device time (us) and launch counts of one call; ``triton``: the names
-    of the Triton kernels launched in it (a census name containing one is marked ``"triton": true``)."""
+    of the Triton kernels launched in it (a census name containing one is marked ``"triton": true``);
+    ``elements``: per name the elements processed in the call, on a backend that records them (None: it
+    does not, and the census has no ``"elements"``)."""
     total = float(sum(device_us.values()))
     names = sorted(set(device_us) | set(calls), key=lambda n: (-device_us.get(n, 0.0), n))
+    kernels = {n: {"calls": calls.get(n, 0), "device_us": round(float(device_us.get(n, 0.0)), 3),
+                   "share": round(device_us.get(n, 0.0) / total, 6) if total > 0 else 0.0,
+                   "triton": any(t in n for t in triton)}
+               for n in names}
+    if elements is not None:
+        for n, kernel in kernels.items():
+            kernel["elements"] = int(elements.get(n, 0))
     return {"schema": CENSUS_SCHEMA, "backend": backend, "device_us": round(total, 3), "wall_us": round(wall_us, 3),
-            "host_us": round(host_us, 3),
-            "kernels": {n: {"calls": calls.get(n, 0), "device_us": round(float(device_us.get(n, 0.0)), 3),
-                            "share": round(device_us.get(n, 0.0) / total, 6) if total > 0 else 0.0,
-                            "triton": any(t in n for t in triton)}
-                        for n in names}}
+            "host_us": round(host_us, 3), "kernels": kernels}
 
 
 @contextlib.contextmanager
@@ -161,9 +202,75 @@ def triton_launches():
         JITFunction.run = original
 
 
+# the interpreter's memory operations and the position of their mask (None: every lane): each is called by
+# the plain and block-pointer loads and stores, so counting these counts every access once
+_MEMORY_OPS = {"create_masked_load": 1, "create_masked_store": 2, "create_atomic_rmw": 3, "create_atomic_cas": None}
+
+
+@contextlib.contextmanager
+def interpreted_elements():
+    """Per Triton kernel name, the lanes the interpreter's loads, stores and atomics touched (masked-out lanes
+    not counted) while open: the elements the kernel processed, whatever its block size or grid. Charged to
+    the outermost interpreted launch running. An empty dict where triton or its interpreter's builder is
+    missing (the census then says it has no elements for those kernels)."""
+    import numpy as np
+
+    counts: dict[str, int] = {}
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        yield counts
+        return
+    builder = getattr(interpreter, "interpreter_builder", None)
+    launcher = getattr(interpreter, "InterpretedFunction", None)
+    if builder is None or launcher is None or not all(hasattr(builder, op) for op in _MEMORY_OPS):
+        yield counts
+        return
+    running: list[str] = []
+    original_run = launcher.run
+
+    def run(self, *args, **kwargs):
+        if kwargs.get("warmup"):
+            return original_run(self, *args, **kwargs)
+        running.append(getattr(self.fn, "__name__", "triton_kernel"))
+        try:
+            return original_run(self, *args, **kwargs)
+        finally:
+            running.pop()
+
+    def counted(op: str, mask_at: int | None):
+        method = getattr(builder, op)
+
+        def call(*args, **kwargs):
+            if running:
+                ptrs = np.asarray(args[0 if op != "create_atomic_rmw" else 1].data)
+                mask = args[mask_at] if mask_at is not None and len(args) > mask_at else None
+                lanes = (int(np.count_nonzero(np.broadcast_to(np.asarray(mask.data), ptrs.shape)))
+                         if mask is not None else int(ptrs.size))
+                counts[running[0]] = counts.get(running[0], 0) + lanes
+            return method(*args, **kwargs)
+
+        return call
+
+    shadowed = {op: vars(builder)[op] for op in _MEMORY_OPS if op in vars(builder)}
+    launcher.run = run
+    for op, mask_at in _MEMORY_OPS.items():
+        setattr(builder, op, counted(op, mask_at))  # an instance attribute, over the class's method
+    try:
+        yield counts
+    finally:
+        launcher.run = original_run
+        for op in _MEMORY_OPS:
+            if op in shadowed:
+                setattr(builder, op, shadowed[op])
+            else:
+                delattr(builder, op)
+
+
 def _profile_torch(fn: Callable[[], Any], backend):
     """cpu/cuda: per-name device time and launches of one profiled call; its wall and return time (us); the
-    names of the Triton kernels it launched."""
+    names of the Triton kernels it launched; cpu: per name the elements processed (``make_census``), cuda:
+    None (the trace has no input-size signal read here)."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler import profile
 
@@ -175,10 +282,13 @@ def _profile_torch(fn: Callable[[], Any], backend):
     # cost every census and every timed side's profiled call would pay once per worker.
     device = "cuda" if backend.name == "cuda" else None
     # cpu: the hook names every interpreted kernel[grid](...) launch (own code and bundled kernels)
-    naming = name_interpreted_kernels() if backend.name == "cpu" else contextlib.nullcontext(set())
-    # the profiler's own lines and warnings would break the progress line: kept off the terminal
-    with (naming as launched, triton_launches() as compiled, quiet_profiler(),
-          profile(use_kineto=True, use_cpu=True, use_device=device) as prof):
+    cpu = backend.name == "cpu"
+    naming = name_interpreted_kernels() if cpu else contextlib.nullcontext(set())
+    lanes = interpreted_elements() if cpu else contextlib.nullcontext({})
+    # the profiler's own lines and warnings would break the progress line: kept off the terminal; cpu records
+    # the aten ops' input shapes, the input-size signal of torch ops and record_function ranges
+    with (naming as launched, lanes as interpreted, triton_launches() as compiled, quiet_profiler(),
+          profile(use_kineto=True, use_cpu=True, use_device=device, record_shapes=cpu) as prof):
         backend.synchronize()
         t0 = time.perf_counter()
         fn()
@@ -187,19 +297,24 @@ def _profile_torch(fn: Callable[[], Any], backend):
         wall = time.perf_counter() - t0
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
+    elements: dict[str, int] | None = None
     if backend.name == "cuda":
         for event in prof.function_events:
             if event.device_type == DeviceType.CUDA:
                 totals[event.name] = totals.get(event.name, 0.0) + float(event.device_time_total)
                 counts[event.name] = counts.get(event.name, 0) + 1
     else:
-        _cpu_totals(prof.function_events, set(launched or ()), totals, counts)
-    return totals, counts, wall * 1e6, (returned - t0) * 1e6, set(launched or ()) | compiled
+        elements = {}
+        _cpu_totals(prof.function_events, set(launched or ()), totals, counts, elements)
+        elements.update(interpreted)  # an interpreted kernel's own accesses, not the aten ops copying its args
+    return totals, counts, wall * 1e6, (returned - t0) * 1e6, set(launched or ()) | compiled, elements
 
 
-def _cpu_totals(events, kernels: set[str], totals: dict[str, float], counts: dict[str, int]) -> None:
+def _cpu_totals(events, kernels: set[str], totals: dict[str, float], counts: dict[str, int],
+                elements: dict[str, int] | None = None) -> None:
     """Each CPU event's self time charged to the outermost interpreted kernel it runs under (one launch
-    per such outermost range: the bundled launcher and the hook open one range each), else to itself."""
+    per such outermost range: the bundled launcher and the hook open one range each), else to itself;
+    ``elements``: per name, the input elements of each launch (``_input_elements``)."""
     for event in events:
         owner = None
         node = event
@@ -211,6 +326,37 @@ def _cpu_totals(events, kernels: set[str], totals: dict[str, float], counts: dic
         totals[name] = totals.get(name, 0.0) + float(event.self_cpu_time_total)
         if owner is None or owner is event:
             counts[name] = counts.get(name, 0) + 1
+            if elements is not None and owner is None:
+                elements[name] = elements.get(name, 0) + _input_elements(event)
+
+
+def _input_elements(event) -> int:
+    """The elements of the tensors an event was given (its recorded input shapes); an event given none (a
+    ``record_function`` range, a factory op) or a view (``_returns_a_view``: a slice of the whole input moves
+    none of it) counts those of the events it encloses (a copy a view op may make runs in them)."""
+    shapes = [s for s in (getattr(event, "input_shapes", None) or ()) if _is_shape(s) and s]
+    if shapes and not _returns_a_view(event.name):
+        return sum(math.prod(s) for s in shapes)
+    return sum(_input_elements(child) for child in getattr(event, "cpu_children", ()) or ())
+
+
+@functools.cache
+def _returns_a_view(name: str) -> bool:
+    """An op whose schema returns an alias of an input it does not write (``aten::slice``, ``aten::view``,
+    ``aten::to``): it moves no data itself. False for names that are no registered op."""
+    import torch
+
+    namespace, _, op = name.partition("::")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), op)
+        schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    except (AttributeError, RuntimeError):
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for s in schemas for r in s.returns)
+
+
+def _is_shape(shape: Any) -> bool:
+    return isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape)
 
 
 def _profile_npu(fn: Callable[[], Any]) -> tuple[dict[str, float], dict[str, int]]:
@@ -274,11 +420,63 @@ def library_us(census: Mapping[str, Any], expected: Sequence[str]) -> float:
                if not k.get("triton") and not matches_any(n, expected))
 
 
+def expected_work(census: Mapping[str, Any], expected: Sequence[str]) -> tuple[float, int, int | None]:
+    """``(device_us, launches, elements)`` per call of the kernels matching ``expected``; ``elements`` None
+    when the census records none for one of them (cuda, npu, a census taken before the signal)."""
+    from ascendopt.analyze.matching import matches_any
+
+    matched = [k for n, k in census.get("kernels", {}).items() if matches_any(n, expected)]
+    sizes = [k.get("elements") for k in matched]
+    elements = sum(sizes) if sizes and all(isinstance(e, (int, float)) for e in sizes) else None
+    return (float(sum(k["device_us"] for k in matched)), int(sum(k["calls"] for k in matched)),
+            None if elements is None else int(elements))
+
+
+def unaccounted_work(frozen: Mapping[str, Any], now: Mapping[str, Any], expected: Sequence[str]) -> str | None:
+    """The expected kernels' work vanished from the profile: their device time per call fell below
+    ``WORK_FLOOR`` of the frozen, their elements per call below ``ELEMENTS_FLOOR`` of the frozen, and the
+    other kernels and ops gained under ``ACCOUNTED`` of the device time saved -> the red message (one line:
+    frozen and current device time per call, launches, elements per launch; where the work must have gone).
+    Without elements in both censuses (or none at freeze): device time alone, below ``DEVICE_ONLY_FLOOR``,
+    said in the message. None: the work is accounted for (module docstring)."""
+    f_us, f_calls, f_elems = expected_work(frozen, expected)
+    n_us, n_calls, n_elems = expected_work(now, expected)
+    if f_us <= 0:
+        return None
+    sized = f_elems is not None and n_elems is not None and f_elems > 0
+    if n_us >= (WORK_FLOOR if sized else DEVICE_ONLY_FLOOR) * f_us:
+        return None
+    if sized and n_elems >= ELEMENTS_FLOOR * f_elems:
+        return None  # the whole input still goes through the expected kernels: they became cheaper
+    saved = f_us - n_us
+    gained = (float(now["device_us"]) - n_us) - (float(frozen["device_us"]) - f_us)
+    if gained >= ACCOUNTED * saved:
+        return None  # the profile shows where the time went: the other rules and notes judge it
+
+    def figures(us: float, calls: int, elements: int | None) -> str:
+        per_launch = f", {elements / calls:.0f} elements per launch" if elements is not None and calls else ""
+        return f"{us:.1f} us device time in {calls} launch(es){per_launch}"
+
+    if sized:
+        rule = (f"red below {WORK_FLOOR:.0%} of the frozen device time with below {ELEMENTS_FLOOR:.0%} of the "
+                "frozen elements")
+    else:
+        why = "none at freeze" if f_elems is not None else "not on this backend, or not in the frozen census"
+        rule = (f"input size not recorded ({why}): judged on device time alone, red below "
+                f"{DEVICE_ONLY_FLOOR:.0%} of the frozen device time")
+    return (f"the expected kernels did {figures(n_us, n_calls, n_elems)} per call (frozen "
+            f"{figures(f_us, f_calls, f_elems)}); the rest of the profile gained {max(gained, 0.0):.1f} us of the "
+            f"{saved:.1f} us saved: the work must run outside the profiled kernels: host code or a library the "
+            f"profiler does not record ({rule})")
+
+
 def judge_census(frozen: Mapping[str, Any], now: Mapping[str, Any], expected: Sequence[str]) -> list[CensusFinding]:
     """Compare the candidate's census ``now`` with the ``frozen`` one (both ``kernel_census`` dicts).
 
-    Returns one finding per rule (module docstring): ``expected share`` and ``host time`` always (red or
-    not), ``new kernels`` and ``launch counts`` only when there is something to report.
+    Returns one finding per rule (module docstring): ``expected share``, ``host time`` and ``expected work``
+    always (red or not; ``expected work`` is not red where one of the two before it is: the profile or the
+    host shows where the work went), ``new kernels`` and ``launch counts`` only when there is something to
+    report.
     """
     from ascendopt.analyze.matching import matches_any
 
@@ -317,6 +515,18 @@ def judge_census(frozen: Mapping[str, Any], now: Mapping[str, Any], expected: Se
                                       "reappears on the host)"))
     else:
         findings.append(CensusFinding("host time", False, host_text))
+
+    gone = None if token or to_host else unaccounted_work(frozen, now, expected)
+    if gone:
+        findings.append(CensusFinding("expected work", True, gone))
+    else:
+        f_us, f_calls, f_elems = expected_work(frozen, expected)
+        n_us, n_calls, n_elems = expected_work(now, expected)
+        sizes = (f", {n_elems} elements (frozen {f_elems})" if f_elems is not None and n_elems is not None
+                 else "; elements not recorded")
+        findings.append(CensusFinding("expected work", False, f"the expected kernels did {n_us:.1f} us device "
+                                      f"time in {n_calls} launch(es) per call (frozen {f_us:.1f} us in {f_calls})"
+                                      + sizes))
 
     new = {n: k for n, k in now["kernels"].items() if n not in frozen["kernels"] and not matches_any(n, expected)}
     new_share = sum(k["device_us"] for k in new.values()) / n_total if n_total > 0 else 0.0
