@@ -12,6 +12,7 @@ and reaped with what the verdict started (``Escapes``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -160,6 +161,68 @@ def read_proc(pid: int | str) -> Proc | None:
                     stat[stat.find(b"(") + 1:close].decode(errors="replace"), fields[0] == b"Z")
     except (IndexError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """What decides how fast a process's threads run besides its code: ``nice``, the scheduling ``policy``, the
+    CPUs it may run on (``affinity``) and its timer slack (ns: how late a sleep may wake)."""
+
+    nice: int
+    policy: int
+    affinity: frozenset[int]
+    slack_ns: int | None
+
+
+def own_scheduling() -> Scheduling | None:
+    """This process's ``Scheduling`` (what its children inherit); None where it cannot be read (not Linux)."""
+    try:
+        return Scheduling(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0),
+                          frozenset(os.sched_getaffinity(0)), _slack(os.getpid()))
+    except (AttributeError, OSError):
+        return None
+
+
+def _slack(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/timerslack_ns") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def enforce_scheduling(pid: int, expected: Scheduling) -> list[str]:
+    """Every thread of process ``pid`` back to ``expected`` (the judge's own scheduling, which its workers
+    inherit); -> what had been changed, in words ("nice 19", "scheduling policy 5", "CPUs {0}", "timer slack
+    1500000 ns"): another process (the code under test) changed how fast a side runs. Threads that end meanwhile
+    are passed over."""
+    changed: list[str] = []
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return changed
+    for tid in threads:
+        with contextlib.suppress(OSError):
+            nice = os.getpriority(os.PRIO_PROCESS, tid)
+            if nice != expected.nice:
+                changed.append(f"nice {nice}")
+                os.setpriority(os.PRIO_PROCESS, tid, expected.nice)
+        with contextlib.suppress(OSError):
+            policy = os.sched_getscheduler(tid)
+            if policy != expected.policy:
+                changed.append(f"scheduling policy {policy}")
+                os.sched_setscheduler(tid, expected.policy, os.sched_param(0))
+        with contextlib.suppress(OSError):
+            cpus = frozenset(os.sched_getaffinity(tid))
+            if cpus != expected.affinity:
+                changed.append(f"CPUs {sorted(cpus)}")
+                os.sched_setaffinity(tid, expected.affinity)
+    slack = _slack(pid)
+    if expected.slack_ns is not None and slack is not None and slack != expected.slack_ns:
+        changed.append(f"timer slack {slack} ns")
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/timerslack_ns", "w") as f:
+            f.write(str(expected.slack_ns))
+    return sorted(set(changed))
 
 
 def process_table() -> dict[int, Proc] | None:

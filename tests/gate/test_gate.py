@@ -325,12 +325,19 @@ def test_worker_protocol_keeps_workload_prints_out_of_the_pipe(tmp_path):
     (tmp_path / "w.py").write_text("print('noise from module code')\ndef workload():\n    print('noise')\n")
     proc = subprocess.run([sys.executable, "-I", "-m", "ascendopt.gate.worker", str(tmp_path / "w.py"), "--path",
                            str(tmp_path)],
-                          input='{"cmd": "null"}\n{"cmd": "prepare", "calls": 3, "seed": 1}\n{"cmd": "go"}\n'
-                                '{"cmd": "check"}\n{"cmd": "exit"}\n', capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120)
-    replies = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [sorted(r) for r in replies] == [["bound"], ["inputs", "ready"], [], ["inputs"], ["ms"], ["outputs"]]
-    assert "noise" in proc.stderr
+                          input=b'{"cmd": "null"}\n{"cmd": "prepare", "calls": 3}\n{"cmd": "go"}\n'
+                                b'{"cmd": "check", "full": true, "audit": 0}\n{"cmd": "exit"}\n', capture_output=True,
+                          cwd=tmp_path, timeout=120)
+    replies, data = [], proc.stdout
+    while data:  # one JSON line a reply, then the bytes it announces (``nbytes``)
+        line, _, data = data.partition(b"\n")
+        reply = json.loads(line)
+        data = data[int(reply.get("nbytes", 0)):]
+        replies.append(reply)
+    assert [sorted(r) for r in replies] == [["bound", "reader"], ["inputs", "ready", "shapes"], [], [],
+                                            ["ms", "out"], ["nbytes", "outputs"]]
+    assert replies[4]["out"]["tree"] == {"l": [{"v": None}] * 3}  # three calls, each returned None
+    assert b"noise" in proc.stderr
 
 
 def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):

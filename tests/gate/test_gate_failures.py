@@ -137,9 +137,9 @@ def test_a_workload_that_raises_is_a_red_correctness_stage_with_file_line_json_a
 
 
 def test_a_workload_that_raises_while_timed_is_exit_1_not_a_regression(repo, cli):
-    # the correctness stage calls it 1 + CENSUS_CALLS times (a warm call, the profiled calls of the kernel
-    # census); the timing worker more often
-    last = 1 + CENSUS_CALLS
+    # the correctness stage calls it 1 + 1 + CENSUS_CALLS times (the differential check's call on the workload's
+    # own inputs, a warm call, the profiled calls of the kernel census); the timing worker more often
+    last = 1 + 1 + CENSUS_CALLS
     _plant(repo, f'CALLS[0] += 1\nif CALLS[0] > {last}:\n    raise RuntimeError("planted on call {last + 1}")\n')
     code, out, err = cli("gate", "--json", "--pairs", "12")
     assert code == 1, err
@@ -160,9 +160,10 @@ def test_a_hanging_workload_ends_at_the_timeout_with_nothing_left_running(repo, 
     assert took < 60
     result = json_payload(proc.stdout)
     stage = result["stages"][1]
+    # the differential check's call is the working tree's first
     assert stage["status"] == "fail" and stage["summary"] == (
-        "candidate: bench.py workload() kernel-hit calls: timed out after 5 s (killed with its process group)")
-    assert "gate red at correctness: candidate: bench.py workload() kernel-hit calls: timed out after 5 s" \
+        "candidate: bench.py workload() checked calls: timed out after 5 s (killed with its process group)")
+    assert "gate red at correctness: candidate: bench.py workload() checked calls: timed out after 5 s" \
         in proc.stderr
     assert (tmp_path / "gate.xml").is_file()
     assert _gone(pids) == []  # the workload's process and the process it started were killed

@@ -379,7 +379,8 @@ def _precheck(f: _Fields, value: Any) -> dict[str, Any] | None:
 
 
 def _environment(f: _Fields, value: Any) -> dict[str, Any] | None:
-    """``environment``: an identity and two maps of names to sha256 digests (written by freeze only)."""
+    """``environment``: an identity, two maps of names to sha256 digests and the pinned variables (written by
+    freeze only)."""
     if value is None:
         return None
     env = f.mapping(value, "environment")
@@ -387,6 +388,10 @@ def _environment(f: _Fields, value: Any) -> dict[str, Any] | None:
     for key in ("startup", "modified"):
         out[key] = {f.text(name, f"environment.{key}"): f.text(digest, f"environment.{key}.{name}", empty=True)
                     for name, digest in f.mapping(env.get(key, {}), f"environment.{key}").items()}
+    if env.get("variables") is not None:  # the pinned variables' values at freeze (None: not set)
+        out["variables"] = {f.text(name, "environment.variables"):
+                            None if text is None else f.text(text, f"environment.variables.{name}", empty=True)
+                            for name, text in f.mapping(env["variables"], "environment.variables").items()}
     return out
 
 

@@ -116,14 +116,15 @@ class Judged:
     batch. ``on_pair`` (progress) is called after each round.
     """
 
-    def __init__(self, sides: Mapping[str, Any], request: Verdict):
+    def __init__(self, sides: Mapping[str, Any], request: Verdict, shape: list[list[int]] | None = None):
         from ascendopt.gate.interleave import batch_calls
 
         self.names = list(sides)
         self.sides = [sides[n] for n in self.names]
+        self.shape = shape  # what inputs(seed, shape) makes (a bucket of the shape mix); None: inputs(seed)
         for side in self.sides:
             side.calibrate()
-        per_call = min([side.warmup(request.warmup, request.warmup_ms) for side in self.sides])
+        per_call = min([side.warmup(request.warmup, request.warmup_ms, shape) for side in self.sides])
         self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
@@ -131,6 +132,10 @@ class Judged:
         # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
         self.outside: dict[str, dict[int, tuple[str, float]]] = {}
         self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
+        from ascendopt.process import own_scheduling
+
+        self._scheduling = own_scheduling()  # what every side must run with (the workers inherit the judge's)
+        self.scheduling: dict[str, set[str]] = {}  # side -> changes another process made to its scheduling
         # what each round's outputs are judged against: this side's, within these tolerances (None: equivalence
         # is off, only refused tensors are wrong)
         self.reference = "baseline"
@@ -149,11 +154,12 @@ class Judged:
             self.on_total(len(self.samples[0]) + pairs)
         table = process_table()  # every process, read again after each batch (None: no /proc, not counted)
         for _ in range(pairs):
-            inputs = self.sides[0].inputs_blob(self.calls)
+            inputs = self.sides[0].inputs_blob(self.calls, self.shape)
             audit = secrets.randbelow(self.calls)
             order = list(range(len(self.sides)))
             _shuffle(order)
             for k in order:
+                self._guard_scheduling()
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
@@ -165,6 +171,18 @@ class Judged:
             if on_pair:
                 on_pair()
         return self.samples
+
+    def _guard_scheduling(self) -> None:
+        """Every side's threads back to the judge's own scheduling before a batch (``process.enforce_scheduling``);
+        what another process had changed (a nice value, a policy, the CPUs, the timer slack of a side: a
+        baseline made slower, or a candidate made faster, from outside its code) is kept in ``scheduling``."""
+        from ascendopt.process import enforce_scheduling
+
+        for name, side in zip(self.names, self.sides, strict=True):
+            for what in (enforce_scheduling(side.pid, self._scheduling) if self._scheduling is not None else []):
+                self.scheduling.setdefault(name, set()).add(what)
+            if side.stopped_by_others():
+                self.scheduling.setdefault(name, set()).add("stopped by a signal (SIGSTOP)")
 
     def _compare_round(self) -> None:
         """Judge the round just taken on what the workers handed over, in this process, then let the outputs
@@ -280,6 +298,14 @@ def audit(judged: Judged) -> Findings:
             found.doubts.append(f"{name}: the parent's clock read {parent * 1e3:.2f} us per call, the worker's own "
                                 f"timer {worker * 1e3:.2f} us (ratio {ratio:.2f}, allowed 1 ± {AGREE_REL:g}): "
                                 "the worker's clock disagrees")
+    for name, side in by_name.items():
+        if side.external_stops:
+            judged.scheduling.setdefault(name, set()).add(f"stopped by a signal {side.external_stops} time(s) while "
+                                                          "the judge waited for it")
+    for name, changes in judged.scheduling.items():
+        found.doubts.append(f"{name}: its worker's scheduling was changed by another process while the sides were "
+                            f"timed ({', '.join(sorted(changes))}; reset before each batch): a side's speed was "
+                            "changed from outside its code")
     totals: dict[tuple[str, str], list[float]] = {}
     for idle, timed, cpu, wall in judged.idle:
         total = totals.setdefault((idle, timed), [0.0, 0.0])
@@ -495,13 +521,14 @@ class Session:
 
 def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timing_s: float,
                decide: Callable[[Judged, Callable[[], None]], Any], label: str,
-               statistics: bool = True, tolerances: Mapping[str, Mapping[str, float]] | None = None
-               ) -> tuple[Judged, Any]:
+               statistics: bool = True, tolerances: Mapping[str, Mapping[str, float]] | None = None,
+               shape: list[list[int]] | None = None) -> tuple[Judged, Any]:
     """The timing phase of ``sides`` (ready workers of ``session``) under one limit ``timing_s``, each having
     made one profiled call first (as the kernel census makes), with a progress bar of rounds done of the total
     and an ETA; ``decide(judged, on_pair)`` takes the pairs and returns the result (``statistics``: it decides
     with ``bench.decide``, whose scipy.stats is imported first). Every round's outputs are judged against the
-    first side's within ``tolerances`` (``Judged._compare_round``). -> ``(judged, result)``."""
+    first side's within ``tolerances`` (``Judged._compare_round``); ``shape``: the inputs are
+    ``inputs(seed, shape)`` (a bucket of the shape mix). -> ``(judged, result)``."""
     from ascendopt import console
     from ascendopt.gate.interleave import Phase
 
@@ -524,7 +551,7 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     what = f"timing {label}: {', '.join(sides)} interleaved"
     with console.progress(what, total=request.pairs) as bar:
         bar.update(f"{what} (warm-up)")
-        judged = Judged(workers, request)
+        judged = Judged(workers, request, shape)
         judged.reference, judged.tolerances = sides[0], tolerances
         bar.update(what)
         judged.on_total = bar.set_total  # more rounds when the band is too wide: the total (and ETA) grows
@@ -547,18 +574,20 @@ def _import_scipy_stats() -> None:
         import scipy.stats  # noqa: F401
 
 
-def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None):
+def time_baseline(session: Session, request: Verdict, *, timing_s: float, label: str, partner: str | None,
+                  shape: list[list[int]] | None = None):
     """Freeze's baseline timing (``bench.Timing``) within ``timing_s``: the "baseline" worker interleaved with
     ``partner`` (a second worker of the same tree) for ``request.pairs`` pairs, as a gate times it, or, with
     no partner, alone (``interleave._Child.measure``). Timed alone, a batch follows the same side's batch,
-    not the other side's: a host-bound device call measured a third faster that way than in the gate."""
+    not the other side's: a host-bound device call measured a third faster that way than in the gate. ``shape``:
+    a bucket of the shape mix (``inputs(seed, shape)``; with a partner only)."""
     from ascendopt.gate import bench
 
     if partner is None:
         return session.worker("baseline").measure(timing_s, repeats=request.pairs, warmup=request.warmup,
                                                   warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
     judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
-                           decide=lambda j, on: j.take(request.pairs, on), statistics=False)
+                           decide=lambda j, on: j.take(request.pairs, on), statistics=False, shape=shape)
     return bench.summarize(judged.samples[0], judged.calls)
 
 

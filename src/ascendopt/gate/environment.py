@@ -38,6 +38,11 @@ from pathlib import Path
 from typing import Any
 
 STARTUP_MODULES = ("sitecustomize.py", "usercustomize.py")
+# The variables that change what the frozen test run or a worker loads before any of the judge's checks can run:
+# a folder put on sys.path (whose sitecustomize Python then runs), pytest's extra arguments and plugins. Recorded
+# at freeze; in that environment a gate requires the same values.
+PINNED_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
+                    "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
 
 
 def _sha256(path: str) -> str | None:
@@ -80,7 +85,7 @@ def startup_files() -> dict[str, str]:
     """Every start-up file of the site directories (``*.pth``, ``sitecustomize.py``, ``usercustomize.py``):
     label -> sha256 ("" when it cannot be read)."""
     found: dict[str, str] = {}
-    for folder in site_dirs():
+    for folder in [*site_dirs(), *python_path()]:
         try:
             names = sorted(os.listdir(folder))
         except OSError:
@@ -90,6 +95,17 @@ def startup_files() -> dict[str, str]:
             if (name.endswith(".pth") or name in STARTUP_MODULES) and os.path.isfile(path):
                 found[_label(path)] = _sha256(path) or ""
     return found
+
+
+def python_path() -> list[str]:
+    """The folders ``PYTHONPATH`` puts on ``sys.path`` (real paths, existing ones): the frozen test run sees them,
+    and Python runs a ``sitecustomize``/``usercustomize`` it finds there at start-up."""
+    return [os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+
+
+def variables() -> dict[str, str | None]:
+    """The values of ``PINNED_VARIABLES`` now (None: not set)."""
+    return {name: os.environ.get(name) for name in PINNED_VARIABLES}
 
 
 def startup_changes(before: Mapping[str, str], after: Mapping[str, str], since: str) -> list[tuple[str, str]]:
@@ -234,10 +250,12 @@ def installed_problems(files: Iterable[str], root: Path, pinned: Mapping[str, st
 
 def record(used_modules: Iterable[str], root: Path) -> dict[str, Any]:
     """``Contract.environment`` at freeze: ``{"identity", "startup": {label: sha256}, "modified": {"DIST/PATH":
-    sha256}}`` (``modified``: installed files among ``used_modules``, what the baseline's test run and worker
-    imported and ascendopt's own, that already differ from their RECORD, pinned as they are)."""
+    sha256}, "variables": {name: value or None}}`` (``modified``: installed files among ``used_modules``, what the
+    baseline's test run and worker imported and ascendopt's own, that already differ from their RECORD, pinned as
+    they are; ``variables``: ``PINNED_VARIABLES``)."""
     modified = {key: digest for key, (_, digest) in installed_differences(used_modules, root).items()}
-    return {"identity": identity(), "startup": startup_files(), "modified": dict(sorted(modified.items()))}
+    return {"identity": identity(), "startup": startup_files(), "modified": dict(sorted(modified.items())),
+            "variables": variables()}
 
 
 def modified_pins(frozen: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -256,4 +274,11 @@ def since_freeze(frozen: Mapping[str, Any] | None, startup: Mapping[str, str]) -
     """The start-up files changed since freeze, when this is the environment freeze ran in (else none)."""
     if not frozen or frozen.get("identity") != identity():
         return []
-    return startup_changes(frozen.get("startup") or {}, startup, "freeze")
+    problems = startup_changes(frozen.get("startup") or {}, startup, "freeze")
+    pinned = frozen.get("variables")
+    if isinstance(pinned, Mapping):  # contracts frozen before the variables were recorded have none
+        now = variables()
+        problems += [(name, f"{name}: {now.get(name)!r} in the environment, {pinned.get(name)!r} at freeze (it changes "
+                            "what the test run loads before the judge's checks); restore it, or re-freeze")
+                     for name in PINNED_VARIABLES if name in pinned and pinned.get(name) != now.get(name)]
+    return problems

@@ -39,6 +39,8 @@ from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
+# How often the parent looks at a worker it waits for: one stopped by another process is continued (and counted)
+WAKE_S = 1.0
 # A timed batch whose outputs total at most this many bytes hands every output to the parent in full after the
 # batch; a larger one hands a fingerprint of each and one call, drawn by the parent after the batch, in full.
 FULL_OUTPUT_BYTES = 64 * 2**20
@@ -133,6 +135,10 @@ class _Child:
         self._buf = bytearray()
         self.rtt_ms = 0.0
         self.maker: _Child | None = None  # the worker that makes this one's inputs (None: itself)
+        # the parent reads the timed outputs from the worker's memory itself (``_read_stopped``), until it cannot
+        self.parent_reads = sys.platform.startswith("linux")
+        self.reads_failed = ""  # why it could not, when it could not
+        self.external_stops = 0  # times another process had stopped the worker (seen and continued by this one)
         self.reader = ""  # how the worker reads device memory (``judge.payload.RawReader.through``)
         self.output_bytes = 0  # bytes of one call's outputs (the largest warm-up call's)
         self.readings: list[dict[str, Any]] = []
@@ -199,7 +205,7 @@ class _Child:
         "calls", "full", "audit", "outputs": the decoded outputs (full: one per call; else the audited one),
         "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
         requests}``."""
-        from ascendopt.judge.payload import decode
+        from ascendopt.judge.payload import decode, readable
 
         t0 = time.perf_counter()
         self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
@@ -207,11 +213,72 @@ class _Child:
         reply = self.ask({"cmd": "go"})
         wall_ms = (time.perf_counter() - prepared) * 1e3
         t1 = time.perf_counter()
-        checked, blob = self.ask_blob({"cmd": "check", "full": full, "audit": audit})
+        described = reply.get("out")
+        if not isinstance(described, dict) or "ms" not in reply:
+            self._kill()
+            raise WorkloadTampering(f"{self.side}: the reply to a timed batch is not the judge's worker's (it "
+                                    "describes no outputs): the code under test wrote to the protocol pipe")
+        outputs = None
+        if self.parent_reads and isinstance(described, dict) and readable(described):
+            outputs = self._read_stopped(described if full else _one_call(described, audit))
+        if outputs is not None:
+            checked = {"outputs": None} if full else self.ask({"cmd": "check", "audit": -1})
+        else:
+            checked, blob = self.ask_blob({"cmd": "check", "full": full, "audit": audit})
+            outputs = decode(blob)
         t2 = time.perf_counter()
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
-                "calls": calls, "full": full, "audit": audit, "outputs": decode(blob),
+                "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3}
+
+    def stopped_by_others(self) -> bool:
+        """Whether something other than this parent stopped the worker (SIGSTOP, SIGTSTP) since it last looked:
+        the stops a parent is told of (``waitpid`` with ``WUNTRACED``) that ``_read_stopped`` did not cause."""
+        if not sys.platform.startswith("linux"):
+            return False
+        try:
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG | os.WUNTRACED)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return False
+        if not os.WIFSTOPPED(status):  # it ended: keep its status for the error its next request raises
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+            return False
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        return True
+
+    def _read_stopped(self, described: dict[str, Any]) -> Any:
+        """The outputs ``described`` (``judge.payload.describe``) read by this process from the worker's memory
+        while the worker's process group is stopped (SIGSTOP at its reply, SIGCONT after): none of its code runs
+        between its reply and the read, so what is read is what it delivered when the clock stopped. None (and
+        ``parent_reads`` off for the rest of the command) where the memory cannot be read (not Linux, or
+        ``process_vm_readv`` refused): then the worker reads them itself (``check``), a weaker second line."""
+        from ascendopt.judge.payload import PayloadError, decode, fetch
+
+        pid = self.proc.pid  # the worker leads its own session, so its process group is its pid
+        try:
+            os.killpg(pid, signal.SIGSTOP)
+        except OSError:
+            self.parent_reads = False
+            return None
+        try:
+            _, status = os.waitpid(pid, os.WUNTRACED)
+            if not os.WIFSTOPPED(status):  # it died: keep its status for the error
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                raise self._died(self.phase)
+            try:
+                return decode(fetch(pid, described))
+            except PayloadError as exc:
+                if "cannot read" in str(exc) and not self.reads_failed:
+                    self.reads_failed = str(exc)
+                    self.parent_reads = False
+                    return None
+                raise WorkloadError(f"{self.side}: its timed outputs could not be read: {exc}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGCONT)
 
     def call(self, inputs: bytes | None, limit_s: float) -> dict[str, Any]:
         """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
@@ -306,10 +373,17 @@ class _Child:
             sel.register(fd, selectors.EVENT_READ)
             while not enough():
                 left = phase.left()
-                if left <= 0 or not sel.select(None if left == float("inf") else left):
+                if left <= 0:
                     self._kill()
                     raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
                                          output="\n".join(self._tail()))
+                if not sel.select(min(left, WAKE_S)):
+                    # no reply yet: a worker another process stopped (SIGSTOP) would never send one
+                    if self.stopped_by_others():
+                        self.external_stops += 1
+                        with contextlib.suppress(OSError):
+                            os.killpg(self.proc.pid, signal.SIGCONT)
+                    continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     return
@@ -338,10 +412,10 @@ class _Child:
         self._kill()
         return WorkloadError(f"{self.side}: {where}: the workload process died ({how}) during {phase.name}: {last}")
 
-    def warmup(self, count: int, min_ms: float) -> float:
+    def warmup(self, count: int, min_ms: float, shape: list[list[int]] | None = None) -> float:
         """At least ``count`` calls and ``min_ms`` of the parent's time, one call a batch (the round trip
-        calibrated first), each on fresh inputs; -> ms per call by the parent's clock. Learns ``call_bytes``
-        and ``output_bytes`` (the largest call's)."""
+        calibrated first), each on fresh inputs (of ``shape``: ``inputs(seed, shape)``); -> ms per call by the
+        parent's clock. Learns ``call_bytes`` and ``output_bytes`` (the largest call's)."""
         from ascendopt.judge.payload import decode
 
         if not self.rtt_ms:
@@ -349,7 +423,7 @@ class _Child:
         t0, n = time.perf_counter(), 0
         per_call = []
         while n < count or (time.perf_counter() - t0) * 1e3 < min_ms:
-            inputs = self.inputs_blob(1)
+            inputs = self.inputs_blob(1, shape)
             reading = self.batch(1, inputs)
             per_call.append(reading["parent"])
             self.output_bytes = max(self.output_bytes, payload_bytes(reading["outputs"]))
@@ -427,6 +501,27 @@ class _Child:
         kill_group(self.proc)
         if self.on_kill is not None:
             self.on_kill()
+
+
+def _one_call(described: dict[str, Any], k: int) -> dict[str, Any]:
+    """The ``describe``d outputs of a batch (a list, one value per call) cut to call ``k`` alone, as a list of one."""
+    calls = described["tree"].get("l", [])
+    if not 0 <= k < len(calls):
+        return {"tree": {"l": []}, "places": []}
+    used: list[int] = []
+
+    def renumber(node: Any) -> Any:
+        if isinstance(node, dict) and "t" in node:
+            used.append(int(node["t"]))
+            return {"t": len(used) - 1}
+        if isinstance(node, dict):
+            return {key: renumber(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [renumber(value) for value in node]
+        return node
+
+    tree = {"l": [renumber(calls[k])]}
+    return {"tree": tree, "places": [described["places"][i] for i in used]}
 
 
 def payload_bytes(value: Any) -> int:

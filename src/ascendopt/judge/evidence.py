@@ -19,10 +19,11 @@ from ascendopt.gate.result import Check
 from ascendopt.judge.payload import Opaque, Refused
 
 ROOT = "output"
-# The candidate's untimed requests of a timing (prepare + check, summed over its batches) may take this much
-# longer than the reference's for the same bytes: 50 ms of scheduling noise on a busy host, plus a tenth of the
-# candidate's timed total (work finished there would have to be at least that to matter to a verdict).
-UNTIMED_EXCESS_MS = 50.0
+# The candidate's untimed requests around a batch (loading its inputs, handing its outputs over) may take this much
+# longer than the reference's around the same round's batch, as the median over the rounds: 2 ms of scheduling
+# noise on a busy host, plus a tenth of the candidate's timed batch (work finished there would have to be at least
+# that to matter to a verdict). The median, not the sum: a loaded host delays a few requests by many ms.
+UNTIMED_EXCESS_MS = 2.0
 UNTIMED_EXCESS_REL = 0.10
 
 
@@ -120,17 +121,22 @@ def input_writes(made: Sequence[Any], after: Sequence[Any]) -> dict[str, str]:
 
 
 def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]]) -> str | None:
-    """None when the candidate's untimed requests (``untimed_ms`` of its readings) took at most
-    ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed total longer than the reference's over the same
-    batches; else why (work finished outside the timed window, on the judge's time)."""
+    """None when, as the median over the rounds, the candidate's untimed requests (``untimed_ms`` of its readings)
+    took at most ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed batch longer than the reference's in
+    the same round; else why (work finished outside the timed window, on the judge's time)."""
     n = min(len(cand), len(ref))
     if not n:
         return None
-    extra = sum(c["untimed_ms"] for c in cand[:n]) - sum(r["untimed_ms"] for r in ref[:n])
-    timed = sum(c["parent"] * c["calls"] for c in cand[:n])
-    allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * timed
+    extra = _median([c["untimed_ms"] - r["untimed_ms"] for c, r in zip(cand[:n], ref[:n], strict=True)])
+    batch = _median([c["parent"] * c["calls"] for c in cand[:n]])
+    allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * batch
     if extra <= allowed:
         return None
-    return (f"spent {extra:.0f} ms more than the reference in the judge's untimed requests of {n} batches (loading "
-            f"their inputs, handing over their outputs; allowed {allowed:.0f} ms against {timed:.0f} ms timed): "
-            "work finished outside the timed window")
+    return (f"spent {extra:.1f} ms more than the reference in the judge's untimed requests around a batch (median "
+            f"of {n}: loading its inputs, handing over its outputs; allowed {allowed:.1f} ms against a {batch:.1f} ms "
+            "timed batch): work finished outside the timed window")
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else 0.0
