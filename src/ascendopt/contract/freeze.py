@@ -371,6 +371,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                                f"limit {timeouts['timing_s']:g} s)")
                 timing = time_baseline(session, Verdict(), timing_s=timeouts["timing_s"], label=exec_rel,
                                        partner="repeat" if "repeat" in trees else None)
+                buckets = _time_buckets(session, shapes, exec_rel, timeouts["timing_s"]) \
+                    if shapes is not None and "repeat" in trees else []
                 if not child.has_inputs:
                     console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
                                  "workload's own inputs, so a change that caches results across calls cannot be "
@@ -420,7 +422,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         tolerances={},
         frozen_files=tuple(files),
         commands={"validation": tuple(argv), "benchmark": ("ascendopt", "gate")},
-        baseline=(_timing(files[0].path, timing),),
+        baseline=(_timing(files[0].path, timing), *[_timing(case, t) for case, t in buckets]),
         expected_kernels=(kernel_filter,),
         kernels_seen=tuple(seen[:20]),
         metric_groups=_metric_groups(metric_groups),
@@ -453,6 +455,23 @@ def _targets(paths: Sequence[str], root: Path) -> list[str]:
             raise UsageError(f"--target {path}: outside the project root {root}",
                              hint="the target code is code of the repository being optimized") from None
     return sorted(set(chosen))
+
+
+def _time_buckets(session, mix: ShapeMix, exec_rel: str, timing_s: float) -> list[tuple[str, Any]]:
+    """The baseline of every bucket the gate times (``judge.weighted.TIMED_WEIGHT``), as a gate times it (the
+    frozen commit's worker interleaved with a second one): ``(bucket name, bench.Timing)``, the anchor of each
+    bucket's timing in a gate."""
+    from ascendopt.contract.shapes import bucket_name
+    from ascendopt.gate.engine import Verdict, time_baseline
+    from ascendopt.judge.weighted import timed
+
+    out = []
+    for i, (bucket, on) in enumerate(zip(mix.buckets, timed([b.weight for b in mix.buckets]), strict=True)):
+        if on:
+            console.status(f"freeze: measuring the baseline at {bucket_name(i, bucket)} (weight {bucket.weight:.1%})")
+            out.append((bucket_name(i, bucket), time_baseline(session, Verdict(), timing_s=timing_s, label=exec_rel,
+                                                              partner="repeat", shape=bucket.shape)))
+    return out
 
 
 def _check_mix(child, mix: ShapeMix, exec_rel: str, limit_s: float) -> None:

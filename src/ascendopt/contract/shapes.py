@@ -451,6 +451,11 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
     return [[list(d) for d in s] for s in out]
 
 
+def bucket_name(i: int, bucket: ShapeBucket) -> str:
+    """Bucket ``i`` (0-based) as timing cases, baselines and messages name it: ``bucket 2 [[1, 4096]]``."""
+    return f"bucket {i + 1} {bucket.shape}"
+
+
 def describe(mix: ShapeMix) -> str:
     """One line for people: buckets, distinct shapes, coverage (``freeze`` prints it)."""
     tail = mix.tail

@@ -43,6 +43,7 @@ from typing import Any
 from ascendopt import console
 from ascendopt.contract.frozen import check_frozen_files, project_root
 from ascendopt.contract.model import Contract, load_raw, verify_digest
+from ascendopt.contract.shapes import bucket_name
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, ExitCode, IntegrityError, UsageError
 from ascendopt.gate import bench
@@ -51,6 +52,7 @@ from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
 from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
 from ascendopt.gate.worktrees import checkout, frozen_commit, frozen_commit_checks
+from ascendopt.judge.weighted import FLOOR_WEIGHT
 from ascendopt.rounds.context import RoundContext
 from ascendopt.tune.space import config_text
 from ascendopt.workspace import Workspace
@@ -503,39 +505,116 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     tolerances = frozen.get("tolerances") if frozen.get("enabled") else None
     console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
                    f"limit {timing_s:g} s)")
+    cases = _timed_cases(contract, session, request.pairs)
+    results: list[tuple[str, Any, float | None]] = []  # (case, comparison, weight or None)
+    doubts: list[str] = []
+    timed_calls = 0
+    judged = None
+    for case, shape, weight, pairs in cases:
+        if judged is not None:
+            for side in judged.sides:
+                side.readings.clear()  # each case's audit reads its own batches
+        label = exec_rel if shape is None else f"{exec_rel} {case}"
+        extend = None if weight is None or weight >= FLOOR_WEIGHT else pairs  # a light bucket: no more pairs
 
-    def once():
-        return engine.time_sides(session, ["baseline", "candidate"], request, timing_s=timing_s, label=exec_rel,
-                                 decide=lambda j, on: bench.take_until_decided(j, request.pairs, None, rule, on),
-                                 tolerances=tolerances)
+        def once(shape=shape, pairs=pairs, extend=extend, label=label):
+            return engine.time_sides(session, ["baseline", "candidate"], request, timing_s=timing_s, label=label,
+                                     decide=lambda j, on: bench.take_until_decided(j, pairs, extend, rule, on),
+                                     tolerances=tolerances, shape=shape)
 
-    try:
-        judged, result = once()
-        if bench.implausible(result.ratio):
-            judged, again = once()
-            result = bench.after_recheck(result, again)
-    except WORKLOAD_FAILURES as exc:
-        return _workload_failed("performance", str(exc),
-                                integrity=getattr(exc, "exit_code", None) == ExitCode.INTEGRITY)
-    tampered = engine.trees_changed(session)
-    if tampered:
-        why = f"the frozen commit's code was changed under the judge: {tampered[0]}"
-        return StageResult("performance", "fail", why, [Check("frozen tree", False, t) for t in tampered],
-                           integrity_error=tampered[0])
-    found = engine.audit(judged)
-    if found.wrong:
-        return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
-    anchor = engine.anchor_problem(contract.baseline[0].median_ms, judged.samples[0]) if contract.baseline else None
+        try:
+            judged, result = once()
+            if bench.implausible(result.ratio):
+                judged, again = once()
+                result = bench.after_recheck(result, again)
+        except WORKLOAD_FAILURES as exc:
+            return _workload_failed("performance", str(exc),
+                                    integrity=getattr(exc, "exit_code", None) == ExitCode.INTEGRITY)
+        tampered = engine.trees_changed(session)
+        if tampered:
+            why = f"the frozen commit's code was changed under the judge: {tampered[0]}"
+            return StageResult("performance", "fail", why, [Check("frozen tree", False, t) for t in tampered],
+                               integrity_error=tampered[0])
+        found = engine.audit(judged)
+        if found.wrong:
+            return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
+        frozen_case = _frozen_baseline(contract, case if shape is not None else None)
+        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0]) if frozen_case else None
+        doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
+                                               if anchor else []) if d not in doubts]
+        timed_calls += sum(r["calls"] for side in judged.sides for r in side.readings)
+        results.append((case if shape is not None else exec_rel, result, weight))
     # own code: no cost model gives its bytes, so only the ratio bound applies
-    stage = _performance_result([(exec_rel, result)], accepted=accepted)
-    doubts = found.doubts + ([anchor] if anchor else [])
-    stage.data["audit"] = {"doubts": doubts, "timed_calls": sum(r["calls"] for s in judged.sides for r in s.readings),
-                           "inputs": _inputs_source(judged.sides[0]),
+    if contract.shapes is not None and all(w is not None for _, _, w in results):
+        stage = _weighted_result(contract, results, accepted)
+    else:
+        stage = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
+    stage.data["audit"] = {"doubts": doubts, "timed_calls": timed_calls, "inputs": _inputs_source(judged.sides[0]),
                            "worker_clock": engine.second_reading(judged)}
     if doubts and stage.status == "pass":
         checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
         return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)
     return stage
+
+
+MIN_PAIRS = 12  # the fewest pairs a light bucket is timed for (the CLI's --pairs floor)
+
+
+def _timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any, float | None, int]]:
+    """What the performance stage times, as ``(case, shape, weight, pairs)``: with a shape mix whose workload makes
+    any shape, every bucket of weight at least ``judge.weighted.TIMED_WEIGHT`` (``pairs`` scaled down for a light
+    one, whose verdict only feeds the weighted total); else the workload's own shape (``shape`` None)."""
+    from ascendopt.judge.weighted import timed
+
+    mix = contract.shapes
+    if mix is None or not session.worker("baseline").takes_shape:
+        return [("the workload's shape", None, None, pairs)]
+    flags = timed([b.weight for b in mix.buckets])
+    return [(bucket_name(i, b), b.shape, b.weight, pairs if b.weight >= FLOOR_WEIGHT else max(MIN_PAIRS, pairs // 2))
+            for i, (b, on) in enumerate(zip(mix.buckets, flags, strict=True)) if on]
+
+
+def _frozen_baseline(contract: Contract, case: str | None):
+    """The frozen baseline timing of ``case`` (a bucket; None: the workload's own shape, the first), or None."""
+    if not contract.baseline:
+        return None
+    if case is None:
+        return contract.baseline[0]
+    return next((b for b in contract.baseline if b.case == case), None)
+
+
+def _weighted_result(contract: Contract, results, accepted: str | None) -> StageResult:
+    """The performance stage over a shape mix (``judge.weighted.weigh``): one check per timed bucket, the weighted
+    verdict as the stage's; a heavy bucket slower beyond its band is red (exit 4) naming it, even when the
+    weighted total is faster; the buckets too light to time are listed."""
+    from ascendopt.judge.weighted import BucketTiming, weigh
+
+    per_case = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
+    timed_cases = {case for case, _, _ in results}
+    light = [(bucket_name(i, b), b.weight) for i, b in enumerate(contract.shapes.buckets)
+             if bucket_name(i, b) not in timed_cases]
+    found = weigh([BucketTiming(case, w, r) for case, r, w in results], light)
+    data = {**per_case.data, "weighted": {"verdict": found.verdict, "ratio": found.ratio, "speedup": found.speedup,
+                                          "noise_band": found.band, "timed_weight": found.timed_weight,
+                                          "floors": found.floors, "undecided": found.undecided,
+                                          "not_timed": found.not_timed, "reason": found.reason},
+            "weights": {case: w for case, _, w in results}}
+    line = f"weighted over the shape mix: {time_change_text(found.ratio)}: {found.verdict} ({found.reason})"
+    checks = [*per_case.checks]
+    floors = set(found.floors) | set(found.undecided)
+    checks = [c if c.passed or c.name in floors else Check(c.name, True, c.message + " (a light bucket: counted in "
+                                                                               "the weighted total only)")
+              for c in checks]
+    checks.append(Check("weighted", found.verdict not in ("slower", "inconclusive"), line))
+    if found.verdict == "slower":
+        return StageResult("performance", "fail", "regression: " + found.reason, checks, data)
+    if found.verdict == "inconclusive":
+        return StageResult("performance", "inconclusive", "inconclusive: " + found.reason, checks, data)
+    if per_case.status == "implausible":
+        return StageResult("performance", "implausible", per_case.summary, checks, data)
+    return StageResult("performance", "pass", line, checks, data)
+
+
 
 
 def differential_text(found) -> str:

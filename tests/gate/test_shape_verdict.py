@@ -1,0 +1,97 @@
+"""The timed verdict over a served-shape mix (issue 40): every bucket is timed on trusted inputs of its shape, the
+verdict is the weighted speedup, and a heavy bucket that is slower is red (exit 4) naming it, even when the
+weighted total is faster.
+
+One repository is frozen per module with a hand-written mix: a heavy small bucket (16 rows, 70 % of the device
+time, decode-like) and a light large one (256 rows, 30 %). The op sleeps a fixed time per call plus a time per
+row, so each change below sets each bucket's speed by a wide, deterministic margin (2x or more) that load cannot
+flip.
+"""
+
+import textwrap
+
+import pytest
+from _cli_json import json_payload
+from _own_code import commit_repo, freeze_in, working_copy
+from conftest import run_cli
+
+OP = "import time\n\n\ndef my_op(x):\n    time.sleep(0.003 + x.shape[0] * 2e-5)\n    return x * 2 + 1\n"
+BENCH = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def inputs(seed, shape=None):
+        rows, cols = shape[0] if shape is not None else (64, 64)
+        return (torch.randn(rows, cols),)
+
+
+    def workload(x):
+        with torch.profiler.record_function("my_op_kernel"):
+            return my_op(x)
+    """)
+TEST = "import torch\nfrom op import my_op\n\n\ndef test_my_op():\n    x = torch.ones(4, 4)\n" \
+       "    assert torch.equal(my_op(x), x * 2 + 1)\n"
+MIX = textwrap.dedent("""\
+    kernel: my_op_kernel
+    buckets:
+      - {shapes: [[16, 64]], dtypes: [fp32], weight: 0.7}
+      - {shapes: [[256, 64]], dtypes: [fp32], weight: 0.3}
+    """)
+
+
+@pytest.fixture(scope="module")
+def frozen_repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shape-verdict") / "repo"
+    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, "mix.yaml": MIX})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    return root
+
+
+@pytest.fixture
+def repo(frozen_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    return working_copy(frozen_repo, tmp_path, monkeypatch)
+
+
+def _gate(repo, op: str):
+    (repo / "op.py").write_text(op)
+    code, out, err = run_cli("gate", "--json", "--pairs", "12")
+    return code, {s["name"]: s for s in json_payload(out)["stages"]}, err
+
+
+def test_freeze_records_a_baseline_per_timed_bucket(frozen_repo):
+    import yaml
+
+    contract = yaml.safe_load((frozen_repo / ".ascendopt" / "contract.yaml").read_text())
+    cases = [b["case"] for b in contract["baseline"]]
+    assert cases == ["bench.py", "bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    small, large = contract["baseline"][1]["median_ms"], contract["baseline"][2]["median_ms"]
+    assert large > small  # 256 rows sleep longer than 16: the bucket's own inputs were made and timed
+
+
+def test_faster_on_the_large_bucket_and_slower_on_the_heavy_small_one_is_red_naming_it(repo):
+    op = ("import time\n\n\ndef my_op(x):\n    if x.shape[0] <= 64:\n        time.sleep(0.012)\n"
+          "    else:\n        time.sleep(0.001)\n    return x * 2 + 1\n")
+    code, stages, err = _gate(repo, op)
+    perf = stages["performance"]
+    assert code == 4 and perf["status"] == "fail", err[-2000:]
+    weighted = perf["data"]["weighted"]
+    assert weighted["floors"] == ["bucket 1 [[16, 64]]"]
+    assert perf["summary"].startswith("regression: bucket 1 [[16, 64]] (weight 70.0%) is slower"), perf["summary"]
+    by_case = {c["case"]: c for c in perf["data"]["comparisons"]}
+    assert by_case["bucket 2 [[256, 64]]"]["verdict"] == "faster"  # the large bucket did get faster
+
+
+def test_an_honest_change_faster_on_every_bucket_is_green_with_the_weighted_speedup(repo):
+    op = "import time\n\n\ndef my_op(x):\n    time.sleep(0.001 + x.shape[0] * 0.5e-5)\n    return x * 2 + 1\n"
+    code, stages, err = _gate(repo, op)
+    perf = stages["performance"]
+    assert code == 0 and perf["status"] == "pass", err[-2000:]
+    weighted = perf["data"]["weighted"]
+    assert weighted["verdict"] == "faster" and weighted["speedup"] > 1.5 and weighted["floors"] == []
+    assert weighted["timed_weight"] == pytest.approx(1.0)
+    assert [c["case"] for c in perf["data"]["comparisons"]] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    assert perf["summary"].startswith("weighted over the shape mix:")
