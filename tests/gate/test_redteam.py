@@ -19,7 +19,6 @@ Each outcome is appended as one JSON line to ``$REDTEAM_LOG`` (default ``/tmp/re
 
 import json
 import os
-import site
 import subprocess
 import sys
 import textwrap
@@ -908,30 +907,17 @@ def test_c6b_pytest_addopts_loads_a_plugin_from_outside_the_repository(repo, tmp
     _class1(repo, EDGE_WRONG, env={"PYTHONPATH": str(outside), "PYTEST_ADDOPTS": "-p op_lenient"})
 
 
-def test_c6c_pth_file_planted_in_site_packages(repo):
-    """Class 6, a ``.pth`` start-up file in the virtual environment's site-packages (removed afterwards) that
-    replaces the comparisons in the judge's test run (guarded by ``$ASCENDOPT_PYTEST_REPORT``)."""
-    pth = Path(site.getsitepackages()[0]) / "zz_redteam_lenient.pth"
-    pth.write_text("import os; exec(\"import torch\\ntorch.equal = lambda a, b: True\\n"
-                   "torch.allclose = lambda a, b, *args, **kwargs: True\") "
-                   "if os.environ.get('ASCENDOPT_PYTEST_REPORT') else None\n")
-    try:
-        (repo / "op.py").write_text(EDGE_WRONG)
-        _wrong_on_test_shapes(repo)
-        plain = _plain_pytest(repo, env={"ASCENDOPT_PYTEST_REPORT": "/dev/null"})
-        assert plain.returncode == 0, plain.stdout[-2000:]
-        code, stages, err = _gate(repo, None)
-        _not_a_speedup(code, stages)
-    finally:
-        pth.unlink()
+# c6c, a ``.pth`` start-up file planted in site-packages, is
+# tests/gate/test_judge_environment.py::test_a_start_up_file_planted_since_freeze_is_exit_3_at_integrity, in an
+# environment of its own: planted in the suite's shared one it changes every test running beside it.
 
 
 def test_c6d_planted_byte_code_of_the_judges_own_test_plugin(repo):
     """Class 6, cached byte code of an installed package: a ``__pycache__`` file for ascendopt's own
     ``gate/pytest_report.py``, stamped with its source's mtime and size, whose body is the plugin plus a
-    hookwrapper that turns failed reports into passes. The launcher imports the plugin normally (source-only
-    import covers the repository only), and the environment checks compare sources with RECORD, never byte code.
-    Removed afterwards."""
+    hookwrapper that turns failed reports into passes. The judge's launcher loads the harness (ascendopt, pytest,
+    pluggy) from source, so the planted file never runs there (nor in another test's gate beside this one); a plain
+    import still picks it up, which shows the plant works. Removed afterwards."""
     import ascendopt.gate.pytest_report as plugin
 
     source = Path(plugin.__file__)

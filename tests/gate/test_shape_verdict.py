@@ -11,6 +11,7 @@ flip.
 import textwrap
 
 import pytest
+
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, working_copy
 from conftest import run_cli

@@ -22,13 +22,15 @@ import sys
 
 def main(argv: list[str]) -> int:
     root, args = argv[0], argv[1:]
+    from ascendopt.gate import sources
+
+    # the repository's files, the test runner's and the judge's own load from their source, never a planted .pyc
+    sources.load_from_source([root, *sources.harness_roots()])
     import _pytest  # noqa: F401 - imported now, from the environment: the repository is not on sys.path yet
     import pluggy  # noqa: F401
     import pytest
 
-    from ascendopt.gate import sources
-
-    sources.load_from_source([root])  # the repository's files load from their source, never a planted .pyc
+    sources.load_from_source([root])  # again, now that pytest's assertion rewriter is there to be covered
     from ascendopt.gate import pytest_report  # noqa: F401 - key, audit hook and comparisons, before any test code
 
     sys.path.insert(0, root)

@@ -51,6 +51,28 @@ def _under_roots(path: object) -> bool:
     return os.path.basename(full) == "conftest.py" or any(full.startswith(root) for root in _ROOTS)
 
 
+# The judge's own code and the test runner: loaded from their source in the judge's children too, so that byte code
+# planted in the installed environment (a ``.pyc`` stamped with a harness file's modification time and size) never
+# runs in their place. Third-party libraries the workload uses (torch) keep their byte code: compiling them from
+# source would cost seconds per child.
+HARNESS_PACKAGES = ("ascendopt", "_pytest", "pytest", "pluggy")
+
+
+def harness_roots(names: Iterable[str] = HARNESS_PACKAGES) -> list[str]:
+    """The folders of ``names`` as installed (found without importing them): the roots to load from source."""
+    import importlib.util
+
+    roots = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            roots += list(spec.submodule_search_locations)
+    return roots
+
+
 def load_from_source(roots: Iterable[str | os.PathLike]) -> None:
     """From now on, files under ``roots`` (folders) load from their source in this process. Idempotent:
     a second call adds roots."""

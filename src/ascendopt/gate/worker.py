@@ -135,6 +135,10 @@ def main(argv: list[str]) -> None:
     exec_file = argv[0]
     paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
     seed = "--seed" in argv
+    from ascendopt.gate.sources import harness_roots, load_from_source
+
+    # the judge's own modules load from their source from here on (no planted byte code of the harness runs)
+    load_from_source(harness_roots(("ascendopt",)))
     try:
         import torch
 
@@ -144,7 +148,7 @@ def main(argv: list[str]) -> None:
         from ascendopt.gate.equivalence import call_and_save, module_inputs
         from ascendopt.gate.interleave import load_workload
         from ascendopt.gate.kernel_hit import kernel_census
-        from ascendopt.gate.sources import load_from_source, loaded, replaced
+        from ascendopt.gate.sources import loaded, replaced
         from ascendopt.judge.payload import RawReader, decode, describe, encode
         from ascendopt.tune.autotune import install_pin
     except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
