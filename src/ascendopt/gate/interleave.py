@@ -41,6 +41,9 @@ from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
 # How often the parent looks at a worker it waits for: one stopped by another process is continued (and counted)
 WAKE_S = 1.0
+# A batch's inputs are handed to the workers as bytes up to this size; above it (large device tensors, where
+# moving them through the parent would cost more than the timing) each worker makes them from the batch's seeds.
+TRUSTED_INPUT_BYTES = 256 * 2**20
 # A timed batch whose outputs total at most this many bytes hands every output to the parent in full after the
 # batch; a larger one hands a fingerprint of each and one call, drawn by the parent after the batch, in full.
 FULL_OUTPUT_BYTES = 64 * 2**20
@@ -141,6 +144,8 @@ class _Child:
         self.external_stops = 0  # times another process had stopped the worker (seen and continued by this one)
         self.reader = ""  # how the worker reads device memory (``judge.payload.RawReader.through``)
         self.output_bytes = 0  # bytes of one call's outputs (the largest warm-up call's)
+        self.input_bytes = 0  # bytes of one call's inputs (the largest warm-up call's)
+        self.seeded_batches = 0  # batches whose inputs were too large to hand over (``inputs_blob``)
         self.readings: list[dict[str, Any]] = []
         self.has_inputs = False
         self.takes_shape = False  # inputs(seed, shape): the workload makes the inputs of any shape of a mix
@@ -179,14 +184,21 @@ class _Child:
         self.rtt_ms = sorted(times)[len(times) // 2]
         return self.rtt_ms
 
-    def inputs_blob(self, calls: int, shape: list[list[int]] | None = None) -> bytes | None:
-        """The input sets of ``calls`` calls, made by ``self.maker`` (the trusted maker: a worker of the frozen
-        tree; None: this worker) from seeds drawn now from the operating system's random source, so no
-        worker can know them before it is handed the bytes; None when the workload has no ``inputs(seed)``."""
+    def inputs_blob(self, calls: int, shape: list[list[int]] | None = None) -> bytes | dict[str, Any] | None:
+        """The input sets of ``calls`` calls: made by ``self.maker`` (the trusted maker: a worker of the frozen
+        tree; None: this worker) from seeds drawn now from the operating system's random source and handed over
+        as bytes, so no worker can know them before it gets them; None when the workload has no ``inputs(seed)``.
+        When they would exceed ``TRUSTED_INPUT_BYTES`` (large device tensors), ``{"seeds", "shape"}`` instead:
+        each worker makes the sets itself from seeds it gets only with the batch (``seeded_batches`` counts
+        them); their outputs are compared with the frozen commit's for the same seeds all the same."""
         maker = self.maker or self
         if not self.has_inputs or not maker.has_inputs:
             return None
-        return maker.make([secrets.randbits(62) for _ in range(calls)], shape)
+        seeds = [secrets.randbits(62) for _ in range(calls)]
+        if self.input_bytes * calls > TRUSTED_INPUT_BYTES:
+            self.seeded_batches += 1
+            return {"seeds": seeds, "shape": shape}
+        return maker.make(seeds, shape)
 
     def make(self, seeds: list[int], shape: list[list[int]] | None = None) -> bytes:
         """``inputs(seed)`` (``inputs(seed, shape)`` for a ``shape``) of each of ``seeds``, made in this worker
@@ -196,7 +208,8 @@ class _Child:
             msg["shape"] = shape
         return self.ask_blob(msg)[1]
 
-    def batch(self, calls: int, inputs: bytes | None, audit: int = 0, full: bool = True) -> dict[str, Any]:
+    def batch(self, calls: int, inputs: bytes | dict[str, Any] | None, audit: int = 0, full: bool = True
+              ) -> dict[str, Any]:
         """One timed batch of ``calls`` calls on the input sets ``inputs`` (a payload; None: the workload's
         own inputs): prepared first (not timed), then started by the parent and timed by its clock from
         outside, then its outputs read from the worker: every call's in full (``full``), else a fingerprint of
@@ -208,7 +221,10 @@ class _Child:
         from ascendopt.judge.payload import decode, readable
 
         t0 = time.perf_counter()
-        self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
+        if isinstance(inputs, dict):
+            self.ask({"cmd": "prepare", "calls": calls, **inputs})
+        else:
+            self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
         prepared = time.perf_counter()
         reply = self.ask({"cmd": "go"})
         wall_ms = (time.perf_counter() - prepared) * 1e3
@@ -427,7 +443,8 @@ class _Child:
             reading = self.batch(1, inputs)
             per_call.append(reading["parent"])
             self.output_bytes = max(self.output_bytes, payload_bytes(reading["outputs"]))
-            made = payload_bytes(decode(inputs)) if inputs is not None else 0
+            made = payload_bytes(decode(inputs)) if isinstance(inputs, bytes) else 0
+            self.input_bytes = max(self.input_bytes, made)
             self.call_bytes = max(self.call_bytes, made + self.output_bytes)
             n += 1
             if n > 10_000:

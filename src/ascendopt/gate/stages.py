@@ -629,10 +629,14 @@ def differential_text(found) -> str:
 def _inputs_source(side) -> str:
     """Where a timing's inputs came from (the audit's ``inputs``): "trusted maker" (the frozen commit's worker
     made them with ``inputs(seed)`` from seeds drawn per batch from the OS random source), "own maker" (no frozen
-    commit: each worker made its own), or "workload's own" (no ``inputs(seed)``: every call reuses the same
+    commit: each worker made its own), "seeds per batch" (the sets were too large to hand over, as large device
+    tensors are: each worker made them from seeds it got with the batch; the outputs were still compared with the
+    frozen commit's for the same seeds), or "workload's own" (no ``inputs(seed)``: every call reuses the same
     inputs, so a change that caches results across calls cannot be excluded)."""
     if not side.has_inputs:
         return "workload's own"
+    if side.seeded_batches:
+        return "seeds per batch (too large to hand over)"
     return "trusted maker" if side.maker is not None else "own maker"
 
 

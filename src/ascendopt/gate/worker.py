@@ -15,22 +15,29 @@ reading, which the parent checks against its own clock (``gate.engine``).
 
 Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
 stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs":
-bool}`` (``inputs``: the file defines a callable ``inputs(seed)``). Requests:
+bool, "shapes": bool}`` (``inputs``: the file defines a callable ``inputs(seed)``; ``shapes``: it takes a
+shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it says so. Requests:
 
 * ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
 * ``{"cmd": "kernels"}`` -> ``{"census": ...}``: ``kernel_hit.kernel_census`` of one call (after a warm
   one), passed on unchanged;
 * ``{"cmd": "outputs", "path"}`` -> ``gate.equivalence.call_and_save`` of one call (with ``inputs(seed)``:
-  on the inputs of seed 0);
-* ``{"cmd": "prepare", "calls", "seed"}`` -> ``{"inputs": [fingerprints]}``: the input sets of the next timed
-  batch, one per call: ``inputs(seed + k)`` (torch seeded with ``seed + k`` first), all made before the batch
-  starts, so no two calls of a batch share an input and no input is reused by a later batch; without
-  ``inputs(seed)`` every call takes the workload's own module-level inputs;
-* ``{"cmd": "go"}`` -> ``{"ms"}``: the prepared batch, called back to back and synchronized; ``ms`` is the
-  worker's own reading per call (device events on npu/cuda, ``perf_counter`` on cpu). The parent times the
-  request from outside; this reading is the second one;
-* ``{"cmd": "check"}`` -> ``{"outputs": [fingerprint per call]}``: the returned values of the last batch,
-  fingerprinted after the batch (``fingerprint``), then released;
+  on the inputs of seed 0): freeze's check that the frozen commit repeats itself;
+* ``{"cmd": "make", "seeds", "shape"?}`` -> the payload (``judge.payload``) of ``inputs(seed)`` (or ``inputs(seed,
+  shape)``) for each seed: the trusted maker's request, sent to the frozen commit's worker only;
+* ``{"cmd": "prepare", "calls"}`` with a payload of input sets (or ``"seeds"``, ``"shape"``: made here, for sets
+  too large to hand over; or neither: the workload's own inputs, ``calls`` times) -> ``{}``: the next timed batch;
+* ``{"cmd": "go"}`` -> ``{"ms", "out"}``: the prepared batch, called back to back and synchronized; ``ms`` is the
+  worker's own reading per call (device events on npu/cuda, ``perf_counter`` on cpu), a second reading beside
+  the parent's; ``out`` says where each output is in memory (``judge.payload.describe``), so that the parent
+  reads host-memory outputs itself while this process is stopped;
+* ``{"cmd": "check", "full", "audit"}`` -> ``{"outputs": [fingerprint per call]}`` and a payload: the last
+  batch's outputs read from raw memory (all, or the ``audit`` call; ``audit`` -1: only the fingerprints),
+  then released;
+* ``{"cmd": "call"}`` with a payload of input sets (or none: the workload's own inputs) -> a payload of
+  ``{"outputs", "inputs"}``: the differential check's untimed calls, and the inputs after them;
+* ``{"cmd": "probe", "shapes"}`` -> ``{"errors"}``: whether ``inputs(seed, shape)`` makes each shape;
+* ``{"cmd": "loaded"}`` -> ``{"loaded"}``: the sha256 of every tree file this worker compiled;
 * ``{"cmd": "modules"}`` -> ``{"files": [absolute paths]}``: the file of every module loaded so far (the
   module code and the calls made), after one call of its own when none was made yet; freeze's default
   target code (``gate.scope.repository_files``);
@@ -237,8 +244,12 @@ def main(argv: list[str]) -> None:
             elif cmd == "prepare":
                 # the input sets of the next timed batch: bytes the trusted maker made, or (no inputs(seed))
                 # ``calls`` calls on the workload's own inputs
-                batch = ([tuple(on_device(s)) for s in decode(blob)] if blob is not None
-                         else [()] * int(msg["calls"]))
+                if blob is not None:
+                    batch = [tuple(on_device(s)) for s in decode(blob)]
+                elif "seeds" in msg:  # too large to hand over: made here from seeds given only now
+                    batch = [inputs_of(int(s), msg.get("shape")) for s in msg["seeds"]]
+                else:
+                    batch = [()] * int(msg["calls"])
                 synchronize()
                 reply = {}
             elif cmd == "make":
