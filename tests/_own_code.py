@@ -138,3 +138,12 @@ def plant_bytecode(source: Path, code: str, pytest_rewritten: bool = False) -> P
         pyc.write_bytes(importlib.util.MAGIC_NUMBER + hashed + body)
         assert _read_pyc(source, pyc) is not None, "the installed pytest reads neither form"
     return pyc
+
+
+def on_another_runner(monkeypatch) -> None:
+    """Make the gate take this environment for another than freeze's (a CI runner's): what freeze recorded of its
+    own environment (start-up files, pinned variables) is then not compared, and the checks that hold on any
+    runner are what a test sees."""
+    from ascendopt.gate import environment
+
+    monkeypatch.setattr(environment, "identity", lambda: "another-runner")

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
+from _own_code import commit_repo, freeze_in, on_another_runner, plant_bytecode, working_copy
 from ascendopt.gate.pytest_report import MAX_HASHED_BYTES
 
 OP = "def my_op(x):\n    return x * 2\n"
@@ -159,6 +159,7 @@ def test_a_new_module_only_the_test_run_imports_is_exit_3_naming_it(repo, cli):
 def test_a_report_rewriting_conftest_above_the_repository_is_exit_3(repo, cli, tmp_path, monkeypatch):
     """A conftest outside the repository (here pulled in through the environment's --confcutdir) that
     turns every failing test into a pass: green on wrong code before the scope was pinned."""
+    on_another_runner(monkeypatch)  # the variables are pinned only where freeze ran: this tests what holds beyond
     (repo / "op.py").write_text(WRONG)
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""\
         import pytest
@@ -179,6 +180,7 @@ def test_a_report_rewriting_conftest_above_the_repository_is_exit_3(repo, cli, t
 
 def test_a_configuration_file_named_by_the_environment_is_exit_3(repo, cli, tmp_path, monkeypatch):
     """PYTEST_ADDOPTS -c names another ini whose addopts deselect the failing tests."""
+    on_another_runner(monkeypatch)  # the variables are pinned only where freeze ran: this tests what holds beyond
     (repo / "op.py").write_text(WRONG)
     other = tmp_path / "other.ini"
     other.write_text("[pytest]\naddopts = -q -k 'not matches'\n")
@@ -214,6 +216,7 @@ def test_a_repository_pytest_module_does_not_run(repo, cli):
 
 def test_a_repository_pytest_module_put_first_by_pythonpath_cannot_forge_the_report(repo, cli, monkeypatch):
     """The same shadow with the repository on the user's PYTHONPATH: it runs, and its report does not verify."""
+    on_another_runner(monkeypatch)  # the variables are pinned only where freeze ran: this tests what holds beyond
     (repo / "op.py").write_text(WRONG)
     (repo / "pytest.py").write_text(SHADOW_PYTEST)
     monkeypatch.setenv("PYTHONPATH", str(repo))

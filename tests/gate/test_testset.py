@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from _cli_json import json_payload
-from _own_code import working_copy
+from _own_code import on_another_runner, working_copy
 
 OP = textwrap.dedent("""\
     CASES = [3]  # the sizes the tests use (their node ids follow them)
@@ -182,6 +182,7 @@ def test_a_renamed_test_is_red(repo, cli):
 
 
 def test_a_run_of_no_test_is_red(repo, cli, monkeypatch):
+    on_another_runner(monkeypatch)  # the variables are pinned only where freeze ran: this tests what holds beyond
     monkeypatch.setenv("PYTEST_ADDOPTS", "--collect-only")  # pytest exits 0 and runs nothing
     code, result, err = _gate(cli)
     assert code == 1, err
