@@ -373,6 +373,12 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                                        partner="repeat" if "repeat" in trees else None)
                 buckets = _time_buckets(session, shapes, exec_rel, timeouts["timing_s"]) \
                     if shapes is not None and "repeat" in trees else []
+                if child.has_inputs and shapes is None:
+                    console.info(f"freeze: the contract judges one shape, {exec_rel}'s own: the gate's differential "
+                                 "check compares the working tree with the frozen commit there only, and correctness "
+                                 "at other shapes rests on the frozen tests, which run where the code under test can "
+                                 "reach them (freeze a shape mix, --shapes-from PROFILE, to check every served shape "
+                                 "and hidden ones)")
                 if not child.has_inputs:
                     console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
                                  "workload's own inputs, so a change that caches results across calls cannot be "
