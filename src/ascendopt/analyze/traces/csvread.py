@@ -22,6 +22,9 @@ from ascendopt.errors import ProfileError
 
 NULL_MARKERS = ["N/A", "NA", "", "n/a", "-"]
 _HEAD_BYTES = 1 << 16
+# Bytes sampled to find numeric columns with quirks: read directly rather than with pyarrow's streaming
+# reader, which reads blocks ahead on its threads while only the first is wanted.
+_SAMPLE_BYTES = 1 << 20
 
 
 @reader
@@ -176,9 +179,12 @@ def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str
     options = _sample_options(numeric, skip_lines)
     try:
         with _row_handler_errors():
-            if path.stat().st_size <= 1 << 20:
-                sample = pacsv.read_csv(path, **options)
-            else:  # the first 1 MiB block only
+            with open(path, "rb") as f:
+                head = f.read(_SAMPLE_BYTES + 1)
+            cut = max(head.rfind(b"\n"), head.rfind(b"\r")) if len(head) > _SAMPLE_BYTES else len(head) - 1
+            if cut > 0:  # the whole lines of the first 1 MiB, parsed from memory
+                sample = pacsv.read_csv(pa.py_buffer(head[:cut + 1]), **options)
+            else:  # one line longer than the sample: the reader's first block
                 sample = pa.Table.from_batches([pacsv.open_csv(path, **options).read_next_batch()])
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return list(numeric)  # the full read will say what is wrong
@@ -206,7 +212,7 @@ def _sample_options(numeric: list[str], skip_lines: int) -> dict:
 
 
 def _invalid_to_nan(col):
-    """A float64 Arrow column -> (writable numpy float64 array, {kind: count}): nulls become NaN, and so do
+    """A float64 Arrow column -> (numpy float64 array, {kind: count}): nulls become NaN, and so do
     the numbers no profiler writes -- NaN, +-inf, negative -- counted by kind (a null is "missing", not
     invalid, and is not counted).
 
@@ -215,9 +221,9 @@ def _invalid_to_nan(col):
     """
     import numpy as np
 
-    # the chunks joined into one new (writable) array, nulls read NaN; ChunkedArray.to_numpy is far slower
-    # on the hundreds of blocks a big CSV is read in
-    values = np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in col.chunks] or [np.empty(0)])
+    # the blocks joined in one Arrow call (per-block or ChunkedArray.to_numpy calls cost far more over the
+    # hundreds of blocks a big CSV is read in); nulls read NaN; without nulls a read-only view of the join
+    values = col.combine_chunks().to_numpy(zero_copy_only=False)
     nulls = col.null_count
     if nulls == len(values):
         return values, {}
@@ -236,6 +242,7 @@ def _invalid_to_nan(col):
     with np.errstate(invalid="ignore"):
         negative = (values < 0) & ~is_inf
     counts = {"nan": nans, "inf": int(is_inf.sum()), "negative": int(negative.sum())}
+    values = values.copy() if not values.flags.writeable else values
     values[is_inf | negative] = np.nan
     return values, {k: n for k, n in counts.items() if n}
 
