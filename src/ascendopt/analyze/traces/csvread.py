@@ -77,30 +77,38 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
     if table.num_rows == 0:
         raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
     columns, names = [], []
-    invalid: dict[str, dict[str, int]] = {}
+    nulls: dict[str, int] = {}  # canonical numeric column -> its null (N/A, empty) cells, before they read NaN
+    unparsed: dict[str, dict[str, int]] = {}
     for raw, canon in wanted.items():
         col = table.column(raw)
         if canon not in text:
-            unparsed: dict[str, int] = {}
             if raw in as_string or col.type == pa.string():
-                col, unparsed = _to_float(col)
-            values, counts = _invalid_to_nan(col)
-            for kind, n in unparsed.items():
-                counts[kind] = counts.get(kind, 0) + n
-            if counts:
-                invalid[raw] = counts
-            # one contiguous float64 array with NaN (not null): pandas takes it without another copy
-            col = pa.array(values)
+                col, unparsed[raw] = _to_float(col)
+            nulls[canon] = col.null_count
         columns.append(col)
         names.append(canon)
+    del table
+    # Arrow joins each column's blocks into one numpy array (nulls -> NaN) on its threads; the checks
+    # below are numpy reductions over those arrays (Arrow's, block by block, took several times longer)
+    frame = pa.table(columns, names=names).to_pandas(split_blocks=True, self_destruct=True)
+    del columns
+    invalid: dict[str, dict[str, int]] = {}
+    for raw, canon in wanted.items():
+        if canon in text:
+            continue
+        fixed, counts = _invalid_to_nan(frame[canon].to_numpy(), nulls[canon])
+        if fixed is not None:
+            frame[canon] = fixed
+        for kind, n in unparsed.get(raw, {}).items():
+            counts[kind] = counts.get(kind, 0) + n
+        if counts:
+            invalid[raw] = counts
     if invalid:
         total = sum(sum(c.values()) for c in invalid.values())
         detail = "; ".join(f"{raw}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items())
                            for raw, counts in list(invalid.items())[:6])
         notes.append(f"{path.name}: {total} invalid numeric cell(s) read as missing ({detail}"
                      + ("; ..." if len(invalid) > 6 else "") + ")")
-    table = pa.table(columns, names=names)
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
     return frame, notes
 
 
@@ -211,40 +219,34 @@ def _sample_options(numeric: list[str], skip_lines: int) -> dict:
     }
 
 
-def _invalid_to_nan(col):
-    """A float64 Arrow column -> (numpy float64 array, {kind: count}): nulls become NaN, and so do
-    the numbers no profiler writes -- NaN, +-inf, negative -- counted by kind (a null is "missing", not
-    invalid, and is not counted).
-
-    The checks run in numpy on the joined array: Arrow's sum / min walk every CSV block (hundreds in a big
-    file) and take several times longer than numpy's reductions over one contiguous array.
+def _invalid_to_nan(values, nulls: int):
+    """Check a float64 column read with its ``nulls`` null (missing) cells as NaN -> (fixed copy or None when
+    nothing is invalid, {kind: count}). Numbers no profiler writes -- NaN, +-inf, negative -- are counted by
+    kind and read as missing (NaN) in the copy; the null cells are missing, not invalid, and not counted.
     """
     import numpy as np
 
-    # the blocks joined in one Arrow call (per-block or ChunkedArray.to_numpy calls cost far more over the
-    # hundreds of blocks a big CSV is read in); nulls read NaN; without nulls a read-only view of the join
-    values = col.combine_chunks().to_numpy(zero_copy_only=False)
-    nulls = col.null_count
     if nulls == len(values):
-        return values, {}
+        return None, {}
+    total, low = float("nan"), 0.0
     with np.errstate(invalid="ignore", over="ignore"):
         if nulls:  # NaN beyond the nulls' own are cells that said nan
             nans = int(np.isnan(values).sum()) - nulls
-            total, low = np.nansum(values), np.nanmin(values)
+            if not nans:  # then some cell holds a number: nanmin has one to return
+                total, low = np.nansum(values), np.nanmin(values)
         else:
             nans = 0
             total, low = values.sum(), values.min()  # any NaN or inf makes the sum non-finite
     if not nans and np.isfinite(total) and low >= 0:
-        return values, {}  # the usual case: two reductions, no mask
+        return None, {}  # the usual case: two reductions, no mask, no copy
     if not nulls:
         nans = int(np.isnan(values).sum())
     is_inf = np.isinf(values)
     with np.errstate(invalid="ignore"):
         negative = (values < 0) & ~is_inf
     counts = {"nan": nans, "inf": int(is_inf.sum()), "negative": int(negative.sum())}
-    values = values.copy() if not values.flags.writeable else values
-    values[is_inf | negative] = np.nan
-    return values, {k: n for k, n in counts.items() if n}
+    fixed = np.where(is_inf | negative, np.nan, values)
+    return fixed, {k: n for k, n in counts.items() if n}
 
 
 def _to_float(col):
