@@ -28,7 +28,7 @@ with the others, so a before / after pair is measured under the same load. Times
 time (user + system) of each is reported beside them: on a shared machine the wall ratio moves with the load.
 
 Targets: analyze time <= 1.5 x the bare read, analyze peak memory <= 3 x the file size (issue 3); the whole
-CLI ``analyze --json`` <= 2 x the bare read (issue 28).
+CLI ``analyze --json`` <= 1.2 x the bare read (issue 41 item 7, on ``wide_strings``; issue 28 asked 2 x).
 
     python benchmarks/analyze_speed.py [--fixture wide_strings] [--rows 1000000] [--repeats 5] [--modes cli]
         [--keep /tmp/cap] [--out r.json]
@@ -53,7 +53,7 @@ TEMPLATES = {"level1_cnn": ("level1_cnn", False), "advisor_pipe": ("advisor_pipe
              "wide_strings": ("advisor_pipe", True)}
 NAME_TAILS = 32  # wide_strings: distinct long-name tails per fixture kernel
 SHAPE_DIMS = 256  # wide_strings: distinct leading input dims per fixture row
-TIME_TARGET, MEMORY_TARGET, CLI_TARGET = 1.5, 3.0, 2.0
+TIME_TARGET, MEMORY_TARGET, CLI_TARGET = 1.5, 3.0, 1.2
 
 CHILD = r"""
 import json, resource, sys, time
