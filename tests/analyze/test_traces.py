@@ -163,6 +163,21 @@ def _same_frames(a, b, columns=("name", "duration_us", "block_dim", "vec_ratio",
         assert [None if _nan(x) else x for x in left] == [None if _nan(x) else x for x in right], col
 
 
+def test_skipped_columns_are_read_on_request():
+    """The kernel-table read skips long text columns the analysis does not use, and reads them when asked
+    (issue 41: readers such as shape extraction need more columns than the analysis)."""
+    from ascendopt.analyze.traces.ascend import read_kernel_table
+
+    path = ADVISOR
+    plain, _ = read_kernel_table(path)
+    assert "input_formats" not in plain.columns and "output_dtypes" not in plain.columns
+    wide, _ = read_kernel_table(path, extra_columns=("input_formats", "output_dtypes", "model_name"))
+    assert wide["input_formats"].astype(str).tolist() == raw_column(path, "Input Formats")
+    assert wide["output_dtypes"].astype(str).tolist() == raw_column(path, "Output Data Types")
+    assert "model_name" not in wide.columns  # not in this file: absent, not an error
+    _same_frames(plain, wide)
+
+
 def test_block_num_rename_loads_the_same(tmp_path):
     run = derive(LEVEL1, tmp_path / "run", rename({"Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num"}))
     _same_frames(load_profile(run.parent.parent).kernels, load_profile(ASCEND / "level1_cnn").kernels)

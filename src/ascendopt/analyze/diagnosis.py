@@ -45,9 +45,29 @@ UB_VECTOR = ("ub_read_bw_vector_gbs", "ub_write_bw_vector_gbs")
 
 
 def _group_codes(compute, keys):
-    """Group id per row for ``keys`` (missing values form their own group), group count, each group's first row."""
-    codes = compute.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
-    _, first = np.unique(codes, return_index=True)
+    """Group id per row for ``keys`` (missing values form their own group), group count, each group's first row.
+
+    Ids are numbered in order of first appearance (as pandas' ``groupby(sort=False).ngroup()`` numbers them),
+    from the keys' category codes: one hash pass per key, no groupby.
+    """
+    import pandas as pd
+
+    codes = np.zeros(len(compute), dtype=np.int64)
+    for key in keys:
+        column = compute[key]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            part, width = column.cat.codes.to_numpy().astype(np.int64), len(column.cat.categories)
+        else:
+            part, uniques = pd.factorize(column)
+            width = len(uniques)
+        # renumbered after each key, so the combined id stays below the row count (no overflow)
+        codes, _ = pd.factorize(codes * (width + 1) + part + 1)  # + 1: a missing value (-1) is a group too
+    codes = codes.astype(np.int64)
+    if not len(codes):
+        return codes, 0, np.zeros(0, dtype=np.int64)
+    # ids count up in order of appearance: a row opens a group where its id exceeds every id before it
+    before = np.maximum.accumulate(np.concatenate(([-1], codes[:-1])))
+    first = np.flatnonzero(codes > before)
     return codes, len(first), first
 
 
@@ -55,24 +75,42 @@ def _weighted_means(frame, codes, n: int, dur, columns) -> dict[str, np.ndarray]
     """Duration-weighted mean per group of every column in ``columns`` (NaN cells left out).
 
     A group whose durations are all 0 still has metrics: it takes the plain mean.
+    The per-group weight sums depend only on which cells are present; columns present in the same rows (every
+    column of one core half after ``blank_other_side``) share them instead of summing them again.
     """
     out: dict[str, np.ndarray] = {}
+    weights: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]] = []  # (present rows, den, cells) per mask
+
+    def sums(present):
+        """(duration sum, present-cell count) per group over the ``present`` rows (None: every row)."""
+        for mask, den, cells in weights:
+            if (mask is None and present is None) or (
+                    mask is not None and present is not None and np.array_equal(mask, present)):
+                return den, cells
+        if present is None:
+            den, cells = np.bincount(codes, weights=dur, minlength=n), np.bincount(codes, minlength=n)
+        else:
+            den = np.bincount(codes, weights=np.where(present, dur, 0.0), minlength=n)
+            cells = np.bincount(codes, weights=present, minlength=n)
+        weights.append((present, den, cells))
+        return den, cells
+
     for col in columns:
         if col not in frame.columns:
             continue
         values = frame[col].to_numpy(float)
-        present = ~np.isnan(values)
-        if not present.any():
+        missing = np.isnan(values)
+        if missing.all():
             out[col] = np.full(n, np.nan)
             continue
-        filled = np.where(present, values, 0.0)
+        present = ~missing if missing.any() else None
+        filled = values if present is None else np.where(present, values, 0.0)
         num = np.bincount(codes, weights=filled * dur, minlength=n)
-        den = np.bincount(codes, weights=np.where(present, dur, 0.0), minlength=n)
+        den, cells = sums(present)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = num / den
             if (den == 0).any():
-                plain = np.bincount(codes, weights=filled, minlength=n) / np.bincount(codes, weights=present,
-                                                                                       minlength=n)
+                plain = np.bincount(codes, weights=filled, minlength=n) / cells
                 mean = np.where(den > 0, mean, plain)
         out[col] = mean
     return out

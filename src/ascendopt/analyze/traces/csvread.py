@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import math
 import re
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,13 @@ from ascendopt.errors import ProfileError
 
 NULL_MARKERS = ["N/A", "NA", "", "n/a", "-"]
 _HEAD_BYTES = 1 << 16
+# Bytes sampled to find numeric columns with quirks: read directly rather than with pyarrow's streaming
+# reader, which reads blocks ahead on its threads while only the first is wanted.
+_SAMPLE_BYTES = 1 << 20
+# pyarrow parses a CSV in blocks (1 MiB by default), one chunk per block in every column; joining hundreds of
+# chunks into pandas columns (dictionary columns: unifying each chunk's dictionary) cost a 450 MiB capture
+# ~1 s of CPU, 4 MiB blocks about half, while still leaving a block per thread on any machine.
+_BLOCK_BYTES = 4 << 20
 
 
 @reader
@@ -75,30 +81,38 @@ def read_columns(path: Path, wanted: dict[str, str], text: set[str], *, skip_lin
     if table.num_rows == 0:
         raise ProfileError(f"{path}: header only, no data rows", hint="the profiled step ran no device tasks")
     columns, names = [], []
-    invalid: dict[str, dict[str, int]] = {}
+    nulls: dict[str, int] = {}  # canonical numeric column -> its null (N/A, empty) cells, before they read NaN
+    unparsed: dict[str, dict[str, int]] = {}
     for raw, canon in wanted.items():
         col = table.column(raw)
         if canon not in text:
-            unparsed: dict[str, int] = {}
             if raw in as_string or col.type == pa.string():
-                col, unparsed = _to_float(col)
-            col, counts = _invalid_to_null(col)
-            for kind, n in unparsed.items():
-                counts[kind] = counts.get(kind, 0) + n
-            if counts:
-                invalid[raw] = counts
-            # NaN instead of null, so pandas gets float64 without a copy per column
-            col = col.fill_null(float("nan")) if col.null_count else col
+                col, unparsed[raw] = _to_float(col)
+            nulls[canon] = col.null_count
         columns.append(col)
         names.append(canon)
+    del table
+    # Arrow joins each column's blocks into one numpy array (nulls -> NaN) on its threads; the checks
+    # below are numpy reductions over those arrays (Arrow's, block by block, took several times longer)
+    frame = pa.table(columns, names=names).to_pandas(split_blocks=True, self_destruct=True)
+    del columns
+    invalid: dict[str, dict[str, int]] = {}
+    for raw, canon in wanted.items():
+        if canon in text:
+            continue
+        fixed, counts = _invalid_to_nan(frame[canon].to_numpy(), nulls[canon])
+        if fixed is not None:
+            frame[canon] = fixed
+        for kind, n in unparsed.get(raw, {}).items():
+            counts[kind] = counts.get(kind, 0) + n
+        if counts:
+            invalid[raw] = counts
     if invalid:
         total = sum(sum(c.values()) for c in invalid.values())
         detail = "; ".join(f"{raw}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items())
                            for raw, counts in list(invalid.items())[:6])
         notes.append(f"{path.name}: {total} invalid numeric cell(s) read as missing ({detail}"
                      + ("; ..." if len(invalid) > 6 else "") + ")")
-    table = pa.table(columns, names=names)
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
     return frame, notes
 
 
@@ -145,7 +159,7 @@ def _read(path: Path, wanted: dict[str, str], text: set[str], as_string: set[str
         with _row_handler_errors() as unpassed:
             table = pacsv.read_csv(
                 path,
-                read_options=pacsv.ReadOptions(skip_rows=skip_lines),
+                read_options=pacsv.ReadOptions(skip_rows=skip_lines, block_size=_BLOCK_BYTES),
                 parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
                 convert_options=pacsv.ConvertOptions(
                     include_columns=list(wanted), column_types=types, null_values=NULL_MARKERS,
@@ -177,9 +191,12 @@ def _quirky_columns(path: Path, numeric: list[str], skip_lines: int) -> list[str
     options = _sample_options(numeric, skip_lines)
     try:
         with _row_handler_errors():
-            if path.stat().st_size <= 1 << 20:
-                sample = pacsv.read_csv(path, **options)
-            else:  # the first 1 MiB block only
+            with open(path, "rb") as f:
+                head = f.read(_SAMPLE_BYTES + 1)
+            cut = max(head.rfind(b"\n"), head.rfind(b"\r")) if len(head) > _SAMPLE_BYTES else len(head) - 1
+            if cut > 0:  # the whole lines of the first 1 MiB, parsed from memory
+                sample = pacsv.read_csv(pa.py_buffer(head[:cut + 1]), **options)
+            else:  # one line longer than the sample: the reader's first block
                 sample = pa.Table.from_batches([pacsv.open_csv(path, **options).read_next_batch()])
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return list(numeric)  # the full read will say what is wrong
@@ -206,22 +223,34 @@ def _sample_options(numeric: list[str], skip_lines: int) -> dict:
     }
 
 
-def _invalid_to_null(col):
-    """Numbers no profiler writes -- NaN, +-inf, negative -- as nulls; returns (column, {kind: count})."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _invalid_to_nan(values, nulls: int):
+    """Check a float64 column read with its ``nulls`` null (missing) cells as NaN -> (fixed copy or None when
+    nothing is invalid, {kind: count}). Numbers no profiler writes -- NaN, +-inf, negative -- are counted by
+    kind and read as missing (NaN) in the copy; the null cells are missing, not invalid, and not counted.
+    """
+    import numpy as np
 
-    if col.null_count == len(col):
-        return col, {}
-    total, low = pc.sum(col).as_py(), pc.min(col).as_py()
-    if total is not None and math.isfinite(total) and (low is None or low >= 0):
-        return col, {}  # the usual case: two reductions, no copy (any NaN or inf makes the sum non-finite)
-    is_nan, is_inf = pc.fill_null(pc.is_nan(col), False), pc.fill_null(pc.is_inf(col), False)
-    negative = pc.fill_null(pc.and_(pc.less(col, 0), pc.invert(is_inf)), False)
-    counts = {kind: pc.sum(mask).as_py() or 0 for kind, mask in
-              (("nan", is_nan), ("inf", is_inf), ("negative", negative))}
-    bad = pc.or_(pc.or_(is_nan, is_inf), negative)
-    return pc.if_else(bad, pa.scalar(None, pa.float64()), col), {k: n for k, n in counts.items() if n}
+    if nulls == len(values):
+        return None, {}
+    total, low = float("nan"), 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        if nulls:  # NaN beyond the nulls' own are cells that said nan
+            nans = int(np.isnan(values).sum()) - nulls
+            if not nans:  # then some cell holds a number: nanmin has one to return
+                total, low = np.nansum(values), np.nanmin(values)
+        else:
+            nans = 0
+            total, low = values.sum(), values.min()  # any NaN or inf makes the sum non-finite
+    if not nans and np.isfinite(total) and low >= 0:
+        return None, {}  # the usual case: two reductions, no mask, no copy
+    if not nulls:
+        nans = int(np.isnan(values).sum())
+    is_inf = np.isinf(values)
+    with np.errstate(invalid="ignore"):
+        negative = (values < 0) & ~is_inf
+    counts = {"nan": nans, "inf": int(is_inf.sum()), "negative": int(negative.sum())}
+    fixed = np.where(is_inf | negative, np.nan, values)
+    return fixed, {k: n for k, n in counts.items() if n}
 
 
 def _to_float(col):
@@ -231,6 +260,10 @@ def _to_float(col):
     import pyarrow.compute as pc
 
     cleaned = pc.utf8_trim(col, characters=' \t\r"')
+    try:  # the usual case (the start-time TAB): every trimmed cell is a number; no N/A marker parses
+        return pc.cast(cleaned, pa.float64()), {}
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     cleaned = pc.if_else(pc.is_in(cleaned, value_set=pa.array(NULL_MARKERS)), None, cleaned)
     try:
         return pc.cast(cleaned, pa.float64()), {}
@@ -242,6 +275,6 @@ def _to_float(col):
         unread = numbers.isna() & values.notna()
         nans = int((unread & values.str.lower().str.lstrip("+-").eq("nan")).sum())
         counts = {"nan": nans, "text": int(unread.sum()) - nans}
-        # from_pandas: NaN -> null, so _invalid_to_null does not count these cells twice
+        # from_pandas: NaN -> null, so _invalid_to_nan does not count these cells twice
         column = pa.chunked_array([pa.array(numbers.to_numpy(dtype=float), from_pandas=True)])
         return column, {k: n for k, n in counts.items() if n}
