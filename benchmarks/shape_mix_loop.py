@@ -86,11 +86,12 @@ WRONG_OFF_TILE = (RETURN, "    if T % 64:  # planted: wrong where the rows are o
                   "        y = y * 1.01\n" + RETURN)
 
 
-def ascendopt(repo: Path, *args: str, timeout: float = 1200) -> tuple[int, str, float]:
+def ascendopt(repo: Path, *args: str, timeout: float = 1200) -> tuple[int, str, float, str]:
+    """``ascendopt ARGS`` in ``repo`` -> (exit code, stdout + stderr, seconds, stdout alone: a --json envelope)."""
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ascendopt", *args], cwd=repo, capture_output=True, text=True,
                           timeout=timeout)
-    return proc.returncode, proc.stdout + proc.stderr, round(time.monotonic() - t0, 1)
+    return proc.returncode, proc.stdout + proc.stderr, round(time.monotonic() - t0, 1), proc.stdout
 
 
 def main() -> int:
@@ -115,11 +116,11 @@ def main() -> int:
     subprocess.run([sys.executable, str(args.work / "profile_model.py"), str(trace)], cwd=repo, check=True,
                    timeout=600)
     result["profile_s"] = round(time.monotonic() - t0, 1)
-    code, out, took = ascendopt(repo, "analyze", str(trace), "--shapes", "--kernel-filter", "l2norm_fwd_kernel",
+    code, out, took, _ = ascendopt(repo, "analyze", str(trace), "--shapes", "--kernel-filter", "l2norm_fwd_kernel",
                                 "--json")
     result["analyze"] = {"exit": code, "seconds": took, "tail": out.strip().splitlines()[-30:]}
     save()
-    code, out, took = ascendopt(repo, "freeze", "--exec-file", "ascendopt_workload.py", "--test",
+    code, out, took, _ = ascendopt(repo, "freeze", "--exec-file", "ascendopt_workload.py", "--test",
                                 "tests/modules/test_l2norm.py", "--kernel-filter", "l2norm_fwd_kernel", "--target",
                                 FLA_OP, "--shapes-from", str(trace), "--no-profile")
     result["freeze"] = {"exit": code, "seconds": took, "tail": out.strip().splitlines()[-20:]}
@@ -132,11 +133,10 @@ def main() -> int:
 
     def step(name: str, expect: int, change) -> None:
         change()
-        code, out, took = ascendopt(repo, "gate", "--json", "--pairs", args.pairs)
+        code, out, took, stdout = ascendopt(repo, "gate", "--json", "--pairs", args.pairs)
         try:
-            payload = json.loads(out[out.index("{"):out.rindex("}") + 1])
-            stages = payload.get("result", payload).get("stages", [])
-        except ValueError:
+            stages = json.loads(stdout)["data"]["stages"]
+        except (ValueError, KeyError, TypeError):
             stages = []
         perf = next((s for s in stages if s.get("name") == "performance"), {})
         corr = next((s for s in stages if s.get("name") == "correctness"), {})
@@ -149,7 +149,8 @@ def main() -> int:
                         | {"baseline_ms": c.get("baseline", {}).get("median_ms"),
                            "candidate_ms": c.get("candidate", {}).get("median_ms")}
                         for c in data.get("comparisons", [])],
-            "differential": (corr.get("data") or {}).get("differential", {}).get("shapes")})
+            "differential": (corr.get("data") or {}).get("differential", {}).get("shapes"),
+            "audit": data.get("audit"), "tail": out.strip().splitlines()[-15:]})
         print(f"[{'ok' if code == expect else 'WRONG'}] {name}: exit {code} (expected {expect}), {took} s",
               flush=True)
         save()

@@ -88,6 +88,37 @@ def repo(frozen_repo, tmp_path, monkeypatch):
     return working_copy(frozen_repo, tmp_path, monkeypatch)
 
 
+# Class 1's contract: the same repository frozen with a served-shape mix (a decode-like 16-row bucket and a 256-row
+# one) and a workload that makes any shape, so that the judge's differential check reaches shapes beyond the
+# workload's own. (A contract that judges one shape leaves correctness elsewhere to the frozen tests, whose
+# process the code under test shares: freeze says so, and docs/gate/trusts.md lists it as not covered.)
+SHAPED_BENCH = BENCH.replace("def inputs(seed):\n    return (torch.randn(64, 64),)",
+                             "def inputs(seed, shape=None):\n    rows, cols = shape[0] if shape is not None else "
+                             "(64, 64)\n    return (torch.randn(rows, cols),)")
+MIX = textwrap.dedent("""\
+    kernel: my_op_kernel
+    buckets:
+      - {shapes: [[16, 64]], dtypes: [fp32], weight: 0.6}
+      - {shapes: [[256, 64]], dtypes: [fp32], weight: 0.4}
+    """)
+
+
+@pytest.fixture(scope="module")
+def shaped_frozen_repo(tmp_path_factory):
+    assert SHAPED_BENCH != BENCH
+    root = tmp_path_factory.mktemp("redteam-shaped") / "repo"
+    commit_repo(root, {"op.py": OP, "bench.py": SHAPED_BENCH, "tests/test_op.py": TEST, "mix.yaml": MIX})
+    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--shapes-file",
+                               "mix.yaml", "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    return root
+
+
+@pytest.fixture
+def shaped_repo(shaped_frozen_repo, tmp_path, monkeypatch):
+    return working_copy(shaped_frozen_repo, tmp_path, monkeypatch)
+
+
 @pytest.fixture
 def marker(tmp_path):
     """A file outside the repository that an attack appends to when its trick fires (proof that it ran)."""
@@ -185,20 +216,28 @@ EDGE_WRONG = textwrap.dedent(f"""\
     """)
 
 
-def _class1(repo, op, marker=None, env=None):
+def _class1(repo, op, marker=None, env=None, shaped=False):
+    """The trick fools plain pytest; the gate is not green with a speedup. ``shaped`` (the contract has a shape
+    mix): the judge's differential check, run where no candidate code runs, is what says it: red at correctness
+    naming the bucket, whatever the subverted test run reported."""
     (repo / "op.py").write_text(op)
     _wrong_on_test_shapes(repo)
     plain = _plain_pytest(repo, env=env)
     assert plain.returncode == 0, plain.stdout[-3000:]  # the trick fools plain pytest
     code, stages, err = _gate(repo, None, env=env)
     _not_a_speedup(code, stages)
+    if shaped:
+        red = stages["correctness"]
+        assert code == 1 and red["status"] == "fail", err[-2000:]
+        assert red["summary"].startswith("differential check against the frozen commit: bucket 1 [[16, 64]]: "), \
+            red["summary"]
 
 
-def test_c1a_tensor_subclass_whose_comparisons_lie(repo):
+def test_c1a_tensor_subclass_whose_comparisons_lie(shaped_repo):
     """Class 1, tensor subclass: off the workload's shape the op returns a ``torch.Tensor`` subclass whose
     ``__torch_function__`` answers True for ``torch.equal``/``torch.allclose``. No comparison function is
     replaced (the plugin's identity check holds); the worker never sees the subclass (64x64 is plain)."""
-    _class1(repo, EDGE_WRONG + textwrap.dedent("""\
+    _class1(shaped_repo, EDGE_WRONG + textwrap.dedent("""\
 
 
         class _Checked(torch.Tensor):
@@ -212,15 +251,15 @@ def test_c1a_tensor_subclass_whose_comparisons_lie(repo):
         def my_op(x):
             out = _tiled(x)
             return out if tuple(x.shape) == (64, 64) else out.as_subclass(_Checked)
-        """))
+        """), shaped=True)
 
 
-def test_c1b_frame_walk_swaps_the_test_modules_torch_global(repo):
+def test_c1b_frame_walk_swaps_the_test_modules_torch_global(shaped_repo):
     """Class 1, frames: at import, op.py walks up the importing frames to the test module (a module named
     ``test*`` whose globals hold ``torch``) and replaces its global ``torch`` with a module proxy whose
     ``equal``/``allclose`` say True. ``sys.modules['torch']`` is untouched, so the plugin's identity check
     of the comparison functions passes."""
-    _class1(repo, EDGE_WRONG + textwrap.dedent("""\
+    _class1(shaped_repo, EDGE_WRONG + textwrap.dedent("""\
 
 
         import types
@@ -240,14 +279,14 @@ def test_c1b_frame_walk_swaps_the_test_modules_torch_global(repo):
             if str(_g.get("__name__", "")).rsplit(".", 1)[-1].startswith("test") and _g.get("torch") is torch:
                 _g["torch"] = _LENIENT
             _f = _f.f_back
-        """))
+        """), shaped=True)
 
 
-def test_c1c_gc_finds_pytests_config_and_registers_a_report_rewriting_plugin(repo):
+def test_c1c_gc_finds_pytests_config_and_registers_a_report_rewriting_plugin(shaped_repo):
     """Class 1, gc: at import (collection time), op.py finds pytest's ``Config`` through ``gc.get_objects()``
     and registers a hookwrapper on ``pytest_runtest_makereport`` that turns failed calls into passes. Every
     later plugin, the judge's authenticated recorder included, and pytest's exit status see passes."""
-    _class1(repo, EDGE_WRONG + textwrap.dedent("""\
+    _class1(shaped_repo, EDGE_WRONG + textwrap.dedent("""\
 
 
         import gc
@@ -267,14 +306,14 @@ def test_c1c_gc_finds_pytests_config_and_registers_a_report_rewriting_plugin(rep
                 if type(_o).__name__ == "Config" and type(_o).__module__ == "_pytest.config":
                     if not _o.pluginmanager.has_plugin("op-lenient"):
                         _o.pluginmanager.register(_Lenient(), "op-lenient")
-        """))
+        """), shaped=True)
 
 
-def test_c1d_operator_dispatcher_override_of_aten_equal_and_allclose(repo):
+def test_c1d_operator_dispatcher_override_of_aten_equal_and_allclose(shaped_repo):
     """Class 1, the operator dispatcher: under pytest only, op.py registers CPU kernels for ``aten::equal`` and
     ``aten::allclose`` through ``torch.library.Library("aten", "IMPL")`` that return True. The Python functions
     ``torch.equal``/``torch.allclose`` are the same objects with the same code: the plugin sees nothing."""
-    _class1(repo, EDGE_WRONG + textwrap.dedent("""\
+    _class1(shaped_repo, EDGE_WRONG + textwrap.dedent("""\
 
 
         import warnings
@@ -284,14 +323,14 @@ def test_c1d_operator_dispatcher_override_of_aten_equal_and_allclose(repo):
             _LIB = torch.library.Library("aten", "IMPL")
             _LIB.impl("equal", lambda a, b: True, "CPU")
             _LIB.impl("allclose", lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: True, "CPU")
-        """))
+        """), shaped=True)
 
 
-def test_c1e_self_restoring_one_shot_patch_of_the_comparisons(repo):
+def test_c1e_self_restoring_one_shot_patch_of_the_comparisons(shaped_repo):
     """Class 1, monkeypatching that undoes itself: off the workload's shape the op replaces ``torch.equal`` and
     ``torch.allclose`` with a liar that puts the originals back the moment it is called. At session end (when the
     plugin compares identities and code objects) every function is the original again."""
-    _class1(repo, EDGE_WRONG + textwrap.dedent("""\
+    _class1(shaped_repo, EDGE_WRONG + textwrap.dedent("""\
 
 
         _REAL = {"equal": torch.equal, "allclose": torch.allclose}
@@ -306,7 +345,7 @@ def test_c1e_self_restoring_one_shot_patch_of_the_comparisons(repo):
 
         if "pytest" in sys.modules:  # armed at import: a test looks torch.equal up before it calls my_op
             torch.equal, torch.allclose = _lie_once("equal"), _lie_once("allclose")
-        """))
+        """), shaped=True)
 
 
 def test_c1f_plain_persistent_patch_of_the_comparisons(repo):
