@@ -64,10 +64,17 @@ def test_analyze_shapes_refuses_compare_and_says_when_nothing_is_recorded(cli):
     assert code == 0 and "main_kernel: 3 launches" in out and "recorded for 0.0 % of its time" in out
 
 
+# the workload makes the inputs of any shape of a mix (freeze makes one set of every bucket before it records it)
+SHAPED_BENCH = (
+    "import torch\nfrom op import my_op\n\n\ndef inputs(seed, shape=None):\n"
+    "    dims = shape[0] if shape is not None else [4, 64, 8]\n    return (torch.randn(*dims),)\n\n\n"
+    "def workload(x):\n    with torch.profiler.record_function(\"my_op_kernel\"):\n        return my_op(x)\n")
+
+
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     root = tmp_path / "repo"
-    commit_repo(root, sleep_repo_files())
+    commit_repo(root, {**sleep_repo_files(), "bench.py": SHAPED_BENCH})
     monkeypatch.chdir(root)
     return root
 
