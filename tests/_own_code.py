@@ -147,3 +147,37 @@ def on_another_runner(monkeypatch) -> None:
     from ascendopt.gate import environment
 
     monkeypatch.setattr(environment, "identity", lambda: "another-runner")
+
+
+# bench.py whose inputs(seed, shape) makes one fp32 [rows, cols] tensor of any shape of a mix (64 x 64 by default)
+SHAPED_BENCH = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def inputs(seed, shape=None):
+        rows, cols = shape[0] if shape is not None else (64, 64)
+        return (torch.randn(rows, cols),)
+
+
+    def workload(x):
+        with torch.profiler.record_function("my_op_kernel"):
+            return my_op(x)
+    """)
+
+
+def two_bucket_mix(small_weight: float) -> str:
+    """A hand-written mix (``freeze --shapes-file``) of a 16-row bucket of ``small_weight`` and a 256-row one."""
+    return (f"kernel: my_op_kernel\nbuckets:\n  - {{shapes: [[16, 64]], dtypes: [fp32], weight: {small_weight}}}\n"
+            f"  - {{shapes: [[256, 64]], dtypes: [fp32], weight: {round(1 - small_weight, 6)}}}\n")
+
+
+def frozen_shaped_repo(root: Path, op: str, test: str, small_weight: float) -> Path:
+    """``op.py``, ``SHAPED_BENCH``, ``tests/test_op.py`` and ``two_bucket_mix(small_weight)`` committed at ``root``
+    and frozen with the mix (``--shapes-file``); the freeze must succeed."""
+    commit_repo(root, {"op.py": op, "bench.py": SHAPED_BENCH, "tests/test_op.py": test,
+                       "mix.yaml": two_bucket_mix(small_weight)})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    return root

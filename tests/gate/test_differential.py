@@ -13,24 +13,10 @@ import textwrap
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import SHAPED_BENCH, commit_repo, freeze_in, frozen_shaped_repo, two_bucket_mix, working_copy
 from conftest import run_cli
 
 OP = "def my_op(x):\n    return x * 2 + 1\n"
-BENCH = textwrap.dedent("""\
-    import torch
-    from op import my_op
-
-
-    def inputs(seed, shape=None):
-        rows, cols = shape[0] if shape is not None else (64, 64)
-        return (torch.randn(rows, cols),)
-
-
-    def workload(x):
-        with torch.profiler.record_function("my_op_kernel"):
-            return my_op(x)
-    """)
 TEST = textwrap.dedent("""\
     import torch
     from op import my_op
@@ -40,22 +26,9 @@ TEST = textwrap.dedent("""\
         x = torch.ones(64, 64)
         assert torch.equal(my_op(x), x * 2 + 1)
     """)
-MIX = textwrap.dedent("""\
-    kernel: my_op_kernel
-    buckets:
-      - {shapes: [[16, 64]], dtypes: [fp32], weight: 0.3}
-      - {shapes: [[256, 64]], dtypes: [fp32], weight: 0.7}
-    """)
-
-
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("differential") / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, "mix.yaml": MIX})
-    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
-                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
-    assert code == 0, err
-    return root
+    return frozen_shaped_repo(tmp_path_factory.mktemp("differential") / "repo", OP, TEST, small_weight=0.3)
 
 
 @pytest.fixture
@@ -120,11 +93,11 @@ def test_a_change_right_only_on_the_tests_inputs_is_red_whatever_the_tests_say(r
 
 
 def test_freeze_refuses_a_mix_the_workload_cannot_make_naming_the_buckets(tmp_path):
-    bench = BENCH.replace("def inputs(seed, shape=None):\n    rows, cols = shape[0] if shape is not None "
+    bench = SHAPED_BENCH.replace("def inputs(seed, shape=None):\n    rows, cols = shape[0] if shape is not None "
                           "else (64, 64)", "def inputs(seed):\n    rows, cols = 64, 64")
-    assert bench != BENCH
+    assert bench != SHAPED_BENCH
     root = tmp_path / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": bench, "tests/test_op.py": TEST, "mix.yaml": MIX})
+    commit_repo(root, {"op.py": OP, "bench.py": bench, "tests/test_op.py": TEST, "mix.yaml": two_bucket_mix(0.3)})
     code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
                              "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
     assert code == 2, err

@@ -8,47 +8,19 @@ row, so each change below sets each bucket's speed by a wide, deterministic marg
 flip.
 """
 
-import textwrap
 
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import frozen_shaped_repo, working_copy
 from conftest import run_cli
 
 OP = "import time\n\n\ndef my_op(x):\n    time.sleep(0.003 + x.shape[0] * 2e-5)\n    return x * 2 + 1\n"
-BENCH = textwrap.dedent("""\
-    import torch
-    from op import my_op
-
-
-    def inputs(seed, shape=None):
-        rows, cols = shape[0] if shape is not None else (64, 64)
-        return (torch.randn(rows, cols),)
-
-
-    def workload(x):
-        with torch.profiler.record_function("my_op_kernel"):
-            return my_op(x)
-    """)
 TEST = "import torch\nfrom op import my_op\n\n\ndef test_my_op():\n    x = torch.ones(4, 4)\n" \
        "    assert torch.equal(my_op(x), x * 2 + 1)\n"
-MIX = textwrap.dedent("""\
-    kernel: my_op_kernel
-    buckets:
-      - {shapes: [[16, 64]], dtypes: [fp32], weight: 0.7}
-      - {shapes: [[256, 64]], dtypes: [fp32], weight: 0.3}
-    """)
-
-
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shape-verdict") / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, "mix.yaml": MIX})
-    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
-                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
-    assert code == 0, err
-    return root
+    return frozen_shaped_repo(tmp_path_factory.mktemp("shape-verdict") / "repo", OP, TEST, small_weight=0.7)
 
 
 @pytest.fixture

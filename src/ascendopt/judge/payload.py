@@ -158,23 +158,11 @@ def describe(value: Any, reader: RawReader) -> dict[str, Any]:
     read the value out of this process itself (``fetch``) while this process is stopped."""
     places: list[dict[str, Any]] = []
 
-    def node(item: Any, depth: int) -> dict[str, Any]:
-        if isinstance(item, reader._base):
-            places.append(reader.where(item))
-            return {"t": len(places) - 1}
-        if item is None or isinstance(item, (bool, int, float, str)):
-            return {"v": item}
-        if depth >= MAX_DEPTH:
-            return {"x": f"nested deeper than {MAX_DEPTH}"}
-        if type(item) is tuple:
-            return {"u": [node(x, depth + 1) for x in item]}
-        if type(item) is list:
-            return {"l": [node(x, depth + 1) for x in item]}
-        if type(item) is dict:
-            return {"d": [[node(k, depth + 1), node(v, depth + 1)] for k, v in item.items()]}
-        return {"x": type(item).__name__}
+    def place(t: Any) -> int:
+        places.append(reader.where(t))
+        return len(places) - 1
 
-    return {"tree": node(value, 0), "places": places}
+    return {"tree": _tree(value, reader, place), "places": places}
 
 
 def readable(described: Mapping[str, Any]) -> bool:
@@ -282,17 +270,12 @@ def _loaded_library(stem: str) -> str | None:
     return None
 
 
-def encode(value: Any, reader: RawReader) -> bytes:
-    """``value`` (tensors, tuples, lists, dicts, scalars, nested) as one payload, its tensors read by ``reader``."""
-    tensors: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
+def _tree(value: Any, reader: RawReader, on_tensor) -> dict[str, Any]:
+    """``value``'s structure as payload nodes, each tensor replaced by ``{"t": i}`` where ``i = on_tensor(t)``."""
 
     def node(item: Any, depth: int) -> dict[str, Any]:
         if isinstance(item, reader._base):
-            meta, raw = reader.read(item)
-            tensors.append(meta)
-            chunks.append(raw)
-            return {"t": len(tensors) - 1}
+            return {"t": on_tensor(item)}
         if item is None or isinstance(item, (bool, int, float, str)):
             return {"v": item}
         if depth >= MAX_DEPTH:
@@ -305,7 +288,21 @@ def encode(value: Any, reader: RawReader) -> bytes:
             return {"d": [[node(k, depth + 1), node(v, depth + 1)] for k, v in item.items()]}
         return {"x": type(item).__name__}
 
-    tree = node(value, 0)
+    return node(value, 0)
+
+
+def encode(value: Any, reader: RawReader) -> bytes:
+    """``value`` (tensors, tuples, lists, dicts, scalars, nested) as one payload, its tensors read by ``reader``."""
+    tensors: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+
+    def read(t: Any) -> int:
+        meta, raw = reader.read(t)
+        tensors.append(meta)
+        chunks.append(raw)
+        return len(tensors) - 1
+
+    tree = _tree(value, reader, read)
     header = json.dumps({"tree": tree, "tensors": tensors}).encode()
     return HEADER.pack(len(header)) + header + b"".join(chunks)
 
