@@ -13,25 +13,12 @@ import textwrap
 import pytest
 
 from _cli_json import json_payload
-from _own_code import commit_repo, freeze_in, working_copy
+from _own_code import SHAPED_BENCH, commit_repo, freeze_in, working_copy
 from conftest import run_cli
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 
 OP = "import time\n\n\ndef my_op(x):\n    time.sleep(0.004)\n    return x * 2 + 1\n"
-BENCH = textwrap.dedent("""\
-    import torch
-    from op import my_op
-
-
-    def inputs(seed):
-        return (torch.randn(64, 64),)
-
-
-    def workload(x):
-        with torch.profiler.record_function("my_op_kernel"):
-            return my_op(x)
-    """)
 TEST = "import torch\nfrom op import my_op\n\n\ndef test_my_op():\n    assert torch.equal(my_op(torch.ones(2)), " \
        "torch.full((2,), 3.0))\n"
 # the candidate: its own op unchanged, but at import it rewrites every other copy of op.py that a process below
@@ -60,7 +47,7 @@ REWRITER = OP + textwrap.dedent("""\
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     root = tmp_path / "frozen" / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST})
+    commit_repo(root, {"op.py": OP, "bench.py": SHAPED_BENCH, "tests/test_op.py": TEST})
     code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
                              "my_op_kernel", "--no-profile", "--no-precheck")
     assert code == 0, err
