@@ -68,3 +68,13 @@ def test_an_honest_change_faster_on_every_bucket_is_green_with_the_weighted_spee
     assert weighted["timed_weight"] == pytest.approx(1.0)
     assert [c["case"] for c in perf["data"]["comparisons"]] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
     assert perf["summary"].startswith("weighted over the shape mix:")
+
+
+def test_status_names_the_mix_the_verdict_is_weighed_over(repo):
+    code, out, err = run_cli("status", "--json")
+    assert code == 0, err
+    shapes = json_payload(out)["contract"]["shapes"]
+    assert shapes == {"kernel": "my_op_kernel", "buckets": 2, "coverage": 1.0, "source": "hand-written",
+                      "weights": {"bucket 1 [[16, 64]]": 0.7, "bucket 2 [[256, 64]]": 0.3}}
+    code, out, err = run_cli("status")
+    assert code == 0 and "2 bucket(s) of my_op_kernel from a hand-written mix, covering 100.0%" in " ".join(out.split())

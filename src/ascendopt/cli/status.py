@@ -96,6 +96,11 @@ def render(data: dict[str, Any]) -> None:
     if c.get("target_code") is not None:
         rows.append(("target code", (", ".join(c["target_code"]) or "none")
                      + f"; {c['pinned_support']} file(s) the tests load pinned besides the tests"))
+    if c["kind"] != "kernel":
+        mix = c.get("shapes")
+        rows.append(("shapes", "one: the workload's own (no shape mix frozen)" if mix is None else
+                     f"{mix['buckets']} bucket(s) of {mix['kernel']} from a {mix['source']} mix, covering "
+                     f"{mix['coverage']:.1%} of its profiled device time"))
     if c["config"]:
         rows.append(("baseline config", format_config(c["config"])))
     rows += [(f"baseline {b['case']}", f"{_spread({'median': b['median_ms'], 'p20': b['p20_ms'], 'p80': b['p80_ms']})} "

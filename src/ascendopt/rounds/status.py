@@ -75,6 +75,8 @@ def _contract(ctx: RoundContext, edited: str | None) -> dict[str, Any]:
         "edited": edited,
         "baseline": baseline,
         "baseline_ms": rounds.geomean([b.median_ms for b in c.baseline]) if c.baseline else None,
+        # the served-shape mix the verdict is weighed over (None: the contract judges one shape)
+        "shapes": _shapes(c),
         # own code: the code a round is meant to change (None: a bundled kernel or an older contract)
         "target_code": list(c.targets) if c.targets is not None else None,
         "pinned_support": sum(f.role in ("test-support", "test-config") for f in c.frozen_files),
@@ -167,3 +169,14 @@ def next_steps(ctx: RoundContext, records: tuple[RoundRecord, ...], stopped: boo
     if records[-1].verdict == "keep":
         steps.append("ascendopt gate")
     return steps
+
+
+def _shapes(contract) -> dict[str, Any] | None:
+    """The contract's shape mix in brief: its kernel, buckets, the share of the profiled device time it covers, and
+    where it came from; None when the contract judges one shape."""
+    mix = contract.shapes
+    if mix is None:
+        return None
+    return {"kernel": mix.kernel, "buckets": len(mix.buckets), "coverage": mix.coverage,
+            "source": (mix.source or {}).get("kind"),
+            "weights": {f"bucket {i + 1} {b.shape}": b.weight for i, b in enumerate(mix.buckets)}}
