@@ -1132,3 +1132,36 @@ def test_c7d_scheduling_the_baseline_worker_as_idle(repo, marker):
                 _mark(f"SCHED_IDLE for {_p}")
         """)
     _scheduling_doubt(stages)
+
+
+def test_c1g_a_plugin_registered_while_the_tests_run_is_exit_3(repo):
+    """Class 1, pytest's plugin manager: the op, when a test calls it, registers a plugin whose hookwrapper turns
+    failed reports into passes (the report-rewriting trick of c1c, done at run time, after collection). The
+    recorder sees a plugin registered once the tests were collected: exit 3, naming it (a second line beside the
+    differential check)."""
+    code, stages, err = _gate(repo, EDGE_WRONG + textwrap.dedent("""\
+
+
+        import gc
+
+        import pytest
+
+
+        class _Lenient:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_makereport(self, item, call):
+                outcome = yield
+                report = outcome.get_result()
+                if report.failed:
+                    report.outcome = "passed"
+
+
+        def my_op(x):
+            for obj in gc.get_objects():
+                if type(obj).__name__ == "PytestPluginManager" and not obj.has_plugin("lenient"):
+                    obj.register(_Lenient(), "lenient")
+            return _tiled(x)
+        """))
+    _not_a_speedup(code, stages)
+    red = next(s for s in stages.values() if s["status"] == "fail")
+    assert code == 3 and "a pytest plugin registered while the tests ran" in red["summary"], red

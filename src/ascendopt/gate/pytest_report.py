@@ -383,6 +383,8 @@ class _Recorder:
         self.loader_replaced: set[str] = set()
         self.loader_loaded: dict[str, str] = {}
         self.worker_read: dict[str, list[str]] = {}
+        self.late_plugins: set[str] = set()  # plugins registered once the tests were collected
+        self.collection_done = False
 
     def _record(self, nodeid: str, outcome: str, report) -> None:
         # The first outcome that is not a pass wins (a teardown error after a passed call is an error).
@@ -395,9 +397,13 @@ class _Recorder:
         path = getattr(plugin, "__file__", None)
         if isinstance(path, str) and os.path.basename(path) == "conftest.py":
             self.conftests.add(os.path.abspath(path))
+        if self.collection_done:  # after collection: registered by code the tests ran, not by pytest
+            kind = type(plugin)
+            self.late_plugins.add(getattr(plugin, "__name__", None) or f"{kind.__module__}.{kind.__qualname__}")
 
     def pytest_collection_finish(self, session) -> None:
         self.collected = [item.nodeid for item in session.items]
+        self.collection_done = True
 
     def pytest_deselected(self, items) -> None:
         self.deselected += [item.nodeid for item in items]
@@ -449,6 +455,7 @@ class _Recorder:
                          "conftests": sorted(self.conftests), "inifile": str(ini) if ini else None},
                 "runner": runner_files(),
                 "comparisons": {"checked": len(self._originals), "replaced": replaced},
+                "plugins": {"late": sorted(self.late_plugins)},
                 "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced())),
                            "loaded": {**self.loader_loaded, **_loader_loaded()},
                            "read": _merged(self.worker_read, self._usage.digests)}}

@@ -161,6 +161,9 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
         run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
                                  "longer the object pytest started with); the tests' verdicts cannot be trusted")
                           for name in replaced]
+        run.integrity += [(name, f"{name}: a pytest plugin registered while the tests ran (by the code under test: it "
+                                 "can rewrite their reports); the tests' verdicts cannot be trusted")
+                          for name in (data.get("plugins") or {}).get("late") or []]
         loader = data.get("loader") or {}
         run.loaded = {path: [digest] for path, digest in (loader.get("loaded") or {}).items()}
         for path, digests in (loader.get("read") or {}).items():
