@@ -93,8 +93,10 @@ def test_hidden_shapes_take_the_awkward_sizes_keep_constants_and_move_linked_dim
         assert 1 <= q[0] <= 8 and 512 <= q[1] <= 8192
     assert shapes[0][0][:2] == [1, 512]  # the smallest of every varying dim
     assert shapes[1][0][:2] == [8, 8192]  # the largest (it fits: the largest served shape has it)
-    for s in shapes[2:]:  # the others: off every power-of-two tile and not a power of two
+    for s in shapes[2::2]:  # the others, in turn: off every power-of-two tile and not a power of two ...
         assert all(d % 2 == 1 and d > 1 for d in s[0][:2]), s
+    for s in shapes[3::2]:  # ... and on the largest tile (up to 64) each dim's range holds a multiple of
+        assert s[0][0] % 8 == 0 and s[0][1] % 64 == 0, s
     assert all(s[0][0] * s[0][1] <= 8 * 8192 for s in shapes)  # no draw beyond the served element count
 
 

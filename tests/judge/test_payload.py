@@ -98,5 +98,5 @@ def test_untimed_excess_flags_work_moved_out_of_the_timed_window_and_allows_nois
     noisy = [{"untimed_ms": 2.5, "parent": 0.9, "calls": 10}] * 7 + [{"untimed_ms": 60.0, "parent": 0.9,
                                                                       "calls": 10}] * 3
     assert untimed_excess(noisy, ref) is None
-    moved = [{"untimed_ms": 7.0, "parent": 0.5, "calls": 10}] * 10  # 5 ms more a batch against a 5 ms batch
+    moved = [{"untimed_ms": 3.5, "parent": 0.5, "calls": 10}] * 10  # 1.5 ms more a batch against a 5 ms batch
     assert "work finished outside the timed window" in untimed_excess(moved, ref)

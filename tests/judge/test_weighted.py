@@ -49,8 +49,8 @@ def test_the_total_is_judged_against_the_weighted_band(cand, verdict):
     assert found.band == pytest.approx(0.02) and found.verdict == verdict
 
 
-def test_buckets_below_the_timed_weight_are_listed_and_the_timed_share_stated():
-    assert timed([0.5, TIMED_WEIGHT, TIMED_WEIGHT / 2]) == [True, True, False]
+def test_every_bucket_is_timed_and_any_left_out_is_listed_with_the_timed_share_stated():
+    assert timed([0.5, 0.01, 0.0001]) == [True, True, True] and TIMED_WEIGHT == 0.0
     found = weigh([BucketTiming("a", 0.995, _cmp(1.0, 1.0, "same"))], not_timed=[("tail", 0.005)])
     assert found.not_timed == ["tail"] and found.timed_weight == pytest.approx(0.995)
     with pytest.raises(ValueError):

@@ -380,6 +380,16 @@ def _awkward(lo: int, hi: int, rng: random.Random) -> int:
     return first + 2 * rng.randrange((hi - first) // 2 + 1)
 
 
+def _aligned(lo: int, hi: int, rng: random.Random) -> int:
+    """A size in ``[lo, hi]`` ON a tile multiple: a multiple of the largest power of two up to 64 that the range
+    holds a multiple of, drawn at random (a change can be wrong only on whole tiles as well as only off them)."""
+    for tile in (64, 32, 16, 8, 4, 2):
+        first = -(-max(lo, 1) // tile) * tile
+        if first <= hi:
+            return first + tile * rng.randrange((hi - first) // tile + 1)
+    return rng.choice([lo, hi])
+
+
 def _elements(shape: Shape) -> int:
     return sum(math.prod(d) for d in shape)
 
@@ -394,7 +404,8 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
     Each symbolic dim ranges over [its smallest, its largest observed value]:
 
     * the first shape has every symbolic dim at its smallest, the second at its largest;
-    * the others take, per symbolic dim, a size off every tile multiple and power of two (``_awkward``).
+    * the others take, per symbolic dim, in turn a size off every tile multiple and power of two (``_awkward``)
+      and a size on a tile multiple between the buckets (``_aligned``).
 
     No hidden shape has more elements (summed over inputs) than the largest observed one, so it fits where
     the served shapes fit: a larger draw is scaled down. Deterministic for a given ``rng`` state (seed it
@@ -443,7 +454,12 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
     for _ in range(k * HIDDEN_DRAWS_PER_SHAPE):
         if len(out) >= k:
             break
-        sizes = plans.pop(0) if plans else fitted([_awkward(lo, hi, rng) for lo, hi, _ in symbols], odd=True)
+        if plans:
+            sizes = plans.pop(0)
+        elif len(out) % 2 == 0:  # off every tile multiple and on one, in turn
+            sizes = fitted([_awkward(lo, hi, rng) for lo, hi, _ in symbols], odd=True)
+        else:
+            sizes = fitted([_aligned(lo, hi, rng) for lo, hi, _ in symbols], odd=False)
         shape = place(sizes)
         if shape not in seen:
             seen.add(shape)

@@ -122,9 +122,14 @@ class Judged:
         self.names = list(sides)
         self.sides = [sides[n] for n in self.names]
         self.shape = shape  # what inputs(seed, shape) makes (a bucket of the shape mix); None: inputs(seed)
+        # the round trip subtracted from every side's readings is the smallest any side measured: a worker's code
+        # could make its own round trips look longer (its requests parsed slowly) and so its batches shorter
+        rtt = min(side.calibrate() for side in self.sides)
         for side in self.sides:
-            side.calibrate()
+            side.rtt_ms = rtt
         per_call = min([side.warmup(request.warmup, request.warmup_ms, shape) for side in self.sides])
+        for side in self.sides:
+            side.rtt_ms = rtt
         self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
@@ -156,12 +161,16 @@ class Judged:
         for _ in range(pairs):
             inputs = self.sides[0].inputs_blob(self.calls, self.shape)
             audit = secrets.randbelow(self.calls)
+            # whether every output is handed over in full: the reference side's (trusted) outputs decide, the same
+            # for every side, so no side's own warm-up can move it off full reads
+            full = self.sides[self.names.index(self.reference)].full_outputs(self.calls) \
+                if self.reference in self.names else self.sides[0].full_outputs(self.calls)
             order = list(range(len(self.sides)))
             _shuffle(order)
             for k in order:
                 self._guard_scheduling()
                 t0 = time.perf_counter()
-                self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit), 1e-9))
+                self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit, full), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
                 now = process_table()
                 if table is not None and now is not None:
@@ -201,6 +210,13 @@ class Judged:
             if reading["wrong"] is None and ref is not None and side is not ref:
                 reading["wrong"] = _against(name, len(side.readings), reading, ref.side, ref.readings[-1],
                                             self.tolerances)
+                theirs = ref.readings[-1].get("inputs_written")
+                mine = reading.get("inputs_written")
+                if reading["wrong"] is None and mine is not None and theirs is not None:
+                    extra = [n for n in mine if n not in theirs]
+                    if extra:
+                        reading["wrong"] = (f"{name}: timed batch {len(side.readings)} wrote its input {extra[0]} in "
+                                            f"place (the {ref.side}'s calls do not)")
         for side in self.sides:
             side.readings[-1]["outputs"] = side.readings[-1]["prints"] = None
 
@@ -353,6 +369,8 @@ def _against(name: str, batch: int, mine: Mapping[str, Any], ref_name: str, thei
     if tolerances is None:
         return None
     where = f"{name}: timed batch {batch}"
+    if mine["full"] != theirs["full"] or mine["audit"] != theirs["audit"]:
+        return f"{where}: its outputs were not handed over as the {ref_name}'s were (the judge's reads differ)"
     if mine["full"] and theirs["full"]:
         pairs = list(enumerate(zip(theirs["outputs"], mine["outputs"], strict=False)))
     else:
@@ -598,8 +616,9 @@ DIFFERENTIAL_CALLS = 3
 
 
 # Hidden shapes drawn per command from a shape mix's range (``contract.shapes.hidden_shapes``): besides every
-# bucket, the differential check calls each once; smallest, largest and sizes off every tile multiple.
-HIDDEN_SHAPES = 3
+# bucket, the differential check calls each once: the smallest, the largest, a size off every tile multiple and
+# one on a tile multiple.
+HIDDEN_SHAPES = 4
 
 
 @dataclass(frozen=True)

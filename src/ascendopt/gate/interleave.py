@@ -39,6 +39,9 @@ from ascendopt.contract.model import DEFAULT_TIMEOUTS
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
+# The sides whose tree is a recorded commit (no code under test): their workers close their memory to other
+# processes of the user (``gate.worker``), so the candidate's cannot write a trusted side's state
+TRUSTED_SIDES = ("baseline", "best", "repeat")
 # How often the parent looks at a worker it waits for: one stopped by another process is continued (and counted)
 WAKE_S = 1.0
 # A batch's inputs are handed to the workers as bytes up to this size; above it (large device tensors, where
@@ -154,6 +157,7 @@ class _Child:
         self._bound = False
         argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
         argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
+        argv += ["--private"] if side in TRUSTED_SIDES else []
         self.proc = subprocess.Popen(argv,
                                      cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
@@ -218,6 +222,7 @@ class _Child:
         "calls", "full", "audit", "outputs": the decoded outputs (full: one per call; else the audited one),
         "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
         requests}``."""
+        from ascendopt.judge.evidence import input_writes
         from ascendopt.judge.payload import decode, readable
 
         t0 = time.perf_counter()
@@ -235,8 +240,15 @@ class _Child:
             raise WorkloadTampering(f"{self.side}: the reply to a timed batch is not the judge's worker's (it "
                                     "describes no outputs): the code under test wrote to the protocol pipe")
         outputs = None
+        written: list[str] | None = None
         if self.parent_reads and isinstance(described, dict) and readable(described):
-            outputs = self._read_stopped(described if full else _one_call(described, audit))
+            after = reply.get("in") if isinstance(inputs, bytes) else None
+            got = self._read_stopped(described if full else _one_call(described, audit),
+                                     after if isinstance(after, dict) and readable(after) else None)
+            if got is not None:
+                outputs, inputs_after = got
+                if inputs_after is not None:
+                    written = sorted(input_writes(decode(inputs), inputs_after))
         if outputs is not None:
             checked = {"outputs": None} if full else self.ask({"cmd": "check", "audit": -1})
         else:
@@ -245,7 +257,8 @@ class _Child:
         t2 = time.perf_counter()
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
-                "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3}
+                "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
+                "inputs_written": written}
 
     def stopped_by_others(self) -> bool:
         """Whether something other than this parent stopped the worker (SIGSTOP, SIGTSTP) since it last looked:
@@ -265,12 +278,13 @@ class _Child:
             os.killpg(self.proc.pid, signal.SIGCONT)
         return True
 
-    def _read_stopped(self, described: dict[str, Any]) -> Any:
+    def _read_stopped(self, described: dict[str, Any], inputs: dict[str, Any] | None = None) -> Any:
         """The outputs ``described`` (``judge.payload.describe``) read by this process from the worker's memory
         while the worker's process group is stopped (SIGSTOP at its reply, SIGCONT after): none of its code runs
         between its reply and the read, so what is read is what it delivered when the clock stopped. None (and
         ``parent_reads`` off for the rest of the command) where the memory cannot be read (not Linux, or
-        ``process_vm_readv`` refused): then the worker reads them itself (``check``), a weaker second line."""
+        ``process_vm_readv`` refused): then the worker reads them itself (``check``), a weaker second line.
+        ``inputs``: the batch's input sets ``describe``d too, read in the same stop -> ``(outputs, inputs)``."""
         from ascendopt.judge.payload import PayloadError, decode, fetch
 
         pid = self.proc.pid  # the worker leads its own session, so its process group is its pid
@@ -285,7 +299,7 @@ class _Child:
                 self.proc.returncode = os.waitstatus_to_exitcode(status)
                 raise self._died(self.phase)
             try:
-                return decode(fetch(pid, described))
+                return decode(fetch(pid, described)), (decode(fetch(pid, inputs)) if inputs is not None else None)
             except PayloadError as exc:
                 if "cannot read" in str(exc) and not self.reads_failed:
                     self.reads_failed = str(exc)
@@ -456,7 +470,8 @@ class _Child:
         rather than a fingerprint of each and one audited call in full."""
         return self.output_bytes * calls <= FULL_OUTPUT_BYTES
 
-    def sample(self, calls: int, inputs: bytes | None = None, audit: int | None = None) -> float:
+    def sample(self, calls: int, inputs: bytes | dict[str, Any] | None = None, audit: int | None = None,
+               full: bool | None = None) -> float:
         """One timed batch (``batch``) on ``inputs`` (default: fresh ones, ``inputs_blob``), the audited call
         ``audit`` (default: drawn now); its reading kept in ``readings``; -> the parent's ms per call (the
         number the verdict is taken on)."""
@@ -464,7 +479,7 @@ class _Child:
             inputs = self.inputs_blob(calls)
         if audit is None:
             audit = secrets.randbelow(calls)
-        reading = self.batch(calls, inputs, audit, self.full_outputs(calls))
+        reading = self.batch(calls, inputs, audit, self.full_outputs(calls) if full is None else full)
         self.readings.append(reading)
         return reading["parent"]
 

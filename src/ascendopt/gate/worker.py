@@ -142,6 +142,8 @@ def main(argv: list[str]) -> None:
     exec_file = argv[0]
     paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
     seed = "--seed" in argv
+    if "--private" in argv:  # a trusted tree's worker: no other process of this user may read or write its memory
+        _not_dumpable()
     from ascendopt.gate.sources import harness_roots, load_from_source
 
     # the judge's own modules load from their source from here on (no planted byte code of the harness runs)
@@ -226,7 +228,7 @@ def main(argv: list[str]) -> None:
                 outs = [fn(*args) for args in batch]
                 ms = timer.stop()
                 # where the outputs are, so that the parent reads them itself while this process is stopped
-                reply = {"ms": ms / max(1, len(batch)), "out": describe(outs, reader)}
+                reply = {"ms": ms / max(1, len(batch)), "out": describe(outs, reader), "in": describe(batch, reader)}
             elif cmd == "check":
                 # the returned values of the last batch, read from their memory: every call's in full, or
                 # (``full`` false: large outputs) a fingerprint of each and the ``audit`` call's in full
@@ -326,6 +328,17 @@ def main(argv: list[str]) -> None:
         traceback.print_exc()
         send({"error": f"{type(exc).__name__}: {exc}", "exit_code": 70})
         sys.exit(1)
+
+
+def _not_dumpable() -> None:
+    """``prctl(PR_SET_DUMPABLE, 0)`` (Linux): ptrace and ``/proc/PID/mem`` of this process are closed to other
+    processes of the user (not to root); elsewhere nothing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
 
 
 def _takes_shape(make: Any) -> bool:

@@ -20,11 +20,12 @@ from ascendopt.judge.payload import Opaque, Refused
 
 ROOT = "output"
 # The candidate's untimed requests around a batch (loading its inputs, handing its outputs over) may take this much
-# longer than the reference's around the same round's batch, as the median over the rounds: 2 ms of scheduling
-# noise on a busy host, plus a tenth of the candidate's timed batch (work finished there would have to be at least
-# that to matter to a verdict). The median, not the sum: a loaded host delays a few requests by many ms.
-UNTIMED_EXCESS_MS = 2.0
-UNTIMED_EXCESS_REL = 0.10
+# longer than the reference's around the same round's batch, as the median over the rounds: 1 ms of scheduling
+# noise on a busy host, plus 5 % of the candidate's timed batch (both sides do the same work there on the same
+# bytes, so the median difference of an honest pair is near zero). The median, not the sum: a loaded host delays a
+# few requests by many ms.
+UNTIMED_EXCESS_MS = 1.0
+UNTIMED_EXCESS_REL = 0.05
 
 
 def parts(value: Any, name: str = ROOT) -> dict[str, Any]:

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# A bucket must hold this share of the kernel's device time to be timed: below it, a 2x change moves the served
-# total by under 1 %, inside any band a gate can measure on a busy host.
-TIMED_WEIGHT = 0.01
+# A bucket must hold this share of the kernel's device time to be timed: every bucket is, since a light bucket
+# made many times slower moves the served total as much as a heavy one made a little slower (a bucket below
+# ``FLOOR_WEIGHT`` is timed with fewer pairs and counts in the weighted total only).
+TIMED_WEIGHT = 0.0
 # A bucket this heavy has a floor: slower there is red whatever the total says. A 5 % bucket 20 % slower costs
 # the served mix 1 %: the size of a regression a user would chase, and decode-like buckets are often heavier.
 FLOOR_WEIGHT = 0.05
