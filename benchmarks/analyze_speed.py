@@ -10,7 +10,8 @@ committed (``--keep DIR`` keeps it, for profiling). Row templates (``--fixture``
   MatMul / FlashAttention / vector kernels, 46 columns of which 25 are PMU columns, most filled: the
   torch_npu kernel_details an LLM user brings).
 * ``wide_strings``: advisor_pipe's rows under the 2025 torch_npu Level1 header (``Device_id`` after ``Step Id``:
-  47 columns, docs/reference/ascend-profiler.md), string-heavy: every block of the fixture's rows gets one of
+  47 columns, as the shared reference on Ascend profiler formats lists them), string-heavy: every block of the
+  fixture's rows gets one of
   32 long kernel-name tails (names of 90-130 characters) and one of 256 leading input dims, so the file holds
   ~900 kernels and ~7,000 distinct ``Input Shapes`` cells beside the PMU ratio columns (issue 41 item 7).
 

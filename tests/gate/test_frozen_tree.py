@@ -21,8 +21,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 OP = "import time\n\n\ndef my_op(x):\n    time.sleep(0.004)\n    return x * 2 + 1\n"
 TEST = "import torch\nfrom op import my_op\n\n\ndef test_my_op():\n    assert torch.equal(my_op(torch.ones(2)), " \
        "torch.full((2,), 3.0))\n"
-# the candidate: its own op unchanged, but at import it rewrites every other copy of op.py that a process below
-# the same judge runs from (the frozen commit's folder), making that copy sleep ten times as long
+# the candidate: its own op unchanged, but at import it rewrites every other copy of op.py that a sibling worker
+# (below the same judge) runs from (the frozen commit's folder), making that copy sleep ten times as long; only
+# siblings, so that no other test's gate running beside this one is touched
 REWRITER = OP + textwrap.dedent("""\
 
 
@@ -31,8 +32,11 @@ REWRITER = OP + textwrap.dedent("""\
         here = os.path.dirname(os.path.realpath(__file__))
         for pid in os.listdir("/proc"):
             try:
+                with open(f"/proc/{pid}/stat") as stat:  # siblings only: the workers the same judge started
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) != os.getppid():
+                        continue
                 cwd = os.readlink(f"/proc/{pid}/cwd")
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 continue
             target = os.path.join(cwd, "op.py")
             if os.path.realpath(cwd) != here and os.path.isfile(target) and "my_op" in open(target).read():

@@ -20,6 +20,7 @@ the named kernel before the module code runs.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -301,7 +302,9 @@ class _Child:
             try:
                 return decode(fetch(pid, described)), (decode(fetch(pid, inputs)) if inputs is not None else None)
             except PayloadError as exc:
-                if "cannot read" in str(exc) and not self.reads_failed:
+                # only a refusal of the reading itself (no permission: a host that forbids it) hands the reads to
+                # the worker; memory the worker described that cannot be read (unmapped, protected) is its doing
+                if exc.errno in (errno.EPERM, errno.EACCES, errno.ENOSYS) and not self.readings:
                     self.reads_failed = str(exc)
                     self.parent_reads = False
                     return None

@@ -38,7 +38,10 @@ MAX_DEPTH = 8  # nesting followed into a value (deeper parts are kept by name on
 
 
 class PayloadError(ValueError):
-    """A payload that does not decode: truncated, or a header that does not describe its bytes."""
+    """A payload that does not decode: truncated, or a header that does not describe its bytes; or memory that
+    cannot be read (``errno`` then says why)."""
+
+    errno: int = 0
 
 
 # -- encoding (in a worker: the reader is bound before the tree under test is imported) --------------
@@ -218,8 +221,10 @@ def read_memory(pid: int, address: int, nbytes: int) -> bytes:
         got = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if got <= 0:
             err = ctypes.get_errno()
-            raise PayloadError(f"cannot read {nbytes} bytes of process {pid}'s memory at {address:#x}: "
-                               f"{os.strerror(err) if err else 'nothing read'}")
+            problem = PayloadError(f"cannot read {nbytes} bytes of process {pid}'s memory at {address:#x}: "
+                                   f"{os.strerror(err) if err else 'nothing read'}")
+            problem.errno = err
+            raise problem
         done += got
     return buffer.raw
 
