@@ -26,6 +26,7 @@ ROOT = "output"
 # few requests by many ms.
 UNTIMED_EXCESS_MS = 1.0
 UNTIMED_EXCESS_REL = 0.05
+UNTIMED_Z = 3.0  # and the median difference's own noise: 3 standard errors (a loaded host spreads the requests)
 
 
 def parts(value: Any, name: str = ROOT) -> dict[str, Any]:
@@ -123,19 +124,25 @@ def input_writes(made: Sequence[Any], after: Sequence[Any]) -> dict[str, str]:
 
 def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]]) -> str | None:
     """None when, as the median over the rounds, the candidate's untimed requests (``untimed_ms`` of its readings)
-    took at most ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed batch longer than the reference's in
+    took at most ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed batch, plus the median's own noise
+    (``UNTIMED_Z`` standard errors, from the spread of the per-round differences), longer than the reference's in
     the same round; else why (work finished outside the timed window, on the judge's time)."""
+    import math
+
     n = min(len(cand), len(ref))
     if not n:
         return None
-    extra = _median([c["untimed_ms"] - r["untimed_ms"] for c, r in zip(cand[:n], ref[:n], strict=True)])
+    diffs = [c["untimed_ms"] - r["untimed_ms"] for c, r in zip(cand[:n], ref[:n], strict=True)]
+    extra = _median(diffs)
+    spread = 1.4826 * _median([abs(d - extra) for d in diffs])  # a robust standard deviation
+    noise = UNTIMED_Z * 1.2533 * spread / math.sqrt(n)  # the standard error of a median, times z
     batch = _median([c["parent"] * c["calls"] for c in cand[:n]])
-    allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * batch
+    allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * batch + noise
     if extra <= allowed:
         return None
     return (f"spent {extra:.1f} ms more than the reference in the judge's untimed requests around a batch (median "
             f"of {n}: loading its inputs, handing over its outputs; allowed {allowed:.1f} ms against a {batch:.1f} ms "
-            "timed batch): work finished outside the timed window")
+            "timed batch and the requests' own noise): work finished outside the timed window")
 
 
 def _median(xs: Sequence[float]) -> float:
