@@ -235,6 +235,9 @@ def test_result_caching_keyed_on_input_identity_is_caught_on_fresh_inputs(repo, 
     perf = stages["performance"]  # a green "same" is no gain for the cheat: only a PASS with a speedup would be
     if stages["correctness"]["status"] == "fail":  # a hit already in the differential check's calls
         assert code == 1 and "differential check against the frozen commit" in stages["correctness"]["summary"]
+    elif stages["kernel_hit"]["status"] == "fail":  # hits in the census's calls: the expected kernel did no work
+        assert code == 1 and "expected work" in " ".join(c["name"] for c in stages["kernel_hit"]["checks"]
+                                                         if not c["passed"])
     elif perf["status"] == "fail":  # a hit on a reused address: another input's result
         assert code == 1 and "a timed call's output is wrong" in perf["summary"]
     else:  # never a hit: no faster, and the verdict says so
