@@ -335,7 +335,7 @@ def test_worker_protocol_keeps_workload_prints_out_of_the_pipe(tmp_path):
         data = data[int(reply.get("nbytes", 0)):]
         replies.append(reply)
     assert [sorted(r) for r in replies] == [["bound", "reader"], ["inputs", "ready", "shapes"], [], [],
-                                            ["ms", "out"], ["nbytes", "outputs"]]
+                                            ["in", "ms", "out"], ["nbytes", "outputs"]]
     assert replies[4]["out"]["tree"] == {"l": [{"v": None}] * 3}  # three calls, each returned None
     assert b"noise" in proc.stderr
 
