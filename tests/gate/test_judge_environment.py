@@ -169,6 +169,46 @@ def test_an_installed_module_only_the_workload_imports_edited_is_exit_3_naming_i
     assert hit and "is not what its distribution installed (wkit's RECORD" in named[hit[0]], named
 
 
+PASSING_PLUGIN = textwrap.dedent("""\
+    import pytest
+
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.outcome, report.longrepr = "passed", None  # every test passes, whatever it found
+    """)
+
+
+def _install_plugin(purelib: Path) -> None:
+    """A pytest plugin (entry point group ``pytest11``) installed as pip would, digests in its RECORD."""
+    _install(purelib, "passplug", PASSING_PLUGIN)
+    info = purelib / "passplug-1.0.dist-info"
+    (info / "entry_points.txt").write_text("[pytest11]\npassplug = passplug\n")
+    with (info / "RECORD").open("a") as record:
+        record.write(_record_line("passplug-1.0.dist-info/entry_points.txt", (info / "entry_points.txt").read_bytes())
+                     + "\n")
+
+
+def test_a_pytest_plugin_installed_since_freeze_never_loads(env):
+    """A pytest plugin installed after freeze, as pip would install it (its files match its RECORD), that reports
+    every test as passed; the op is wrong. Plain pytest in that environment loads it by autoload and passes. The
+    gate runs the frozen tests with plugin autoload off and only the plugins the frozen run loaded: the test
+    fails, red at correctness."""
+    python, purelib, root = env
+    (root / "op.py").write_text(WRONG)
+    _install_plugin(purelib)
+    plain = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_op.py"],
+                           cwd=root, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout[-2000:]  # the cheat works
+    code, result, err = _gate(python, root)
+    assert code == 1, err[-3000:]
+    assert "tests/test_op.py::test_doubles" in _failed(result), _failed(result)
+    contract = (root / ".ascendopt" / "contract.yaml").read_text()
+    assert "plugins:" in contract  # what the frozen run loaded is recorded
+
+
 def test_a_start_up_file_planted_since_freeze_is_exit_3_at_integrity(env):
     """A ``.pth`` start-up file (written by an earlier run of the code under test) replaces the comparison
     in every Python that starts, before any test or plugin: the since-freeze record sees it."""

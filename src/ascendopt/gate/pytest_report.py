@@ -455,11 +455,19 @@ class _Recorder:
                          "conftests": sorted(self.conftests), "inifile": str(ini) if ini else None},
                 "runner": runner_files(),
                 "comparisons": {"checked": len(self._originals), "replaced": replaced},
-                "plugins": {"late": sorted(self.late_plugins)},
+                "plugins": {"late": sorted(self.late_plugins), "entry_points": entry_point_plugins(session.config)},
                 "loader": {"replaced": sorted(self.loader_replaced | set(_loader_replaced())),
                            "loaded": {**self.loader_loaded, **_loader_loaded()},
                            "read": _merged(self.worker_read, self._usage.digests)}}
         self._seal(self.path, data)
+
+
+def entry_point_plugins(config) -> list[str]:
+    """The names of the installed pytest plugins (entry points of group ``pytest11``) registered in this run:
+    what autoload found at freeze, and the only ones a gate loads (``-p NAME`` with autoload off)."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group="pytest11") if config.pluginmanager.get_plugin(ep.name)})
 
 
 def runner_files() -> dict[str, str | None]:

@@ -74,6 +74,8 @@ class SuiteRun:
     # pytest: the repository's files (and conftests) the run compiled or read: real path -> sha256 of each
     # content compiled (``gate.sources.loaded``) or read (the plugin's ``read``)
     loaded: dict[str, list[str]] = field(default_factory=dict)
+    # pytest: the installed plugins (``pytest11`` entry-point names) the run registered; None: not reported
+    plugins: list[str] | None = None
     # pytest: why the run itself cannot be trusted, ``(what, message)`` each, an integrity failure (exit 3):
     # a report not written by the plugin, a runner imported from the repository, a comparison replaced
     integrity: list[tuple[str, str]] = field(default_factory=list)
@@ -105,10 +107,14 @@ class SuiteRun:
         """What freeze records (``Contract.test_set``)."""
         if self.runner == "command":
             return {"runner": "command", "passed": self.passed}
-        return {"runner": "pytest", "tests": {n: o for n, o in self.outcomes.items() if o not in NOT_RUN}}
+        found = {"runner": "pytest", "tests": {n: o for n, o in self.outcomes.items() if o not in NOT_RUN}}
+        if self.plugins is not None:
+            found["plugins"] = list(self.plugins)
+        return found
 
 
-def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Sequence[str] = ()) -> SuiteRun:
+def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Sequence[str] = (),
+              plugins: Sequence[str] | None = None) -> SuiteRun:
     """Run the frozen test command ``argv`` in ``root`` on this process's backend and read what each
     test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised. ``hash_also``:
     real paths of data files the run reports the digest of as it reads them, whatever their size (the pinned
@@ -118,7 +124,12 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
     ARGS`` with
     ``PYTHONSAFEPATH=1``: pytest and its plugins come from this environment, never from the repository
     (``gate.pytest_launch``), and the report is authenticated with a fresh key passed through a pipe
-    (``gate.pytest_report``); ``SuiteRun.integrity`` says what of that did not hold."""
+    (``gate.pytest_report``); ``SuiteRun.integrity`` says what of that did not hold.
+
+    ``plugins``: the installed pytest plugins the frozen run registered (``Contract.test_set["plugins"]``): pytest's
+    plugin autoload is then off and exactly these are loaded (``-p NAME``), so a plugin installed since freeze (an
+    entry point that can rewrite every report) never loads; None (freeze, or a contract from before the pin):
+    autoload as the environment has it, and the run reports what it registered (``SuiteRun.plugins``)."""
     from ascendopt.device import backends
 
     env = backends.child_env(kernels=True)  # the tests run on the backend this process selected
@@ -142,8 +153,12 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
             env[HASH_ALSO_ENV] = os.pathsep.join(hash_also)
             # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
             # no cache: pytest's cache (--lf, --sw) would let an earlier run decide what this one runs
-            proc = _run([sys.executable, "-m", LAUNCHER, str(root), "-p", PLUGIN, "-p", "no:cacheprovider", *args],
-                        root, env, timeout, pass_fds=(read_end,))
+            pinned: list[str] = []
+            if plugins is not None:
+                env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+                pinned = [a for name in plugins for a in ("-p", name)]
+            proc = _run([sys.executable, "-m", LAUNCHER, str(root), "-p", PLUGIN, "-p", "no:cacheprovider", *pinned,
+                         *args], root, env, timeout, pass_fds=(read_end,))
             if isinstance(proc, SuiteRun):
                 return proc
             data, forged = _read_report(report, key)
@@ -156,6 +171,12 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
         run.integrity.append(("test report", forged))
     if data is not None:
         run.used = dict(data.get("used") or {})
+        registered = (data.get("plugins") or {}).get("entry_points")
+        run.plugins = [str(name) for name in registered] if isinstance(registered, list) else None
+        if plugins is not None:
+            run.integrity += [(name, f"{name}: an installed pytest plugin that the frozen test run did not load was "
+                                     "registered; the tests' verdicts cannot be trusted")
+                              for name in sorted(set(run.plugins or ()) - set(plugins))]
         run.integrity += _runner_problems(data.get("runner") or {}, root)
         replaced = (data.get("comparisons") or {}).get("replaced") or []
         run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
