@@ -150,7 +150,10 @@ def main() -> int:
                            "candidate_ms": c.get("candidate", {}).get("median_ms")}
                         for c in data.get("comparisons", [])],
             "differential": (corr.get("data") or {}).get("differential", {}).get("shapes"),
-            "audit": data.get("audit"), "tail": out.strip().splitlines()[-15:]})
+            "audit": data.get("audit"),
+            "failed_checks": [f"{s.get('name')}: {c.get('message', '')[:500]}" for s in stages
+                              for c in s.get("checks", []) if not c.get("passed")][:12],
+            "tail": out.strip().splitlines()[-15:]})
         print(f"[{'ok' if code == expect else 'WRONG'}] {name}: exit {code} (expected {expect}), {took} s",
               flush=True)
         save()

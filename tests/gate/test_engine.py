@@ -51,6 +51,26 @@ def test_the_anchor_accepts_drift_within_the_allowance_and_names_a_moved_baselin
     assert moved is not None and moved.startswith("baseline moved from 1000.00 us (frozen) to 16")
 
 
+def test_the_anchor_scales_the_frozen_baseline_by_the_hosts_drift():
+    """The host runs the judge's calibration task twice as slowly as at freeze (a loaded host): a baseline twice as
+    slow is drift, not a moved baseline; the same slow baseline on a host as fast as at freeze is named, with the
+    host's figure; fewer than 3 calibrations fall back to the plain rule."""
+    steady = [1.0 + 0.01 * (i % 3) for i in range(24)]
+    slow = [2 * x for x in steady]
+    host_then = 2.0
+    loaded = [4.0 + 0.02 * (i % 3) for i in range(24)]
+    quiet = [2.0 + 0.01 * (i % 3) for i in range(24)]
+    assert engine.anchor_problem(1.0, slow, host_then, loaded) is None
+    moved = engine.anchor_problem(1.0, slow, host_then, quiet)
+    assert moved is not None and "to 2020.00 us (+102.0%, the host's calibration +0.5% since freeze" in moved
+    assert engine.anchor_problem(1.0, slow, host_then, loaded[:2]) is not None  # too few: not drift-corrected
+    assert engine.anchor_problem(1.0, slow, None, loaded) is not None  # a contract frozen before calibration
+    # the calibration's own noise widens the allowance: a noisy one cannot excuse what a steady one would not
+    noisy = [4.0 * (1 + 0.4 * ((-1) ** i)) for i in range(24)]
+    assert engine.anchor_problem(1.0, [x * 1.6 for x in slow], host_then, loaded) is not None
+    assert engine.anchor_problem(1.0, [x * 1.25 for x in slow], host_then, noisy) is None
+
+
 def _tree(tmp_path, op: str):
     tree = tmp_path / "tree"
     tree.mkdir(parents=True)

@@ -106,13 +106,20 @@ def _no_speedup_pass(code, stages) -> None:
 # -- controls ----------------------------------------------------------------------------------------
 
 
-def test_control_an_unchanged_tree_is_same_and_green(repo):
+def test_control_an_unchanged_tree_is_never_red(repo):
+    """An unchanged tree is "same" and green; on a host so loaded that the noise band stays wider than the 5 % at
+    which "same" rules out a change (2 cores at load 8: ±11-16 %), inconclusive (exit 6) for that reason, named.
+    Never slower, never wrong, never a judge's doubt."""
     code, stages, err = _gate(repo, OP, CONTROL_PAIRS)
-    assert code == 0, err[-2000:]
-    assert stages["performance"]["status"] == "pass"
-    assert [c["verdict"] for c in stages["performance"]["data"]["comparisons"]] == ["same"]
-    audit = stages["performance"]["data"]["audit"]
+    perf = stages["performance"]
+    assert code in (0, 6), err[-2000:]
+    audit = perf["data"]["audit"]
     assert audit["doubts"] == [] and audit["inputs"] == "trusted maker" and audit["timed_calls"] > 0
+    if code == 6:
+        assert perf["status"] == "inconclusive" and "noise band" in perf["summary"], perf["summary"]
+        assert [c["verdict"] for c in perf["data"]["comparisons"]] == ["inconclusive"]
+    else:
+        assert perf["status"] == "pass" and [c["verdict"] for c in perf["data"]["comparisons"]] == ["same"]
 
 
 def test_control_an_honest_faster_change_is_faster_and_green(repo):

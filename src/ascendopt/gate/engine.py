@@ -41,6 +41,7 @@ The parent owns the truth:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -145,6 +146,13 @@ class Judged:
         # is off, only refused tensors are wrong)
         self.reference = "baseline"
         self.tolerances: Mapping[str, Mapping[str, float]] | None = None
+        # cpu: the judge's calibration task (``host_calibration``) timed after every round, ms each: the host's
+        # speed beside the sides, which tells host drift from a baseline slowed since freeze (``anchor_problem``);
+        # a device's own time does not move with the host's load, so only on the cpu backend
+        from ascendopt.device import backends
+
+        self.calibrating = backends.current().name == "cpu"
+        self.host: list[float] = []
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
         """``pairs`` more rounds: in each, every side times one batch on the same input sets (made once per
@@ -177,6 +185,8 @@ class Judged:
                     self._account(self.names[k], table, now, wall)
                 table = now
             self._compare_round()
+            if self.calibrating:
+                self.host.append(host_calibration())
             if on_pair:
                 on_pair()
         return self.samples
@@ -253,6 +263,24 @@ class Judged:
         seen = self.outside.setdefault(timed, {})
         for pid, (command, cpu) in outside.items():
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
+
+
+# The calibration task's size: about 2 ms of one CPU thread on the 2-core CI machine, a small part of a round
+CALIBRATION_LOOP = 40_000
+
+
+def host_calibration() -> float:
+    """ms of a fixed piece of host work, run in this process (the judge's: no code under test), between rounds
+    while every side is idle: how fast the host runs now (as pyperf calibrates a host before it compares runs).
+    Not in a side's worker: on a loaded host the scheduler would make a process that just burned CPU wait longer
+    to wake, and so slow that side's next batch alone."""
+    import time
+
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(CALIBRATION_LOOP):
+        total += i * i
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _shuffle(order: list[int]) -> None:
@@ -432,25 +460,44 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
 # -- the anchor ----------------------------------------------------------------------------------
 
 
-def anchor_problem(frozen_ms: float, samples_ms: Sequence[float]) -> str | None:
+def anchor_problem(frozen_ms: float, samples_ms: Sequence[float], frozen_host_ms: float | None = None,
+                   host_ms: Sequence[float] = ()) -> str | None:
     """None when the re-measured baseline (``samples_ms``, ms per call) agrees with the frozen median
-    ``frozen_ms``: ``|ln(median / frozen)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own
-    noise band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their
-    logs). Else "baseline moved from X to Y"."""
+    ``frozen_ms``: ``|ln(median / expected)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own noise
+    band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their logs). Else
+    "baseline moved from X to Y".
+
+    ``expected`` is ``frozen_ms`` scaled by the host's drift where both calibrations are known (``frozen_host_ms``,
+    the calibration task's median at freeze; ``host_ms``, its times beside this timing, ``Judged.host``): a host
+    that runs the fixed task 2x slower than at freeze runs the frozen baseline about 2x slower too, so that is
+    drift, not a baseline slowed by the code under test; the calibration's own noise band widens ``band``."""
     from ascendopt.gate.bench import DecisionRule
 
     if frozen_ms <= 0 or not samples_ms:
         return None
-    logs = sorted(math.log(max(x, 1e-12)) for x in samples_ms)
-    med = logs[len(logs) // 2]
-    mad = _median([abs(x - med) for x in logs])
-    band = DecisionRule().z * 1.2533 * 1.4826 * mad / math.sqrt(len(logs))
-    moved = med - math.log(frozen_ms)
+    med, band = _log_median_band(samples_ms, DecisionRule().z)
+    drift = 0.0
+    host = ""
+    if frozen_host_ms and frozen_host_ms > 0 and len(host_ms) >= 3:
+        host_med, host_band = _log_median_band(host_ms, DecisionRule().z)
+        drift = host_med - math.log(frozen_host_ms)
+        band += host_band
+        host = f", the host's calibration {math.expm1(drift):+.1%} since freeze"
+    moved = med - math.log(frozen_ms) - drift
     if abs(moved) <= math.log1p(ANCHOR_DRIFT) + band:
         return None
     return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
-            f"({math.expm1(moved):+.1%}; allowed ±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the "
-            "re-measured baseline is not the frozen one, so no speedup can be read from it")
+            f"({math.expm1(med - math.log(frozen_ms)):+.1%}{host}; beyond it {math.expm1(moved):+.1%}, allowed "
+            f"±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the re-measured baseline is not the frozen "
+            "one, so no speedup can be read from it")
+
+
+def _log_median_band(samples: Sequence[float], z: float) -> tuple[float, float]:
+    """The median of the samples' logs and its noise band: ``z`` standard errors of a median, from their MAD."""
+    logs = sorted(math.log(max(x, 1e-12)) for x in samples)
+    med = logs[len(logs) // 2]
+    mad = _median([abs(x - med) for x in logs])
+    return med, z * 1.2533 * 1.4826 * mad / math.sqrt(len(logs))
 
 
 # -- a verdict's processes -------------------------------------------------------------------------
@@ -606,7 +653,10 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
                                                   warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
     judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
                            decide=lambda j, on: j.take(request.pairs, on), statistics=False, shape=shape)
-    return bench.summarize(judged.samples[0], judged.calls)
+    timing = bench.summarize(judged.samples[0], judged.calls)
+    if judged.host:  # the host's speed at freeze, for the gate's anchor (``anchor_problem``)
+        timing = dataclasses.replace(timing, host_calibration_ms=_median(judged.host))
+    return timing
 
 
 DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]

@@ -196,7 +196,8 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
     console.status(f"gate: running frozen tests: {shlex.join(argv)} (limit {limit:g} s)")
     try:
         # the frozen tests run on the backend this process selected (--backend), as they did at freeze
-        run = run_tests(argv, root, timeout=limit, hash_also=_large_pins(contract, root))
+        run = run_tests(argv, root, timeout=limit, hash_also=_large_pins(contract, root),
+                        plugins=(contract.test_set or {}).get("plugins"))
     except ProcessTimeout as exc:
         tail = "\n".join(exc.output.strip().splitlines()[-20:])
         return StageResult("correctness", "fail", str(exc), [Check("frozen tests", False, str(exc))],
@@ -539,7 +540,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         if found.wrong:
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
         frozen_case = _frozen_baseline(contract, case if shape is not None else None)
-        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0]) if frozen_case else None
+        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], frozen_case.host_calibration_ms,
+                                       judged.host) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
                                                if anchor else []) if d not in doubts]
         timed_calls += sum(r["calls"] for side in judged.sides for r in side.readings)

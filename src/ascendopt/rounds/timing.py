@@ -290,7 +290,8 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
                 raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
             result = round_timing([case_timing(exec_rel, samples, judged.calls, best_timed=kept is None or
                                                "best" in trees)], best)
-            anchor = engine.anchor_problem(contract.baseline[0].median_ms, samples["baseline"]) \
+            anchor = engine.anchor_problem(contract.baseline[0].median_ms, samples["baseline"],
+                                           contract.baseline[0].host_calibration_ms, judged.host) \
                 if contract.baseline else None
             doubts = found.doubts + ([anchor] if anchor else [])
             if doubts:  # the timing is not evidence: nothing can be kept on it
