@@ -69,6 +69,11 @@ def test_the_anchor_scales_the_frozen_baseline_by_the_hosts_drift():
     noisy = [4.0 * (1 + 0.4 * ((-1) ** i)) for i in range(24)]
     assert engine.anchor_problem(1.0, [x * 1.6 for x in slow], host_then, loaded) is not None
     assert engine.anchor_problem(1.0, [x * 1.25 for x in slow], host_then, noisy) is None
+    # a baseline that waits rather than computes does not slow with the host: unmoved on a loaded host is fine,
+    # and so is anything between; slower than the host's own drift allows is still named
+    assert engine.anchor_problem(1.0, steady, host_then, loaded) is None
+    assert engine.anchor_problem(1.0, [x * 1.5 for x in steady], host_then, loaded) is None
+    assert engine.anchor_problem(1.0, [x * 0.5 for x in steady], host_then, loaded) is not None
 
 
 def _tree(tmp_path, op: str):
