@@ -36,7 +36,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -235,15 +235,19 @@ class LockHeld(UsageError):
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+    # where ``root`` came from ("--workspace", "$ASCENDOPT_WORKSPACE"; empty: found or the default), so that
+    # an error about a missing contract names the setting that pointed there
+    source: str = field(default="", compare=False)
 
     @classmethod
     def resolve(cls, explicit: str | os.PathLike | None = None, *, start: Path | None = None) -> Workspace:
         """``explicit`` (``--workspace``), else ``$ASCENDOPT_WORKSPACE``, else the nearest ``.ascendopt/``
         from ``start`` (default: the current directory) up (``find_workspace``), else ``./.ascendopt``. A workspace
         found above the current directory is said on stderr (which one this command uses)."""
-        root = explicit or os.environ.get("ASCENDOPT_WORKSPACE")
-        if root:
-            return cls(Path(root).resolve())
+        if explicit:
+            return cls(Path(explicit).resolve(), "--workspace")
+        if os.environ.get("ASCENDOPT_WORKSPACE"):
+            return cls(Path(os.environ["ASCENDOPT_WORKSPACE"]).resolve(), "$ASCENDOPT_WORKSPACE")
         here = Path(start or Path.cwd()).resolve()
         found = find_workspace(here)
         if found is not None and found.parent != here:
@@ -354,8 +358,22 @@ class Workspace:
     def require_contract(self) -> Path:
         self.check_ledger_shape()
         if not self.contract_path.exists():
-            raise UsageError(f"{self.contract_path}: no contract", hint=FREEZE_HINT)
+            raise self.no_contract()
         return self.contract_path
+
+    def no_contract(self) -> UsageError:
+        """The one-line error for a workspace without a contract: a file given for the folder, a folder that does
+        not exist, or one never frozen, naming the setting that chose it (``source``)."""
+        if not self.source:  # found by looking up from the current folder, or the default
+            return UsageError(f"{self.root}: no ascendopt workspace here or above (no contract.yaml)",
+                              hint=FREEZE_HINT)
+        given = f"{self.root} (from {self.source})"
+        if self.root.is_file():
+            return UsageError(f"{given}: a file, not a workspace folder: no contract",
+                              hint="pass the workspace folder, e.g. -w .ascendopt")
+        if not self.root.exists():
+            return UsageError(f"{given}: no contract (no such folder)", hint=FREEZE_HINT)
+        return UsageError(f"{given}: no contract (no contract.yaml in it)", hint=FREEZE_HINT)
 
     @contextmanager
     def lock(self) -> Iterator[WriteSession]:

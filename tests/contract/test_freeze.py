@@ -2,6 +2,7 @@
 
 import collections
 import dataclasses
+import shutil
 import subprocess
 import textwrap
 
@@ -135,6 +136,60 @@ def test_freeze_own_code_pins_files_and_commit(tmp_path, monkeypatch, cli):
     assert c.git == {"commit": head, "dirty": False, "tree": tree, "tree_digest": c.git["tree_digest"]}
     assert len(c.git["tree_digest"]) == 64 and c.expected_kernels == ("my_op_kernel",)
     assert c.workload.exec_file == "bench.py" and c.baseline[0].case == "bench.py"
+
+
+@pytest.mark.parametrize("git", ["none", "no commit"])
+def test_own_code_freeze_without_a_commit_refuses_before_any_test_runs(tmp_path, monkeypatch, cli, git):
+    """The gate judges the working tree against the frozen commit: outside git, or before the first commit, freeze
+    refuses (exit 5, "commit first") instead of writing a contract every later command refuses; no test has run."""
+    root = tmp_path / "repo"
+    _own_repo(root)
+    shutil.rmtree(root / ".git")
+    if git == "no commit":
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    ran = root / "ran"
+    (root / "tests" / "test_op.py").write_text(f"open({str(ran)!r}, 'w').close()\n\n\ndef test_op():\n    pass\n")
+    monkeypatch.chdir(root)
+    code, _, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                       "my_op_kernel", "-w", str(root / ".ascendopt"))
+    why = "not a git repository" if git == "none" else "no commit yet"
+    assert code == 5 and f"{root}: {why}" in err and "commit first" in err, err
+    assert not ran.exists() and not (root / ".ascendopt" / "contract.yaml").exists()
+
+
+@pytest.mark.parametrize("given, message", [("nope/bin/python", "no such interpreter"),
+                                            (".", "a folder, not an interpreter")])
+def test_an_explicit_ascend_python_that_is_not_an_interpreter_is_a_usage_error(tmp_path, monkeypatch, cli, given,
+                                                                                 message):
+    root = tmp_path / "repo"
+    _own_repo(root)
+    monkeypatch.chdir(root)
+    code, _, err = cli("freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
+                       "my_op_kernel", "--ascend-python", given, "-w", str(root / ".ascendopt"))
+    assert code == 2 and f"{given}: {message}" in err and len(err.strip().splitlines()) == 1, err
+    assert not (root / ".ascendopt" / "contract.yaml").exists()
+
+
+def test_an_unavailable_backend_fails_before_any_test_runs(tmp_path, monkeypatch, cli):
+    root = tmp_path / "repo"
+    _own_repo(root)
+    ran = root / "ran"
+    (root / "tests" / "test_op.py").write_text(f"open({str(ran)!r}, 'w').close()\n\n\ndef test_op():\n    pass\n")
+    monkeypatch.chdir(root)
+    code, _, err = cli("--backend", "npu", "freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                       "--kernel-filter", "my_op_kernel", "-w", str(root / ".ascendopt"))
+    assert code == 5 and "backend 'npu' is not available" in err and "running the tests" not in err, err
+    assert not ran.exists()
+
+
+def test_freeze_help_gives_default_values_not_internal_names(cli):
+    from ascendopt.contract.model import DEFAULT_TIMEOUTS, EQUIVALENCE_TOLERANCES
+
+    code, out, _ = cli("freeze", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "contract.model" not in text and "DEFAULT_" not in text
+    assert f"the tests {DEFAULT_TIMEOUTS['tests_s']:g} s" in text
+    assert f"bf16={EQUIVALENCE_TOLERANCES['bf16']['rtol']:g}" in text
 
 
 def test_freeze_own_code_refuses_a_fallback_and_a_red_test(tmp_path, monkeypatch, cli):

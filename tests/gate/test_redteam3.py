@@ -259,8 +259,8 @@ def test_a1_request_hook_skims_into_the_loading_of_inputs(repo):
     now go with the batch and load inside the timed window: no untimed request carries them, so the skim has no
     window (the op does the whole work in ``go``, which the test's own demonstration shows is the only honest
     case)."""
-    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)",
-                    f"def my_op(x):\n    time.sleep(DELAY_S * ({1 - SKIM} if _timed() and _state.get('skimmed') else 1))")
+    skimmed = f"({1 - SKIM} if _timed() and _state.get('skimmed') else 1)"
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)", f"def my_op(x):\n    time.sleep(DELAY_S * {skimmed})")
     op += "\n\n" + HOOK + textwrap.dedent(f"""\
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt, examples
-from ascendopt.contract.model import DEFAULT_MAX_ROUNDS
+from ascendopt.contract.model import DEFAULT_MAX_ROUNDS, EQUIVALENCE_TOLERANCES
 
 Str = str | None
 Strs = list[str] | None
@@ -43,7 +43,8 @@ KernelFilterOpt = Annotated[Str, typer.Option(
 EquivTolOpt = Annotated[Strs, typer.Option(
     "--equivalence-tol", metavar="DTYPE=RTOL[:ATOL]",
     help="Own code: tolerance of the output equivalence check for one output dtype (fp32, bf16, fp16, fp64), "
-         "e.g. bf16=2e-2 or fp32=1e-4:1e-5; repeat. Defaults: contract.model.EQUIVALENCE_TOLERANCES.")]
+         "e.g. bf16=2e-2 or fp32=1e-4:1e-5; repeat. Defaults: "
+         + ", ".join(f"{k}={t['rtol']:g}:{t['atol']:g}" for k, t in EQUIVALENCE_TOLERANCES.items()) + ".")]
 NoEquivOpt = Annotated[bool, typer.Option(
     "--no-equivalence", help="Own code: do not compare workload() outputs with the frozen commit's (the contract "
                              "says it is off).")]
@@ -104,7 +105,7 @@ def freeze(
     Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
     existing contract without --force (exit 2). --timeout limits freeze's child processes and is stored
-    as the contract's frozen limits (default: contract.model.DEFAULT_TIMEOUTS). Then the baseline is
+    as the contract's frozen limits (default: {timeouts}). Then the baseline is
     profiled into the workspace's profiles/ (a failure only warns; --no-profile skips it). Off-NPU the
     baseline's kernels must lower for Ascend when a triton-ascend environment is present (`ascendopt precheck`;
     exit 1 if one does not; --no-precheck skips; the contract records the verdict).
@@ -211,5 +212,14 @@ EXAMPLES = examples(
 )
 
 
+def _limits_text() -> str:
+    """The frozen limits' defaults as --help says them (the values, not the setting's name)."""
+    from ascendopt.contract.model import DEFAULT_TIMEOUTS
+
+    what = {"tests_s": "the tests", "workload_s": "each workload call", "timing_s": "each timing phase",
+            "profile_s": "each profile"}
+    return ", ".join(f"{what.get(k, k)} {v:g} s" for k, v in DEFAULT_TIMEOUTS.items())
+
+
 def register(app: typer.Typer, name: str) -> None:
-    app.command(name, epilog=EXAMPLES)(freeze)
+    app.command(name, epilog=EXAMPLES, help=freeze.__doc__.replace("{timeouts}", _limits_text()))(freeze)

@@ -49,9 +49,23 @@ EventsOpt = Annotated[
                       "phase_start, progress, measurement, stage_result, round_recorded, phase_end, error "
                       "(schema: ascendopt/cli/schemas/events.schema.json)."),
 ]
+def _existing_interpreter(value: str | None) -> str | None:
+    """An explicit interpreter must exist: a typo is a usage error (exit 2) before any test or build starts,
+    not a precheck quietly recorded as "not run"."""
+    from pathlib import Path
+
+    if value is not None:
+        path = Path(value).expanduser()
+        if path.is_dir():
+            raise typer.BadParameter(f"{value}: a folder, not an interpreter (give its bin/python)")
+        if not path.exists():
+            raise typer.BadParameter(f"{value}: no such interpreter")
+    return value
+
+
 AscendPythonOpt = Annotated[
     str | None,
-    typer.Option("--ascend-python", metavar="PATH",
+    typer.Option("--ascend-python", metavar="PATH", callback=_existing_interpreter,
                  help="Interpreter of an existing triton-ascend environment for the Ascend lowering precheck "
                       "(default $ASCENDOPT_ASCEND_PYTHON, else the one `ascendopt precheck` builds under "
                       "~/.cache/ascendopt/ascend-venv)."),

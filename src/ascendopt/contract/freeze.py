@@ -43,7 +43,7 @@ from ascendopt.contract.model import (
     save,
 )
 from ascendopt.contract.shapes import ShapeMix
-from ascendopt.errors import CorrectnessError, IntegrityError, UsageError
+from ascendopt.errors import CorrectnessError, EnvironmentProblem, IntegrityError, UsageError
 from ascendopt.workspace import Workspace, write_gitignore
 
 DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
@@ -304,6 +304,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     """
     import tempfile
 
+    from ascendopt import vcs
+    from ascendopt.device import backends
     from ascendopt.gate import environment, scope
     from ascendopt.gate.engine import Session, Verdict, time_baseline
     from ascendopt.gate.interleave import FAILURES
@@ -324,13 +326,19 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     files += [file_entry(r, "reference", root) for r in references]
     argv = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q", *[f.path for f in files
                                                                                    if f.role == "test"]]
+    backends.current()  # an unavailable --backend fails here (exit 5), before any test starts
+    git = git_state(root)
+    if git["commit"] is None:  # the gate times and checks against the frozen commit: without one, nothing can
+        raise EnvironmentProblem(f"{root}: {'not a git repository' if vcs.toplevel(root) is None else 'no commit yet'}"
+                                 ": the gate judges the working tree against the frozen commit",
+                                 hint="commit first: " + ("git init && " if vcs.toplevel(root) is None else "")
+                                 + "git add -A && git commit -m baseline")
     declared = _targets(targets, root) if targets else None
     # the pytest configuration that decides which tests run, and how, is frozen with the tests
     files += pytest_config_entries([f.path for f in files if f.role == "test"], root, argv)
     exec_rel = files[0].path
     console.status(f"freeze: running the tests on the baseline: {shlex.join(argv)} "
                    f"(limit {timeouts['tests_s']:g} s), while workload() of {exec_rel} loads in a worker")
-    git = git_state(root)
     startup = environment.Startup()  # the environment's start-up files, before any child runs
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
     # a second worker of the same tree repeats the first call, to check the outputs are deterministic
@@ -412,10 +420,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                  f"{', '.join(chosen) or 'none'}; pinned {len(support)} more file(s) the test run used"
                  + (f": {', '.join(f.path for f in support[:6])}" + (' ...' if len(support) > 6 else '')
                     if support else ""))
-    if git["commit"] is None:
-        console.warn(f"{root} is not a git repository: `ascendopt gate` cannot time the baseline "
-                     "(it checks out the frozen commit); use `gate --skip-perf`")
-    elif git["dirty"]:
+    if git["dirty"]:
         console.warn(f"uncommitted changes in {root}: the gate's baseline is commit {git['commit'][:10]} "
                      "without them; commit first for an exact baseline")
     backend_name, fingerprint = _fingerprint()

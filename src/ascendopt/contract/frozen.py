@@ -57,6 +57,8 @@ def file_entry(path: str | Path, role: str, root: Path) -> FrozenFile:
     """Pin one file; it must exist and lie inside the project root."""
     p = Path(path)
     full = (p if p.is_absolute() else Path.cwd() / p).resolve()
+    if full.is_dir():
+        raise UsageError(f"{path}: a folder, not a file", hint=f"give the {role} file itself")
     if not full.is_file():
         raise UsageError(f"{path}: file not found", hint=f"the {role} file must exist to be frozen")
     try:

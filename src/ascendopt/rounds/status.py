@@ -15,11 +15,11 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from ascendopt.errors import IntegrityError, UsageError
+from ascendopt.errors import IntegrityError
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.records import RoundRecord
-from ascendopt.workspace import FREEZE_HINT, Workspace, check_ledger, read_log
+from ascendopt.workspace import Workspace, check_ledger, read_log
 
 
 def loop_status(ws: Workspace) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def loop_status(ws: Workspace) -> dict[str, Any]:
 
     ws.check_ledger_shape()  # a folder named contract.yaml: a damaged workspace (exit 3), not a missing one
     if not ws.contract_path.is_file():
-        raise UsageError(f"{ws.root}: no ascendopt workspace here or above (no contract.yaml)", hint=FREEZE_HINT)
+        raise ws.no_contract()
     raw = contract_mod.load_raw(ws)
     try:
         contract_mod.verify_digest(raw, ws.contract_path.name)

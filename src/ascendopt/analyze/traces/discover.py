@@ -50,7 +50,22 @@ def stamp_of(name: str) -> str:
     return ""
 
 
+def odd_entry(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a folder ("a link to nothing (TARGET)", "a FIFO or
+    other special file"), else None: such an entry is never opened, since reading a FIFO would wait forever."""
+    if path.is_symlink() and not path.exists():
+        try:
+            return f"a link to nothing ({path.readlink()})"
+        except OSError:
+            return "a link to nothing"
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return "a FIFO or other special file, not a regular file"
+    return None
+
+
 def _first_cell(path: Path) -> str:
+    if not path.is_file():  # a folder or a FIFO named like a CSV: nothing to read (a FIFO would block)
+        return ""
     try:
         with open(path, "rb") as f:
             line = f.readline(4096)
@@ -67,21 +82,26 @@ def block_csvs(folder: Path) -> list[Path]:
 def op_summaries(folder: Path) -> list[Path]:
     """msprof ``op_summary*.csv`` files (``op_summary_<stamp>.csv``, or ``op_summary.csv`` as users rename
     them) in a folder, its mindstudio_profiler_output, or its PROF_*/mindstudio_profiler_output."""
-    found = sorted(folder.glob("op_summary*.csv"))
-    found = found or sorted(folder.glob("mindstudio_profiler_output/op_summary*.csv"))
-    return found or sorted(folder.glob("PROF_*/mindstudio_profiler_output/op_summary*.csv"))
+    for pattern in ("op_summary*.csv", "mindstudio_profiler_output/op_summary*.csv",
+                    "PROF_*/mindstudio_profiler_output/op_summary*.csv"):
+        found = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if found:
+            return found
+    return []
 
 
 def kernel_tables(folder: Path) -> list[Path]:
     """torch_npu kernel tables held directly in a folder: ``kernel_details.csv`` first, then copies users
     renamed (``kernel_details_rank0.csv``), by name."""
     exact = folder / "kernel_details.csv"
-    others = sorted(p for p in folder.glob("kernel_details*.csv") if p.name != exact.name)
+    others = sorted(p for p in folder.glob("kernel_details*.csv") if p.name != exact.name and p.is_file())
     return ([exact] if exact.is_file() else []) + others
 
 
 def _is_op_summary_jsonl(path: Path) -> bool:
     """An ``msprof op`` summary.jsonl (it holds an OpInfoSummary record), not any file of that name."""
+    if not path.is_file():
+        return False
     try:
         with open(path, "rb") as f:
             return b'"OpInfoSummary"' in f.read(1 << 16)
@@ -101,7 +121,8 @@ def kind_of_dir(folder: Path) -> str | None:
         return "ascendopt"
     if folder.name.startswith("PROF_") or folder.name == "mindstudio_profiler_output":
         return "msprof" if op_summaries(folder) else None
-    if list(folder.glob("op_summary*.csv")) or list(folder.glob("mindstudio_profiler_output/op_summary*.csv")):
+    if any(p.is_file() for pattern in ("op_summary*.csv", "mindstudio_profiler_output/op_summary*.csv")
+           for p in folder.glob(pattern)):
         return "msprof"
     if block_csvs(folder) or (folder / "OpBasicInfo.csv").is_file() or _is_op_summary_jsonl(folder / "summary.jsonl"):
         return "msprof-op"
@@ -111,6 +132,9 @@ def kind_of_dir(folder: Path) -> str | None:
 def find_runs(path: Path) -> list[Run]:
     """Runs at ``path``: itself, else its children, else its grandchildren; oldest first."""
     path = Path(path)
+    odd = odd_entry(path)
+    if odd:
+        raise ProfileError(f"{path}: {odd}", hint="pass a profile folder or file")
     if not path.exists():
         raise ProfileError(f"{path}: no such file or folder")
     if path.is_file():
@@ -130,6 +154,11 @@ def find_runs(path: Path) -> list[Run]:
                 runs.append(Run(child, k, stamp_of(child.name)))
         if runs:
             return sorted(runs, key=Run.sort_key)
+    for name in ("kernel_details.csv", "kernels.csv", "trace.json", "OpBasicInfo.csv"):
+        entry = path / name
+        odd = odd_entry(entry) or ("a folder, not a file" if entry.is_dir() else None)
+        if odd:  # named like a profile's table, but nothing a profile can be read from
+            raise ProfileError(f"{entry}: {odd}", hint="a profile's tables are regular files")
     raise ProfileError(
         f"{path}: no profile found (looked in it and two levels down for kernel_details*.csv, "
         "*_ascend_pt/ASCEND_PROFILER_OUTPUT, op_summary*.csv, PROF_*/mindstudio_profiler_output, OPPROF_* "

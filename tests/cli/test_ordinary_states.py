@@ -1,0 +1,59 @@
+"""Ordinary mistakes get one line that names what and where, the documented exit code, and never a hang."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def test_a_workspace_setting_pointing_nowhere_names_the_setting(tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASCENDOPT_WORKSPACE", str(tmp_path / "nowhere"))
+    for command in (["status"], ["gate"], ["report"]):
+        code, out, err = cli(*command)
+        (line,) = err.strip().splitlines()
+        assert code == 2 and f"{tmp_path / 'nowhere'} (from $ASCENDOPT_WORKSPACE): no contract (no such folder)" in line
+
+
+def test_a_file_given_for_the_workspace_says_so(tmp_path, cli, monkeypatch):
+    monkeypatch.delenv("ASCENDOPT_WORKSPACE", raising=False)
+    bench = tmp_path / "bench.py"
+    bench.write_text("")
+    code, _, err = cli("gate", "-w", str(bench))
+    (line,) = err.strip().splitlines()
+    assert code == 2 and f"{bench} (from --workspace): a file, not a workspace folder" in line
+
+
+def test_a_folder_given_for_the_workload_file_says_so(tmp_path, cli, monkeypatch):
+    (tmp_path / "mylib").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("freeze", "--exec-file", "mylib", "--test", "t.py", "--kernel-filter", "k", "-w", "ws")
+    (line,) = err.strip().splitlines()
+    assert code == 2 and "mylib: a folder, not a file" in line
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling link"])
+def test_analyze_names_a_profile_table_that_is_not_a_regular_file(tmp_path, kind):
+    """A FIFO named like a profile's table is never opened (reading it would wait forever); a folder or a link to
+    nothing under that name is named as what it is, whether the run folder or the entry itself is given."""
+    run = tmp_path / "run"
+    run.mkdir()
+    entry = run / "kernel_details.csv"
+    if kind == "folder":
+        entry.mkdir()
+        what = "a folder, not a file"
+    elif kind == "fifo":
+        os.mkfifo(entry)
+        what = "a FIFO or other special file"
+    else:
+        entry.symlink_to(tmp_path / "gone.csv")
+        what = f"a link to nothing ({tmp_path / 'gone.csv'})"
+    for given in ([str(run)] if kind == "folder" else [str(run), str(entry)]):
+        # a process of its own with a time limit: a reader that opened the FIFO would wait forever
+        done = subprocess.run([sys.executable, "-m", "ascendopt", "analyze", given], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "300"})
+        (line,) = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and done.stdout == "" and f"{entry}: {what}" in line, line
