@@ -118,6 +118,28 @@ def render_screening(screening: Mapping[str, Any]) -> None:
                         + (f"; {len(rows) - len(shown)} more not shown" if len(rows) > len(shown) else ""))
 
 
+BUCKET_COLUMNS = ["bucket", "shape", "weight", "baseline", "candidate", "speedup", "noise band", "verdict", "floor"]
+
+
+def bucket_table_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """The per-bucket table's cells (``judge.weighted.bucket_rows`` data; ``BUCKET_COLUMNS``): one formatter for
+    the gate, ``status --rounds`` and the report, so the table reads alike everywhere."""
+    out = []
+    for r in rows:
+        speed = r.get("speedup")
+        out.append((str(r["bucket"]).split(" [", 1)[0], "-" if r.get("shape") is None else str(r["shape"]),
+                    f"{r['weight']:.1%}", format_duration_ms(r.get("baseline_ms")),
+                    format_duration_ms(r.get("candidate_ms")), "-" if not speed else f"{speed:.3f}x",
+                    f"±{r['noise_band']:.1%}", str(r["verdict"]), str(r["floor"])))
+    return out
+
+
+def render_bucket_table(rows: Sequence[Mapping[str, Any]], title: str) -> None:
+    """The per-bucket table on stdout (nothing for an empty one: a contract without a shape mix)."""
+    if rows:
+        console.table(BUCKET_COLUMNS, bucket_table_rows(rows), title=title)
+
+
 def _fmt(v: float | None, column: str = "") -> str:
     """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
     if v is None:

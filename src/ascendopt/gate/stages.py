@@ -589,20 +589,27 @@ def _weighted_result(contract: Contract, results, accepted: str | None) -> Stage
     """The performance stage over a shape mix (``judge.weighted.weigh``): one check per timed bucket, the weighted
     verdict as the stage's; a heavy bucket slower beyond its band is red (exit 4) naming it, even when the
     weighted total is faster; the buckets too light to time are listed."""
-    from ascendopt.judge.weighted import BucketTiming, weigh
+    from ascendopt.judge.weighted import BucketTiming, bucket_rows, weigh
 
     per_case = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
     timed_cases = {case for case, _, _ in results}
     light = [(bucket_name(i, b), b.weight) for i, b in enumerate(contract.shapes.buckets)
              if bucket_name(i, b) not in timed_cases]
-    found = weigh([BucketTiming(case, w, r) for case, r, w in results], light)
+    timings = [BucketTiming(case, w, r) for case, r, w in results]
+    found = weigh(timings, light)
+    shapes = {bucket_name(i, b): b.shape for i, b in enumerate(contract.shapes.buckets)}
     data = {**per_case.data, "weighted": {"verdict": found.verdict, "ratio": found.ratio, "speedup": found.speedup,
                                           "noise_band": found.band, "timed_weight": found.timed_weight,
                                           "floors": found.floors, "undecided": found.undecided,
                                           "not_timed": found.not_timed, "reason": found.reason},
-            "weights": {case: w for case, _, w in results}}
+            "weights": {case: w for case, _, w in results},
+            "buckets": bucket_rows(timings, shapes)}
     line = f"weighted over the shape mix: {time_change_text(found.ratio)}: {found.verdict} ({found.reason})"
-    checks = [*per_case.checks]
+    # each bucket's check (one JUnit testcase per bucket) says its weight and floor verdict beside its timing
+    floor_of = {row["bucket"]: row for row in data["buckets"]}
+    checks = [Check(c.name, c.passed, f"{c.message}; weight {floor_of[c.name]['weight']:.1%}, floor "
+                                      f"{floor_of[c.name]['floor']}") if c.name in floor_of else c
+              for c in per_case.checks]
     floors = set(found.floors) | set(found.undecided)
     checks = [c if c.passed or c.name in floors else Check(c.name, True, c.message + " (a light bucket: counted in "
                                                                                "the weighted total only)")
