@@ -506,7 +506,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     tolerances = frozen.get("tolerances") if frozen.get("enabled") else None
     console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
                    f"limit {timing_s:g} s)")
-    cases = _timed_cases(contract, session, request.pairs)
+    cases = timed_cases(contract, session, request.pairs)
     results: list[tuple[str, Any, float | None]] = []  # (case, comparison, weight or None)
     doubts: list[str] = []
     timed_calls = 0
@@ -539,7 +539,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         found = engine.audit(judged)
         if found.wrong:
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
-        frozen_case = _frozen_baseline(contract, case if shape is not None else None)
+        frozen_case = frozen_baseline(contract, case if shape is not None else None)
         anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], frozen_case.host_calibration_ms,
                                        judged.host) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
@@ -562,7 +562,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
 MIN_PAIRS = 12  # the fewest pairs a light bucket is timed for (the CLI's --pairs floor)
 
 
-def _timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any, float | None, int]]:
+def timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any, float | None, int]]:
     """What the performance stage times, as ``(case, shape, weight, pairs)``: with a shape mix whose workload makes
     any shape, every bucket of weight at least ``judge.weighted.TIMED_WEIGHT`` (``pairs`` scaled down for a light
     one, whose verdict only feeds the weighted total); else the workload's own shape (``shape`` None)."""
@@ -576,7 +576,7 @@ def _timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any
             for i, (b, on) in enumerate(zip(mix.buckets, flags, strict=True)) if on]
 
 
-def _frozen_baseline(contract: Contract, case: str | None):
+def frozen_baseline(contract: Contract, case: str | None):
     """The frozen baseline timing of ``case`` (a bucket; None: the workload's own shape, the first), or None."""
     if not contract.baseline:
         return None
@@ -592,16 +592,13 @@ def _weighted_result(contract: Contract, results, accepted: str | None) -> Stage
     from ascendopt.judge.weighted import BucketTiming, bucket_rows, weigh
 
     per_case = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
-    timed_cases = {case for case, _, _ in results}
+    timed_names = {case for case, _, _ in results}
     light = [(bucket_name(i, b), b.weight) for i, b in enumerate(contract.shapes.buckets)
-             if bucket_name(i, b) not in timed_cases]
+             if bucket_name(i, b) not in timed_names]
     timings = [BucketTiming(case, w, r) for case, r, w in results]
     found = weigh(timings, light)
     shapes = {bucket_name(i, b): b.shape for i, b in enumerate(contract.shapes.buckets)}
-    data = {**per_case.data, "weighted": {"verdict": found.verdict, "ratio": found.ratio, "speedup": found.speedup,
-                                          "noise_band": found.band, "timed_weight": found.timed_weight,
-                                          "floors": found.floors, "undecided": found.undecided,
-                                          "not_timed": found.not_timed, "reason": found.reason},
+    data = {**per_case.data, "weighted": found.to_dict(),
             "weights": {case: w for case, _, w in results},
             "buckets": bucket_rows(timings, shapes)}
     line = f"weighted over the shape mix: {time_change_text(found.ratio)}: {found.verdict} ({found.reason})"

@@ -69,6 +69,12 @@ class WeightedVerdict:
     def speedup(self) -> float:
         return 1.0 / self.ratio if self.ratio > 0 else float("inf")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as the gate's stage data and a round's ``timing["weighted"]`` store it."""
+        return {"verdict": self.verdict, "ratio": self.ratio, "speedup": self.speedup, "noise_band": self.band,
+                "timed_weight": self.timed_weight, "floors": list(self.floors), "undecided": list(self.undecided),
+                "not_timed": list(self.not_timed), "reason": self.reason}
+
 
 def timed(weights: Sequence[float]) -> list[bool]:
     """Which buckets are timed (weight at least ``TIMED_WEIGHT``)."""
