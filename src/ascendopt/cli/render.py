@@ -196,6 +196,12 @@ def render_round_summary(summary: Mapping[str, Any], title: str, timing: Mapping
         lines += timing_spread_lines(timing)
     for line in lines:
         console.out(line)
+    weighted = (timing or {}).get("weighted") if summary["verdict"] != "drop" else None
+    if weighted:  # over a shape mix: the buckets the verdict was weighed over, against each reference timed
+        render_bucket_table(weighted.get("buckets") or [], "per bucket of the shape mix, vs baseline")
+        if (timing.get("best") or {}).get("round") is not None:
+            render_bucket_table(weighted.get("buckets_vs_best") or [],
+                                f"per bucket of the shape mix, vs the best so far (round {timing['best']['round']})")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
     line = f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}"
     if "verdict_label" in summary:
