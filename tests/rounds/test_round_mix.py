@@ -139,3 +139,13 @@ def test_the_report_has_the_shape_mix_section_and_the_plot_of_speedup_against_we
     plain = [_record(1, {**recs[0].timing, "weighted": None}, "revert")]
     assert shape_mix_section(plain, None) == "" and plot_buckets(plain, tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_a_broken_floor_is_the_reason_even_beside_an_implausible_bucket():
+    timing = _timing(_case(SMALL, 1.0, 1.0, 1.5), _case(LARGE, 20.0, 20.0, 2.0))
+    timing["implausible"] = {"cases": [{"case": LARGE, "reason": "10.0x faster, beyond the 5x bound"}],
+                             "accepted": None}
+    assert records.verdict(True, timing["vs_best"], implausible=True) == "revert"
+    assert records.verdict_reason(timing).startswith(f"shape mix: {SMALL} (weight 70.0%) is slower")
+    del timing["weighted"]["vs_best"]["floors"][:]  # no floor broken: the implausible bucket is the reason
+    assert records.verdict_reason(timing).startswith(f"implausible: {LARGE}")

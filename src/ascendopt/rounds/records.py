@@ -244,13 +244,17 @@ def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     (the bucket that broke its floor, or the weighted total not faster); None when the timing could tell."""
     from ascendopt.gate.bench import DecisionRule
 
+    weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
+    if weighted and weighted["floors"] and not (timing or {}).get("judge"):
+        # a shape mix: a bucket that broke its floor decides first; no acceptance of an implausible bucket
+        # elsewhere could make the round a keep
+        return f"shape mix: {weighted['reason']}"
     found = (timing or {}).get("implausible")
     if found and not found.get("accepted"):
         return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
                 "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
-    weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
     if weighted and timing.get("vs_best") in ("slower", "same") and not timing.get("judge"):
-        # a shape mix: a bucket that broke its floor (named), or the weighted total not faster, with its numbers
+        # a shape mix: the weighted total not faster than the best so far, with its numbers
         return f"shape mix: {weighted['reason']}" + ("" if timing["vs_best"] == "slower" else
                                                      ": not faster than the best so far beyond the band")
     if not timing or timing.get("vs_best") != "inconclusive":
