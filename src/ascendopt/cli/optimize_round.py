@@ -84,7 +84,14 @@ def optimize_round(
     """
     from ascendopt import console
     from ascendopt.cli import next_steps
-    from ascendopt.cli.render import format_config, render_round_summary, render_screening, speedup_text, ub_text
+    from ascendopt.cli.render import (
+        format_config,
+        render_mix_screening,
+        render_round_summary,
+        render_screening,
+        speedup_text,
+        ub_text,
+    )
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
     from ascendopt.rounds import auto as round_auto
@@ -142,6 +149,7 @@ def optimize_round(
             console.print_json(result)
             return
         render_screening(result["screening"])
+        render_mix_screening(result.get("mix"))
         if result.get("own_code"):
             for pin in result["pin"]:
                 console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "

@@ -140,6 +140,43 @@ def render_bucket_table(rows: Sequence[Mapping[str, Any]], title: str) -> None:
         console.table(BUCKET_COLUMNS, bucket_table_rows(rows), title=title)
 
 
+def mix_screening_lines(mix: Mapping[str, Any]) -> list[str]:
+    """What ``--auto``'s screening on a mix says (``rounds.auto.mix_winners`` data): the one configuration that
+    wins on every shape case, or, where none does, which wins where and by how much (the evidence for a per-bucket
+    dispatch, which the user decides on: nothing is applied)."""
+    overall = mix.get("overall")
+    if overall is None:
+        return ["on the mix: no screened configuration passed on every shape case"]
+    name = format_config(overall)
+    if mix["one_wins_all"]:
+        return [f"on the mix: {name} is the fastest on every shape case (weighted fastest too): no per-bucket "
+                "dispatch is needed"]
+    lines = [f"on the mix: no single configuration wins on every shape case; {name} is the weighted fastest. Where "
+             "another wins (evidence for a per-bucket dispatch, your decision: nothing is applied):"]
+    for x in mix["winners"]:
+        if x["overall_wins"]:
+            continue
+        vs_start = f", {x['vs_start']:.3f}x the best so far's" if x.get("vs_start") else ""
+        lines.append(f"  {x['case']} (weight {x['weight']:.0%}): {format_config(x['config'])} wins at "
+                     f"{format_duration_ms(x['ms'])}, {x['vs_overall']:.3f}x the speed of {name} there{vs_start}")
+    return lines
+
+
+def render_mix_screening(mix: Mapping[str, Any] | None) -> None:
+    """``--auto`` on a mix: the screened configurations' times per shape case and weighted, then
+    ``mix_screening_lines``; nothing with one shape case."""
+    if not mix:
+        return
+    cases = mix["cases"]
+    console.table(["config", *cases, "weighted"],
+                  [(format_config(row["config"]), *(format_duration_ms(row["ms"][c]) for c in cases),
+                    format_duration_ms(row["weighted_ms"])) for row in mix["table"]],
+                  title=f"the fastest screened on every shape case of the mix ({len(cases)} cases, weights "
+                        + ", ".join(f"{c} {mix['weights'][c]:.0%}" for c in cases) + ")")
+    for line in mix_screening_lines(mix):
+        console.out(line)
+
+
 def _fmt(v: float | None, column: str = "") -> str:
     """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
     if v is None:

@@ -43,6 +43,10 @@ DEFAULT_CONFIRM = 2  # screened candidates confirmed as gated rounds
 # A candidate screened this much slower than the best so far is not confirmed: a short screening
 # median is not a verdict, but one this far behind is not worth a gated round.
 CONFIRM_SLACK = 0.03
+# With several shape cases (the mix of a bundled kernel), the search runs on the first; this many of its fastest
+# candidates (the best so far always among them) are then screened on every other case too, so the mix decides
+# which are confirmed and which configuration wins where. Each costs one short screening per further case.
+MIX_TOP = 8
 
 def check_auto_options(budget: int | None, budget_s: float | None, confirm: int | None) -> None:
     """``--budget``, ``--budget-s``, ``--confirm`` validated; UsageError (exit 2) naming the option."""
@@ -236,9 +240,21 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         raise CorrectnessError(f"screening: {exc}",
                                hint="the best configuration so far fails on this device: run `ascendopt gate`") from exc
     start_row = next(r for r in run.rows if tune.config_key(r.config) == start_key)
+    mix = None
+    if len(w.shapes) > 1:
+        mix = screen_mix(ctx, run, start, clocked, info, step)
+        # on a mix, a candidate's screening time is its weighted time over the cases (None: failed on one)
+        by_key = {row["key"]: row for row in mix["table"]}
+        ranked = sorted((r for r in run.ranked() if (by_key.get(tune.config_key(r.config)) or {}).get("weighted_ms")),
+                        key=lambda r: by_key[tune.config_key(r.config)]["weighted_ms"])
+        ms_of = {tune.config_key(r.config): by_key[tune.config_key(r.config)]["weighted_ms"] for r in ranked}
+    else:
+        ranked = run.ranked()
+        ms_of = {tune.config_key(r.config): r.ms for r in ranked}
+    start_ms = ms_of.get(start_key, start_row.ms)
     step(f"auto: screened {run.covered} of {run.total} ({run.stopped}); confirming up to {confirm}")
-    picks = [r for r in run.ranked() if tune.config_key(r.config) != start_key
-             and r.ms <= start_row.ms * (1 + CONFIRM_SLACK)][:confirm]
+    picks = [r for r in ranked if tune.config_key(r.config) != start_key
+             and ms_of[tune.config_key(r.config)] <= start_ms * (1 + CONFIRM_SLACK)][:confirm]
 
     recorded: list[int] = []
     over_budget: list[int] = []  # rounds whose tile overflows the UB (only with allow_ub_overflow, off-NPU)
@@ -248,13 +264,15 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
                            + (["--budget-s", f"{budget_s:g}"] if budget_s != DEFAULT_BUDGET_S else [])
                            + (["--confirm", str(confirm)] if confirm != DEFAULT_CONFIRM else [])
                            + (["--allow-ub-overflow"] if allow_ub_overflow else []))
-    best_ms = start_row.ms
+    best_ms = start_ms
     for rank, row in enumerate(picks, 1):
         cfg = row.config
+        row_ms = ms_of[tune.config_key(cfg)]
         changed = {k: v for k, v in cfg.items() if best.get(k) != v}
-        if not changed or row.ms > best_ms * (1 + CONFIRM_SLACK):
+        if not changed or row_ms > best_ms * (1 + CONFIRM_SLACK):
             continue  # a confirmed keep screened faster than this one: it cannot be kept against it
-        text = (f"{hypothesis} [auto: screened #{rank} of {run.covered} at {row.ms:.4g} ms; "
+        on = "weighted over the mix " if mix else ""
+        text = (f"{hypothesis} [auto: screened #{rank} of {run.covered} at {on}{row_ms:.4g} ms; "
                 + ", ".join(f"{k} {best[k]}->{v}" for k, v in changed.items()) + "]")
         # each candidate sees the rounds recorded before it (its number, the best so far)
         outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
@@ -269,13 +287,90 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         if on_round:
             on_round(outcome)
         if rec.verdict == "keep":
-            best, best_ms = dict(cfg), row.ms
+            best, best_ms = dict(cfg), row_ms
     screening = {**run.to_dict(), "budget": budget, "budget_s": budget_s, "cache": str(cache.path),
                  "start_ms": start_row.ms, "case": case.name}
-    return {"screening": screening, "confirmed": confirmed, "rounds": recorded, "pruned": len(pruned),
+    return {"screening": screening, "mix": mix, "confirmed": confirmed, "rounds": recorded, "pruned": len(pruned),
             "space": len(space), "feasible": len(feasible), "best": best, "bound": bound,
             "ub_chip": info.chip, "ub_overflow_allowed": not enforce, "over_budget_rounds": over_budget,
             "best_ub_warning": ub_use(ctx, best, info)["warning"]}
+
+
+# -- the mix: the fastest screened candidates on every shape case ---------------------------------------------
+
+
+def screen_mix(ctx: RoundContext, run: tune_screen.ScreenRun, start: dict[str, int], backend, info,
+               step: Step) -> dict[str, Any]:
+    """Screen the ``MIX_TOP`` fastest candidates of ``run`` (screened on the first shape case) and the best so far
+    ``start`` on every other shape case of the contract, each case with its own inputs and cache entry; then
+    ``mix_winners`` over them. The shape cases of a bundled kernel carry no profiled weights: each weighs
+    the same (``1 / cases``)."""
+    from ascendopt.gate.stages import timing_inputs
+
+    contract, spec = ctx.contract, ctx.spec
+    w = contract.workload
+    first = w.shapes[0]
+    start_key = tune.config_key(start)
+    top = [r for r in run.ranked() if tune.config_key(r.config) != start_key][:MIX_TOP - 1]
+    rows = [next(r for r in run.rows if tune.config_key(r.config) == start_key), *top]
+    times: dict[str, dict[str, float | None]] = {tune.config_key(r.config): {first.name: r.ms} for r in rows}
+    for other in w.shapes[1:]:
+        step(f"auto: screening the {len(rows)} fastest on {other.name} too (the mix: {len(w.shapes)} shape cases)")
+        cache = tune.TuneCache(ctx.ws.screen_cache_path, tune_screen.screen_key(
+            spec.name, other.dims, w.dtype, w.mode, info.name, tune.source_hash(spec)))
+        inputs = timing_inputs(spec, other.dims, w.dtype, w.mode, backend.torch_device())
+        for r in rows:
+            entry = cache.entry(r.config)
+            if entry is not None:
+                ms = entry.get("ms")
+            else:
+                found = tune_screen.screen_config(spec, other.dims, w.dtype, w.mode, r.config, inputs, backend,
+                                                  tolerances=contract.tolerances or None)
+                cache.put(tune.Trial(found.config, found.ms, note=found.note), p20_ms=found.p20_ms,
+                          p80_ms=found.p80_ms, smoke=found.smoke)
+                ms = found.ms
+            times[tune.config_key(r.config)][other.name] = ms
+    weights = {c.name: 1.0 / len(w.shapes) for c in w.shapes}
+    return mix_winners([(r.config, times[tune.config_key(r.config)]) for r in rows], weights, start)
+
+
+def mix_winners(screened: list[tuple[dict[str, int], dict[str, float | None]]], weights: dict[str, float],
+                start: dict[str, int]) -> dict[str, Any]:
+    """Which configuration wins where on a mix, from screening times (pure). ``screened``: ``(config, {case: ms
+    or None (screened out there)})``; ``weights``: each case's share; ``start``: the best so far.
+
+    ``table``: per configuration ``{"config", "key", "ms": {case: ms}, "weighted_ms"}`` (``Σ w·ms``; None when it
+    failed on a case), the weighted fastest first. ``overall``: the weighted fastest configuration. ``winners``:
+    per case ``{"case", "weight", "config", "ms", "vs_start"}`` (the start's time there / the winner's: > 1 is
+    faster), ``vs_overall`` (the overall's time there / the winner's) and ``overall_wins``. ``one_wins_all``: the
+    overall is the fastest on every case; when not, the per-case winners are the evidence for a per-bucket
+    dispatch (which configuration wins where, and by how much): the user's decision, never applied here."""
+    cases = list(weights)
+    start_key = tune.config_key(start)
+    table = []
+    for config, ms in screened:
+        complete = all(ms.get(c) is not None for c in cases)
+        table.append({"config": dict(config), "key": tune.config_key(config), "ms": {c: ms.get(c) for c in cases},
+                      "weighted_ms": sum(weights[c] * ms[c] for c in cases) if complete else None})
+    table.sort(key=lambda row: (row["weighted_ms"] is None, row["weighted_ms"] or 0.0))
+    overall = table[0] if table and table[0]["weighted_ms"] is not None else None
+    start_row = next((row for row in table if row["key"] == start_key), None)
+    winners = []
+    for c in cases:
+        timed = [row for row in table if row["ms"][c] is not None]
+        if not timed:
+            continue
+        win = min(timed, key=lambda row: row["ms"][c])
+        ref = (start_row or {}).get("ms", {}).get(c)
+        there = overall["ms"][c] if overall else None
+        winners.append({"case": c, "weight": weights[c], "config": win["config"], "ms": win["ms"][c],
+                        "vs_start": ref / win["ms"][c] if ref else None,
+                        "vs_overall": there / win["ms"][c] if there else None})
+    for x in winners:
+        x["overall_wins"] = overall is not None and tune.config_key(x["config"]) == overall["key"]
+    return {"cases": cases, "weights": dict(weights), "table": table,
+            "overall": overall["config"] if overall else None, "winners": winners,
+            "one_wins_all": bool(winners) and all(x["overall_wins"] for x in winners)}
 
 
 # -- own code: @triton.autotune configs ------------------------------------------------------------
