@@ -36,10 +36,10 @@ SMALL, LARGE, TINY = "bucket 1 [[16, 64]]", "bucket 2 [[64, 64]]", "bucket 3 [[2
 
 
 def _red_stage():
-    """A heavy small bucket slower, a large one much faster (the weighted total faster), a light one slower."""
+    """A heavy small bucket slower, a large one 4x faster (the weighted total faster), a light one slower."""
     return _weighted_result(_contract(0.66, 0.30, 0.04), [
         (SMALL, _comparison(1.0, 1.5, "slower"), 0.66),
-        (LARGE, _comparison(20.0, 2.0, "faster"), 0.30),
+        (LARGE, _comparison(20.0, 5.0, "faster"), 0.30),
         (TINY, _comparison(1.0, 2.0, "slower"), 0.04)], accepted=None)
 
 
@@ -50,7 +50,7 @@ def test_the_stage_data_carries_one_row_per_bucket_with_its_floor_verdict():
     assert list(rows) == [SMALL, LARGE, TINY]
     assert rows[SMALL]["floor"] == "broken" and rows[LARGE]["floor"] == "held" and rows[TINY]["floor"] == "no floor"
     assert rows[SMALL]["shape"] == [[16, 64]] and rows[LARGE]["weight"] == 0.30
-    assert rows[LARGE]["speedup"] == pytest.approx(10.0) and rows[SMALL]["speedup"] == pytest.approx(1 / 1.5)
+    assert rows[LARGE]["speedup"] == pytest.approx(4.0) and rows[SMALL]["speedup"] == pytest.approx(1 / 1.5)
     assert rows[SMALL]["baseline_ms"] == 1.0 and rows[SMALL]["candidate_ms"] == 1.5
     assert rows[SMALL]["noise_band"] == 0.03 and rows[SMALL]["verdict"] == "slower"
 
@@ -90,5 +90,14 @@ def test_the_gate_text_prints_the_per_bucket_table(capsys):
         if row[0].startswith("bucket "):
             cells[row[0]] = row[1:]
     assert cells["bucket 1"] == ["[[16, 64]]", "66.0%", "1.00 ms", "1.50 ms", "0.667x", "±3.0%", "slower", "broken"]
-    assert cells["bucket 2"][1:] == ["30.0%", "20.00 ms", "2.00 ms", "10.000x", "±3.0%", "faster", "held"]
+    assert cells["bucket 2"][1:] == ["30.0%", "20.00 ms", "5.00 ms", "4.000x", "±3.0%", "faster", "held"]
     assert cells["bucket 3"][-1] == "no floor"
+
+
+def test_a_heavy_bucket_implausibly_faster_keeps_its_own_outcome_and_is_not_called_light():
+    stage = _weighted_result(_contract(0.5, 0.5), [
+        (SMALL, _comparison(1.0, 1.0, "same"), 0.5),
+        (LARGE, _comparison(20.0, 2.0, "faster"), 0.5)], accepted=None)  # 10x: beyond the implausible bound
+    assert stage.status == "implausible"
+    check = next(c for c in stage.checks if c.name == LARGE)
+    assert not check.passed and "light bucket" not in check.message and "floor held" in check.message

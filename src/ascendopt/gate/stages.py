@@ -607,10 +607,11 @@ def _weighted_result(contract: Contract, results, accepted: str | None) -> Stage
     checks = [Check(c.name, c.passed, f"{c.message}; weight {floor_of[c.name]['weight']:.1%}, floor "
                                       f"{floor_of[c.name]['floor']}") if c.name in floor_of else c
               for c in per_case.checks]
-    floors = set(found.floors) | set(found.undecided)
-    checks = [c if c.passed or c.name in floors else Check(c.name, True, c.message + " (a light bucket: counted in "
-                                                                               "the weighted total only)")
-              for c in checks]
+    # a light bucket's own verdict does not decide the gate (it counts in the weighted total only); a heavy one's
+    # check keeps its own outcome
+    light_names = {row["bucket"] for row in data["buckets"] if row["floor"] == "no floor"}
+    checks = [Check(c.name, True, c.message + " (a light bucket: counted in the weighted total only)")
+              if not c.passed and c.name in light_names else c for c in checks]
     checks.append(Check("weighted", found.verdict not in ("slower", "inconclusive"), line))
     if found.verdict == "slower":
         return StageResult("performance", "fail", "regression: " + found.reason, checks, data)
