@@ -55,6 +55,12 @@ def plot_buckets(records: Sequence[RoundRecord], path: Path) -> Path | None:
     ax.axvline(100 * FLOOR_WEIGHT, color="tab:red", linestyle=":", linewidth=1,
                label=f"floor from {FLOOR_WEIGHT:.0%} weight (x: floor broken)")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    # speedups read as "0.5x", "2x" rather than powers of ten
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}x" if f"{v:.1e}"[0] in "235" else ""))
+    ax.set_xlim(left=0)
     ax.set_xlabel("bucket weight (% of the kernel's device time)")
     ax.set_ylabel("speedup vs baseline (> 1: faster)")
     ax.set_title("speedup per bucket of the shape mix against its weight", fontsize=10)
