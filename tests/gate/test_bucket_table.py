@@ -71,10 +71,12 @@ def test_junit_has_one_testcase_per_bucket_saying_weight_and_floor():
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert set(cases) == {SMALL, LARGE, TINY, "weighted"}
     failure = cases[SMALL].find("failure")
-    assert failure is not None and "weight 66.0%, floor broken" in failure.text
-    assert "weight 30.0%, floor held" in cases[LARGE].find("system-out").text
+    # the one-line message (cut at 200 characters) names the weight and the floor verdict first
+    assert failure is not None and failure.get("message").startswith(f"{SMALL} (weight 66.0%, floor broken): baseline")
+    assert cases[LARGE].find("system-out").text.startswith(f"{LARGE} (weight 30.0%, floor held): ")
     # a light bucket slower is not red: it counts in the weighted total only
-    assert cases[TINY].find("failure") is None and "floor no floor" in cases[TINY].find("system-out").text
+    assert cases[TINY].find("failure") is None
+    assert cases[TINY].find("system-out").text.startswith(f"{TINY} (weight 4.0%, floor no floor): ")
     assert cases["weighted"].find("failure") is not None
 
 

@@ -602,11 +602,12 @@ def _weighted_result(contract: Contract, results, accepted: str | None) -> Stage
             "weights": {case: w for case, _, w in results},
             "buckets": bucket_rows(timings, shapes)}
     line = f"weighted over the shape mix: {time_change_text(found.ratio)}: {found.verdict} ({found.reason})"
-    # each bucket's check (one JUnit testcase per bucket) says its weight and floor verdict beside its timing
+    # each bucket's check (one JUnit testcase per bucket) says its weight and floor verdict after its name, where
+    # a JUnit failure's one-line message (cut at 200 characters) still shows them
     floor_of = {row["bucket"]: row for row in data["buckets"]}
-    checks = [Check(c.name, c.passed, f"{c.message}; weight {floor_of[c.name]['weight']:.1%}, floor "
-                                      f"{floor_of[c.name]['floor']}") if c.name in floor_of else c
-              for c in per_case.checks]
+    checks = [Check(c.name, c.passed, c.message.replace(
+        f"{c.name}: ", f"{c.name} (weight {floor_of[c.name]['weight']:.1%}, floor {floor_of[c.name]['floor']}): ", 1))
+        if c.name in floor_of else c for c in per_case.checks]
     # a light bucket's own verdict does not decide the gate (it counts in the weighted total only); a heavy one's
     # check keeps its own outcome
     light_names = {row["bucket"] for row in data["buckets"] if row["floor"] == "no floor"}
