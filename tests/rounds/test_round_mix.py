@@ -149,3 +149,13 @@ def test_a_broken_floor_is_the_reason_even_beside_an_implausible_bucket():
     assert records.verdict_reason(timing).startswith(f"shape mix: {SMALL} (weight 70.0%) is slower")
     del timing["weighted"]["vs_best"]["floors"][:]  # no floor broken: the implausible bucket is the reason
     assert records.verdict_reason(timing).startswith(f"implausible: {LARGE}")
+
+
+def test_the_reports_speedup_of_a_round_over_a_mix_names_the_weighted_statistic():
+    from ascendopt.rounds.report import render_markdown
+
+    contract = {"op": "my_op", "workload": {"kind": "exec-file", "exec_file": "bench.py"}, "baseline": [],
+                "git": {"commit": "abc"}}
+    md = render_markdown(contract, _records())
+    assert f"**{6.7 / 5.15:.3f}x**" in md and records.WEIGHTED_STATISTIC in md
+    assert records.SPEEDUP_STATISTIC not in md

@@ -47,6 +47,12 @@ SPEEDUP_STATISTIC = ("median of the per-pair time ratios of the round's interlea
 # bucket; equal weights would let a light bucket buy a heavy one's regression.
 WEIGHTED_STATISTIC = "weighted over the shape mix's buckets: Σ w·t_reference / Σ w·t_candidate of their medians"
 
+
+def speedup_statistic(timing: Mapping[str, Any] | None) -> str:
+    """The statistic a round's ``ratio_vs_*`` were computed by: ``WEIGHTED_STATISTIC`` over a shape mix
+    (``timing["weighted"]``), else ``SPEEDUP_STATISTIC``."""
+    return WEIGHTED_STATISTIC if (timing or {}).get("weighted") else SPEEDUP_STATISTIC
+
 STALL_ROUNDS = 3  # docs/practice.md §10: after 3 consecutive rounds without a keep, stop and re-assess
 MIN_DIRECTIONS = 3  # docs/practice.md §10: stop once >= 3 distinct directions were tried with evidence
 
