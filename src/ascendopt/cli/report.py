@@ -17,7 +17,9 @@ def report(
     ] = None,
     plot: Annotated[
         str | None, typer.Option("--plot", metavar="PATH",
-            help="PNG file to write (default next to the markdown: rounds.png).")
+            help="PNG file to write (default next to the markdown: rounds.png); beside it, when there is something to "
+                 "draw, rounds-pairs.png (the timed pairs) and rounds-buckets.png (over a shape mix: each bucket's "
+                 "speedup against its weight).")
     ] = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,

@@ -13,7 +13,8 @@ def status(
     workspace: WorkspaceOpt = None,
     rounds: Annotated[bool, typer.Option(
         "--rounds", help="Also show every round of the ledger side by side: change, gate, time, speedups vs "
-                         "the baseline and the best, noise band, verdict.")] = False,
+                         "the baseline and the best, noise band, verdict; and, for a round over a shape mix, its "
+                         "per-bucket table (weight, times, speedup, noise band, floor verdict).")] = False,
     csv: CsvOpt = False,
     json: JsonOpt = False,
 ) -> None:
