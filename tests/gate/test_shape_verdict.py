@@ -95,5 +95,7 @@ def test_a_round_that_slows_the_heavy_bucket_is_reverted_naming_it_and_status_ro
     code, out, err = run_cli("status", "--rounds", "--json")
     assert code == 0, err
     rows = json_payload(out)["ledger"][0]["buckets"]
-    assert [(r["bucket"], r["floor"]) for r in rows] == [("bucket 1 [[16, 64]]", "broken"),
-                                                          ("bucket 2 [[256, 64]]", "held")]
+    assert [r["bucket"] for r in rows] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    assert rows[0]["floor"] == "broken" and rows[0]["weight"] == 0.7 and rows[0]["speedup"] < 0.5
+    # the large bucket got 6x faster: never a broken floor (on a loaded host its band may leave it undecided)
+    assert rows[1]["floor"] != "broken" and rows[1]["speedup"] > 2

@@ -159,3 +159,11 @@ def test_the_reports_speedup_of_a_round_over_a_mix_names_the_weighted_statistic(
     md = render_markdown(contract, _records())
     assert f"**{6.7 / 5.15:.3f}x**" in md and records.WEIGHTED_STATISTIC in md
     assert records.SPEEDUP_STATISTIC not in md
+
+
+def test_a_broken_floor_is_the_reason_even_when_the_judge_doubted_the_timing():
+    timing = _timing(_case(SMALL, 1.0, 1.0, 1.5), _case(LARGE, 20.0, 20.0, 2.0))
+    timing["judge"] = ["the baseline moved: 1.30x its frozen time"]
+    reason = records.verdict_reason(timing)
+    assert reason.startswith(f"shape mix: {SMALL} (weight 70.0%) is slower")
+    assert reason.endswith("; the judge also doubted the timing: the baseline moved: 1.30x its frozen time")

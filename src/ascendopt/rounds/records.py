@@ -251,10 +251,11 @@ def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     from ascendopt.gate.bench import DecisionRule
 
     weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
-    if weighted and weighted["floors"] and not (timing or {}).get("judge"):
+    if weighted and weighted["floors"] and timing.get("vs_best") == "slower":
         # a shape mix: a bucket that broke its floor decides first; no acceptance of an implausible bucket
-        # elsewhere could make the round a keep
-        return f"shape mix: {weighted['reason']}"
+        # elsewhere could make the round a keep, and a doubt of the judge leaves a slower verdict slower (said)
+        doubt = f"; the judge also doubted the timing: {timing['judge'][0]}" if timing.get("judge") else ""
+        return f"shape mix: {weighted['reason']}{doubt}"
     found = (timing or {}).get("implausible")
     if found and not found.get("accepted"):
         return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
