@@ -98,3 +98,65 @@ def test_the_auto_result_with_a_mix_is_valid_against_the_schema():
     result["mix"]["winners"][0]["vs_overall"] = "fast"
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(result)
+
+
+AUTOTUNED = """\
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+def host_bench(fn, quantiles=None, **kw):  # Triton's interpreter has no device benchmarker
+    t = time.perf_counter()
+    fn()
+    ms = (time.perf_counter() - t) * 1e3
+    return [ms] * len(quantiles) if quantiles else ms
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"],
+                 do_bench=host_bench)
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2 + 1, mask=mask)
+
+
+def my_op(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    return y
+"""
+
+
+def test_own_code_auto_times_every_config_on_every_bucket_and_pins_the_weighted_fastest(tmp_path, monkeypatch, cli):
+    from _cli_json import json_payload
+    from _own_code import frozen_shaped_repo
+
+    test = "import torch\nfrom op import my_op\n\n\ndef test_op():\n    x = torch.ones(8)\n" \
+           "    assert torch.equal(my_op(x), x * 2 + 1)\n"
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    root = frozen_shaped_repo(tmp_path / "repo", AUTOTUNED, test, small_weight=0.7)
+    monkeypatch.chdir(root)
+    code, out, err = cli("optimize-round", "--hypothesis", "pick a tile", "--auto", "--json")
+    assert code == 0, err[-3000:]
+    result = json_payload(out)
+    mix = result["mixes"]["scale_kernel"]
+    assert mix["cases"] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    assert mix["weights"] == {"bucket 1 [[16, 64]]": 0.7, "bucket 2 [[256, 64]]": 0.3}
+    by_block = {row["config"]["BLOCK"]: row["ms"] for row in mix["table"]}
+    # the interpreter pays per program: 16-element blocks launch 16x the programs, on each bucket
+    for case in mix["cases"]:
+        assert by_block[256][case] < by_block[16][case]
+    assert by_block[16]["bucket 2 [[256, 64]]"] > by_block[16]["bucket 1 [[16, 64]]"]  # each bucket's own inputs
+    assert mix["overall"]["BLOCK"] == 256 and mix["one_wins_all"]
+    (pin,) = result["pin"]
+    assert pin["kwargs"] == {"BLOCK": 256}
+    code, out, err = cli("optimize-round", "--hypothesis", "pick a tile", "--auto")  # the cache holds the buckets
+    assert code == 0, err[-3000:]
+    text = " ".join(out.split())
+    assert "2 of 2 candidates (0 screened now, 2 cached)" in text and "weighted over the shape mix" in text
+    assert "is the fastest on every shape case" in text

@@ -151,10 +151,15 @@ def optimize_round(
         render_screening(result["screening"])
         render_mix_screening(result.get("mix"))
         if result.get("own_code"):
+            for mix in (result.get("mixes") or {}).values():
+                render_mix_screening(mix)
             for pin in result["pin"]:
+                on_mix = pin["kernel"] in (result.get("mixes") or {})
                 console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
-                            f"({format_config(pin['kwargs'])}) screened fastest at "
-                            f"{console.duration_text(pin['ms'] * 1e3, digits=3)}; replace "
+                            f"({format_config(pin['kwargs'])}) screened fastest "
+                            + ("weighted over the shape mix (" if on_mix else "at ")
+                            + f"{console.duration_text(pin['ms'] * 1e3, digits=3)}"
+                            + (" at the workload's own shape)" if on_mix else "") + "; replace "
                             "@triton.autotune with a launch passing these values, then run optimize-round (without "
                             "--auto): the gate measures that edit")
             if not result["pin"]:

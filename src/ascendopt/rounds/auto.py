@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ascendopt.contract.shapes import bucket_name
 from ascendopt.errors import CorrectnessError, UsageError
 from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.run import Plan, RoundOutcome, Step, check_stop, command_line, record_round, ub_use
@@ -430,6 +431,10 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
     load_s = contract.timeout("workload_s", timeout)
     tolerances = (contract.equivalence or {}).get("tolerances") or {}
     run = tune_screen.ScreenRun(total=len(candidates))
+    # a shape mix: every config is also timed on each bucket (inputs(seed, shape)), so the mix picks the pin
+    buckets = [(bucket_name(i, b), b.shape, b.weight) for i, b in enumerate(contract.shapes.buckets)] \
+        if contract.shapes is not None else []
+    bucket_ms: dict[str, dict[str, float | None]] = {}
     t0 = time.monotonic()
     step(f"auto: screening {len(candidates)} @triton.autotune config(s) of {len(screenable)} kernel(s), "
          f"each pinned in its own run of {exec_rel}, at most {budget_s:g} s")
@@ -439,9 +444,10 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
         for site, cfg in candidates:
             config = {"kernel": site.kernel, "config": cfg.index, **cfg.kwargs}
             entry = cache.entry(config)
-            if entry is not None:
+            if entry is not None and (not buckets or entry.get("buckets") is not None or entry.get("ms") is None):
                 row = tune_screen.Screened(config, entry.get("ms"), entry.get("p20_ms"), entry.get("p80_ms"),
                                            entry.get("smoke", "pass"), entry.get("note", ""), cached=True)
+                bucket_ms[tune.config_key(config)] = entry.get("buckets") or {}
             elif budget is not None and run.fresh >= budget:
                 run.stopped = "budget"
                 break
@@ -449,19 +455,32 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
                 run.stopped = "time"
                 break
             else:
+                times: dict[str, float | None] = {}
                 row = _screen_pinned(root, exec_rel, site, cfg, config, Path(tmp), references, tolerances,
-                                     load_s=load_s, limit_s=contract.timeout("timing_s", timeout))
+                                     load_s=load_s, limit_s=contract.timeout("timing_s", timeout),
+                                     buckets=[(name, shape) for name, shape, _ in buckets], bucket_ms=times)
                 run.fresh += 1
+                bucket_ms[tune.config_key(config)] = times
                 cache.put(tune.Trial(config, row.ms, note=row.note), p20_ms=row.p20_ms, p80_ms=row.p80_ms,
-                          smoke=row.smoke)
+                          smoke=row.smoke, **({"buckets": times} if buckets else {}))
             run.rows.append(row)
             if on_screened:
                 on_screened(row, run)
     run.searched = len(run.rows)
     run.seconds = time.monotonic() - t0
     pins = []
+    mixes = {}
+    weights = {name: weight for name, _, weight in buckets}
     for site in screenable:
         ranked = [r for r in run.ranked() if r.config["kernel"] == site.kernel]
+        if ranked and buckets:
+            # the mix decides: the weighted fastest over the buckets is pinned, and where another config wins a
+            # bucket, that is said (a per-bucket dispatch is the user's decision)
+            mix = mix_winners([(r.config, bucket_ms.get(tune.config_key(r.config)) or {}) for r in ranked], weights,
+                              {})
+            mixes[site.kernel] = mix
+            if mix["overall"] is not None:
+                ranked = sorted(ranked, key=lambda r: tune.config_key(r.config) != tune.config_key(mix["overall"]))
         if ranked:
             best = ranked[0]
             pins.append({"kernel": site.kernel, "path": site.path, "line": site.line, "config": best.config["config"],
@@ -469,14 +488,16 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
                          "ms": best.ms})
     return {"own_code": True, "screening": {**run.to_dict(), "budget": budget, "budget_s": budget_s,
                                             "cache": str(cache.path), "case": exec_rel, "start_ms": None},
-            "sites": [s.to_dict() for s in sites], "pin": pins, "rounds": []}
+            "sites": [s.to_dict() for s in sites], "pin": pins, "rounds": [], "mixes": mixes}
 
 
 def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any], tmp: Path,
-                   references: dict[str, Path], tolerances, *, load_s: float, limit_s: float
+                   references: dict[str, Path], tolerances, *, load_s: float, limit_s: float,
+                   buckets: list[tuple[str, Any]] = (), bucket_ms: dict[str, float | None] | None = None
                    ) -> tune_screen.Screened:
     """One autotune config: the workload with it pinned, its outputs vs the kernel's first passing config's,
-    then ``bench.measure`` of ``workload()`` in the child."""
+    then ``bench.measure`` of ``workload()`` in the child; then, for each of ``buckets`` (``(name, shape)`` of
+    the shape mix), ``bench.measure`` on ``inputs(seed, shape)``, its median put into ``bucket_ms[name]``."""
     from ascendopt.gate.equivalence import compare_outputs, load
     from ascendopt.gate.interleave import FAILURES, workload_process
     from ascendopt.tune import autotune
@@ -500,6 +521,10 @@ def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any],
                                                          + "; ".join(c.message for c in bad[:2]),
                                                     seconds=time.monotonic() - t0)
             timing = child.measure(limit_s, repeats=tune_screen.SCREEN_REPEATS)
+            if child.takes_shape:
+                for name, shape in buckets:
+                    bucket_ms[name] = child.measure(limit_s, repeats=tune_screen.SCREEN_REPEATS,
+                                                    shape=shape).median_ms
     except FAILURES as exc:
         return tune_screen.Screened(config, None, smoke="raised", note=str(exc).splitlines()[0][:300],
                                     seconds=time.monotonic() - t0)
