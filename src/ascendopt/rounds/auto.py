@@ -9,6 +9,8 @@ Two stages:
    first moves are neighbours, larger tiles first unless the class is core under-use), then the rest of
    the space nearest first, until it is covered, ``budget`` screenings or the ``budget_s`` deadline.
    Results are cached by kernel, shape, dtype, mode, device and source hash (``screen-cache.json``).
+   With several shape cases, the ``MIX_TOP`` fastest are screened on every case too (``screen_mix``): their
+   weighted time ranks the confirmations, and ``mix_winners`` says which configuration wins where.
    Nothing is recorded and nothing can be kept on a screening number;
 2. *confirmation*: the ``confirm`` fastest screened candidates (the best so far excluded, and none
    screened more than ``CONFIRM_SLACK`` slower than the best so far) become recorded rounds
@@ -78,6 +80,7 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
     ``--ascend-python``), and prune by the IR UB estimate where the spec has no UB model (``ir_ub_prune``).
 
     Returns ``{"screening": ScreenRun.to_dict() + {"budget", "budget_s", "cache", "start_ms"},
+    "mix": mix_winners(...) over the shape cases (None with one case; ``screen_mix``),
     "confirmed": [{"config", "round", "verdict", "screen_ms"}], "rounds": [numbers], "pruned": n,
     "space": n, "feasible": n, "best": config, "ub_chip", "ub_overflow_allowed", "over_budget_rounds",
     "best_ub_warning"}``. The workspace stays locked for the whole run: its rounds are one sequence.
@@ -392,7 +395,9 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
     tensors), then ``bench.measure`` in the child. Nothing is recorded: the user freezes the fastest config
     into the launch (``pin``) and measures that edit with a plain ``optimize-round``. Screening stops at
     ``budget`` configs or ``budget_s`` seconds; results are cached by exec-file, device and the sources'
-    hash. Returns ``{"own_code": True, "screening", "sites", "pin"}``.
+    hash. With a shape mix each config is also timed on every bucket (``inputs(seed, shape)``) and the pin is the
+    weighted fastest (``mix_winners`` per kernel, in ``mixes``). Returns ``{"own_code": True, "screening",
+    "sites", "pin", "mixes"}``.
     """
     import tempfile
 
