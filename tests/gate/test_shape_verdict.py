@@ -78,3 +78,24 @@ def test_status_names_the_mix_the_verdict_is_weighed_over(repo):
                       "weights": {"bucket 1 [[16, 64]]": 0.7, "bucket 2 [[256, 64]]": 0.3}}
     code, out, err = run_cli("status")
     assert code == 0 and "2 bucket(s) of my_op_kernel from a hand-written mix, covering 100.0%" in " ".join(out.split())
+
+
+def test_a_round_that_slows_the_heavy_bucket_is_reverted_naming_it_and_status_rounds_shows_the_buckets(repo):
+    (repo / "op.py").write_text("import time\n\n\ndef my_op(x):\n    if x.shape[0] <= 64:\n        time.sleep(0.012)\n"
+                                "    else:\n        time.sleep(0.001)\n    return x * 2 + 1\n")
+    code, out, err = run_cli("optimize-round", "--hypothesis", "tiling: one tile for every size", "--pairs", "12",
+                             "--no-reprofile", "--no-precheck", "--json")
+    assert code == 0, err[-2000:]
+    record = json_payload(out)  # the round record, as written
+    assert record["verdict"] == "revert", record["summary"]
+    weighted = record["timing"]["weighted"]
+    assert weighted["vs_best"]["floors"] == ["bucket 1 [[16, 64]]"]
+    assert [r["case"] for r in record["timing"]["cases"]] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    assert record["summary"]["verdict_reason"].startswith("shape mix: bucket 1 [[16, 64]] (weight 70.0%) is slower")
+    code, out, err = run_cli("status", "--rounds", "--json")
+    assert code == 0, err
+    rows = json_payload(out)["ledger"][0]["buckets"]
+    assert [r["bucket"] for r in rows] == ["bucket 1 [[16, 64]]", "bucket 2 [[256, 64]]"]
+    assert rows[0]["floor"] == "broken" and rows[0]["weight"] == 0.7 and rows[0]["speedup"] < 0.5
+    # the large bucket got 6x faster: never a broken floor (on a loaded host its band may leave it undecided)
+    assert rows[1]["floor"] != "broken" and rows[1]["speedup"] > 2

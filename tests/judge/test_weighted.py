@@ -4,7 +4,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascendopt.judge.weighted import FLOOR_WEIGHT, TIMED_WEIGHT, BucketTiming, timed, weigh
+from ascendopt.judge.weighted import (
+    FLOOR_VERDICTS,
+    FLOOR_WEIGHT,
+    TIMED_WEIGHT,
+    BucketTiming,
+    bucket_rows,
+    floor_verdict,
+    timed,
+    weigh,
+)
 
 
 def _cmp(base_ms: float, cand_ms: float, verdict: str, band: float = 0.02):
@@ -55,3 +64,19 @@ def test_every_bucket_is_timed_and_any_left_out_is_listed_with_the_timed_share_s
     assert found.not_timed == ["tail"] and found.timed_weight == pytest.approx(0.995)
     with pytest.raises(ValueError):
         weigh([])
+
+
+@pytest.mark.parametrize("weight, verdict, floor", [
+    (FLOOR_WEIGHT, "slower", "broken"), (FLOOR_WEIGHT, "inconclusive", "undecided"), (0.5, "same", "held"),
+    (0.5, "faster", "held"), (FLOOR_WEIGHT * 0.99, "slower", "no floor"), (0.0, "inconclusive", "no floor")])
+def test_a_buckets_floor_verdict_comes_from_its_weight_and_its_own_verdict(weight, verdict, floor):
+    assert floor_verdict(weight, verdict) == floor and floor in FLOOR_VERDICTS
+
+
+def test_the_per_bucket_rows_are_in_the_mix_order_with_speedup_band_and_floor():
+    rows = bucket_rows([BucketTiming("bucket 1", 0.7, _cmp(1.0, 2.0, "slower", band=0.04)),
+                        BucketTiming("bucket 2", 0.3, _cmp(4.0, 1.0, "faster"))], {"bucket 1": [[1, 8]]})
+    assert [r["bucket"] for r in rows] == ["bucket 1", "bucket 2"]
+    assert rows[0] == {"bucket": "bucket 1", "shape": [[1, 8]], "weight": 0.7, "baseline_ms": 1.0, "candidate_ms": 2.0,
+                       "speedup": 0.5, "noise_band": 0.04, "verdict": "slower", "floor": "broken"}
+    assert rows[1]["shape"] is None and rows[1]["speedup"] == 4.0 and rows[1]["floor"] == "held"

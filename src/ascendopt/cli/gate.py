@@ -24,7 +24,7 @@ def _stage_summary(stage) -> str:
 def _render(result) -> None:
     """Stage table, per-tensor report, per-case timing with the spread of its pairs, the verdict line (stdout)."""
     from ascendopt import console
-    from ascendopt.cli.render import spread_lines, tensor_report_lines
+    from ascendopt.cli.render import render_bucket_table, spread_lines, tensor_report_lines
     from ascendopt.gate.bench import DecisionRule
     from ascendopt.gate.correctness import TensorReport
     from ascendopt.gate.result import IMPLAUSIBLE_ADVICE, INCONCLUSIVE_ADVICE
@@ -55,6 +55,10 @@ def _render(result) -> None:
                 samples = comparisons[i].get("samples_ms") if i < len(comparisons) else None
                 for line in spread_lines(samples or {}):
                     console.out(line)
+            weighted = stage.data.get("weighted")
+            render_bucket_table(stage.data.get("buckets") or [],
+                                "per bucket of the shape mix" + (f": weighted speedup {weighted['speedup']:.3f}x, "
+                                                                 f"{weighted['verdict']}" if weighted else ""))
     for note in result.notes:
         console.info(f"note: {note}")
     if result.passed:

@@ -84,7 +84,14 @@ def optimize_round(
     """
     from ascendopt import console
     from ascendopt.cli import next_steps
-    from ascendopt.cli.render import format_config, render_round_summary, render_screening, speedup_text, ub_text
+    from ascendopt.cli.render import (
+        format_config,
+        render_mix_screening,
+        render_round_summary,
+        render_screening,
+        speedup_text,
+        ub_text,
+    )
     from ascendopt.errors import UsageError
     from ascendopt.gate import bench
     from ascendopt.rounds import auto as round_auto
@@ -142,11 +149,17 @@ def optimize_round(
             console.print_json(result)
             return
         render_screening(result["screening"])
+        render_mix_screening(result.get("mix"))
         if result.get("own_code"):
+            for mix in (result.get("mixes") or {}).values():
+                render_mix_screening(mix)
             for pin in result["pin"]:
+                on_mix = pin["kernel"] in (result.get("mixes") or {})
                 console.out(f"pin: {pin['path']}:{pin['line']} {pin['kernel']}: config #{pin['config']} "
-                            f"({format_config(pin['kwargs'])}) screened fastest at "
-                            f"{console.duration_text(pin['ms'] * 1e3, digits=3)}; replace "
+                            f"({format_config(pin['kwargs'])}) screened fastest "
+                            + ("weighted over the shape mix (" if on_mix else "at ")
+                            + f"{console.duration_text(pin['ms'] * 1e3, digits=3)}"
+                            + (" at the workload's own shape)" if on_mix else "") + "; replace "
                             "@triton.autotune with a launch passing these values, then run optimize-round (without "
                             "--auto): the gate measures that edit")
             if not result["pin"]:

@@ -118,6 +118,65 @@ def render_screening(screening: Mapping[str, Any]) -> None:
                         + (f"; {len(rows) - len(shown)} more not shown" if len(rows) > len(shown) else ""))
 
 
+BUCKET_COLUMNS = ["bucket", "shape", "weight", "baseline", "candidate", "speedup", "noise band", "verdict", "floor"]
+
+
+def bucket_table_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """The per-bucket table's cells (``judge.weighted.bucket_rows`` data; ``BUCKET_COLUMNS``): one formatter for
+    the gate, ``status --rounds`` and the report, so the table reads alike everywhere."""
+    out = []
+    for r in rows:
+        speed = r.get("speedup")
+        out.append((str(r["bucket"]).split(" [", 1)[0], "-" if r.get("shape") is None else str(r["shape"]),
+                    f"{r['weight']:.1%}", format_duration_ms(r.get("baseline_ms")),
+                    format_duration_ms(r.get("candidate_ms")), "-" if not speed else f"{speed:.3f}x",
+                    f"±{r['noise_band']:.1%}", str(r["verdict"]), str(r["floor"])))
+    return out
+
+
+def render_bucket_table(rows: Sequence[Mapping[str, Any]], title: str) -> None:
+    """The per-bucket table on stdout (nothing for an empty one: a contract without a shape mix)."""
+    if rows:
+        console.table(BUCKET_COLUMNS, bucket_table_rows(rows), title=title)
+
+
+def mix_screening_lines(mix: Mapping[str, Any]) -> list[str]:
+    """What ``--auto``'s screening on a mix says (``rounds.auto.mix_winners`` data): the one configuration that
+    wins on every shape case, or, where none does, which wins where and by how much (the evidence for a per-bucket
+    dispatch, which the user decides on: nothing is applied)."""
+    overall = mix.get("overall")
+    if overall is None:
+        return ["on the mix: no screened configuration passed on every shape case"]
+    name = format_config(overall)
+    if mix["one_wins_all"]:
+        return [f"on the mix: {name} is the fastest on every shape case (weighted fastest too): no per-bucket "
+                "dispatch is needed"]
+    lines = [f"on the mix: no single configuration wins on every shape case; {name} is the weighted fastest. Where "
+             "another wins (evidence for a per-bucket dispatch, your decision: nothing is applied):"]
+    for x in mix["winners"]:
+        if x["overall_wins"]:
+            continue
+        vs_start = f", {x['vs_start']:.3f}x the best so far's" if x.get("vs_start") else ""
+        lines.append(f"  {x['case']} (weight {x['weight']:.0%}): {format_config(x['config'])} wins at "
+                     f"{format_duration_ms(x['ms'])}, {x['vs_overall']:.3f}x the speed of {name} there{vs_start}")
+    return lines
+
+
+def render_mix_screening(mix: Mapping[str, Any] | None) -> None:
+    """``--auto`` on a mix: the screened configurations' times per shape case and weighted, then
+    ``mix_screening_lines``; nothing with one shape case."""
+    if not mix:
+        return
+    cases = mix["cases"]
+    console.table(["config", *cases, "weighted"],
+                  [(format_config(row["config"]), *(format_duration_ms(row["ms"][c]) for c in cases),
+                    format_duration_ms(row["weighted_ms"])) for row in mix["table"]],
+                  title=f"the fastest screened on every shape case of the mix ({len(cases)} cases, weights "
+                        + ", ".join(f"{c} {mix['weights'][c]:.0%}" for c in cases) + ")")
+    for line in mix_screening_lines(mix):
+        console.out(line)
+
+
 def _fmt(v: float | None, column: str = "") -> str:
     """A summary value by the unit its column name ends in: ``_us`` microseconds, ``_gbs`` GB/s, else a ratio."""
     if v is None:
@@ -174,6 +233,12 @@ def render_round_summary(summary: Mapping[str, Any], title: str, timing: Mapping
         lines += timing_spread_lines(timing)
     for line in lines:
         console.out(line)
+    weighted = (timing or {}).get("weighted") if summary["verdict"] != "drop" else None
+    if weighted:  # over a shape mix: the buckets the verdict was weighed over, against each reference timed
+        render_bucket_table(weighted.get("buckets") or [], "per bucket of the shape mix, vs baseline")
+        if (timing.get("best") or {}).get("round") is not None:
+            render_bucket_table(weighted.get("buckets_vs_best") or [],
+                                f"per bucket of the shape mix, vs the best so far (round {timing['best']['round']})")
     reason = f" ({summary['verdict_reason']})" if summary.get("verdict_reason") else ""
     line = f"{summary.get('verdict_label', 'verdict')}: {summary['verdict']}{reason}"
     if "verdict_label" in summary:

@@ -17,7 +17,9 @@ def report(
     ] = None,
     plot: Annotated[
         str | None, typer.Option("--plot", metavar="PATH",
-            help="PNG file to write (default next to the markdown: rounds.png).")
+            help="PNG file to write (default next to the markdown: rounds.png); beside it, when there is something to "
+                 "draw, rounds-pairs.png (the timed pairs) and rounds-buckets.png (over a shape mix: each bucket's "
+                 "speedup against its weight).")
     ] = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
@@ -44,9 +46,11 @@ def report(
     result = write_report(ws, md_path, png_path)  # a report reads; the gate judges integrity
     if json:
         pairs = None if png_path is None else pairs_plot_path(png_path)
+        buckets = None if png_path is None else buckets_plot_path(png_path)
         console.print_json({"markdown": None if md_path is None else str(md_path),
                             "plot": None if png_path is None else str(png_path),
                             "pairs_plot": str(pairs) if pairs is not None and pairs.is_file() else None,
+                            "buckets_plot": str(buckets) if buckets is not None and buckets.is_file() else None,
                             "rounds": len(result.records), "best_round": result.best_round,
                             "best_commit": result.best_commit, "best_user_commit": result.best_user_commit,
                             "stop": result.stop.to_dict()})
@@ -72,6 +76,7 @@ def write_report(ws, md_path, png_path, *, check_digest: bool = False):
     from pathlib import Path
 
     from ascendopt.rounds import report as rep
+    from ascendopt.rounds.buckets_plot import plot_buckets
     from ascendopt.rounds.pairs_plot import plot_pairs
     from ascendopt.workspace import atomic_write_text
 
@@ -91,9 +96,45 @@ def write_report(ws, md_path, png_path, *, check_digest: bool = False):
                            "to each other); the box holds the middle half.\n\n![timed pairs per round]"
                            f"({rep.plot_link(md_for_links, pairs_path)})\n")
                 result = replace(result, markdown=result.markdown.rstrip("\n") + "\n" + section)
+        plotted = png_path is not None and plot_buckets(result.records, buckets_plot_path(png_path)) is not None
+        section = shape_mix_section(result.records, rep.plot_link(md_for_links, buckets_plot_path(png_path))
+                                    if plotted else None)
+        if section:
+            result = replace(result, markdown=result.markdown.rstrip("\n") + "\n" + section)
         if md_path is not None:
             atomic_write_text(md_path, result.markdown)
     return result
+
+
+def shape_mix_section(records, plot_link: str | None) -> str:
+    """The report's "Shape mix" section: per round timed over a served-shape mix, its weighted verdict and its
+    per-bucket table against the baseline (``cli.render.bucket_table_rows``, the table the gate and ``status
+    --rounds`` print), then the plot of speedup against weight (``plot_link``; None: not drawn). "" when no round
+    was timed over a mix."""
+    from ascendopt.cli.render import BUCKET_COLUMNS, bucket_table_rows
+
+    lines = []
+    for r in records:
+        weighted = (r.timing or {}).get("weighted") or {}
+        if not weighted.get("buckets"):
+            continue
+        versus = weighted.get("vs_baseline") or {}
+        lines += ["", f"Round {r.number} ({r.verdict}): weighted speedup vs baseline "
+                      f"{versus.get('speedup', 0):.3f}x, {versus.get('verdict')} ({versus.get('reason')})", ""]
+        lines += ["| " + " | ".join(BUCKET_COLUMNS) + " |", "|" + "|".join("---" for _ in BUCKET_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in bucket_table_rows(weighted["buckets"])]
+    if not lines:
+        return ""
+    head = ["", "## Shape mix", "", "Each round over the served-shape mix is judged on every bucket: the weighted "
+            "speedup, and a floor per bucket of weight >= 5 % (broken: slower there beyond its band, which no "
+            "faster total can buy back)."]
+    tail = ["", f"![speedup per bucket against its weight]({plot_link})"] if plot_link else []
+    return "\n".join([*head, *lines, *tail]) + "\n"
+
+
+def buckets_plot_path(png_path):
+    """The per-bucket plot beside the rounds plot: ``rounds.png`` -> ``rounds-buckets.png``."""
+    return png_path.with_name(f"{png_path.stem}-buckets{png_path.suffix or '.png'}")
 
 
 def pairs_plot_path(png_path):

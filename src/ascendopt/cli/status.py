@@ -13,7 +13,8 @@ def status(
     workspace: WorkspaceOpt = None,
     rounds: Annotated[bool, typer.Option(
         "--rounds", help="Also show every round of the ledger side by side: change, gate, time, speedups vs "
-                         "the baseline and the best, noise band, verdict.")] = False,
+                         "the baseline and the best, noise band, verdict; and, for a round over a shape mix, its "
+                         "per-bucket table (weight, times, speedup, noise band, floor verdict).")] = False,
     csv: CsvOpt = False,
     json: JsonOpt = False,
 ) -> None:
@@ -49,7 +50,7 @@ def status(
 def render_ledger(rows: list[dict[str, Any]]) -> None:
     """All rounds side by side (``rounds.ledger_view``), verdicts coloured; ``--csv`` gives the same columns."""
     from ascendopt import console
-    from ascendopt.cli.render import format_config, format_duration_ms
+    from ascendopt.cli.render import format_config, format_duration_ms, render_bucket_table
 
     def speedup(value: float | None, verdict: str | None) -> str:
         return "-" if value is None else f"{value:.3f}x" + (f" {verdict}" if verdict else "")
@@ -64,6 +65,8 @@ def render_ledger(rows: list[dict[str, Any]]) -> None:
           "-" if r["noise_band"] is None else f"±{r['noise_band']:.1%}", console.styled(r["verdict"]))
          for r in rows],
         title=f"rounds side by side ({len(rows)})" if rows else "rounds side by side: none recorded yet")
+    for r in rows:  # a round over a shape mix: its per-bucket table (the buckets its verdict was weighed over)
+        render_bucket_table(r.get("buckets") or [], f"round {r['number']} per bucket of the shape mix, vs baseline")
 
 
 def _ms(value: float | None) -> str:

@@ -511,15 +511,17 @@ class _Child:
         return census_names(self.kernel_census(limit_s))
 
     def measure(self, limit_s: float, repeats: int = 30, warmup: int = 5, warmup_ms: float = 25.0,
-                min_sample_ms: float = 1.0):
+                min_sample_ms: float = 1.0, shape: list[list[int]] | None = None):
         """The workload timed alone by the parent's clock (freeze's baseline), within ``limit_s``:
-        warm-up, then ``repeats`` batches -> ``bench.Timing``; the readings stay in ``readings``."""
+        warm-up, then ``repeats`` batches -> ``bench.Timing``; the readings stay in ``readings``. ``shape``: on
+        inputs ``inputs(seed, shape)`` (a bucket of the shape mix)."""
         from ascendopt.gate import bench
 
         saved, self.phase = self.phase, Phase("workload() timing", limit_s)
         try:
-            calls = batch_calls(self.warmup(warmup, warmup_ms), min_sample_ms, self.call_bytes)
-            samples = [self.sample(calls) for _ in range(repeats)]
+            calls = batch_calls(self.warmup(warmup, warmup_ms, shape), min_sample_ms, self.call_bytes)
+            samples = [self.sample(calls, self.inputs_blob(calls, shape) if shape is not None else None)
+                       for _ in range(repeats)]
         finally:
             self.phase = saved
         return bench.summarize(samples, calls)

@@ -506,7 +506,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     tolerances = frozen.get("tolerances") if frozen.get("enabled") else None
     console.status(f"gate: timing {exec_rel}: frozen commit {commit[:10]} vs working tree (interleaved, "
                    f"limit {timing_s:g} s)")
-    cases = _timed_cases(contract, session, request.pairs)
+    cases = timed_cases(contract, session, request.pairs)
     results: list[tuple[str, Any, float | None]] = []  # (case, comparison, weight or None)
     doubts: list[str] = []
     timed_calls = 0
@@ -539,7 +539,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         found = engine.audit(judged)
         if found.wrong:
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
-        frozen_case = _frozen_baseline(contract, case if shape is not None else None)
+        frozen_case = frozen_baseline(contract, case if shape is not None else None)
         anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], frozen_case.host_calibration_ms,
                                        judged.host) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
@@ -562,7 +562,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
 MIN_PAIRS = 12  # the fewest pairs a light bucket is timed for (the CLI's --pairs floor)
 
 
-def _timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any, float | None, int]]:
+def timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any, float | None, int]]:
     """What the performance stage times, as ``(case, shape, weight, pairs)``: with a shape mix whose workload makes
     any shape, every bucket of weight at least ``judge.weighted.TIMED_WEIGHT`` (``pairs`` scaled down for a light
     one, whose verdict only feeds the weighted total); else the workload's own shape (``shape`` None)."""
@@ -576,7 +576,7 @@ def _timed_cases(contract: Contract, session, pairs: int) -> list[tuple[str, Any
             for i, (b, on) in enumerate(zip(mix.buckets, flags, strict=True)) if on]
 
 
-def _frozen_baseline(contract: Contract, case: str | None):
+def frozen_baseline(contract: Contract, case: str | None):
     """The frozen baseline timing of ``case`` (a bucket; None: the workload's own shape, the first), or None."""
     if not contract.baseline:
         return None
@@ -589,24 +589,30 @@ def _weighted_result(contract: Contract, results, accepted: str | None) -> Stage
     """The performance stage over a shape mix (``judge.weighted.weigh``): one check per timed bucket, the weighted
     verdict as the stage's; a heavy bucket slower beyond its band is red (exit 4) naming it, even when the
     weighted total is faster; the buckets too light to time are listed."""
-    from ascendopt.judge.weighted import BucketTiming, weigh
+    from ascendopt.judge.weighted import BucketTiming, bucket_rows, weigh
 
     per_case = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
-    timed_cases = {case for case, _, _ in results}
+    timed_names = {case for case, _, _ in results}
     light = [(bucket_name(i, b), b.weight) for i, b in enumerate(contract.shapes.buckets)
-             if bucket_name(i, b) not in timed_cases]
-    found = weigh([BucketTiming(case, w, r) for case, r, w in results], light)
-    data = {**per_case.data, "weighted": {"verdict": found.verdict, "ratio": found.ratio, "speedup": found.speedup,
-                                          "noise_band": found.band, "timed_weight": found.timed_weight,
-                                          "floors": found.floors, "undecided": found.undecided,
-                                          "not_timed": found.not_timed, "reason": found.reason},
-            "weights": {case: w for case, _, w in results}}
+             if bucket_name(i, b) not in timed_names]
+    timings = [BucketTiming(case, w, r) for case, r, w in results]
+    found = weigh(timings, light)
+    shapes = {bucket_name(i, b): b.shape for i, b in enumerate(contract.shapes.buckets)}
+    data = {**per_case.data, "weighted": found.to_dict(),
+            "weights": {case: w for case, _, w in results},
+            "buckets": bucket_rows(timings, shapes)}
     line = f"weighted over the shape mix: {time_change_text(found.ratio)}: {found.verdict} ({found.reason})"
-    checks = [*per_case.checks]
-    floors = set(found.floors) | set(found.undecided)
-    checks = [c if c.passed or c.name in floors else Check(c.name, True, c.message + " (a light bucket: counted in "
-                                                                               "the weighted total only)")
-              for c in checks]
+    # each bucket's check (one JUnit testcase per bucket) says its weight and floor verdict after its name, where
+    # a JUnit failure's one-line message (cut at 200 characters) still shows them
+    floor_of = {row["bucket"]: row for row in data["buckets"]}
+    checks = [Check(c.name, c.passed, c.message.replace(
+        f"{c.name}: ", f"{c.name} (weight {floor_of[c.name]['weight']:.1%}, floor {floor_of[c.name]['floor']}): ", 1))
+        if c.name in floor_of else c for c in per_case.checks]
+    # a light bucket's own verdict does not decide the gate (it counts in the weighted total only); a heavy one's
+    # check keeps its own outcome
+    light_names = {row["bucket"] for row in data["buckets"] if row["floor"] == "no floor"}
+    checks = [Check(c.name, True, c.message + " (a light bucket: counted in the weighted total only)")
+              if not c.passed and c.name in light_names else c for c in checks]
     checks.append(Check("weighted", found.verdict not in ("slower", "inconclusive"), line))
     if found.verdict == "slower":
         return StageResult("performance", "fail", "regression: " + found.reason, checks, data)

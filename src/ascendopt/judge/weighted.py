@@ -21,7 +21,7 @@ to 1). Pure: no process, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,10 @@ TIMED_WEIGHT = 0.0
 # A bucket this heavy has a floor: slower there is red whatever the total says. A 5 % bucket 20 % slower costs
 # the served mix 1 %: the size of a regression a user would chase, and decode-like buckets are often heavier.
 FLOOR_WEIGHT = 0.05
+# A bucket's floor verdict in the per-bucket table (``bucket_rows``): "broken" (weight >= FLOOR_WEIGHT and
+# slower beyond its band: red), "undecided" (heavy, but its band was too wide to tell), "held" (heavy, not
+# slower), "no floor" (lighter than FLOOR_WEIGHT: it counts in the weighted total only).
+FLOOR_VERDICTS = ("broken", "undecided", "held", "no floor")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,12 @@ class WeightedVerdict:
     def speedup(self) -> float:
         return 1.0 / self.ratio if self.ratio > 0 else float("inf")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as the gate's stage data and a round's ``timing["weighted"]`` store it."""
+        return {"verdict": self.verdict, "ratio": self.ratio, "speedup": self.speedup, "noise_band": self.band,
+                "timed_weight": self.timed_weight, "floors": list(self.floors), "undecided": list(self.undecided),
+                "not_timed": list(self.not_timed), "reason": self.reason}
+
 
 def timed(weights: Sequence[float]) -> list[bool]:
     """Which buckets are timed (weight at least ``TIMED_WEIGHT``)."""
@@ -81,8 +91,8 @@ def weigh(buckets: Sequence[BucketTiming], not_timed: Sequence[tuple[str, float]
     after = sum(b.weight * b.comparison.candidate.median_ms for b in buckets)
     ratio = after / before if before > 0 else float("inf")
     band = sum(b.weight * b.comparison.threshold_rel for b in buckets) / total if total > 0 else 0.0
-    floors = [b for b in buckets if b.weight >= FLOOR_WEIGHT and b.comparison.verdict == "slower"]
-    undecided = [b for b in buckets if b.weight >= FLOOR_WEIGHT and b.comparison.verdict == "inconclusive"]
+    floors = [b for b in buckets if floor_verdict(b.weight, b.comparison.verdict) == "broken"]
+    undecided = [b for b in buckets if floor_verdict(b.weight, b.comparison.verdict) == "undecided"]
     left_out = [label for label, _ in not_timed]
     share = total + sum(w for _, w in not_timed)
     timed_share = total / share if share > 0 else 1.0
@@ -106,3 +116,26 @@ def weigh(buckets: Sequence[BucketTiming], not_timed: Sequence[tuple[str, float]
     else:
         verdict = "same"
     return WeightedVerdict(verdict, ratio, band, timed_share, f"{change}, band ±{band:.1%}", [], [], left_out)
+
+
+def floor_verdict(weight: float, verdict: str) -> str:
+    """A bucket's floor verdict (``FLOOR_VERDICTS``) from its weight and its own comparison's verdict."""
+    if weight < FLOOR_WEIGHT:
+        return "no floor"
+    return {"slower": "broken", "inconclusive": "undecided"}.get(verdict, "held")
+
+
+def bucket_rows(buckets: Sequence[BucketTiming], shapes: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The per-bucket table every output shows (gate text, ``--json``, JUnit, ``status --rounds``, the report),
+    as plain data, one row per timed bucket in the mix's order: ``bucket`` (label), ``shape`` (``shapes[label]``,
+    the representative's dims; None when not given), ``weight``, ``baseline_ms`` and ``candidate_ms`` (median per
+    call), ``speedup`` (baseline / candidate time), ``noise_band`` (relative), ``verdict`` (the bucket's own:
+    faster | same | slower | inconclusive) and ``floor`` (``floor_verdict``)."""
+    rows = []
+    for b in buckets:
+        c = b.comparison
+        rows.append({"bucket": b.label, "shape": (shapes or {}).get(b.label), "weight": b.weight,
+                     "baseline_ms": c.baseline.median_ms, "candidate_ms": c.candidate.median_ms,
+                     "speedup": 1.0 / c.ratio if c.ratio > 0 else None, "noise_band": c.threshold_rel,
+                     "verdict": c.verdict, "floor": floor_verdict(b.weight, c.verdict)})
+    return rows

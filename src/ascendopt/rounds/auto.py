@@ -9,6 +9,8 @@ Two stages:
    first moves are neighbours, larger tiles first unless the class is core under-use), then the rest of
    the space nearest first, until it is covered, ``budget`` screenings or the ``budget_s`` deadline.
    Results are cached by kernel, shape, dtype, mode, device and source hash (``screen-cache.json``).
+   With several shape cases, the ``MIX_TOP`` fastest are screened on every case too (``screen_mix``): their
+   weighted time ranks the confirmations, and ``mix_winners`` says which configuration wins where.
    Nothing is recorded and nothing can be kept on a screening number;
 2. *confirmation*: the ``confirm`` fastest screened candidates (the best so far excluded, and none
    screened more than ``CONFIRM_SLACK`` slower than the best so far) become recorded rounds
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ascendopt.contract.shapes import bucket_name
 from ascendopt.errors import CorrectnessError, UsageError
 from ascendopt.rounds.context import RoundContext
 from ascendopt.rounds.run import Plan, RoundOutcome, Step, check_stop, command_line, record_round, ub_use
@@ -43,6 +46,10 @@ DEFAULT_CONFIRM = 2  # screened candidates confirmed as gated rounds
 # A candidate screened this much slower than the best so far is not confirmed: a short screening
 # median is not a verdict, but one this far behind is not worth a gated round.
 CONFIRM_SLACK = 0.03
+# With several shape cases (the mix of a bundled kernel), the search runs on the first; this many of its fastest
+# candidates (the best so far always among them) are then screened on every other case too, so the mix decides
+# which are confirmed and which configuration wins where. Each costs one short screening per further case.
+MIX_TOP = 8
 
 def check_auto_options(budget: int | None, budget_s: float | None, confirm: int | None) -> None:
     """``--budget``, ``--budget-s``, ``--confirm`` validated; UsageError (exit 2) naming the option."""
@@ -73,6 +80,7 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
     ``--ascend-python``), and prune by the IR UB estimate where the spec has no UB model (``ir_ub_prune``).
 
     Returns ``{"screening": ScreenRun.to_dict() + {"budget", "budget_s", "cache", "start_ms"},
+    "mix": mix_winners(...) over the shape cases (None with one case; ``screen_mix``),
     "confirmed": [{"config", "round", "verdict", "screen_ms"}], "rounds": [numbers], "pruned": n,
     "space": n, "feasible": n, "best": config, "ub_chip", "ub_overflow_allowed", "over_budget_rounds",
     "best_ub_warning"}``. The workspace stays locked for the whole run: its rounds are one sequence.
@@ -236,9 +244,21 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         raise CorrectnessError(f"screening: {exc}",
                                hint="the best configuration so far fails on this device: run `ascendopt gate`") from exc
     start_row = next(r for r in run.rows if tune.config_key(r.config) == start_key)
+    mix = None
+    if len(w.shapes) > 1:
+        mix = screen_mix(ctx, run, start, clocked, info, step)
+        # on a mix, a candidate's screening time is its weighted time over the cases (None: failed on one)
+        by_key = {row["key"]: row for row in mix["table"]}
+        ranked = sorted((r for r in run.ranked() if (by_key.get(tune.config_key(r.config)) or {}).get("weighted_ms")),
+                        key=lambda r: by_key[tune.config_key(r.config)]["weighted_ms"])
+        ms_of = {tune.config_key(r.config): by_key[tune.config_key(r.config)]["weighted_ms"] for r in ranked}
+    else:
+        ranked = run.ranked()
+        ms_of = {tune.config_key(r.config): r.ms for r in ranked}
+    start_ms = ms_of.get(start_key, start_row.ms)
     step(f"auto: screened {run.covered} of {run.total} ({run.stopped}); confirming up to {confirm}")
-    picks = [r for r in run.ranked() if tune.config_key(r.config) != start_key
-             and r.ms <= start_row.ms * (1 + CONFIRM_SLACK)][:confirm]
+    picks = [r for r in ranked if tune.config_key(r.config) != start_key
+             and ms_of[tune.config_key(r.config)] <= start_ms * (1 + CONFIRM_SLACK)][:confirm]
 
     recorded: list[int] = []
     over_budget: list[int] = []  # rounds whose tile overflows the UB (only with allow_ub_overflow, off-NPU)
@@ -248,13 +268,15 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
                            + (["--budget-s", f"{budget_s:g}"] if budget_s != DEFAULT_BUDGET_S else [])
                            + (["--confirm", str(confirm)] if confirm != DEFAULT_CONFIRM else [])
                            + (["--allow-ub-overflow"] if allow_ub_overflow else []))
-    best_ms = start_row.ms
+    best_ms = start_ms
     for rank, row in enumerate(picks, 1):
         cfg = row.config
+        row_ms = ms_of[tune.config_key(cfg)]
         changed = {k: v for k, v in cfg.items() if best.get(k) != v}
-        if not changed or row.ms > best_ms * (1 + CONFIRM_SLACK):
+        if not changed or row_ms > best_ms * (1 + CONFIRM_SLACK):
             continue  # a confirmed keep screened faster than this one: it cannot be kept against it
-        text = (f"{hypothesis} [auto: screened #{rank} of {run.covered} at {row.ms:.4g} ms; "
+        on = "weighted over the mix " if mix else ""
+        text = (f"{hypothesis} [auto: screened #{rank} of {run.covered} at {on}{row_ms:.4g} ms; "
                 + ", ".join(f"{k} {best[k]}->{v}" for k, v in changed.items()) + "]")
         # each candidate sees the rounds recorded before it (its number, the best so far)
         outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
@@ -269,13 +291,90 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         if on_round:
             on_round(outcome)
         if rec.verdict == "keep":
-            best, best_ms = dict(cfg), row.ms
+            best, best_ms = dict(cfg), row_ms
     screening = {**run.to_dict(), "budget": budget, "budget_s": budget_s, "cache": str(cache.path),
                  "start_ms": start_row.ms, "case": case.name}
-    return {"screening": screening, "confirmed": confirmed, "rounds": recorded, "pruned": len(pruned),
+    return {"screening": screening, "mix": mix, "confirmed": confirmed, "rounds": recorded, "pruned": len(pruned),
             "space": len(space), "feasible": len(feasible), "best": best, "bound": bound,
             "ub_chip": info.chip, "ub_overflow_allowed": not enforce, "over_budget_rounds": over_budget,
             "best_ub_warning": ub_use(ctx, best, info)["warning"]}
+
+
+# -- the mix: the fastest screened candidates on every shape case ---------------------------------------------
+
+
+def screen_mix(ctx: RoundContext, run: tune_screen.ScreenRun, start: dict[str, int], backend, info,
+               step: Step) -> dict[str, Any]:
+    """Screen the ``MIX_TOP`` fastest candidates of ``run`` (screened on the first shape case) and the best so far
+    ``start`` on every other shape case of the contract, each case with its own inputs and cache entry; then
+    ``mix_winners`` over them. The shape cases of a bundled kernel carry no profiled weights: each weighs
+    the same (``1 / cases``)."""
+    from ascendopt.gate.stages import timing_inputs
+
+    contract, spec = ctx.contract, ctx.spec
+    w = contract.workload
+    first = w.shapes[0]
+    start_key = tune.config_key(start)
+    top = [r for r in run.ranked() if tune.config_key(r.config) != start_key][:MIX_TOP - 1]
+    rows = [next(r for r in run.rows if tune.config_key(r.config) == start_key), *top]
+    times: dict[str, dict[str, float | None]] = {tune.config_key(r.config): {first.name: r.ms} for r in rows}
+    for other in w.shapes[1:]:
+        step(f"auto: screening the {len(rows)} fastest on {other.name} too (the mix: {len(w.shapes)} shape cases)")
+        cache = tune.TuneCache(ctx.ws.screen_cache_path, tune_screen.screen_key(
+            spec.name, other.dims, w.dtype, w.mode, info.name, tune.source_hash(spec)))
+        inputs = timing_inputs(spec, other.dims, w.dtype, w.mode, backend.torch_device())
+        for r in rows:
+            entry = cache.entry(r.config)
+            if entry is not None:
+                ms = entry.get("ms")
+            else:
+                found = tune_screen.screen_config(spec, other.dims, w.dtype, w.mode, r.config, inputs, backend,
+                                                  tolerances=contract.tolerances or None)
+                cache.put(tune.Trial(found.config, found.ms, note=found.note), p20_ms=found.p20_ms,
+                          p80_ms=found.p80_ms, smoke=found.smoke)
+                ms = found.ms
+            times[tune.config_key(r.config)][other.name] = ms
+    weights = {c.name: 1.0 / len(w.shapes) for c in w.shapes}
+    return mix_winners([(r.config, times[tune.config_key(r.config)]) for r in rows], weights, start)
+
+
+def mix_winners(screened: list[tuple[dict[str, int], dict[str, float | None]]], weights: dict[str, float],
+                start: dict[str, int]) -> dict[str, Any]:
+    """Which configuration wins where on a mix, from screening times (pure). ``screened``: ``(config, {case: ms
+    or None (screened out there)})``; ``weights``: each case's share; ``start``: the best so far.
+
+    ``table``: per configuration ``{"config", "key", "ms": {case: ms}, "weighted_ms"}`` (``Σ w·ms``; None when it
+    failed on a case), the weighted fastest first. ``overall``: the weighted fastest configuration. ``winners``:
+    per case ``{"case", "weight", "config", "ms", "vs_start"}`` (the start's time there / the winner's: > 1 is
+    faster), ``vs_overall`` (the overall's time there / the winner's) and ``overall_wins``. ``one_wins_all``: the
+    overall is the fastest on every case; when not, the per-case winners are the evidence for a per-bucket
+    dispatch (which configuration wins where, and by how much): the user's decision, never applied here."""
+    cases = list(weights)
+    start_key = tune.config_key(start)
+    table = []
+    for config, ms in screened:
+        complete = all(ms.get(c) is not None for c in cases)
+        table.append({"config": dict(config), "key": tune.config_key(config), "ms": {c: ms.get(c) for c in cases},
+                      "weighted_ms": sum(weights[c] * ms[c] for c in cases) if complete else None})
+    table.sort(key=lambda row: (row["weighted_ms"] is None, row["weighted_ms"] or 0.0))
+    overall = table[0] if table and table[0]["weighted_ms"] is not None else None
+    start_row = next((row for row in table if row["key"] == start_key), None)
+    winners = []
+    for c in cases:
+        timed = [row for row in table if row["ms"][c] is not None]
+        if not timed:
+            continue
+        win = min(timed, key=lambda row: row["ms"][c])
+        ref = (start_row or {}).get("ms", {}).get(c)
+        there = overall["ms"][c] if overall else None
+        winners.append({"case": c, "weight": weights[c], "config": win["config"], "ms": win["ms"][c],
+                        "vs_start": ref / win["ms"][c] if ref else None,
+                        "vs_overall": there / win["ms"][c] if there else None})
+    for x in winners:
+        x["overall_wins"] = overall is not None and tune.config_key(x["config"]) == overall["key"]
+    return {"cases": cases, "weights": dict(weights), "table": table,
+            "overall": overall["config"] if overall else None, "winners": winners,
+            "one_wins_all": bool(winners) and all(x["overall_wins"] for x in winners)}
 
 
 # -- own code: @triton.autotune configs ------------------------------------------------------------
@@ -296,7 +395,9 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
     tensors), then ``bench.measure`` in the child. Nothing is recorded: the user freezes the fastest config
     into the launch (``pin``) and measures that edit with a plain ``optimize-round``. Screening stops at
     ``budget`` configs or ``budget_s`` seconds; results are cached by exec-file, device and the sources'
-    hash. Returns ``{"own_code": True, "screening", "sites", "pin"}``.
+    hash. With a shape mix each config is also timed on every bucket (``inputs(seed, shape)``) and the pin is the
+    weighted fastest (``mix_winners`` per kernel, in ``mixes``). Returns ``{"own_code": True, "screening",
+    "sites", "pin", "mixes"}``.
     """
     import tempfile
 
@@ -335,6 +436,10 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
     load_s = contract.timeout("workload_s", timeout)
     tolerances = (contract.equivalence or {}).get("tolerances") or {}
     run = tune_screen.ScreenRun(total=len(candidates))
+    # a shape mix: every config is also timed on each bucket (inputs(seed, shape)), so the mix picks the pin
+    buckets = [(bucket_name(i, b), b.shape, b.weight) for i, b in enumerate(contract.shapes.buckets)] \
+        if contract.shapes is not None else []
+    bucket_ms: dict[str, dict[str, float | None]] = {}
     t0 = time.monotonic()
     step(f"auto: screening {len(candidates)} @triton.autotune config(s) of {len(screenable)} kernel(s), "
          f"each pinned in its own run of {exec_rel}, at most {budget_s:g} s")
@@ -344,9 +449,10 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
         for site, cfg in candidates:
             config = {"kernel": site.kernel, "config": cfg.index, **cfg.kwargs}
             entry = cache.entry(config)
-            if entry is not None:
+            if entry is not None and (not buckets or entry.get("buckets") is not None or entry.get("ms") is None):
                 row = tune_screen.Screened(config, entry.get("ms"), entry.get("p20_ms"), entry.get("p80_ms"),
                                            entry.get("smoke", "pass"), entry.get("note", ""), cached=True)
+                bucket_ms[tune.config_key(config)] = entry.get("buckets") or {}
             elif budget is not None and run.fresh >= budget:
                 run.stopped = "budget"
                 break
@@ -354,19 +460,32 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
                 run.stopped = "time"
                 break
             else:
+                times: dict[str, float | None] = {}
                 row = _screen_pinned(root, exec_rel, site, cfg, config, Path(tmp), references, tolerances,
-                                     load_s=load_s, limit_s=contract.timeout("timing_s", timeout))
+                                     load_s=load_s, limit_s=contract.timeout("timing_s", timeout),
+                                     buckets=[(name, shape) for name, shape, _ in buckets], bucket_ms=times)
                 run.fresh += 1
+                bucket_ms[tune.config_key(config)] = times
                 cache.put(tune.Trial(config, row.ms, note=row.note), p20_ms=row.p20_ms, p80_ms=row.p80_ms,
-                          smoke=row.smoke)
+                          smoke=row.smoke, **({"buckets": times} if buckets else {}))
             run.rows.append(row)
             if on_screened:
                 on_screened(row, run)
     run.searched = len(run.rows)
     run.seconds = time.monotonic() - t0
     pins = []
+    mixes = {}
+    weights = {name: weight for name, _, weight in buckets}
     for site in screenable:
         ranked = [r for r in run.ranked() if r.config["kernel"] == site.kernel]
+        if ranked and buckets:
+            # the mix decides: the weighted fastest over the buckets is pinned, and where another config wins a
+            # bucket, that is said (a per-bucket dispatch is the user's decision)
+            mix = mix_winners([(r.config, bucket_ms.get(tune.config_key(r.config)) or {}) for r in ranked], weights,
+                              {})
+            mixes[site.kernel] = mix
+            if mix["overall"] is not None:
+                ranked = sorted(ranked, key=lambda r: tune.config_key(r.config) != tune.config_key(mix["overall"]))
         if ranked:
             best = ranked[0]
             pins.append({"kernel": site.kernel, "path": site.path, "line": site.line, "config": best.config["config"],
@@ -374,14 +493,16 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
                          "ms": best.ms})
     return {"own_code": True, "screening": {**run.to_dict(), "budget": budget, "budget_s": budget_s,
                                             "cache": str(cache.path), "case": exec_rel, "start_ms": None},
-            "sites": [s.to_dict() for s in sites], "pin": pins, "rounds": []}
+            "sites": [s.to_dict() for s in sites], "pin": pins, "rounds": [], "mixes": mixes}
 
 
 def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any], tmp: Path,
-                   references: dict[str, Path], tolerances, *, load_s: float, limit_s: float
+                   references: dict[str, Path], tolerances, *, load_s: float, limit_s: float,
+                   buckets: list[tuple[str, Any]] = (), bucket_ms: dict[str, float | None] | None = None
                    ) -> tune_screen.Screened:
     """One autotune config: the workload with it pinned, its outputs vs the kernel's first passing config's,
-    then ``bench.measure`` of ``workload()`` in the child."""
+    then ``bench.measure`` of ``workload()`` in the child; then, for each of ``buckets`` (``(name, shape)`` of
+    the shape mix), ``bench.measure`` on ``inputs(seed, shape)``, its median put into ``bucket_ms[name]``."""
     from ascendopt.gate.equivalence import compare_outputs, load
     from ascendopt.gate.interleave import FAILURES, workload_process
     from ascendopt.tune import autotune
@@ -405,6 +526,10 @@ def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any],
                                                          + "; ".join(c.message for c in bad[:2]),
                                                     seconds=time.monotonic() - t0)
             timing = child.measure(limit_s, repeats=tune_screen.SCREEN_REPEATS)
+            if child.takes_shape:
+                for name, shape in buckets:
+                    bucket_ms[name] = child.measure(limit_s, repeats=tune_screen.SCREEN_REPEATS,
+                                                    shape=shape).median_ms
     except FAILURES as exc:
         return tune_screen.Screened(config, None, smoke="raised", note=str(exc).splitlines()[0][:300],
                                     seconds=time.monotonic() - t0)

@@ -2,8 +2,8 @@
 
 One row per recorded round, in order: what changed, the gate, the candidate's time, its speedups against
 the baseline and the best so far (both re-timed interleaved in that round), the widest noise band of its
-cases, and the verdict. Times in ms per call; a speedup is reference time / candidate time (> 1 is
-faster); a noise band is relative (0.015 = ±1.5 %) on the time ratio.
+cases, the verdict and, over a shape mix, the per-bucket table. Times in ms per call; a speedup is reference
+time / candidate time (> 1 is faster); a noise band is relative (0.015 = ±1.5 %) on the time ratio.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def round_row(record: RoundRecord) -> dict[str, Any]:
         "noise_band": max(bands) if bands else None,
         "verdict": record.verdict,
         "created_at": record.created_at,
+        # over a shape mix: the per-bucket table against the baseline (``rounds.timing.weigh_round``); [] otherwise
+        "buckets": list((timing.get("weighted") or {}).get("buckets") or []),
     }
 
 

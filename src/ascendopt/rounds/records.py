@@ -42,6 +42,16 @@ STOP_CRITERIA = ("floor", "max_rounds", "stall", "directions")
 # mean over shape cases. Never the ratio of the two sides' medians, which can differ from it.
 SPEEDUP_STATISTIC = ("median of the per-pair time ratios of the round's interleaved pairs, equal-weight geomean "
                      "over shape cases")
+# With a served-shape mix the round is judged as the gate judges it: the weighted speedup over the timed buckets,
+# Σ w·t_reference / Σ w·t_candidate of each bucket's median time (``judge.weighted``), with a floor per heavy
+# bucket; equal weights would let a light bucket buy a heavy one's regression.
+WEIGHTED_STATISTIC = "weighted over the shape mix's buckets: Σ w·t_reference / Σ w·t_candidate of their medians"
+
+
+def speedup_statistic(timing: Mapping[str, Any] | None) -> str:
+    """The statistic a round's ``ratio_vs_*`` were computed by: ``WEIGHTED_STATISTIC`` over a shape mix
+    (``timing["weighted"]``), else ``SPEEDUP_STATISTIC``."""
+    return WEIGHTED_STATISTIC if (timing or {}).get("weighted") else SPEEDUP_STATISTIC
 
 STALL_ROUNDS = 3  # docs/practice.md §10: after 3 consecutive rounds without a keep, stop and re-assess
 MIN_DIRECTIONS = 3  # docs/practice.md §10: stop once >= 3 distinct directions were tried with evidence
@@ -91,7 +101,10 @@ class RoundRecord:
     ``timing``: None on a red gate; else ``{"cases": [per shape case: {"case", "baseline", "best",
     "candidate" (bench.Timing dicts, ms), "vs_baseline", "vs_best" (comparison dicts, ``ratio`` =
     candidate / reference time), "samples_ms"}], "ratio_vs_baseline", "ratio_vs_best" (geomeans),
-    "vs_best", "vs_baseline" (faster|same|slower over all cases)}``.
+    "vs_best", "vs_baseline" (faster|same|slower over all cases)}``. Over a shape mix the cases are its timed
+    buckets and ``weighted`` holds ``{"vs_baseline", "vs_best"}`` (``judge.weighted.WeightedVerdict.to_dict``),
+    ``buckets`` and ``buckets_vs_best`` (the per-bucket tables); ``vs_*`` and ``ratio_vs_*`` are then the weighted
+    ones (``rounds.timing.apply_weighted``).
     ``metrics``: the re-profile diff per hot kernel (``analysis.compare`` output, trimmed).
     Own code's ``change`` also has ``tree_digest`` (``rounds.tree.TreeState.digest``: the measured
     working tree's content) and ``committed`` (whether that tree is exactly ``commit``); its ``timing``
@@ -233,13 +246,24 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
     """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
     widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
-    not be timed or the judge's first doubt about the timing (None when the timing could tell)."""
+    not be timed or the judge's first doubt about the timing; over a shape mix, the weighted verdict's reason
+    (the bucket that broke its floor, or the weighted total not faster); None when the timing could tell."""
     from ascendopt.gate.bench import DecisionRule
 
+    weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
+    if weighted and weighted["floors"] and timing.get("vs_best") == "slower":
+        # a shape mix: a bucket that broke its floor decides first; no acceptance of an implausible bucket
+        # elsewhere could make the round a keep, and a doubt of the judge leaves a slower verdict slower (said)
+        doubt = f"; the judge also doubted the timing: {timing['judge'][0]}" if timing.get("judge") else ""
+        return f"shape mix: {weighted['reason']}{doubt}"
     found = (timing or {}).get("implausible")
     if found and not found.get("accepted"):
         return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
                 "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
+    if weighted and timing.get("vs_best") in ("slower", "same") and not timing.get("judge"):
+        # a shape mix: the weighted total not faster than the best so far, with its numbers
+        return f"shape mix: {weighted['reason']}" + ("" if timing["vs_best"] == "slower" else
+                                                     ": not faster than the best so far beyond the band")
     if not timing or timing.get("vs_best") != "inconclusive":
         return None
     unverified = (timing.get("best") or {}).get("unverified")
@@ -247,6 +271,8 @@ def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
         return unverified
     if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
         return f"timing is not evidence: {timing['judge'][0]}; nothing is kept on it"
+    if weighted and weighted["undecided"]:  # a shape mix: a heavy bucket's band too wide to tell, named
+        return f"shape mix: {weighted['reason']}; nothing is kept on a measurement that cannot tell"
     undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
         [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
     band = max((c["threshold_rel"] for c in undecided), default=None)

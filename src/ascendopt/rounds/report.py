@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from ascendopt.rounds.records import (
-    SPEEDUP_STATISTIC,
     RoundRecord,
     StopDecision,
     best_round,
     geomean,
     should_stop,
+    speedup_statistic,
 )
 from ascendopt.workspace import Workspace, writing
 
@@ -219,7 +219,8 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
         lines.append("")
         lines += _table(STATS_COLUMNS, rows)
         cases = len(best.timing["cases"])
-        lines += ["", f"Speedup vs baseline: **{speedup:.3f}x** over {cases} case(s) ({SPEEDUP_STATISTIC}; the "
+        statistic = speedup_statistic(best.timing)
+        lines += ["", f"Speedup vs baseline: **{speedup:.3f}x** over {cases} case(s) ({statistic}; the "
                       "number the round and `status` print)."]
         cfg = best.config
         lines.append(f"Baseline commit: {(contract.get('git') or {}).get('commit') or 'none'}; candidate: "

@@ -113,6 +113,59 @@ def round_timing(cases: Sequence[dict[str, Any]], best: Mapping[str, Any] | None
     return result
 
 
+class _Side:
+    """A side's median, as ``judge.weighted`` reads it off a ``bench.Comparison``."""
+
+    def __init__(self, median_ms: float):
+        self.median_ms = median_ms
+
+
+class _Versus:
+    """A round case's comparison with one reference (``case_timing``'s ``vs_baseline`` / ``vs_best`` and the two
+    sides' summaries) in the shape ``judge.weighted`` reads: ``baseline`` is the reference."""
+
+    def __init__(self, entry: Mapping[str, Any], reference: str):
+        versus = entry[f"vs_{reference}"]
+        self.baseline = _Side(entry[reference]["median_ms"])
+        self.candidate = _Side(entry["candidate"]["median_ms"])
+        self.ratio, self.threshold_rel = versus["ratio"], versus["threshold_rel"]
+        self.verdict, self.reason = versus["verdict"], versus.get("reason", "")
+
+
+def weigh_round(cases: Sequence[Mapping[str, Any]], weights: Mapping[str, float],
+                shapes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A round over a shape mix (its ``cases`` are the timed buckets, ``weights[case]`` their shares) judged as the
+    gate judges it (``judge.weighted.weigh``), against the baseline and against the best so far: ``{"vs_baseline",
+    "vs_best"}`` (``WeightedVerdict.to_dict``; ``vs_best`` None when the best was not timed) and ``buckets`` /
+    ``buckets_vs_best``, the per-bucket tables (``judge.weighted.bucket_rows``) against each. Pure."""
+    from ascendopt.judge.weighted import BucketTiming, bucket_rows, weigh
+
+    out: dict[str, Any] = {}
+    for reference in ("baseline", "best"):
+        if any(c.get(f"vs_{reference}") is None for c in cases):
+            out[f"vs_{reference}"], out[f"buckets_vs_{reference}"] = None, []
+            continue
+        timings = [BucketTiming(c["case"], weights[c["case"]], _Versus(c, reference)) for c in cases]
+        out[f"vs_{reference}"] = weigh(timings).to_dict()
+        out[f"buckets_vs_{reference}"] = bucket_rows(timings, shapes)
+    out["buckets"] = out.pop("buckets_vs_baseline")
+    return out
+
+
+def apply_weighted(result: dict[str, Any], weighted: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's ``timing`` over a shape mix decided by its weighted verdicts (``weigh_round``): ``vs_best`` is
+    "faster" (a keep) only when the weighted speedup over the best is beyond its band and no bucket of weight
+    >= ``judge.weighted.FLOOR_WEIGHT`` broke its floor (then it is "slower", naming the bucket in
+    ``weighted["vs_best"]["reason"]``); the ratios are the weighted ones. A best that was not timed stays
+    "inconclusive"."""
+    result = {**result, "weighted": dict(weighted)}
+    for reference in ("baseline", "best"):
+        found = weighted.get(f"vs_{reference}")
+        if found is not None:
+            result[f"vs_{reference}"], result[f"ratio_vs_{reference}"] = found["verdict"], found["ratio"]
+    return result
+
+
 def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[str, Any]:
     """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again, keeping
     a verdict only if it reproduced."""
@@ -255,6 +308,8 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
     """
     from ascendopt.gate import engine
     from ascendopt.gate.interleave import WorkloadError, WorkloadTampering
+    from ascendopt.gate.stages import frozen_baseline, timed_cases
+    from ascendopt.judge.weighted import FLOOR_WEIGHT
 
     contract = ctx.contract
     exec_rel = contract.workload.exec_file
@@ -271,29 +326,49 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
         names = list(session.workers)
         trees = session.workers
 
-        def once() -> dict[str, Any]:
+        # with a shape mix the workload makes (inputs(seed, shape)), every bucket is timed on its own inputs, as
+        # the gate times it; else the workload's own shape, one case
+        cases = timed_cases(contract, session, pairs)
+        mix = cases[0][1] is not None
+
+        def time_case(case: str, shape, weight: float | None, case_pairs: int) -> tuple[dict[str, Any], list[str]]:
+            label = exec_rel if shape is None else f"{exec_rel} {case}"
             if step:
-                step(f"timing {exec_rel}: {', '.join(names)} interleaved in {len(names)} workers, {pairs} rounds "
+                step(f"timing {label}: {', '.join(names)} interleaved in {len(names)} workers, {case_pairs} rounds "
                      f"(limit {timing_s:g} s)")
+            for child in trees.values():
+                child.readings.clear()  # each case's audit reads its own batches
             samples: dict[str, list[float]] = {}
+            # a light bucket only feeds the weighted total: no pairs beyond its first ones
+            most = case_pairs if weight is not None and weight < FLOOR_WEIGHT else None
 
             def decide(judged, on_pair):
-                samples.update(take_decided(judged, names, pairs, None, on_pair))
+                samples.update(take_decided(judged, names, case_pairs, most, on_pair))
 
-            judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=exec_rel, decide=decide,
-                                          tolerances=tolerances)
+            judged, _ = engine.time_sides(session, names, request, timing_s=timing_s, label=label, decide=decide,
+                                          tolerances=tolerances, shape=shape)
             tampered = engine.trees_changed(session)
             if tampered:
                 raise WorkloadTampering(f"the frozen commit's code was changed under the judge: {tampered[0]}")
             found = engine.audit(judged)
             if found.wrong:
                 raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
-            result = round_timing([case_timing(exec_rel, samples, judged.calls, best_timed=kept is None or
-                                               "best" in trees)], best)
-            anchor = engine.anchor_problem(contract.baseline[0].median_ms, samples["baseline"],
-                                           contract.baseline[0].host_calibration_ms, judged.host) \
-                if contract.baseline else None
-            doubts = found.doubts + ([anchor] if anchor else [])
+            frozen = frozen_baseline(contract, case if shape is not None else None)
+            anchor = engine.anchor_problem(frozen.median_ms, samples["baseline"], frozen.host_calibration_ms,
+                                           judged.host) if frozen else None
+            doubts = found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor] if anchor else [])
+            entry = case_timing(case if shape is not None else exec_rel, samples, judged.calls,
+                                best_timed=kept is None or "best" in trees)
+            return entry, doubts
+
+        def once() -> dict[str, Any]:
+            timed = [time_case(*c) for c in cases]
+            result = round_timing([entry for entry, _ in timed], best)
+            if mix:
+                shapes = {case: shape for case, shape, _, _ in cases}
+                result = apply_weighted(result, weigh_round(result["cases"], {case: w for case, _, w, _ in cases},
+                                                            shapes))
+            doubts = [d for _, found in timed for d in found]
             if doubts:  # the timing is not evidence: nothing can be kept on it
                 result["judge"] = doubts
                 result["vs_baseline"] = "inconclusive" if result["vs_baseline"] != "slower" else "slower"
