@@ -1,0 +1,100 @@
+"""The round verdict as a table: measurements in, verdict and reason out (``rounds.decide``), every branch.
+
+The first rows are issue 41's ``rounds/0002.yaml``: an own-code round measured 16x faster; the first
+measurement was inconclusive (the baseline drifted under load), the re-check decisively faster, and the
+user accepted the implausible speedup. It was recorded as a revert with no reason, saying both
+"reproduced" and "did not reproduce"."""
+
+import pytest
+
+from ascendopt.rounds.decide import Decision, Evidence, Reading, combine, decide
+
+R16 = 1 / 16  # candidate / reference time of a 16x speedup
+DRIFT = "the re-measured baseline drifted 40% from the frozen one"
+FIRST_INCONCLUSIVE = Reading("inconclusive", "inconclusive", R16, R16, DRIFT)
+RECHECK_FASTER = Reading("faster", "faster", R16, R16)
+IMPLAUSIBLE = "16.0x faster, beyond the 5x bound"
+FAST = Reading("faster", "faster", 0.8, 0.8)
+SAME = Reading("same", "same", 0.99, 0.99)
+SLOWER = Reading("slower", "slower", 1.3, 1.3)
+BAND = "the noise band ±9% stayed wider than ±5%"
+UNDECIDED = Reading("faster", "inconclusive", 0.8, 0.95, BAND)
+FLOOR = "achieved 4210 GB/s = 88% of the 4800 GB/s peak (floor at 85%)"
+
+# (id, evidence, verdict, words the reason must contain, words it must not contain)
+CASES = [
+    ("issue41-accepted-inconclusive-then-faster",
+     Evidence(True, first=FIRST_INCONCLUSIVE, recheck=RECHECK_FASTER, implausible=IMPLAUSIBLE,
+              accepted="vectorized: 512 launches -> 1"),
+     "keep", ["faster than the best so far: 16.00x", "accepted: vectorized: 512 launches -> 1",
+              "first measurement was inconclusive", DRIFT, "re-check decided: faster"], ["did not reproduce"]),
+    ("issue41-not-accepted",
+     Evidence(True, first=FIRST_INCONCLUSIVE, recheck=RECHECK_FASTER, implausible=IMPLAUSIBLE),
+     "revert", ["implausible: 16.0x", "--accept-implausible", "re-check decided"], ["did not reproduce"]),
+    ("reproduced-accepted",
+     Evidence(True, first=RECHECK_FASTER, recheck=RECHECK_FASTER, implausible=IMPLAUSIBLE, accepted="fused"),
+     "keep", ["faster than the best so far", "accepted: fused"], ["did not reproduce", "inconclusive"]),
+    ("decisive-then-slower-did-not-reproduce",
+     Evidence(True, first=RECHECK_FASTER, recheck=Reading("slower", "slower", 1.1, 1.1)),
+     "revert", ["timing inconclusive", "did not reproduce", "slower 0.91x"], ["reproduced when"]),
+    ("decisive-then-inconclusive-did-not-reproduce",
+     Evidence(True, first=RECHECK_FASTER, recheck=Reading("inconclusive", "inconclusive", 0.5, 0.5, BAND)),
+     "revert", ["timing inconclusive", "did not reproduce"], []),
+    ("inconclusive-twice",
+     Evidence(True, first=FIRST_INCONCLUSIVE, recheck=Reading("inconclusive", "inconclusive", R16, R16, BAND)),
+     "revert", ["timing inconclusive", BAND], ["did not reproduce"]),
+    ("inconclusive-then-same",
+     Evidence(True, first=FIRST_INCONCLUSIVE, recheck=SAME),
+     "revert", ["no measurable gain", "re-check decided: same"], []),
+    ("faster", Evidence(True, first=FAST), "keep", ["faster than the best so far: 1.25x"], ["accepted"]),
+    ("same", Evidence(True, first=SAME), "revert", ["no measurable gain over the best so far (1.01x"], []),
+    ("slower", Evidence(True, first=SLOWER), "revert", ["slower than the best so far: 0.77x"], []),
+    ("inconclusive-vs-best", Evidence(True, first=UNDECIDED), "revert", ["timing inconclusive", BAND], []),
+    ("inconclusive-without-why", Evidence(True, first=Reading("same", "inconclusive")), "revert",
+     ["could not tell"], []),
+    ("floor", Evidence(True, first=SAME, floor=FLOOR), "floor", ["hardware bound", FLOOR], []),
+    ("slower-at-floor", Evidence(True, first=SLOWER, floor=FLOOR), "floor", [FLOOR], []),
+    ("inconclusive-claims-no-floor", Evidence(True, first=UNDECIDED, floor=FLOOR), "revert", [BAND], [FLOOR]),
+    ("faster-beats-floor", Evidence(True, first=FAST, floor=FLOOR), "keep", ["faster"], []),
+    ("implausible-not-accepted-no-recheck", Evidence(True, first=FAST, implausible="under the roofline floor"),
+     "revert", ["implausible: under the roofline floor"], []),
+    ("implausible-accepted-but-same", Evidence(True, first=SAME, implausible="under the roofline floor",
+                                               accepted="why not"),
+     "revert", ["no measurable gain"], []),
+    ("red-gate", Evidence(False, gate_failure="correctness: 2 of 5 frozen tests failed"), "drop",
+     ["gate red: correctness: 2 of 5 frozen tests failed", "nothing was timed"], []),
+    ("red-gate-without-summary", Evidence(False), "drop", ["gate red"], []),
+]
+
+
+@pytest.mark.parametrize(("evidence", "verdict", "says", "never"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_decide_table(evidence, verdict, says, never):
+    decision = decide(evidence)
+    assert isinstance(decision, Decision)
+    assert decision.verdict == verdict
+    for words in says:
+        assert words in decision.reason, decision.reason
+    for words in never:
+        assert words not in decision.reason, decision.reason
+
+
+def test_a_green_gate_without_timing_is_refused():
+    with pytest.raises(ValueError, match="timing"):
+        decide(Evidence(True))
+
+
+def test_combine_outcomes_are_exclusive():
+    """One outcome per record: the text never says both "reproduced when" and "did not reproduce"."""
+    pairs = [(FIRST_INCONCLUSIVE, RECHECK_FASTER, "decided", "faster"),
+             (RECHECK_FASTER, RECHECK_FASTER, "reproduced", "faster"),
+             (RECHECK_FASTER, SAME, "not-reproduced", "inconclusive"),
+             (FIRST_INCONCLUSIVE, FIRST_INCONCLUSIVE, "reproduced", "inconclusive")]
+    for first, again, outcome, vs_baseline in pairs:
+        check = combine(first, again)
+        assert (check.outcome, check.vs_baseline) == (outcome, vs_baseline)
+        assert not ("reproduced when" in check.text and "did not reproduce" in check.text)
+
+
+def test_the_drop_and_red_rows_leave_no_comparison():
+    d = decide(Evidence(False, gate_failure="kernel-hit: fallback"))
+    assert (d.vs_baseline, d.vs_best, d.recheck) == (None, None, None)
