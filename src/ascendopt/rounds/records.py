@@ -122,6 +122,9 @@ class RoundRecord:
     # carried it); rounds of another contract are not this contract's ledger (``belongs_to``)
     contract_digest: str = ""
     notes: list[str] = field(default_factory=list)  # the warnings printed while the round ran
+    # why the verdict is what it is, one line (``rounds.decide.decide``); "": recorded before rounds carried
+    # it (``why`` derives one from the record then)
+    reason: str = ""
     # sha256 of the record's own content (``record_digest``), written by ``save_round``; "": recorded
     # before rounds carried it. The gate's integrity stage recomputes it (a hand edit is exit 3).
     digest: str = ""
@@ -183,6 +186,15 @@ class RoundRecord:
             raise ContractError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
 
     @property
+    def why(self) -> str:
+        """The verdict's reason: the recorded one, else (an older record) the summary's or the red gate's."""
+        if self.reason:
+            return self.reason
+        if self.verdict == "drop":
+            return f"gate red: {self.gate.get('failed_stage') or 'a stage'}: {self.gate.get('summary') or 'failed'}"
+        return (self.summary or {}).get("verdict_reason") or verdict_reason(self.timing) or ""
+
+    @property
     def candidate_ms(self) -> float | None:
         """Candidate median latency in ms, geometric mean over shape cases (None on a red gate)."""
         if not self.timing:
@@ -210,50 +222,56 @@ class RoundRecord:
 
 def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None,
             implausible: bool = False) -> str:
-    """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
+    """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far
+    (``rounds.decide.decide``, the one place the verdict is decided, given only these inputs).
 
     ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower" | "inconclusive"), None
     on a red gate. Inconclusive is a revert: neither a gain nor "no gain at a bound" can be claimed.
     ``implausible``: the timing is too good to believe (``bench.implausible_reason``) and no acceptance
     was recorded: a revert, never a keep.
     """
-    if not gate_passed:
-        return "drop"  # never benchmarked, never a speed claim
-    if implausible:
-        return "revert"
-    if vs_best == "faster":
-        return "keep"
-    if vs_best == "inconclusive":
-        return "revert"
-    if floor is not None:
-        return "floor"
-    return "revert"
+    from ascendopt.rounds.decide import Evidence, Reading, decide
+
+    first = Reading(vs_best or "inconclusive", vs_best or "inconclusive") if gate_passed else None
+    return decide(Evidence(gate_passed, first=first, implausible="implausible" if implausible else None,
+                           floor=floor.detail if floor else None)).verdict
+
+
+def inconclusive_why(timing: Mapping[str, Any] | None) -> str | None:
+    """Why a timing could not tell (None when it could): own code's best that could not be timed, the
+    judge's first doubt about the timing, else the widest noise band of an inconclusive comparison."""
+    from ascendopt.gate.bench import DecisionRule
+
+    if not timing or "inconclusive" not in (timing.get("vs_best"), timing.get("vs_baseline")):
+        return None
+    unverified = (timing.get("best") or {}).get("unverified")
+    if unverified:  # own code: the best kept state is in no commit, so it was not timed
+        return unverified
+    if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
+        return f"timing is not evidence: {timing['judge'][0]}"
+    undecided = [c["vs_best"] for c in timing["cases"] if (c.get("vs_best") or {}).get("verdict") == "inconclusive"] \
+        or [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
+    band = max((c["threshold_rel"] for c in undecided), default=None)
+    return (f"the noise band ±{band:.2%} stayed wider than ±{DecisionRule().max_band:.0%} (quieter device, more "
+            "--pairs)" if band is not None else "the noise band stayed too wide (quieter device, more --pairs)")
 
 
 def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
-    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
-    widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
-    not be timed or the judge's first doubt about the timing (None when the timing could tell)."""
-    from ascendopt.gate.bench import DecisionRule
-
+    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, or
+    why an inconclusive comparison with the best so far could not tell (None when the timing could tell).
+    The round's full reason, for every verdict, is ``rounds.decide.decide``'s."""
     found = (timing or {}).get("implausible")
     if found and not found.get("accepted"):
         return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
                 "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
     if not timing or timing.get("vs_best") != "inconclusive":
         return None
-    unverified = (timing.get("best") or {}).get("unverified")
-    if unverified:  # own code: the best kept state is in no commit, so it was not timed
-        return unverified
-    if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
-        return f"timing is not evidence: {timing['judge'][0]}; nothing is kept on it"
-    undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
-        [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
-    band = max((c["threshold_rel"] for c in undecided), default=None)
-    wide = (f"the noise band ±{band:.2%} stayed wider than ±{DecisionRule().max_band:.0%}" if band is not None
-            else "the noise band stayed too wide")
-    return (f"timing inconclusive: {wide}; nothing is kept on a measurement that cannot tell "
-            "(quieter device, more --pairs)")
+    why = inconclusive_why(timing)
+    if why == (timing.get("best") or {}).get("unverified"):
+        return why
+    if timing.get("judge"):
+        return f"{why}; nothing is kept on it"
+    return f"timing inconclusive: {why}; nothing is kept on a measurement that cannot tell"
 
 
 def detect_floor(

@@ -46,6 +46,7 @@ from ascendopt.rounds import summary as round_summary
 from ascendopt.rounds import timing as rt
 from ascendopt.rounds import tree as rtree
 from ascendopt.rounds.context import RoundContext
+from ascendopt.rounds.decide import decide
 from ascendopt.rounds.records import RoundRecord, StopDecision
 from ascendopt.tune import search as tune
 from ascendopt.tune import space as tune_space
@@ -372,7 +373,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         root = project_root()
         tree = rtree.round_snapshot(root, ws.root, number)
         change = rtree.change_record(root, tree, ws.root)
-        note(rtree.same_tree_note(tree, ctx.records))
+        note(rtree.same_tree_note(tree, ctx.records, accepting=bool(accept_implausible)))
     command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
     direction = round_direction(direction, hypothesis, plan)
 
@@ -463,16 +464,18 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
-    implausible = False
     if timing:
         found = rt.implausible_cases(timing, _floors(ctx, backend))
         if found:
             timing["implausible"] = {"cases": found, "accepted": accept_implausible}
-            implausible = not accept_implausible
+            if accept_implausible:  # who and when, for the gate and the report to name (issue 41)
+                timing["implausible"].update(rtree.accepted_by(None if ctx.is_kernel else root))
             note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})"
                  if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
                  "without --accept-implausible REASON")
-    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor, implausible)
+    # the verdict and its reason: one pure function of what was measured (rounds.decide)
+    decision = decide(rt.evidence(gsum, timing if green else None, floor, accept_implausible))
+    verdict = decision.verdict
     metrics = {}
     if before_report and after_report:
         from ascendopt.analyze.diagnosis import compare
@@ -483,7 +486,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                         environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
                         target_metric=target, floor=floor if verdict in ("keep", "floor") else None,
                         profiles=after_paths, profiles_before=before_paths, command=command,
-                        contract_digest=ctx.contract_digest, notes=notes)
+                        contract_digest=ctx.contract_digest, notes=notes, reason=decision.reason)
     stop = ctx.stop_decision([draft])
     speed = None
     if timing:
@@ -492,7 +495,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     summary = round_summary.build(kernel_names=names, before=before_report, after=after_report,
                                   verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
                                   target_metric=target, ub=ub, speed=speed,
-                                  verdict_reason=rounds.verdict_reason(timing))
+                                  verdict_reason=decision.reason)
     record = replace(draft, stop=stop, summary=summary)
     path = rounds.save_round(ws, record)
     saved = rounds.load_rounds(ws)[-1]
