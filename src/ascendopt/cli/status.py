@@ -64,6 +64,10 @@ def render_ledger(rows: list[dict[str, Any]]) -> None:
           "-" if r["noise_band"] is None else f"±{r['noise_band']:.1%}", console.styled(r["verdict"]))
          for r in rows],
         title=f"rounds side by side ({len(rows)})" if rows else "rounds side by side: none recorded yet")
+    # the reasons under the table, one line each: a column this long would wrap every row of it
+    for r in rows:
+        if r.get("reason"):
+            console.out(f"round {r['number']} {r['verdict']}: {r['reason']}")
 
 
 def _ms(value: float | None) -> str:
@@ -111,6 +115,8 @@ def render(data: dict[str, Any]) -> None:
     if last:
         rows.append(("last round", f"{last['number']} {last['verdict']} ({last['direction']}): {last['hypothesis']}"
                                    + (f" [red at {last['failed_stage']}]" if last["failed_stage"] else "")))
+        if last.get("reason"):
+            rows.append(("last verdict's reason", last["reason"]))
     best = r["best"]
     if best:
         what = format_config(best["config"]) if best["config"] else (best["commit"] or "")[:12] or best["direction"]
