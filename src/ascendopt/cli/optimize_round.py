@@ -126,7 +126,8 @@ def optimize_round(
             rows.append(r)
             console.info(f"round {r.number}: {format_config(r.change.get('set'))} -> {r.verdict}"
                          + (f" ({console.duration_text(r.candidate_ms * 1e3, digits=3)})" if r.candidate_ms else "")
-                         + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else ""))
+                         + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else "")
+                         + (f": {r.why}" if r.why else ""))
 
         with console.progress("optimize-round --auto: screening", total=0) as bar:
             def on_screened(row, run):
