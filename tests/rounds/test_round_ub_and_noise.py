@@ -82,7 +82,8 @@ def test_a_quiet_revert_says_why_in_the_record(ws):
     """Issue 41: every revert carries its reason (no gain is a reason too), in the record and its summary."""
     rec = _round(ws, {"BLOCK": "32"}).record
     assert rec.timing["vs_best"] == "same" and rec.verdict == "revert"
-    assert rec.reason.startswith("no measurable gain over the best so far") and rec.summary["verdict_reason"] == rec.reason
+    assert rec.reason.startswith("no measurable gain over the best so far")
+    assert rec.summary["verdict_reason"] == rec.reason
     assert rounds.load_rounds(ws)[-1].reason == rec.reason  # as saved in rounds/NNNN.yaml
 
 
