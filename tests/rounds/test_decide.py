@@ -40,6 +40,19 @@ CASES = [
     ("decisive-then-inconclusive-did-not-reproduce",
      Evidence(True, first=RECHECK_FASTER, recheck=Reading("inconclusive", "inconclusive", 0.5, 0.5, BAND)),
      "revert", ["timing inconclusive", "did not reproduce"], []),
+    ("decisive-inconclusive-third-reproduces",
+     Evidence(True, first=RECHECK_FASTER, recheck=Reading("inconclusive", "inconclusive", R16, R16, BAND),
+              third=RECHECK_FASTER, implausible=IMPLAUSIBLE, accepted="fused"),
+     "keep", ["faster than the best so far", "the re-check could not tell", BAND,
+              "a third measurement reproduced it"], ["did not reproduce"]),
+    ("decisive-inconclusive-third-contradicts",
+     Evidence(True, first=RECHECK_FASTER, recheck=Reading("inconclusive", "inconclusive", R16, R16, BAND),
+              third=SAME),
+     "revert", ["timing inconclusive", "did not reproduce", "a third measurement: same"], ["reproduced it"]),
+    ("decisive-inconclusive-third-inconclusive",
+     Evidence(True, first=RECHECK_FASTER, recheck=Reading("inconclusive", "inconclusive", R16, R16, BAND),
+              third=Reading("inconclusive", "inconclusive", R16, R16, BAND)),
+     "revert", ["did not reproduce", "a third measurement: inconclusive"], []),
     ("inconclusive-twice",
      Evidence(True, first=FIRST_INCONCLUSIVE, recheck=Reading("inconclusive", "inconclusive", R16, R16, BAND)),
      "revert", ["timing inconclusive", BAND], ["did not reproduce"]),
@@ -157,3 +170,19 @@ def test_a_red_gate_from_the_round_is_a_drop_with_the_stage():
     gate = {"passed": False, "failed_stage": "kernel-hit", "summary": "torch fallback ran, not the kernel"}
     decision = decide(rt.evidence(gate, None))
     assert decision.verdict == "drop" and "kernel-hit: torch fallback ran" in decision.reason
+
+
+def test_a_recheck_that_cannot_tell_a_decisive_first_measures_a_third_time_and_says_so():
+    from ascendopt.rounds import timing as rt
+
+    doubt = "baseline moved from 16.00 ms (frozen) to 23.00 ms (+43.8%; allowed ±20% drift)"
+    measured = iter([_timing(16.0), _timing(16.0, doubt), _timing(16.0)])
+    steps = []
+    timing = rt._rechecked(lambda: next(measured), steps.append)
+    assert any("third time" in s for s in steps)
+    assert timing["recheck_outcome"] == "reproduced" and timing["vs_best"] == "faster"
+    assert timing["second"]["vs_baseline"] == "inconclusive" and "third measurement reproduced" in timing["recheck"]
+    found = rt.implausible_cases(timing)
+    assert found and "third measurement" in found[0]["reason"]
+    decision = decide(rt.evidence({"passed": True}, {**timing, "implausible": {"cases": found}}, None, "fused"))
+    assert decision.verdict == "keep" and "third measurement" in decision.reason

@@ -141,3 +141,42 @@ def test_accepting_an_unaccepted_implausible_round_does_not_warn_unchanged():
     # a tree reverted for another reason still warns, accepting or not
     plain = dataclasses.replace(reverted, timing={**reverted.timing, "implausible": None})
     assert "unchanged since round 1" in same_tree_note(state, [plain], accepting=True)
+
+
+def test_own_code_implausible_round_accepted_as_printed_and_honoured_by_the_gate(tmp_path, monkeypatch, cli):
+    """Issue 41's newcomer list 1, 2 and 5 on own code: a 16x speedup (the workload's sleep cut from 8 ms to
+    0.5 ms: a margin no load turns around) is a revert with its reason; the printed acceptance measures the
+    unchanged tree without the "unchanged" warning and keeps it; ``gate --pairs 12`` on that tree passes,
+    naming the round, who, when and why."""
+    from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
+    from _own_code import git as _git
+    from ascendopt.contract.freeze import freeze_exec_file
+    from ascendopt.workspace import Workspace
+
+    root = commit_repo(tmp_path / "repo", sleep_repo_files(0.008))
+    _git(root, "config", "user.name", "A. Dev")
+    _git(root, "config", "user.email", "a.dev@example.com")
+    monkeypatch.chdir(root)
+    ws = Workspace(root / ".ascendopt")
+    freeze_exec_file(ws, exec_file="bench.py", tests=["tests/test_op.py"], kernel_filter="my_op_kernel",
+                     profile=False, precheck=False)
+    (root / "op.py").write_text(SLEEP_OP.format(delay=0.0005))
+    code, out, err = cli("optimize-round", "-w", str(ws.root), "--hypothesis", "vectorize: one launch", "--pairs",
+                         "12", "--no-reprofile", "--no-precheck", "--json")
+    assert code == 0, out + err
+    envelope = json_envelope(out)
+    first = envelope["data"]
+    assert first["verdict"] == "revert" and first["reason"].startswith("implausible:"), first["reason"]
+    assert not ("did not reproduce" in str(first["timing"]) and "reproduced when" in str(first["timing"]))
+    accept = shlex.split(envelope["next"][0])
+    assert "--accept-implausible" in accept and "--no-precheck" in accept
+    code, out, err = cli(*accept[1:])
+    assert code == 0, out + err
+    assert "unchanged" not in err
+    kept = rounds.load_rounds(ws)[-1]
+    assert kept.verdict == "keep", kept.reason
+    assert kept.timing["implausible"]["by"] == "A. Dev <a.dev@example.com>"
+    code, out, err = cli("gate", "-w", str(ws.root), "--pairs", "12", "--json")
+    assert code == 0, out + err
+    line = next(n for n in json_envelope(out)["data"]["notes"] if "accepted in round 2" in n)
+    assert "A. Dev <a.dev@example.com>" in line and kept.timing["implausible"]["at"] in line

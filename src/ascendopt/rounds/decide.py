@@ -15,10 +15,13 @@ How a re-check combines with the first measurement (``combine``), decided here o
   and the re-check could: "decided", the re-check stands. The first measurement is no evidence either
   way, so it cannot veto the second; the record says the first was inconclusive. (Before issue 41 this
   combination came out "same", and the record said both "reproduced" and "did not reproduce".)
-* the first was decisive and the re-check disagrees (another verdict, or could not tell): "not
-  reproduced", both comparisons are inconclusive (two measurements that disagree cannot tell; the gate's
-  ``bench.after_recheck`` calls a decisive disagreement "same", but for a round both are a revert and
-  "inconclusive" says why without claiming "no gain").
+* the first was decisive and the re-check could not tell: it neither confirms nor contradicts, so the
+  round measures a third time (``needs_third``) and says so: the third agreeing with the first is
+  "reproduced" (on the third measurement), anything else is "not reproduced";
+* the first was decisive and the re-check (or the third measurement) disagrees: "not reproduced", both
+  comparisons are inconclusive (measurements that disagree cannot tell; the gate's ``bench.after_recheck``
+  calls a decisive disagreement "same", but for a round both are a revert and "inconclusive" says why
+  without claiming "no gain").
 
 The record holds exactly one of these outcomes, so it cannot say "reproduced" and "did not reproduce"
 at once.
@@ -69,6 +72,7 @@ class Evidence:
     gate_failure: str | None = None
     first: Reading | None = None
     recheck: Reading | None = None
+    third: Reading | None = None  # taken when the re-check could not tell a decisive first (``needs_third``)
     implausible: str | None = None
     accepted: str | None = None
     floor: str | None = None
@@ -87,22 +91,35 @@ def _speedup(ratio: float | None) -> str:
     return f"{1.0 / ratio:.2f}x" if ratio else "?x"
 
 
-def combine(first: Reading, again: Reading) -> Recheck:
-    """The first timing and its re-check as one result (module docstring: reproduced | decided | not
-    reproduced)."""
+def needs_third(first: Reading, again: Reading) -> bool:
+    """A decisive first measurement whose re-check could not tell: a third measurement decides."""
+    return first.vs_baseline != "inconclusive" and again.vs_baseline == "inconclusive"
+
+
+def combine(first: Reading, again: Reading, third: Reading | None = None) -> Recheck:
+    """The first timing, its re-check and (``needs_third``) a third measurement as one result (module
+    docstring: reproduced | decided | not reproduced)."""
     told = f"{again.vs_baseline} {_speedup(again.ratio_vs_baseline)}"
+    claimed = f"{first.vs_baseline} {_speedup(first.ratio_vs_baseline)} vs the baseline"
     if again.vs_baseline == first.vs_baseline:
         return Recheck("reproduced", again.vs_baseline, again.vs_best,
-                       f"{first.vs_baseline} {_speedup(first.ratio_vs_baseline)} vs the baseline reproduced when "
-                       f"measured again ({told})")
+                       f"{claimed} reproduced when measured again ({told})")
     if first.vs_baseline == "inconclusive":
         why = f" ({first.why_inconclusive})" if first.why_inconclusive else ""
         return Recheck("decided", again.vs_baseline, again.vs_best,
                        f"the first measurement was inconclusive{why}; the re-check decided: {told} vs the "
                        "baseline")
+    if third is not None and needs_third(first, again):
+        third_told = f"{third.vs_baseline} {_speedup(third.ratio_vs_baseline)}"
+        doubt = f"; {again.why_inconclusive}" if again.why_inconclusive else ""
+        could_not = f"the re-check could not tell ({told}{doubt})"
+        if third.vs_baseline == first.vs_baseline:
+            return Recheck("reproduced", third.vs_baseline, third.vs_best,
+                           f"{claimed}: {could_not}; a third measurement reproduced it ({third_told})")
+        return Recheck("not-reproduced", "inconclusive", "inconclusive",
+                       f"{claimed} did not reproduce: {could_not}; a third measurement: {third_told}")
     return Recheck("not-reproduced", "inconclusive", "inconclusive",
-                   f"{first.vs_baseline} {_speedup(first.ratio_vs_baseline)} vs the baseline did not reproduce "
-                   f"when measured again ({told})")
+                   f"{claimed} did not reproduce when measured again ({told})")
 
 
 def decide(evidence: Evidence) -> Decision:
@@ -117,14 +134,15 @@ def decide(evidence: Evidence) -> Decision:
     first = evidence.first
     if first is None:
         raise ValueError("a green gate needs the round's timing")
-    check = combine(first, evidence.recheck) if evidence.recheck is not None else None
+    check = combine(first, evidence.recheck, evidence.third) if evidence.recheck is not None else None
     vs_baseline = check.vs_baseline if check else first.vs_baseline
     vs_best = check.vs_best if check else first.vs_best
-    measured = evidence.recheck if evidence.recheck is not None else first
+    # the numbers quoted are the last measurement's, the one the combined verdict stands on
+    measured = evidence.third or evidence.recheck or first
 
     def made(verdict: str, reason: str) -> Decision:
         # the re-check's outcome leads the reason wherever it changed what was measured
-        if check is not None and check.outcome != "reproduced":
+        if check is not None and (check.outcome != "reproduced" or evidence.third is not None):
             reason = f"{reason} ({check.text})"
         return Decision(verdict, reason, vs_baseline, vs_best, check)
 

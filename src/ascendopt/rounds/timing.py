@@ -121,15 +121,21 @@ def reading(timing: Mapping[str, Any]) -> Any:
                    timing.get("ratio_vs_best"), rounds.inconclusive_why(timing))
 
 
+def _reading_dict(r) -> dict[str, Any]:
+    return {"vs_baseline": r.vs_baseline, "vs_best": r.vs_best, "ratio_vs_baseline": r.ratio_vs_baseline,
+            "ratio_vs_best": r.ratio_vs_best, "why_inconclusive": r.why_inconclusive}
+
+
 def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[str, Any]:
-    """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again, the two
-    combined by ``rounds.decide.combine`` (reproduced | decided | not reproduced). The re-check's timing is
-    returned with ``first`` (the first measurement's aggregate, kept so the record shows what was
-    re-checked), ``recheck`` (one line), ``recheck_outcome`` and ``recheck_measured`` (the re-check's own
-    verdicts before combining); its ``vs_baseline``/``vs_best`` are the combined ones, so everything that
-    reads the record sees one story."""
+    """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again (and a third
+    time when the re-check could not tell a decisive first, ``rounds.decide.needs_third``), combined by
+    ``rounds.decide.combine`` (reproduced | decided | not reproduced). The last measurement's timing is
+    returned with ``first`` (and ``second`` after a third measurement: the aggregates of the earlier ones,
+    kept so the record shows what was re-checked), ``recheck`` (one line), ``recheck_outcome`` and
+    ``recheck_measured`` (the last measurement's own verdicts before combining); its ``vs_baseline``/``vs_best``
+    are the combined ones, so everything that reads the record sees one story."""
     from ascendopt.gate import bench
-    from ascendopt.rounds.decide import combine
+    from ascendopt.rounds.decide import combine, needs_third
 
     result = once()
     ratio_base = result["ratio_vs_baseline"]
@@ -139,16 +145,24 @@ def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[st
         step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
     first = reading(result)
     again = once()
-    check = combine(first, reading(again))
-    again["rechecked"] = True
-    again["first"] = {"vs_baseline": first.vs_baseline, "vs_best": first.vs_best,
-                      "ratio_vs_baseline": first.ratio_vs_baseline, "ratio_vs_best": first.ratio_vs_best,
-                      "why_inconclusive": first.why_inconclusive}
-    again["recheck_measured"] = {"vs_baseline": again["vs_baseline"], "vs_best": again["vs_best"]}
-    again["recheck"] = check.text
-    again["recheck_outcome"] = check.outcome
-    again["vs_baseline"], again["vs_best"] = check.vs_baseline, check.vs_best
-    return again
+    second = reading(again)
+    third = None
+    if needs_third(first, second):
+        if step:
+            step("the re-check could not tell: measuring a third time")
+        last = once()
+        third = reading(last)
+        last["second"] = _reading_dict(second)
+    else:
+        last = again
+    check = combine(first, second, third)
+    last["rechecked"] = True
+    last["first"] = _reading_dict(first)
+    last["recheck_measured"] = {"vs_baseline": last["vs_baseline"], "vs_best": last["vs_best"]}
+    last["recheck"] = check.text
+    last["recheck_outcome"] = check.outcome
+    last["vs_baseline"], last["vs_best"] = check.vs_baseline, check.vs_best
+    return last
 
 
 def evidence(gate: Mapping[str, Any], timing: Mapping[str, Any] | None, floor=None,
@@ -161,19 +175,23 @@ def evidence(gate: Mapping[str, Any], timing: Mapping[str, Any] | None, floor=No
     if not gate.get("passed"):
         failure = f"{gate.get('failed_stage') or 'a stage'}: {gate.get('summary') or 'failed'}"
         return Evidence(False, gate_failure=failure)
-    first = again = None
+    first = again = third = None
     if timing:
         if timing.get("first"):
             first = Reading(**timing["first"])
             measured = timing.get("recheck_measured") or {}
-            again = Reading(measured.get("vs_baseline", timing["vs_baseline"]),
-                            measured.get("vs_best", timing["vs_best"]), timing.get("ratio_vs_baseline"),
-                            timing.get("ratio_vs_best"), rounds.inconclusive_why({**timing, **measured}))
+            last = Reading(measured.get("vs_baseline", timing["vs_baseline"]),
+                           measured.get("vs_best", timing["vs_best"]), timing.get("ratio_vs_baseline"),
+                           timing.get("ratio_vs_best"), rounds.inconclusive_why({**timing, **measured}))
+            if timing.get("second"):  # measured three times: the second is the re-check, the last the third
+                again, third = Reading(**timing["second"]), last
+            else:
+                again = last
         else:
             first = reading(timing)
     found = (timing or {}).get("implausible")
     why = f"{found['cases'][0]['case']}: {found['cases'][0]['reason']}" if found else None
-    return Evidence(True, first=first, recheck=again, implausible=why, accepted=accepted,
+    return Evidence(True, first=first, recheck=again, third=third, implausible=why, accepted=accepted,
                     floor=floor.detail if floor is not None else None)
 
 
@@ -189,8 +207,9 @@ def implausible_cases(timing: Mapping[str, Any], floors: Mapping[str, float | No
     outcome = timing.get("recheck_outcome")
     if outcome == "not-reproduced":
         return []
-    how = ("decided on the re-check; the first measurement was inconclusive" if outcome == "decided"
-           else "reproduced when measured again")
+    how = ("decided on the re-check; the first measurement was inconclusive" if outcome == "decided" else
+           "reproduced on a third measurement; the re-check could not tell" if timing.get("second") else
+           "reproduced when measured again")
     found = []
     for case in timing.get("cases", []):
         versus = case["vs_baseline"]

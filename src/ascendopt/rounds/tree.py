@@ -107,23 +107,29 @@ def awaits_acceptance(record: RoundRecord) -> bool:
 
 def accepted_by(root: Path | None = None) -> dict:
     """Who accepts an implausible result, and when: ``{"by", "at"}``. ``by``: git's ``user.name
-    <user.email>`` of the repository when set (the name a reviewer knows from the commits), else the login
-    name; ``at``: UTC, ISO 8601."""
+    <user.email>`` as the user's own git sees it in ``root`` (the name a reviewer knows from the commits;
+    the judge's git reads no global configuration, so it is asked with the user's environment: a label, not
+    evidence), else the login name; ``at``: UTC, ISO 8601."""
     import datetime as _dt
     import getpass
 
-    where = root or Path.cwd()
-    name = email = None
-    try:
-        name, email = vcs._out(where, "config", "user.name"), vcs._out(where, "config", "user.email")
-    except Exception:  # noqa: BLE001 - who accepted is a label: no git is the login name, not an error
-        pass
+    from ascendopt import process
+
+    def config(key: str) -> str | None:
+        try:
+            proc = process.run(["git", "config", "--get", key], label=f"git config {key}", timeout=10,
+                               cwd=root or Path.cwd())
+        except (OSError, process.ProcessTimeout):  # no git: the login name below
+            return None
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    name, email = config("user.name"), config("user.email")
     if name or email:
-        who = f"{name or ''} <{email}>".strip() if email else str(name)
+        who = f"{name} <{email}>" if name and email else str(name or email)
     else:
         try:
             who = getpass.getuser()
-        except Exception:  # noqa: BLE001 - no login name (a container without passwd entry)
+        except (KeyError, OSError):  # no login name (a container without a passwd entry)
             who = "unknown"
     return {"by": who, "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
