@@ -12,7 +12,11 @@ Verdicts (fla's OPT_LOG ``Status``):
 * ``floor``  - gate green, no gain, and a hardware bound is reached (named bound with its number);
 * ``revert`` - gate green and no measurable gain: the change is undone. An *inconclusive* timing
   (the noise band stayed wider than ``bench.DecisionRule.max_band``) is always a revert: nothing is
-  kept, and no floor claimed, on a measurement that cannot tell (``verdict_reason`` says so).
+  kept, and no floor claimed, on a measurement that cannot tell (the record's ``reason`` says so).
+
+The verdict and its one-line reason come from one pure function of the measurements, ``rounds.decide.decide``
+(the gate, the first timing, its re-check, implausibility and acceptance, the floor); every record keeps the
+reason (``RoundRecord.reason``), so no ``revert`` or ``drop`` stands without its why.
 
 Stop criteria (``should_stop``), checked in this order: floor evidence on the last round; the
 iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds (drops included);
@@ -98,6 +102,9 @@ class RoundRecord:
     has ``best``: ``{"round", "commit"}`` of the state timed as the best (round None: the baseline), or
     with ``"unverified": why`` when no commit holds it (then the cases' ``best`` and ``vs_best`` and
     ``ratio_vs_best`` are None and ``vs_best`` is "inconclusive").
+    A timing re-checked for an implausible ratio (``rounds.timing._rechecked``) also has ``first`` (and
+    ``second`` after a third measurement), ``recheck`` (one line), ``recheck_outcome`` (reproduced | decided |
+    not-reproduced) and ``recheck_measured``; ``implausible``: ``{"cases", "accepted", "by", "at"}``.
     """
 
     number: int
