@@ -151,8 +151,13 @@ def test_own_code_implausible_round_accepted_as_printed_and_honoured_by_the_gate
     from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
     from _own_code import git as _git
     from ascendopt.contract.freeze import freeze_exec_file
+    from ascendopt.gate import engine
     from ascendopt.workspace import Workspace
 
+    # The anchor (the re-measured baseline against the frozen one, scaled by the host's speed) is the gate's
+    # tests' subject; on a loaded 2-core machine it turns a planted 16x into "not evidence" at random, and this
+    # test is about what the round and the gate do with an implausible result, not about the host's drift.
+    monkeypatch.setattr(engine, "anchor_problem", lambda *args, **kwargs: None)
     root = commit_repo(tmp_path / "repo", sleep_repo_files(0.008))
     _git(root, "config", "user.name", "A. Dev")
     _git(root, "config", "user.email", "a.dev@example.com")
