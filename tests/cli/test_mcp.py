@@ -56,7 +56,9 @@ def test_tools_are_the_registered_loop_commands_with_their_options():
     assert "json" not in gate["properties"]  # the server always asks for the envelope
     analyze = tools["analyze"].input_schema
     assert analyze["required"] == ["paths"] and analyze["properties"]["paths"]["type"] == "array"
-    assert tools["optimize-round"].input_schema["required"] == ["hypothesis"]
+    # --hypothesis is required except with --auto (the search is the hypothesis): the CLI checks it (exit 2)
+    rounds = tools["optimize-round"].input_schema
+    assert rounds["required"] == [] and rounds["properties"]["hypothesis"]["type"] == "string"
 
 
 def test_analyze_on_a_real_profile_is_bounded_with_the_full_result_in_a_file():

@@ -98,8 +98,9 @@ def test_status_rounds_side_by_side(demo_ws, cli):
     ledger = next(t for t in _csv_tables(out) if t[0][0] == "round")
     assert [row[0] for row in ledger[1:]] == ["1", "2"]
     assert ledger[0] == ["round", "direction", "change", "gate", "time", "vs baseline", "vs best", "noise band",
-                         "verdict"]
+                         "verdict", "reason"]
     assert ledger[2][2] == "block_rows=8" and ledger[2][3] == "pass"
+    assert all(row[9] for row in ledger[1:])  # every verdict with its reason (issue 41)
     assert ledger[2][8] in ("keep", "revert", "floor") and ledger[2][7].startswith("±")
     code, out, err = cli("status", "-w", str(demo_ws), "--rounds", "--json")
     rows = json_payload(out)["ledger"]  # validated against status.schema.json by the envelope helper

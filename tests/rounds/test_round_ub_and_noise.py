@@ -78,9 +78,13 @@ def test_a_round_timed_on_a_noisy_device_is_reverted_and_says_why(ws, monkeypatc
     assert row[4].endswith("(inconclusive)") and row[5] == "revert"
 
 
-def test_a_quiet_round_has_no_verdict_reason(ws):
+def test_a_quiet_revert_says_why_in_the_record(ws):
+    """Issue 41: every revert carries its reason (no gain is a reason too), in the record and its summary."""
     rec = _round(ws, {"BLOCK": "32"}).record
-    assert rec.timing["vs_best"] == "same" and rec.summary["verdict_reason"] is None
+    assert rec.timing["vs_best"] == "same" and rec.verdict == "revert"
+    assert rec.reason.startswith("no measurable gain over the best so far")
+    assert rec.summary["verdict_reason"] == rec.reason
+    assert rounds.load_rounds(ws)[-1].reason == rec.reason  # as saved in rounds/NNNN.yaml
 
 
 def test_own_code_timing_on_inconclusive_samples_is_inconclusive():

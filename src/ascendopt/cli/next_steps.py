@@ -55,9 +55,41 @@ def after_kernels(name: str | None) -> Steps:
     return [(_cmd("freeze", "--kernel", name), "the contract: workload, tolerances, baseline")] if name else []
 
 
-def after_round(ws: Any, summary: Mapping[str, Any]) -> Steps:
-    """Another round while the stop criteria allow one, else the report; a red gate first needs a green one."""
+ACCEPT_PLACEHOLDER = "REASON: why the speedup is real"
+
+
+def accept_command(ws: Any, record: Any) -> str:
+    """The command that accepts ``record``'s implausible result: the round's own command (the same change,
+    options and pair count, ``RoundRecord.command``) with ``--accept-implausible REASON``. It measures the
+    same state again (own code: the unchanged working tree, which then draws no "unchanged" warning,
+    ``rounds.tree.same_tree_note``), so the keep rests on a measurement taken with the acceptance on record,
+    not on an edited old record (rounds are never rewritten)."""
+    argv = shlex.split(record.command) if record.command else \
+        ["ascendopt", "optimize-round", "--hypothesis", record.hypothesis]
+    kept: list[str] = []
+    skip = False
+    for word in argv[2:]:  # drop an earlier acceptance and workspace: both are set below
+        if skip:
+            skip = False
+            continue
+        if word in ("--accept-implausible", "-w", "--workspace"):
+            skip = True
+            continue
+        kept.append(word)
+    return _cmd("optimize-round", "-w", str(ws.root), *kept, "--accept-implausible", ACCEPT_PLACEHOLDER)
+
+
+def after_round(ws: Any, summary: Mapping[str, Any], record: Any = None) -> Steps:
+    """Another round while the stop criteria allow one, else the report; a red gate first needs a green one.
+    A round reverted only because its implausible speedup was not accepted (``record``): first the command
+    that accepts it (``accept_command``), no new change needed."""
+    from ascendopt.rounds.tree import awaits_acceptance
+
     root = str(ws.root)
+    if record is not None and awaits_acceptance(record):
+        return [(accept_command(ws, record), "the speedup is implausible: if you know why it is real, accept it "
+                                             "(measured again, the reason recorded with your name)"),
+                (_round_command(ws), "else look for the bug, then record the fix as a round")]
     if str(summary.get("verdict") or "").split(" ")[0] == "drop":  # a reprofile says "drop (round 3)"
         return [(_cmd("gate", "-w", root), "fix the change until the gate is green"),
                 (_round_command(ws), "then record it as a round")]
@@ -89,5 +121,6 @@ def after_reprofile(ws: Any, summary: Mapping[str, Any]) -> Steps:
 
 def after_demo(ws: Any) -> Steps:
     """Go on with the loop the demo started (one more round, or --auto), then report."""
-    return [(_round_command(ws), "or --auto instead of --hypothesis/--set"),
+    return [(_round_command(ws), "one more round"),
+            (_cmd("optimize-round", "-w", str(ws.root), "--auto", "--budget", "8"), "or search the tunables"),
             (_cmd("report", "-w", str(ws.root)), "the merge-request summary")]

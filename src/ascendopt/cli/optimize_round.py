@@ -10,8 +10,9 @@ from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrechec
 
 
 def optimize_round(
-    hypothesis: Annotated[str, typer.Option("--hypothesis", metavar="SENTENCE",
-        help="One line: the change and why it should help.")],
+    hypothesis: Annotated[str | None, typer.Option("--hypothesis", metavar="SENTENCE",
+        help="One line: the change and why it should help (required, except with --auto: the search is "
+             "the hypothesis).")] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", metavar="NAME=VALUE",
@@ -113,6 +114,9 @@ def optimize_round(
         raise UsageError("--auto and --direction exclude each other: each --auto round is named by the tunable "
                          "it changes")
     round_run.check_direction(direction)
+    if hypothesis is None and not auto:
+        raise UsageError("--hypothesis: required: one line, the change and why it should help",
+                         hint='e.g. --hypothesis "tiling: larger row tile", or --auto to search the tunables')
     if accept_implausible is not None and (auto or not accept_implausible.strip()):
         raise UsageError("--accept-implausible: give the reason the speedup is real (one line); it applies to one "
                          "round, not to --auto")
@@ -129,7 +133,8 @@ def optimize_round(
             rows.append(r)
             console.info(f"round {r.number}: {format_config(r.change.get('set'))} -> {r.verdict}"
                          + (f" ({console.duration_text(r.candidate_ms * 1e3, digits=3)})" if r.candidate_ms else "")
-                         + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else ""))
+                         + (f"; UB: {r.ub['warning']}" if (r.ub or {}).get("warning") else "")
+                         + (f": {r.why}" if r.why else ""))
 
         with console.progress("optimize-round --auto: screening", total=0) as bar:
             def on_screened(row, run):
@@ -193,7 +198,7 @@ def optimize_round(
                                       timeout=timeout, precheck=not no_precheck, ascend_python=ascend_python,
                                       accept_implausible=accept_implausible, reprofile=not no_reprofile)
     record = outcome.record
-    console.next_steps(next_steps.after_round(ws, record.summary))
+    console.next_steps(next_steps.after_round(ws, record.summary, record))
     if json:
         console.print_json({**record.to_dict(), "path": str(outcome.path)})
     else:
@@ -212,6 +217,7 @@ def optimize_round(
 EXAMPLES = examples(
     'ascendopt optimize-round --hypothesis "larger row tile" --set block_rows=16',
     'ascendopt optimize-round --hypothesis "search tiles" --auto --budget-s 120',
+    "ascendopt optimize-round --auto --budget 8 --confirm 1",
     "# own code: edit the working tree first, then",
     'ascendopt optimize-round --hypothesis "tiling: larger blocks in my_kernel"',
 )

@@ -48,25 +48,35 @@ def status(
 
 
 def render_ledger(rows: list[dict[str, Any]]) -> None:
-    """All rounds side by side (``rounds.ledger_view``), verdicts coloured; ``--csv`` gives the same columns."""
+    """All rounds side by side (``rounds.ledger_view``), verdicts coloured, each verdict's reason on a line
+    under the table; ``--csv`` gives the same columns with the reason as the last one."""
     from ascendopt import console
     from ascendopt.cli.render import format_config, format_duration_ms, render_bucket_table
 
     def speedup(value: float | None, verdict: str | None) -> str:
         return "-" if value is None else f"{value:.3f}x" + (f" {verdict}" if verdict else "")
 
+    csv = console.csv_tables()  # --csv: the reason is a column (a line under a CSV table would break it)
     console.table(
-        ["round", "direction", "change", "gate", "time", "vs baseline", "vs best", "noise band", "verdict"],
+        ["round", "direction", "change", "gate", "time", "vs baseline", "vs best", "noise band", "verdict"]
+        + (["reason"] if csv else []),
         [(r["number"], r["direction"],
           format_config(r["change"]) if isinstance(r["change"], dict) else (r["change"] or "-")[:12],
           console.styled(r["gate"] + (f" at {r['failed_stage']}" if r["failed_stage"] else ""), r["gate"]),
           format_duration_ms(r["candidate_ms"]), speedup(r["speedup_vs_baseline"], r["vs_baseline"]),
           speedup(r["speedup_vs_best"], r["vs_best"]),
           "-" if r["noise_band"] is None else f"±{r['noise_band']:.1%}", console.styled(r["verdict"]))
+         + ((r["reason"],) if csv else ())
          for r in rows],
         title=f"rounds side by side ({len(rows)})" if rows else "rounds side by side: none recorded yet")
+    if csv:
+        return
     for r in rows:  # a round over a shape mix: its per-bucket table (the buckets its verdict was weighed over)
         render_bucket_table(r.get("buckets") or [], f"round {r['number']} per bucket of the shape mix, vs baseline")
+    # the reasons under the table, one line each: a column this long would wrap every row of it
+    for r in rows:
+        if r.get("reason"):
+            console.out(f"round {r['number']} {r['verdict']}: {r['reason']}")
 
 
 def _ms(value: float | None) -> str:
@@ -114,6 +124,8 @@ def render(data: dict[str, Any]) -> None:
     if last:
         rows.append(("last round", f"{last['number']} {last['verdict']} ({last['direction']}): {last['hypothesis']}"
                                    + (f" [red at {last['failed_stage']}]" if last["failed_stage"] else "")))
+        if last.get("reason"):
+            rows.append(("last verdict's reason", last["reason"]))
     best = r["best"]
     if best:
         what = format_config(best["config"]) if best["config"] else (best["commit"] or "")[:12] or best["direction"]

@@ -415,19 +415,21 @@ def roofline_floor_ms(bytes_moved: int | float | None, hbm_gbs: float | None) ->
 
 
 def implausible_reason(verdict: str, ratio: float, candidate_ms: float | None = None,
-                       floor_ms: float | None = None) -> str | None:
+                       floor_ms: float | None = None, rechecked: str = "reproduced when measured again"
+                       ) -> str | None:
     """Why a "faster" result cannot be taken at its word, or None: a speedup beyond ``IMPLAUSIBLE_RATIO``
     that survived the re-check (``after_recheck`` keeps "faster" only when it reproduced), or a candidate
     median under the roofline floor ``floor_ms``. KernelGuard (OpenReview K0dAC7UaXL) rejects
     "physics-impossible" scores with such floor checks; Wafer's reward-hack field guide: a 104x claim should
-    make you suspicious, a 1000x one certain."""
+    make you suspicious, a 1000x one certain. ``rechecked``: how the re-check went, said after the ratio
+    (a round whose first measurement was inconclusive says so instead of "reproduced")."""
     if verdict != "faster":
         return None
     if floor_ms is not None and candidate_ms is not None and candidate_ms < floor_ms:
         return (f"candidate {candidate_ms * 1e3:.3f} us per call is under the roofline floor {floor_ms * 1e3:.3f} us "
                 "(the bytes it must move at the chip's peak bandwidth)")
     if ratio > 0 and 1.0 / ratio > IMPLAUSIBLE_RATIO:
-        return f"{1.0 / ratio:.1f}x faster, beyond the {IMPLAUSIBLE_RATIO:g}x bound (reproduced when measured again)"
+        return f"{1.0 / ratio:.1f}x faster, beyond the {IMPLAUSIBLE_RATIO:g}x bound ({rechecked})"
     return None
 
 

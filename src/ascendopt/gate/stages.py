@@ -728,6 +728,7 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     from ascendopt.gate.environment import Startup
 
     bench.check_pairs(pairs)
+    accepted_note: str | None = None  # set when the acceptance comes from the ledger, not the command line
     started = time.monotonic()
     startup = Startup()  # before any child: what the environment runs at interpreter start
     stages: list[StageResult] = []
@@ -749,6 +750,10 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
             config, source = _candidate(ctx, config_override)
             if ctx.is_kernel:
                 notes.append(f"candidate: {source}: {config_text(config)}")
+            if accept_implausible is None and not skip_perf:
+                recorded = recorded_acceptance(ctx, config, root, ws.root)
+                if recorded is not None:
+                    accept_implausible, accepted_note = recorded
             runners = [
                 lambda: (_correctness_kernel(ctx, config) if ctx.is_kernel else
                          _correctness_own(contract, root, timeout, session)),
@@ -777,9 +782,41 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
         _stage_event(stages[-1])
     perf = stages[-1]
     if perf.data.get("accepted_implausible"):
-        notes.append(f"implausible result accepted (--accept-implausible): {perf.data['accepted_implausible']}")
+        notes.append(accepted_note or
+                     f"implausible result accepted (--accept-implausible): {perf.data['accepted_implausible']}")
     notes.append(f"gate took {time.monotonic() - started:.2f} s")
     return GateResult(stages, notes)
+
+
+def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path, workspace: Path
+                        ) -> tuple[str, str] | None:
+    """The acceptance of an implausible speedup recorded in the ledger for the state the gate judges:
+    ``(reason, note)`` of the newest kept round whose measured state is the candidate (a bundled kernel: the
+    same configuration; own code: the working tree's content digest is the round's ``tree_digest``) and
+    whose ``timing["implausible"]`` a person accepted (``optimize-round --accept-implausible``); None
+    otherwise. The gate honours it as if ``--accept-implausible`` were given, and its note names who, when
+    and why, from the round record. The record is the ledger's (its digest and the audit log are checked at
+    the integrity stage first), so a hand-written acceptance is red there, never honoured here. A changed
+    tree or another configuration is not the accepted state: the gate judges it without the acceptance."""
+    kept = [r for r in ctx.records if r.verdict == "keep" and ((r.timing or {}).get("implausible") or {}).get(
+        "accepted")]
+    if not kept:
+        return None
+    if ctx.is_kernel:
+        same = [r for r in kept if r.config and (ctx.candidate_config(dict(r.config)) or {}) == dict(config)]
+    else:
+        from ascendopt.rounds.tree import tree_state
+
+        digest = tree_state(root, [workspace]).digest
+        same = [r for r in kept if digest and (r.change or {}).get("tree_digest") == digest]
+    if not same:
+        return None
+    r = same[-1]
+    found = r.timing["implausible"]
+    who = found.get("by") or "(not recorded)"
+    when = found.get("at") or r.created_at or "(not recorded)"
+    return found["accepted"], (f"implausible result accepted in round {r.number} (rounds/{r.number:04d}.yaml) by "
+                               f"{who} at {when}: {found['accepted']}")
 
 
 def _candidate(ctx: RoundContext, override: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:

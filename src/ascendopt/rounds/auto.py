@@ -50,6 +50,9 @@ CONFIRM_SLACK = 0.03
 # candidates (the best so far always among them) are then screened on every other case too, so the mix decides
 # which are confirmed and which configuration wins where. Each costs one short screening per further case.
 MIX_TOP = 8
+# The hypothesis of an --auto run given none: the search itself (each confirmation round adds its change)
+DEFAULT_HYPOTHESIS = "auto: search the tunables, confirm the fastest screened as rounds"
+
 
 def check_auto_options(budget: int | None, budget_s: float | None, confirm: int | None) -> None:
     """``--budget``, ``--budget-s``, ``--confirm`` validated; UsageError (exit 2) naming the option."""
@@ -61,7 +64,7 @@ def check_auto_options(budget: int | None, budget_s: float | None, confirm: int 
         raise UsageError(f"--confirm {confirm}: must be >= 0 (0 screens only)")
 
 
-def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budget_s: float | None = None,
+def run_auto(ws: Workspace, *, hypothesis: str | None = None, budget: int | None = None, budget_s: float | None = None,
              confirm: int | None = None, force: bool = False, pairs: int = 20, step: Step | None = None,
              on_round: Callable[[RoundOutcome], None] | None = None,
              on_screened: Callable[[tune_screen.Screened, tune_screen.ScreenRun], None] | None = None,
@@ -69,7 +72,9 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
              wall_clock: Callable[[], float] = time.monotonic, allow_ub_overflow: bool = False,
              timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None) -> dict[str, Any]:
     """``--auto``: screen the bundled kernel's tunables, then confirm the fastest as recorded rounds.
-    Own code: ``screen_autotune`` (``timeout``: ``--timeout``, its children's limits).
+    Own code: ``screen_autotune`` (``timeout``: ``--timeout``, its children's limits; a bundled kernel's
+    confirmation rounds run under it too). ``hypothesis``: None is ``DEFAULT_HYPOTHESIS`` (``--auto``
+    needs no ``--hypothesis``: the search is the hypothesis, and each round names its change).
 
     ``budget``: fresh screenings at most (default: the whole space); ``budget_s``: screening's wall
     seconds (default ``DEFAULT_BUDGET_S``; ``wall_clock`` reads them); ``confirm``: candidates confirmed
@@ -97,10 +102,11 @@ def run_auto(ws: Workspace, *, hypothesis: str, budget: int | None = None, budge
                                    on_screened=on_screened, on_space=on_space, wall_clock=wall_clock,
                                    timeout=timeout)
         check_stop(ctx, force)
-        return _auto(ctx, hypothesis=hypothesis, budget=budget, budget_s=budget_s, confirm=confirm, pairs=pairs,
-                     step=step or (lambda text: None), on_round=on_round, on_screened=on_screened, on_space=on_space,
-                     timer=timer, wall_clock=wall_clock, allow_ub_overflow=allow_ub_overflow, precheck=precheck,
-                     ascend_python=ascend_python)
+        return _auto(ctx, hypothesis=hypothesis or DEFAULT_HYPOTHESIS, budget=budget, budget_s=budget_s,
+                     confirm=confirm, pairs=pairs, step=step or (lambda text: None), on_round=on_round,
+                     on_screened=on_screened, on_space=on_space, timer=timer, wall_clock=wall_clock,
+                     allow_ub_overflow=allow_ub_overflow, precheck=precheck, ascend_python=ascend_python,
+                     timeout=timeout, force=force)
 
 
 def ir_ub_prune(ctx: RoundContext, candidates: list, backend: str, start: dict[str, int], *, precheck: bool,
@@ -202,7 +208,8 @@ def plan_space(ctx: RoundContext, info, allow_ub_overflow: bool = False, *, prec
 
 def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: float | None, confirm: int | None,
           pairs: int, step: Step, on_round, on_screened, on_space, timer, wall_clock,
-          allow_ub_overflow: bool, precheck: bool = True, ascend_python: str | None = None) -> dict[str, Any]:
+          allow_ub_overflow: bool, precheck: bool = True, ascend_python: str | None = None,
+          timeout: float | None = None, force: bool = False) -> dict[str, Any]:
     from ascendopt import console
     from ascendopt.device import backends
     from ascendopt.gate.stages import ClockBackend, timing_inputs
@@ -267,7 +274,8 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
     command = command_line(hypothesis, {}, ["--auto"] + (["--budget", str(budget)] if budget is not None else [])
                            + (["--budget-s", f"{budget_s:g}"] if budget_s != DEFAULT_BUDGET_S else [])
                            + (["--confirm", str(confirm)] if confirm != DEFAULT_CONFIRM else [])
-                           + (["--allow-ub-overflow"] if allow_ub_overflow else []))
+                           + (["--allow-ub-overflow"] if allow_ub_overflow else []),
+                           pairs=pairs, timeout=timeout, force=force, precheck=precheck, ascend_python=ascend_python)
     best_ms = start_ms
     for rank, row in enumerate(picks, 1):
         cfg = row.config
@@ -281,7 +289,8 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         # each candidate sees the rounds recorded before it (its number, the best so far)
         outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
                                step=step, timer=timer, plan=Plan(baseline, dict(best), dict(cfg), changed),
-                               precheck=precheck, ascend_python=ascend_python, command_text=command)
+                               precheck=precheck, ascend_python=ascend_python, command_text=command,
+                               timeout=timeout)
         rec = outcome.record
         recorded.append(rec.number)
         if (rec.ub or {}).get("warning"):

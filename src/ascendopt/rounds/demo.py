@@ -166,7 +166,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
                                   before_profiles=profiles)
     record = outcome.record
     out["round"] = {"number": record.number, "change": change, "verdict": record.verdict,
-                    "path": str(outcome.path)}
+                    "reason": record.why, "path": str(outcome.path)}
     advance()
     if on_round is not None:
         on_round(record, hypothesis)

@@ -39,10 +39,24 @@ def round_row(record: RoundRecord) -> dict[str, Any]:
         "vs_best": timing.get("vs_best"),
         "noise_band": max(bands) if bands else None,
         "verdict": record.verdict,
+        "reason": record.why,  # why the verdict is what it is (issue 41: never a bare revert or drop)
+        "accepted": accepted_implausible(record),
         "created_at": record.created_at,
         # over a shape mix: the per-bucket table against the baseline (``rounds.timing.weigh_round``); [] otherwise
         "buckets": list((timing.get("weighted") or {}).get("buckets") or []),
     }
+
+
+def accepted_implausible(record: RoundRecord) -> dict[str, Any] | None:
+    """The implausible result a person accepted in ``record`` (``--accept-implausible``): ``{"reason", "by",
+    "at", "finding"}``, None when the round accepted none. ``by``/``at`` are None in a record of an older
+    ascendopt (it kept the reason only)."""
+    found = (record.timing or {}).get("implausible") or {}
+    if not found.get("accepted"):
+        return None
+    first = (found.get("cases") or [{}])[0]
+    return {"reason": found["accepted"], "by": found.get("by"), "at": found.get("at") or record.created_at or None,
+            "finding": f"{first.get('case')}: {first.get('reason')}"}
 
 
 def side_by_side(records: Iterable[RoundRecord]) -> list[dict[str, Any]]:

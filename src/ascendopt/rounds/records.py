@@ -12,7 +12,11 @@ Verdicts (fla's OPT_LOG ``Status``):
 * ``floor``  - gate green, no gain, and a hardware bound is reached (named bound with its number);
 * ``revert`` - gate green and no measurable gain: the change is undone. An *inconclusive* timing
   (the noise band stayed wider than ``bench.DecisionRule.max_band``) is always a revert: nothing is
-  kept, and no floor claimed, on a measurement that cannot tell (``verdict_reason`` says so).
+  kept, and no floor claimed, on a measurement that cannot tell (the record's ``reason`` says so).
+
+The verdict and its one-line reason come from one pure function of the measurements, ``rounds.decide.decide``
+(the gate, the first timing, its re-check, implausibility and acceptance, the floor); every record keeps the
+reason (``RoundRecord.reason``), so no ``revert`` or ``drop`` stands without its why.
 
 Stop criteria (``should_stop``), checked in this order: floor evidence on the last round; the
 iteration cap ``max_rounds`` from the contract; stall = 3 consecutive non-keep rounds (drops included);
@@ -111,6 +115,9 @@ class RoundRecord:
     has ``best``: ``{"round", "commit"}`` of the state timed as the best (round None: the baseline), or
     with ``"unverified": why`` when no commit holds it (then the cases' ``best`` and ``vs_best`` and
     ``ratio_vs_best`` are None and ``vs_best`` is "inconclusive").
+    A timing re-checked for an implausible ratio (``rounds.timing._rechecked``) also has ``first`` (and
+    ``second`` after a third measurement), ``recheck`` (one line), ``recheck_outcome`` (reproduced | decided |
+    not-reproduced) and ``recheck_measured``; ``implausible``: ``{"cases", "accepted", "by", "at"}``.
     """
 
     number: int
@@ -135,6 +142,9 @@ class RoundRecord:
     # carried it); rounds of another contract are not this contract's ledger (``belongs_to``)
     contract_digest: str = ""
     notes: list[str] = field(default_factory=list)  # the warnings printed while the round ran
+    # why the verdict is what it is, one line (``rounds.decide.decide``); "": recorded before rounds carried
+    # it (``why`` derives one from the record then)
+    reason: str = ""
     # sha256 of the record's own content (``record_digest``), written by ``save_round``; "": recorded
     # before rounds carried it. The gate's integrity stage recomputes it (a hand edit is exit 3).
     digest: str = ""
@@ -196,6 +206,15 @@ class RoundRecord:
             raise ContractError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
 
     @property
+    def why(self) -> str:
+        """The verdict's reason: the recorded one, else (an older record) the summary's or the red gate's."""
+        if self.reason:
+            return self.reason
+        if self.verdict == "drop":
+            return f"gate red: {self.gate.get('failed_stage') or 'a stage'}: {self.gate.get('summary') or 'failed'}"
+        return (self.summary or {}).get("verdict_reason") or verdict_reason(self.timing) or ""
+
+    @property
     def candidate_ms(self) -> float | None:
         """Candidate median latency in ms, geometric mean over shape cases (None on a red gate)."""
         if not self.timing:
@@ -223,63 +242,84 @@ class RoundRecord:
 
 def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None = None,
             implausible: bool = False) -> str:
-    """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far.
+    """keep | revert | drop | floor from the gate and the interleaved comparison with the best so far
+    (``rounds.decide.decide``, the one place the verdict is decided, given only these inputs).
 
     ``vs_best`` is ``bench.Comparison.verdict`` ("faster" | "same" | "slower" | "inconclusive"), None
     on a red gate. Inconclusive is a revert: neither a gain nor "no gain at a bound" can be claimed.
     ``implausible``: the timing is too good to believe (``bench.implausible_reason``) and no acceptance
     was recorded: a revert, never a keep.
     """
-    if not gate_passed:
-        return "drop"  # never benchmarked, never a speed claim
-    if implausible:
-        return "revert"
-    if vs_best == "faster":
-        return "keep"
-    if vs_best == "inconclusive":
-        return "revert"
-    if floor is not None:
-        return "floor"
-    return "revert"
+    from ascendopt.rounds.decide import Evidence, Reading, decide
+
+    first = Reading(vs_best or "inconclusive", vs_best or "inconclusive") if gate_passed else None
+    return decide(Evidence(gate_passed, first=first, implausible="implausible" if implausible else None,
+                           floor=floor.detail if floor else None)).verdict
 
 
-def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
-    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, the
-    widest noise band of an inconclusive comparison with the best so far, or (own code) why the best could
-    not be timed or the judge's first doubt about the timing; over a shape mix, the weighted verdict's reason
-    (the bucket that broke its floor, or the weighted total not faster); None when the timing could tell."""
+def inconclusive_why(timing: Mapping[str, Any] | None) -> str | None:
+    """Why a timing could not tell (None when it could): own code's best that could not be timed, the
+    judge's first doubt about the timing, else the widest noise band of an inconclusive comparison."""
     from ascendopt.gate.bench import DecisionRule
 
-    weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
-    if weighted and weighted["floors"] and timing.get("vs_best") == "slower":
-        # a shape mix: a bucket that broke its floor decides first; no acceptance of an implausible bucket
-        # elsewhere could make the round a keep, and a doubt of the judge leaves a slower verdict slower (said)
-        doubt = f"; the judge also doubted the timing: {timing['judge'][0]}" if timing.get("judge") else ""
-        return f"shape mix: {weighted['reason']}{doubt}"
-    found = (timing or {}).get("implausible")
-    if found and not found.get("accepted"):
-        return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
-                "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
-    if weighted and timing.get("vs_best") in ("slower", "same") and not timing.get("judge"):
-        # a shape mix: the weighted total not faster than the best so far, with its numbers
-        return f"shape mix: {weighted['reason']}" + ("" if timing["vs_best"] == "slower" else
-                                                     ": not faster than the best so far beyond the band")
-    if not timing or timing.get("vs_best") != "inconclusive":
+    if not timing or "inconclusive" not in (timing.get("vs_best"), timing.get("vs_baseline")):
         return None
     unverified = (timing.get("best") or {}).get("unverified")
     if unverified:  # own code: the best kept state is in no commit, so it was not timed
         return unverified
     if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
-        return f"timing is not evidence: {timing['judge'][0]}; nothing is kept on it"
-    if weighted and weighted["undecided"]:  # a shape mix: a heavy bucket's band too wide to tell, named
-        return f"shape mix: {weighted['reason']}; nothing is kept on a measurement that cannot tell"
-    undecided = [c["vs_best"] for c in timing["cases"] if c["vs_best"]["verdict"] == "inconclusive"] or \
-        [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
+        return f"timing is not evidence: {timing['judge'][0]}"
+    undecided = [c["vs_best"] for c in timing["cases"] if (c.get("vs_best") or {}).get("verdict") == "inconclusive"] \
+        or [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]
     band = max((c["threshold_rel"] for c in undecided), default=None)
-    wide = (f"the noise band ±{band:.2%} stayed wider than ±{DecisionRule().max_band:.0%}" if band is not None
-            else "the noise band stayed too wide")
-    return (f"timing inconclusive: {wide}; nothing is kept on a measurement that cannot tell "
-            "(quieter device, more --pairs)")
+    return (f"the noise band ±{band:.2%} stayed wider than ±{DecisionRule().max_band:.0%} (quieter device, more "
+            "--pairs)" if band is not None else "the noise band stayed too wide (quieter device, more --pairs)")
+
+
+def verdict_reason(timing: Mapping[str, Any] | None) -> str | None:
+    """Why a round was reverted without a verdict on its speed: an implausible timing nobody accepted, why an
+    inconclusive comparison with the best so far could not tell, or over a shape mix the weighted verdict's
+    reason (``mix_reason``); None when the timing could tell. The round's full reason, for every verdict, is
+    ``rounds.decide.decide``'s (older records without one fall back to this)."""
+    mix = mix_reason(timing)
+    if mix and ((timing or {}).get("weighted") or {}).get("vs_best", {}).get("floors"):
+        return mix  # a bucket that broke its floor decides first
+    found = (timing or {}).get("implausible")
+    if found and not found.get("accepted"):
+        return (f"implausible: {found['cases'][0]['case']}: {found['cases'][0]['reason']}; not kept without an "
+                "explicit acceptance (optimize-round --accept-implausible REASON, recorded in the round)")
+    if mix:
+        return mix
+    if not timing or timing.get("vs_best") != "inconclusive":
+        return None
+    why = inconclusive_why(timing)
+    if why == (timing.get("best") or {}).get("unverified"):
+        return why
+    if timing.get("judge"):
+        return f"{why}; nothing is kept on it"
+    return f"timing inconclusive: {why}; nothing is kept on a measurement that cannot tell"
+
+
+def mix_reason(timing: Mapping[str, Any] | None) -> str | None:
+    """Over a shape mix (``timing["weighted"]``, ``rounds.timing.apply_weighted``), why the round is not a keep
+    in the weighted verdict's own words: a bucket that broke its floor (named), a heavy bucket too noisy to tell,
+    or the weighted total not faster than the best so far; None for a keep or a round over one shape."""
+    weighted = ((timing or {}).get("weighted") or {}).get("vs_best")
+    if not weighted:
+        return None
+    vs_best = timing.get("vs_best")
+    if weighted["floors"] and vs_best == "slower":
+        # no acceptance of an implausible bucket elsewhere could make the round a keep; a doubt of the judge
+        # leaves a slower verdict slower (said)
+        doubt = f"; the judge also doubted the timing: {timing['judge'][0]}" if timing.get("judge") else ""
+        return f"shape mix: {weighted['reason']}{doubt}"
+    if vs_best in ("slower", "same") and not timing.get("judge"):
+        return f"shape mix: {weighted['reason']}" + ("" if vs_best == "slower" else
+                                                     ": not faster than the best so far beyond the band")
+    if vs_best == "inconclusive" and weighted.get("undecided") and not timing.get("judge") \
+            and not (timing.get("best") or {}).get("unverified"):
+        return f"shape mix: {weighted['reason']}; nothing is kept on a measurement that cannot tell"
+    return None
 
 
 def detect_floor(

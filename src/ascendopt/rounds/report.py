@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ascendopt.rounds.ledger_view import accepted_implausible
 from ascendopt.rounds.records import (
     RoundRecord,
     StopDecision,
@@ -198,7 +199,16 @@ def render_markdown(contract: Mapping[str, Any], records: Sequence[RoundRecord],
     lines += ["", "## Rounds (OPT_LOG)", ""]
     lines += _table(OPT_LOG_COLUMNS, opt_log_rows(contract, records))
     if records:
-        lines += ["", OPT_LOG_NOTE]
+        lines += ["", OPT_LOG_NOTE, "", "Verdicts, each with its reason:", ""]
+        lines += [f"- round {r.number} **{r.verdict}**: {_one_line(r.why or _DASH, 400)}" for r in records]
+    accepted = [(r, accepted_implausible(r)) for r in records if accepted_implausible(r)]
+    if accepted:
+        lines += ["", "## Accepted implausible results", "",
+                  "Speedups beyond belief (> 5x vs the baseline, or under the roofline floor) that a person "
+                  "accepted with `--accept-implausible`; review each reason:", ""]
+        lines += [f"- round {r.number} ({r.verdict}): {_one_line(a['finding'], 200)}; accepted"
+                  + (f" by {a['by']}" if a.get("by") else "") + (f" at {a['at']}" if a.get("at") else "")
+                  + f": {_one_line(a['reason'], 300)}" for r, a in accepted]
     over = ub_warnings(records)
     if over:
         lines += ["", "UB over budget (predicted off-NPU for the model chip; these tiles would not compile on "

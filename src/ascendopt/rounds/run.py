@@ -46,6 +46,7 @@ from ascendopt.rounds import summary as round_summary
 from ascendopt.rounds import timing as rt
 from ascendopt.rounds import tree as rtree
 from ascendopt.rounds.context import RoundContext
+from ascendopt.rounds.decide import decide
 from ascendopt.rounds.records import RoundRecord, StopDecision
 from ascendopt.tune import search as tune
 from ascendopt.tune import space as tune_space
@@ -277,11 +278,36 @@ def round_direction(direction: str | None, hypothesis: str, plan: Plan | None) -
     return OWN_CODE_DIRECTION
 
 
-def command_line(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
+def command_line(hypothesis: str, sets: Mapping[str, Any], extra: Sequence[str] = (), *, pairs: int | None = None,
+                 timeout: float | None = None, force: bool = False, precheck: bool = True, reprofile: bool = True,
+                 target_metric: str | None = None, accept_implausible: str | None = None,
+                 ascend_python: str | None = None) -> str:
+    """The round's ``command:`` as a shell runs it: every option that changes what is measured or how it is
+    judged (issue 41): the change (``--set``), ``--pairs`` (always written: the default may change between
+    versions, the record must not), ``--timeout``, ``--force`` (ran past a stop criterion),
+    ``--no-precheck``, ``--no-reprofile``, ``--target-metric``, ``--ascend-python`` (which triton-ascend
+    judged the lowering) and ``--accept-implausible``; then ``extra`` (``--direction``, ``--auto``'s
+    options). Options that only change where output goes (``--json``, ``--events``, ``-w``) are left out."""
     argv = ["ascendopt", "optimize-round", "--hypothesis", hypothesis]
     for k, v in sets.items():
         argv += ["--set", f"{k}={v}"]
-    return " ".join(shlex.quote(a) for a in [*argv, *extra])
+    if pairs is not None:
+        argv += ["--pairs", str(pairs)]
+    if timeout is not None:
+        argv += ["--timeout", f"{timeout:g}"]
+    if force:
+        argv.append("--force")
+    if not precheck:
+        argv.append("--no-precheck")
+    if ascend_python:
+        argv += ["--ascend-python", str(ascend_python)]
+    if not reprofile:
+        argv.append("--no-reprofile")
+    if target_metric:
+        argv += ["--target-metric", target_metric]
+    if accept_implausible:
+        argv += ["--accept-implausible", accept_implausible]
+    return shlex.join([*argv, *extra])
 
 
 def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None = None, force: bool = False,
@@ -307,7 +333,7 @@ def run_round(ws: Workspace, *, hypothesis: str, sets: Mapping[str, Any] | None 
         outcome = record_round(ctx, hypothesis=hypothesis, sets=sets, pairs=pairs, target_metric=target_metric,
                                reprofile=reprofile, before_profiles=before_profiles, step=step, timer=timer,
                                direction=direction, timeout=timeout, precheck=precheck,
-                               ascend_python=ascend_python, accept_implausible=accept_implausible)
+                               ascend_python=ascend_python, accept_implausible=accept_implausible, force=force)
         session.exit_code = outcome.exit_code  # the audit log's entry: a drop exits with the gate's code
         return outcome
 
@@ -323,7 +349,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                  timer: Callable[[], float] | None = None, plan: Plan | None = None,
                  command_text: str | None = None, direction: str | None = None,
                  timeout: float | None = None, precheck: bool = True,
-                 ascend_python: str | None = None, accept_implausible: str | None = None) -> RoundOutcome:
+                 ascend_python: str | None = None, accept_implausible: str | None = None,
+                 force: bool = False) -> RoundOutcome:
     """One round on an already loaded context; the caller holds the workspace lock and has applied the
     stop criteria. ``plan``: the configurations to run (``--auto`` chooses them), else planned from
     ``sets`` and the best so far. ``timeout``: ``--timeout`` in seconds, replacing the contract's
@@ -372,8 +399,12 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         root = project_root()
         tree = rtree.round_snapshot(root, ws.root, number)
         change = rtree.change_record(root, tree, ws.root)
-        note(rtree.same_tree_note(tree, ctx.records))
-    command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [])
+        note(rtree.same_tree_note(tree, ctx.records, accepting=bool(accept_implausible)))
+    # force: only recorded here (the caller applied the stop criteria), so the command says it ran past one
+    command = command_text or command_line(hypothesis, sets, ["--direction", direction] if direction else [],
+                                           pairs=pairs, timeout=timeout, force=force, precheck=precheck,
+                                           reprofile=reprofile, target_metric=target_metric,
+                                           accept_implausible=accept_implausible, ascend_python=ascend_python)
     direction = round_direction(direction, hypothesis, plan)
 
     startup = Startup()  # the environment's start-up files, before any child of the round runs
@@ -463,16 +494,18 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                                     latency_us=timing["cases"][0]["candidate"]["median_ms"] * 1e3,
                                     bytes_moved=cost.bytes if cost else None, hbm_gbs=info.hbm_gbs,
                                     backend=backend.name)
-    implausible = False
     if timing:
         found = rt.implausible_cases(timing, _floors(ctx, backend))
         if found:
             timing["implausible"] = {"cases": found, "accepted": accept_implausible}
-            implausible = not accept_implausible
+            if accept_implausible:  # who and when, for the gate and the report to name (issue 41)
+                timing["implausible"].update(rtree.accepted_by(None if ctx.is_kernel else root))
             note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})"
                  if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
                  "without --accept-implausible REASON")
-    verdict = rounds.verdict(green, timing["vs_best"] if timing else None, floor, implausible)
+    # the verdict and its reason: one pure function of what was measured (rounds.decide)
+    decision = decide(rt.evidence(gsum, timing if green else None, floor, accept_implausible))
+    verdict = decision.verdict
     metrics = {}
     if before_report and after_report:
         from ascendopt.analyze.diagnosis import compare
@@ -483,7 +516,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                         environment=rounds.environment_line(facts), timing=timing, metrics=metrics, ub=ub,
                         target_metric=target, floor=floor if verdict in ("keep", "floor") else None,
                         profiles=after_paths, profiles_before=before_paths, command=command,
-                        contract_digest=ctx.contract_digest, notes=notes)
+                        contract_digest=ctx.contract_digest, notes=notes, reason=decision.reason)
     stop = ctx.stop_decision([draft])
     speed = None
     if timing:
@@ -492,7 +525,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     summary = round_summary.build(kernel_names=names, before=before_report, after=after_report,
                                   verdict=verdict, another_round=not stop.stop, stop_reason=stop.reason,
                                   target_metric=target, ub=ub, speed=speed,
-                                  verdict_reason=rounds.verdict_reason(timing))
+                                  verdict_reason=decision.reason)
     record = replace(draft, stop=stop, summary=summary)
     path = rounds.save_round(ws, record)
     saved = rounds.load_rounds(ws)[-1]

@@ -93,7 +93,7 @@ def _rounds(records: tuple[RoundRecord, ...], ws: Workspace) -> dict[str, Any]:
         "last": None if last is None else {
             "number": last.number, "verdict": last.verdict, "direction": last.direction,
             "hypothesis": last.hypothesis, "created_at": last.created_at,
-            "failed_stage": last.gate.get("failed_stage")},
+            "failed_stage": last.gate.get("failed_stage"), "reason": last.why},
         "best": None if best is None else _best(best, ws),
     }
 

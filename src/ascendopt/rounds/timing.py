@@ -166,10 +166,29 @@ def apply_weighted(result: dict[str, Any], weighted: Mapping[str, Any]) -> dict[
     return result
 
 
+def reading(timing: Mapping[str, Any]) -> Any:
+    """A timing's aggregate as ``rounds.decide.Reading`` (the decision's input)."""
+    from ascendopt.rounds.decide import Reading
+
+    return Reading(timing["vs_baseline"], timing["vs_best"], timing.get("ratio_vs_baseline"),
+                   timing.get("ratio_vs_best"), rounds.inconclusive_why(timing))
+
+
+def _reading_dict(r) -> dict[str, Any]:
+    return {"vs_baseline": r.vs_baseline, "vs_best": r.vs_best, "ratio_vs_baseline": r.ratio_vs_baseline,
+            "ratio_vs_best": r.ratio_vs_best, "why_inconclusive": r.why_inconclusive}
+
+
 def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[str, Any]:
-    """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again, keeping
-    a verdict only if it reproduced."""
+    """``once()``, and by bench's rule for an implausible ratio vs the baseline: measured again (and a third
+    time when the re-check could not tell a decisive first, ``rounds.decide.needs_third``), combined by
+    ``rounds.decide.combine`` (reproduced | decided | not reproduced). The last measurement's timing is
+    returned with ``first`` (and ``second`` after a third measurement: the aggregates of the earlier ones,
+    kept so the record shows what was re-checked), ``recheck`` (one line), ``recheck_outcome`` and
+    ``recheck_measured`` (the last measurement's own verdicts before combining); its ``vs_baseline``/``vs_best``
+    are the combined ones, so everything that reads the record sees one story."""
     from ascendopt.gate import bench
+    from ascendopt.rounds.decide import combine, needs_third
 
     result = once()
     ratio_base = result["ratio_vs_baseline"]
@@ -177,29 +196,80 @@ def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[st
         return result
     if step:
         step(f"implausible {1 / ratio_base:.2f}x vs baseline: measuring again")
+    first = reading(result)
     again = once()
-    again["rechecked"] = True
-    if again["vs_baseline"] != result["vs_baseline"]:
-        # as bench.after_recheck: not reproduced is "same", unless the second measurement could not tell
-        undecided = again["vs_baseline"] == "inconclusive"
-        again["vs_baseline"] = again["vs_best"] = "inconclusive" if undecided else "same"
-        again["recheck"] = (f"implausible {ratio_base:.2f}x did not reproduce "
-                            f"({again['ratio_vs_baseline']:.2f}x)")
-    return again
+    second = reading(again)
+    third = None
+    if needs_third(first, second):
+        if step:
+            step("the re-check could not tell: measuring a third time")
+        last = once()
+        third = reading(last)
+        last["second"] = _reading_dict(second)
+    else:
+        last = again
+    check = combine(first, second, third)
+    last["rechecked"] = True
+    last["first"] = _reading_dict(first)
+    last["recheck_measured"] = {"vs_baseline": last["vs_baseline"], "vs_best": last["vs_best"]}
+    last["recheck"] = check.text
+    last["recheck_outcome"] = check.outcome
+    last["vs_baseline"], last["vs_best"] = check.vs_baseline, check.vs_best
+    return last
+
+
+def evidence(gate: Mapping[str, Any], timing: Mapping[str, Any] | None, floor=None,
+             accepted: str | None = None) -> Any:
+    """The round's measurements as ``rounds.decide.Evidence``: the gate summary (``gate_summary``), the
+    round's ``timing`` (with its first measurement when it was re-checked, ``_rechecked``), the floor
+    evidence and a person's acceptance of an implausible result."""
+    from ascendopt.rounds.decide import Evidence, Reading
+
+    if not gate.get("passed"):
+        failure = f"{gate.get('failed_stage') or 'a stage'}: {gate.get('summary') or 'failed'}"
+        return Evidence(False, gate_failure=failure)
+    first = again = third = None
+    if timing:
+        if timing.get("first"):
+            first = Reading(**timing["first"])
+            measured = timing.get("recheck_measured") or {}
+            last = Reading(measured.get("vs_baseline", timing["vs_baseline"]),
+                           measured.get("vs_best", timing["vs_best"]), timing.get("ratio_vs_baseline"),
+                           timing.get("ratio_vs_best"), rounds.inconclusive_why({**timing, **measured}))
+            if timing.get("second"):  # measured three times: the second is the re-check, the last the third
+                again, third = Reading(**timing["second"]), last
+            else:
+                again = last
+        else:
+            first = reading(timing)
+    found = (timing or {}).get("implausible")
+    why = f"{found['cases'][0]['case']}: {found['cases'][0]['reason']}" if found else None
+    weighted = ((timing or {}).get("weighted") or {}).get("vs_best") or {}
+    return Evidence(True, first=first, recheck=again, third=third, implausible=why, accepted=accepted,
+                    floor=floor.detail if floor is not None else None, mix=rounds.mix_reason(timing),
+                    mix_floor=bool(weighted.get("floors")) and (timing or {}).get("vs_best") == "slower")
 
 
 def implausible_cases(timing: Mapping[str, Any], floors: Mapping[str, float | None] | None = None
                       ) -> list[dict[str, str]]:
     """The cases of a round's ``timing`` whose candidate is faster than the baseline beyond belief
     (``bench.implausible_reason``: the ratio bound after the re-check, or under ``floors[case]`` in ms):
-    ``[{"case", "reason"}]``."""
+    ``[{"case", "reason"}]``. A ratio that did not reproduce on the re-check is no finding (the round is
+    inconclusive, and says so); one the re-check decided after an inconclusive first measurement says that,
+    not "reproduced"."""
     from ascendopt.gate import bench
 
+    outcome = timing.get("recheck_outcome")
+    if outcome == "not-reproduced":
+        return []
+    how = ("decided on the re-check; the first measurement was inconclusive" if outcome == "decided" else
+           "reproduced on a third measurement; the re-check could not tell" if timing.get("second") else
+           "reproduced when measured again")
     found = []
     for case in timing.get("cases", []):
         versus = case["vs_baseline"]
         why = bench.implausible_reason(versus["verdict"], versus["ratio"], case["candidate"]["median_ms"],
-                                       (floors or {}).get(case["case"]))
+                                       (floors or {}).get(case["case"]), rechecked=how)
         if why:
             found.append({"case": case["case"], "reason": why})
     return found

@@ -80,18 +80,58 @@ def change_record(root: Path, state: TreeState, workspace: Path) -> dict:
     return change
 
 
-def same_tree_note(state: TreeState, records: Sequence[RoundRecord]) -> str | None:
+def same_tree_note(state: TreeState, records: Sequence[RoundRecord], accepting: bool = False) -> str | None:
     """The warning when the working tree is the one an earlier round of this ledger measured (the
-    latest such round), else None."""
+    latest such round), else None. ``accepting``: this round gives ``--accept-implausible``; measuring the
+    tree of a round reverted only because its implausible result was not accepted is then the point (the
+    acceptance the ``next:`` line suggests, issue 41), not a round without its change: no warning."""
     if not state.digest:
         return None
     for r in reversed(records):
         if (r.change or {}).get("tree_digest") == state.digest:
+            if accepting and awaits_acceptance(r):
+                return None
             last = "the last round, " if r is records[-1] else ""
             return (f"the working tree is unchanged since round {r.number} ({last}{r.verdict}; tree digest "
                     f"{state.digest[:12]}): this round measures the same code again; make the round's one "
                     "change first")
     return None
+
+
+def awaits_acceptance(record: RoundRecord) -> bool:
+    """A round reverted on an implausible speedup nobody accepted: its measured state can be accepted by
+    measuring it again with ``--accept-implausible REASON`` (no new change)."""
+    found = (record.timing or {}).get("implausible")
+    return record.verdict == "revert" and bool(found) and not found.get("accepted")
+
+
+def accepted_by(root: Path | None = None) -> dict:
+    """Who accepts an implausible result, and when: ``{"by", "at"}``. ``by``: git's ``user.name
+    <user.email>`` as the user's own git sees it in ``root`` (the name a reviewer knows from the commits;
+    the judge's git reads no global configuration, so it is asked with the user's environment: a label, not
+    evidence), else the login name; ``at``: UTC, ISO 8601."""
+    import datetime as _dt
+    import getpass
+
+    from ascendopt import process
+
+    def config(key: str) -> str | None:
+        try:
+            proc = process.run(["git", "config", "--get", key], label=f"git config {key}", timeout=10,
+                               cwd=root or Path.cwd())
+        except (OSError, process.ProcessTimeout):  # no git: the login name below
+            return None
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    name, email = config("user.name"), config("user.email")
+    if name or email:
+        who = f"{name} <{email}>" if name and email else str(name or email)
+    else:
+        try:
+            who = getpass.getuser()
+        except (KeyError, OSError):  # no login name (a container without a passwd entry)
+            who = "unknown"
+    return {"by": who, "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 def best_commits(root: Path, record: RoundRecord, workspace: Path) -> dict:
