@@ -57,3 +57,19 @@ def test_analyze_names_a_profile_table_that_is_not_a_regular_file(tmp_path, kind
                               timeout=120, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "300"})
         (line,) = done.stderr.strip().splitlines()
         assert done.returncode == 2 and done.stdout == "" and f"{entry}: {what}" in line, line
+
+
+def test_a_raising_workload_is_not_told_to_take_more_time(tmp_path, cli, monkeypatch):
+    """A workload that raises needs a fix, not --timeout: the hint offers more time only after a time limit."""
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "op.py").write_text("def my_op(x):\n    return x + 1\n")
+    (root / "tests" / "test_op.py").write_text("from op import my_op\n\n\ndef test_op():\n    assert my_op(1) == 2\n")
+    (root / "bench.py").write_text("def workload():\n    raise ValueError('broken workload')\n")
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    monkeypatch.chdir(root)
+    code, _, err = cli("--backend", "cpu", "freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                       "--kernel-filter", "my_op", "--no-profile", "-w", str(root / ".ascendopt"))
+    (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
+    assert code == 1 and "broken workload" in line and "fix the workload" in line and "--timeout" not in line, err

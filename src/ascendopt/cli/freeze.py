@@ -39,7 +39,8 @@ TargetOpt = Annotated[Strs, typer.Option(
          "imports from the repository.")]
 KernelFilterOpt = Annotated[Str, typer.Option(
     "--kernel-filter", metavar="SUBSTRING",
-    help="Own code: substring of the target kernel's name that must appear in the profile.")]
+    help="Own code: substring of the target kernel's name that must appear in the profile; for torch-only code, "
+         "of a torch op's name (aten::addmm) or of a torch.profiler.record_function range around the work.")]
 EquivTolOpt = Annotated[Strs, typer.Option(
     "--equivalence-tol", metavar="DTYPE=RTOL[:ATOL]",
     help="Own code: tolerance of the output equivalence check for one output dtype (fp32, bf16, fp16, fp64), "

@@ -398,8 +398,9 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             except FAILURES as exc:
                 if getattr(exc, "exit_code", None) == IntegrityError.exit_code:  # a defence of the judge undone
                     raise IntegrityError(f"freeze: {exc}; refusing to freeze") from None
-                raise CorrectnessError(f"freeze: {exc}; refusing to freeze",
-                                       hint="fix the workload, or give it more time with --timeout SECONDS") from None
+                # more time is a cure only for a workload that ran out of it
+                more = ", or give it more time with --timeout SECONDS" if isinstance(exc, ProcessTimeout) else ""
+                raise CorrectnessError(f"freeze: {exc}; refusing to freeze", hint=f"fix the workload{more}") from None
         if outputs["enabled"]:
             if first and first["inputs_changed"]:
                 outputs["inputs_changed"] = dict(first["inputs_changed"])
