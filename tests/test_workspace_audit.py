@@ -169,7 +169,7 @@ def test_a_legacy_workspace_is_an_integrity_failure_until_adopted_explicitly(tmp
     """A contract without its audit log (an older ascendopt's workspace) is exit 3, not a note; a later write
     does not adopt it quietly (the contract's origin is still no freeze); ``adopt`` does, once."""
     ws = Workspace(tmp_path / ".ascendopt")
-    atomic_write_text(ws.contract_path, "schema: 1\n")  # written by an ascendopt without a log
+    atomic_write_text(ws.contract_path, "schema: 1\nintegrity: {}\n")  # written by an ascendopt without a log
     audit = check_ledger(ws)
     assert audit.notes == [] and len(audit.problems) == 1
     assert audit.problems[0][1].startswith(f"{ws.log_path}: missing: contract.yaml exists without the audit log")

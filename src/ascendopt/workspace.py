@@ -367,13 +367,13 @@ class Workspace:
         if not self.source:  # found by looking up from the current folder, or the default
             return UsageError(f"{self.root}: no ascendopt workspace here or above (no contract.yaml)",
                               hint=FREEZE_HINT)
-        given = f"{self.root} (from {self.source})"
+        # the path leads alone, so that the envelope's ``where`` is the path (``cli.envelope.where_of``)
         if self.root.is_file():
-            return UsageError(f"{given}: a file, not a workspace folder: no contract",
+            return UsageError(f"{self.root}: a file, not a workspace folder, so no contract (from {self.source})",
                               hint="pass the workspace folder, e.g. -w .ascendopt")
         if not self.root.exists():
-            return UsageError(f"{given}: no contract (no such folder)", hint=FREEZE_HINT)
-        return UsageError(f"{given}: no contract (no contract.yaml in it)", hint=FREEZE_HINT)
+            return UsageError(f"{self.root}: no contract, no such folder (from {self.source})", hint=FREEZE_HINT)
+        return UsageError(f"{self.root}: no contract, no contract.yaml in it (from {self.source})", hint=FREEZE_HINT)
 
     @contextmanager
     def lock(self) -> Iterator[WriteSession]:
@@ -770,7 +770,6 @@ def append_log(ws: Workspace, entry: dict[str, Any]) -> dict[str, Any]:
 def log_session(session: WriteSession, failure: BaseException | None) -> dict[str, Any] | None:
     """Log what ``session`` wrote (nothing written and no failure: no entry). Result and exit code from
     ``failure`` (an exception leaving the lock) or ``session.exit_code``."""
-    from ascendopt.errors import AscendoptError
 
     ws = session.ws
     after = scan_files(ws.root)
@@ -850,7 +849,6 @@ def _advance_log_ref(ws: Workspace, before: LogRead, body: dict[str, Any]) -> No
     """Point the log's ref at the log just appended (``body`` its new head), when the ref is absent, names
     an entry of the log as it was (``before``), or ``body`` is a freeze or an adopt."""
     from ascendopt import vcs
-    from ascendopt.errors import AscendoptError
 
     repo = _log_repo(ws)
     if repo is None:
@@ -1006,6 +1004,15 @@ def adopt(ws: Workspace) -> dict[str, Any]:
     ``{"adopted": {path: sha256}, "accepted": [problem], "entry": line or None}``."""
     if not ws.contract_path.is_file():
         raise UsageError(f"{ws.contract_path}: no contract to adopt", hint=FREEZE_HINT)
+    from ascendopt.contract import model as contract_model
+
+    try:  # a contract that no longer reads as one (truncated, not YAML, a field gone) stays refused by every
+        # command whatever the log says: accepting it would record a workspace nothing can use
+        contract_model.load_raw(ws)
+    except IntegrityError as exc:
+        raise IntegrityError(f"{exc.message}: not adopted (adopt accepts a readable contract as it is, not one that "
+                             "no command can read)", hint="restore the file or re-run `ascendopt freeze --force`"
+                             ) from None
     with ws.lock() as session:
         audit = check_ledger(ws)
         accepted = [text for _, text in audit.problems]

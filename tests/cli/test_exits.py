@@ -152,7 +152,8 @@ def _broken(contract: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["truncated", "invalid-yaml", "empty"])
-@pytest.mark.parametrize("command", [("gate", "--skip-perf"), ("optimize-round", "--hypothesis", "x")])
+@pytest.mark.parametrize("command", [("gate", "--skip-perf"), ("optimize-round", "--hypothesis", "x"), ("status",),
+                                     ("status", "--rounds"), ("report",), ("reprofile",), ("adopt",)])
 def test_a_contract_that_no_longer_reads_is_exit_3(frozen_ws, tmp_path, monkeypatch, cli, how, command):
     ws = tmp_path / "ws"
     shutil.copytree(frozen_ws, ws)

@@ -15,7 +15,7 @@ def test_a_workspace_setting_pointing_nowhere_names_the_setting(tmp_path, cli, m
     for command in (["status"], ["gate"], ["report"]):
         code, out, err = cli(*command)
         (line,) = err.strip().splitlines()
-        assert code == 2 and f"{tmp_path / 'nowhere'} (from $ASCENDOPT_WORKSPACE): no contract (no such folder)" in line
+        assert code == 2 and f"{tmp_path / 'nowhere'}: no contract, no such folder (from $ASCENDOPT_WORKSPACE)" in line
 
 
 def test_a_file_given_for_the_workspace_says_so(tmp_path, cli, monkeypatch):
@@ -24,7 +24,7 @@ def test_a_file_given_for_the_workspace_says_so(tmp_path, cli, monkeypatch):
     bench.write_text("")
     code, _, err = cli("gate", "-w", str(bench))
     (line,) = err.strip().splitlines()
-    assert code == 2 and f"{bench} (from --workspace): a file, not a workspace folder" in line
+    assert code == 2 and f"{bench}: a file, not a workspace folder, so no contract (from --workspace)" in line
 
 
 def test_a_folder_given_for_the_workload_file_says_so(tmp_path, cli, monkeypatch):

@@ -83,10 +83,11 @@ def test_unknown_kernel_in_the_description_is_usage(ascend_python, tmp_path):
     assert "no_such_kernel" in err and "add_kernel" in err
 
 
-def test_missing_environment_is_one_line_exit_5(tmp_path):
+def test_an_explicit_interpreter_that_does_not_exist_is_one_line_exit_2(tmp_path):
+    """A path the user typed that names nothing is a usage error (exit 2), before any build or compile starts."""
     code, out, err = run_cli("precheck", str(PRECHECK / "vector_add.py"), "--launches",
                              str(PRECHECK / "vector_add_launches.yaml"), "--ascend-python", str(tmp_path / "py"))
-    assert code == 5
+    assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and "no such interpreter" in err
 

@@ -587,10 +587,17 @@ def load_raw(ws: Workspace) -> dict[str, Any]:
     only ``freeze`` writes it, so the one repair is the same (restore it, or freeze again)."""
     ws.require_contract()
     try:
-        return read_yaml(ws.contract_path)
+        data = read_yaml(ws.contract_path)
     except ContractError as exc:
         raise IntegrityError(f"{exc.message} (the frozen contract was truncated or edited by hand)",
                              hint="restore the file or re-run `ascendopt freeze --force`") from None
+    if not isinstance(data.get("integrity"), Mapping):
+        # freeze writes the integrity record last: without it the file was cut short (or never frozen), which
+        # every command refuses alike, where a readable hand edit of a field is only reported by status
+        raise IntegrityError(f"{ws.contract_path}: integrity: missing (the frozen contract was truncated, or not "
+                             "written by `ascendopt freeze`)", hint="restore the file or re-run `ascendopt freeze "
+                             "--force`")
+    return data
 
 
 def load(ws: Workspace, *, check_digest: bool = True) -> Contract:

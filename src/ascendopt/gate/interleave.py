@@ -144,12 +144,6 @@ class _Child:
         self.maker: _Child | None = None  # the worker that makes this one's inputs (None: itself)
         # the parent reads the timed outputs from the worker's memory itself (``_read_stopped``), until it cannot
         self.parent_reads = sys.platform.startswith("linux")
-        # cpu: a batch's input sets are handed over with it and loaded inside the timed window, so no untimed
-        # request sees the inputs before the clock starts (work done while loading them is timed). Loading is
-        # a copy of bytes the call reads at least once anyway, the same for every side; on a device backend it
-        # is a host-to-device copy that can cost as much as a memory-bound kernel, so it stays untimed there
-        # and the untimed requests' cost is compared with the reference's instead (``judge.evidence``)
-        self.timed_loading = backends.current().name == "cpu"
         self.reads_failed = ""  # why it could not, when it could not
         self.external_stops = 0  # times another process had stopped the worker (seen and continued by this one)
         self.reader = ""  # how the worker reads device memory (``judge.payload.RawReader.through``)
@@ -222,8 +216,7 @@ class _Child:
     def batch(self, calls: int, inputs: bytes | dict[str, Any] | None, audit: int = 0, full: bool = True
               ) -> dict[str, Any]:
         """One timed batch of ``calls`` calls on the input sets ``inputs`` (a payload; None: the workload's
-        own inputs): prepared first (not timed; on the cpu backend, ``timed_loading``, handed over with the
-        batch and loaded inside the timed window instead), then started by the parent and timed by its clock from
+        own inputs): prepared first (not timed), then started by the parent and timed by its clock from
         outside, then its outputs read from the worker: every call's in full (``full``), else a fingerprint of
         each and the ``audit`` call's in full; the parent names ``audit`` only after the batch's reply.
         -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
@@ -234,16 +227,12 @@ class _Child:
         from ascendopt.judge.payload import decode, readable
 
         t0 = time.perf_counter()
-        if isinstance(inputs, bytes) and self.timed_loading:
-            prepared = t0  # the inputs go with the batch: no untimed request precedes it
-            reply = self.ask({"cmd": "go"}, blob=inputs)
+        if isinstance(inputs, dict):
+            self.ask({"cmd": "prepare", "calls": calls, **inputs})
         else:
-            if isinstance(inputs, dict):
-                self.ask({"cmd": "prepare", "calls": calls, **inputs})
-            else:
-                self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
-            prepared = time.perf_counter()
-            reply = self.ask({"cmd": "go"})
+            self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
+        prepared = time.perf_counter()
+        reply = self.ask({"cmd": "go"})
         wall_ms = (time.perf_counter() - prepared) * 1e3
         t1 = time.perf_counter()
         described = reply.get("out")

@@ -27,8 +27,7 @@ shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it s
   shape)``) for each seed: the trusted maker's request, sent to the frozen commit's worker only;
 * ``{"cmd": "prepare", "calls"}`` with a payload of input sets (or ``"seeds"``, ``"shape"``: made here, for sets
   too large to hand over; or neither: the workload's own inputs, ``calls`` times) -> ``{}``: the next timed batch;
-* ``{"cmd": "go"}`` -> ``{"ms", "out"}``: the prepared batch (or the input sets its payload carries, loaded
-  inside the timed window: the cpu backend's batches), called back to back and synchronized; ``ms`` is the
+* ``{"cmd": "go"}`` -> ``{"ms", "out"}``: the prepared batch, called back to back and synchronized; ``ms`` is the
   worker's own reading per call (device events on npu/cuda, ``perf_counter`` on cpu), a second reading beside
   the parent's; ``out`` says where each output is in memory (``judge.payload.describe``), so that the parent
   reads host-memory outputs itself while this process is stopped;
@@ -217,20 +216,15 @@ def main(argv: list[str]) -> None:
             if not line:
                 break
             msg = loads(line)
-            cmd = msg["cmd"]
-            if cmd == "go":
-                # started before the batch's input sets (if any) are read from the pipe: the parent's clock,
-                # started before it sends them, covers their transfer, so both clocks time the same window
-                timer = make_timer()
-                synchronize()
-                timer.start()
             blob = read(int(msg["nbytes"])) if "nbytes" in msg else None
+            cmd = msg["cmd"]
             out_blob = None
             if cmd == "null":
                 reply: dict[str, Any] = {}
             elif cmd == "go":
-                if blob is not None:  # the batch's input sets handed with it: their loading is timed too
-                    batch = [tuple(on_device(s)) for s in decode(blob)]
+                timer = make_timer()
+                synchronize()
+                timer.start()
                 outs = [fn(*args) for args in batch]
                 ms = timer.stop()
                 # where the outputs are, so that the parent reads them itself while this process is stopped
