@@ -36,6 +36,19 @@ def test_the_untouched_ledger_passes_and_every_write_was_logged(ws, cli):
     assert "contract.yaml" in log.entries[0]["wrote"]
 
 
+def test_a_green_gate_on_the_kept_rounds_state_does_not_ask_to_record_it_again(ws, cli):
+    """The gate judges the best kept configuration (round 1): the next step is to re-profile it, not to record the
+    same change as a round; a configuration no round holds (--set) is a change to record."""
+    code, out, err = cli("gate", "-w", str(ws.root), "--skip-perf", "--json")
+    steps = json.loads(out)["next"]
+    assert code == 0 and steps[0].startswith("ascendopt reprofile"), (steps, err[-2000:])
+    code, _, err = cli("gate", "-w", str(ws.root), "--skip-perf")
+    assert code == 0 and "round 1 already records this state" in err, err[-2000:]
+    code, out, err = cli("gate", "-w", str(ws.root), "--skip-perf", "--json", "--set", "EXTRA=5")
+    steps = json.loads(out)["next"]
+    assert code == 0 and steps[0].startswith("ascendopt optimize-round"), (steps, err[-2000:])
+
+
 def test_a_round_record_edited_by_hand_is_exit_3_naming_it(ws, cli):
     path = ws.round_path(1)
     path.write_text(path.read_text().replace("vector-bound: drop the planted extra pass", "a better story"))

@@ -129,7 +129,7 @@ def gate(
     from ascendopt import console
     from ascendopt.cli.next_steps import after_gate
     from ascendopt.contract.frozen import project_root
-    from ascendopt.gate.stages import run_gate
+    from ascendopt.gate.stages import judged_round, run_gate
     from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace, atomic_write_text, check_output_path
 
@@ -142,7 +142,8 @@ def gate(
                       timeout=timeout, accept_implausible=_reason(accept_implausible))
     if junit:
         atomic_write_text(Path(junit), result.to_junit(str(project_root())))
-    console.next_steps(after_gate(ws, result.passed))
+    console.next_steps(after_gate(ws, result.passed, judged_round(ws, parse_assignments(set_) or None)
+                                  if result.passed else None))
     if json:
         console.print_json(result.to_dict())
     else:

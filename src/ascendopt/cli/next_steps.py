@@ -106,8 +106,14 @@ def after_auto(ws: Any) -> Steps:
             (_cmd("report", "-w", root), "the merge-request summary")]
 
 
-def after_gate(ws: Any, passed: bool) -> Steps:
-    """A green gate: record the change as a round; a red one: fix and gate again."""
+def after_gate(ws: Any, passed: bool, recorded: int | None = None) -> Steps:
+    """A green gate: record the change as a round, unless round ``recorded`` already holds the state it judged
+    (then re-profile it, or make the next change); a red one: fix and gate again."""
+    if passed and recorded is not None:
+        return [(_cmd("reprofile", "-w", str(ws.root)), f"round {recorded} already records this state: "
+                                                         "re-profile it and check the stop criteria"),
+                (_round_command(ws), "or make the next change and record it as a round"),
+                (_cmd("report", "-w", str(ws.root)), "the merge-request summary")]
     if passed:
         return [(_round_command(ws), "record the change as a round"),
                 (_cmd("report", "-w", str(ws.root)), "the merge-request summary")]

@@ -788,6 +788,32 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     return GateResult(stages, notes)
 
 
+def kept_rounds_of(ctx: RoundContext, config: Mapping[str, Any], root: Path, workspace: Path) -> list[Any]:
+    """The kept rounds, oldest first, whose measured state is the one the gate judges: a bundled kernel's
+    same configuration (``config``), or own code's working tree with the round's content digest."""
+    kept = [r for r in ctx.records if r.verdict == "keep"]
+    if not kept:
+        return []
+    if ctx.is_kernel:
+        return [r for r in kept if r.config and (ctx.candidate_config(dict(r.config)) or {}) == dict(config)]
+    from ascendopt.rounds.tree import tree_state
+
+    digest = tree_state(root, [workspace]).digest
+    return [r for r in kept if digest and (r.change or {}).get("tree_digest") == digest]
+
+
+def judged_round(ws: Workspace, config_override: Mapping[str, Any] | None = None) -> int | None:
+    """The number of the newest kept round that already records the state a gate judged (``kept_rounds_of``),
+    None when it is a state no round holds (a change not yet recorded) or nothing can be read."""
+    try:
+        ctx = RoundContext.load(ws)
+        config, _ = _candidate(ctx, config_override)
+        same = kept_rounds_of(ctx, config, project_root(), ws.root)
+    except AscendoptError:
+        return None
+    return same[-1].number if same else None
+
+
 def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path, workspace: Path
                         ) -> tuple[str, str] | None:
     """The acceptance of an implausible speedup recorded in the ledger for the state the gate judges:
@@ -798,17 +824,8 @@ def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path
     and why, from the round record. The record is the ledger's (its digest and the audit log are checked at
     the integrity stage first), so a hand-written acceptance is red there, never honoured here. A changed
     tree or another configuration is not the accepted state: the gate judges it without the acceptance."""
-    kept = [r for r in ctx.records if r.verdict == "keep" and ((r.timing or {}).get("implausible") or {}).get(
-        "accepted")]
-    if not kept:
-        return None
-    if ctx.is_kernel:
-        same = [r for r in kept if r.config and (ctx.candidate_config(dict(r.config)) or {}) == dict(config)]
-    else:
-        from ascendopt.rounds.tree import tree_state
-
-        digest = tree_state(root, [workspace]).digest
-        same = [r for r in kept if digest and (r.change or {}).get("tree_digest") == digest]
+    same = kept_rounds_of(ctx, config, root, workspace)
+    same = [r for r in same if ((r.timing or {}).get("implausible") or {}).get("accepted")]
     if not same:
         return None
     r = same[-1]
