@@ -1,5 +1,7 @@
 """The merge-request report: OPT_LOG rows, promotion stats from the raw samples, no-go bar, and a real PNG."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,15 @@ def test_opt_log_rows_follow_fla_columns():
     assert rows[2][2:] == ("fail (correctness)", "—", "—", "drop")  # a red gate is benchmarked nothing
     assert rows[3][3] == "1.6000" and rows[3][4].startswith("+6.7% time") and rows[3][5] == "revert"  # 1.6 / 1.5 - 1
     assert rows[1][1].startswith("BLOCK_N=4: vector-bound")
+
+
+def test_an_own_code_rounds_direction_reads_as_the_console_names_it():
+    """The console says the direction (``vectorize``); the report's direction cell leads with it too, not with the
+    snapshot, and does not repeat the hypothesis's tag."""
+    rec = dataclasses.replace(_records()[0], direction="vectorize", hypothesis="vectorize: one launch instead of 512",
+                              change={"kind": "code", "snapshot": "b5a2673c22" + "0" * 30})
+    (_, row) = report.opt_log_rows(CONTRACT, [rec])
+    assert row[1] == "vectorize (code@b5a2673c22): one launch instead of 512"
 
 
 def test_vs_best_reads_from_the_numbers_it_shows():

@@ -56,6 +56,18 @@ def _change_text(rec: RoundRecord) -> str:
     return rec.direction
 
 
+def _direction_text(rec: RoundRecord) -> str:
+    """The OPT_LOG's direction cell: a bundled kernel's change (``BLOCK=32: hypothesis``); own code's direction as
+    the console names it, its snapshot beside it, then the hypothesis without the direction's tag repeated
+    (``vectorize (code@b5a2673c22): one launch``)."""
+    if (rec.change or {}).get("kind") != "code":
+        return f"{_change_text(rec)}: {rec.hypothesis}"
+    hypothesis = rec.hypothesis
+    if rec.direction and hypothesis.startswith(f"{rec.direction}:"):
+        hypothesis = hypothesis[len(rec.direction) + 1:].strip()
+    return f"{rec.direction} ({_change_text(rec)}): {hypothesis}"
+
+
 def _code_candidate(best: RoundRecord, user_commit: str | None) -> str:
     """The best code round's state: its snapshot commit, and the user's commit holding it (or where not)."""
     change = best.change or {}
@@ -86,7 +98,7 @@ def opt_log_rows(contract: Mapping[str, Any], records: Sequence[RoundRecord]) ->
             f" (best re-timed in this round: {_ms(best_ms)})" if best_ms is not None else "")
         if r.timing and r.timing.get("vs_best") == "inconclusive":
             vs_best += " (inconclusive)"  # the noise band was too wide to call it: reverted
-        rows.append((str(r.number), _one_line(f"{_change_text(r)}: {r.hypothesis}"), gate,
+        rows.append((str(r.number), _one_line(_direction_text(r)), gate,
                      _ms(r.candidate_ms), vs_best, r.verdict))
     return rows
 
