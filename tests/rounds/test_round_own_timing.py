@@ -166,3 +166,31 @@ def test_no_reprofile_gates_and_times_the_round_without_profiles(repo, cli):
     assert rec["profiles"] == [] and rec["profiles_before"] == []
     assert any("not profiled (--no-reprofile)" in n for n in rec["notes"])
     assert sorted(Workspace(repo / ".ascendopt").profiles_dir.rglob("*")) == before
+
+
+def test_pairs_taken_beyond_the_asked_ones_are_said(capsys):
+    """A comparison too noisy to decide takes --pairs more rounds, up to 3x: the record's n is then above --pairs,
+    and the console says why while it happens, with the counts."""
+    import numpy as np
+
+    from ascendopt import console
+    from ascendopt.rounds import timing as rt
+
+    class Noisy:
+        calls = 1
+
+        def __init__(self):
+            self.rng = np.random.default_rng(3)
+            self.samples = [[], []]
+
+        def take(self, pairs, on_pair=None):
+            for side in self.samples:  # a lognormal spread of 60 %: no band narrow enough to decide
+                side.extend(float(x) for x in np.exp(self.rng.normal(0.0, 0.6, pairs)))
+            return self.samples
+
+    console.reset()
+    samples = rt.take_decided(Noisy(), ["baseline", "candidate"], 12)
+    assert len(samples["baseline"]) == len(samples["candidate"]) == 36
+    err = capsys.readouterr().err
+    assert "too wide to decide after 12 pairs: 12 more (at most 36 in all" in err
+    assert "too wide to decide after 24 pairs: 12 more" in err

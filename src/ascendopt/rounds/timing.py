@@ -50,10 +50,16 @@ def take_decided(taker, names: Sequence[str], pairs: int, max_pairs: int | None 
     while True:
         samples = dict(zip(names, taker.take(pairs, on_pair), strict=True))
         refs = [samples[n] for n in ("baseline", "best") if n in samples]
-        if "candidate" not in samples or len(samples[names[0]]) + pairs > limit or not any(
+        taken = len(samples[names[0]])
+        if "candidate" not in samples or taken + pairs > limit or not any(
                 bench.undecided(bench.decide(ref, samples["candidate"], calls_per_sample=taker.calls))
                 for ref in refs):
             return samples
+        # said, so that a sample count above --pairs in the record reads as what it is
+        from ascendopt import console
+
+        console.status(f"the noise band is too wide to decide after {taken} pairs: {pairs} more (at most {limit} "
+                       f"in all, {max(pairs, 1)} at a time: --pairs)")
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
