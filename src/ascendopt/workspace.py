@@ -68,6 +68,26 @@ class NoSpace(EnvironmentProblem):
     """The disk (or quota) holding a file ascendopt writes is full (exit 5)."""
 
 
+# free bytes below which a folder ascendopt (or a child it started) writes into counts as full: what the judge's
+# children write there (a test report, saved outputs) is far larger than what a full disk leaves
+FULL_BELOW = 1 << 20
+
+
+def ensure_space(folder: Path, what: str) -> None:
+    """NoSpace (exit 5) naming ``folder``'s disk when it is full (``FULL_BELOW``): called where a child's file
+    there is missing or cut short, so that a full disk is said as one, not as a forged report or a dead
+    workload."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < FULL_BELOW:
+        raise NoSpace(f"{folder}: no space left on the disk holding {what} ({free} bytes free)",
+                      hint="free space there, or point TMPDIR at a disk with room")
+
+
 def is_write_problem(exc: BaseException) -> bool:
     """Whether ``exc`` is an ``OSError`` a user's file system raises (``_WRITE_PROBLEMS``), not a bug."""
     return isinstance(exc, OSError) and exc.errno in _WRITE_PROBLEMS

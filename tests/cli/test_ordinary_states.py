@@ -73,3 +73,29 @@ def test_a_raising_workload_is_not_told_to_take_more_time(tmp_path, cli, monkeyp
                        "--kernel-filter", "my_op", "--no-profile", "-w", str(root / ".ascendopt"))
     (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
     assert code == 1 and "broken workload" in line and "fix the workload" in line and "--timeout" not in line, err
+
+
+def test_a_child_that_dies_on_a_full_disk_is_said_as_a_full_disk(tmp_path, cli, monkeypatch):
+    """The worker dies while the baseline's outputs are saved into a temporary folder whose disk is full: exit 5
+    naming that folder and the full disk, not a workload fault (the disk's fullness is faked for this process
+    only: the worker's death is real)."""
+    import shutil
+    from collections import namedtuple
+
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_op.py").write_text("def test_op():\n    assert 1 + 1 == 2\n")
+    # dies in the call whose outputs are saved (the first call of the worker: freeze's output call)
+    (root / "bench.py").write_text("import os\n\n\ndef workload():\n    os._exit(120)\n")
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    monkeypatch.chdir(root)
+    real = shutil.disk_usage
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 30, 1 << 30, 0)
+                        if "ascendopt-outputs-" in str(p) else real(p))
+    code, _, err = cli("--backend", "cpu", "freeze", "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                       "--kernel-filter", "my_op", "--no-profile", "-w", str(root / ".ascendopt"))
+    (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
+    assert code == 5 and "ascendopt-outputs-" in line and "no space left on the disk holding the baseline's " \
+        "saved outputs (0 bytes free)" in line, err

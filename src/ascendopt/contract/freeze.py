@@ -44,7 +44,7 @@ from ascendopt.contract.model import (
 )
 from ascendopt.contract.shapes import ShapeMix
 from ascendopt.errors import CorrectnessError, EnvironmentProblem, IntegrityError, UsageError
-from ascendopt.workspace import Workspace, write_gitignore
+from ascendopt.workspace import Workspace, ensure_space, write_gitignore
 
 DEFAULT_METRIC_GROUPS = ("PipeUtilization",)
 
@@ -398,6 +398,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
             except FAILURES as exc:
                 if getattr(exc, "exit_code", None) == IntegrityError.exit_code:  # a defence of the judge undone
                     raise IntegrityError(f"freeze: {exc}; refusing to freeze") from None
+                ensure_space(tmp, "the baseline's saved outputs")  # a worker that died writing them to a full disk
                 # more time is a cure only for a workload that ran out of it
                 more = ", or give it more time with --timeout SECONDS" if isinstance(exc, ProcessTimeout) else ""
                 raise CorrectnessError(f"freeze: {exc}; refusing to freeze", hint=f"fix the workload{more}") from None

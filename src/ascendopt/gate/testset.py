@@ -131,6 +131,7 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
     entry point that can rewrite every report) never loads; None (freeze, or a contract from before the pin):
     autoload as the environment has it, and the run reports what it registered (``SuiteRun.plugins``)."""
     from ascendopt.device import backends
+    from ascendopt.workspace import ensure_space
 
     env = backends.child_env(kernels=True)  # the tests run on the backend this process selected
     args = pytest_args(argv)
@@ -162,6 +163,10 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
             if isinstance(proc, SuiteRun):
                 return proc
             data, forged = _read_report(report, key)
+            if data is None:
+                # a report cut short by a full disk is the disk's fault, said as such (exit 5 is red too: filling
+                # the disk cannot turn a verdict green)
+                ensure_space(Path(tmp), "the test report")
             run = _pytest_run(proc, data)
     finally:
         os.close(read_end)
