@@ -74,12 +74,6 @@ def configure(*, quiet: bool | None = None, no_color: bool | None = None, csv: b
 def reset() -> None:
     """Default settings (the CLI calls it before each command: tests run many commands in one process)."""
     configure(quiet=False, no_color=False, csv=False)
-    _FINISHED.clear()
-
-
-# the progress descriptions finished in this command, with how often: a second identical "done" line (a
-# re-measurement) says which run it is, so that it does not read as the first one printed twice
-_FINISHED: dict[str, int] = {}
 
 
 def is_quiet() -> bool:
@@ -542,9 +536,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
         event("phase_end", phase=description, status=outcome, elapsed_s=round(elapsed, 3))
     if not _SETTINGS["quiet"]:
         count = f"{done[0]}/{size[0]} " if size[0] else ""
-        _FINISHED[description] = runs = _FINISHED.get(description, 0) + 1
-        again = f" (run {runs} of this command)" if runs > 1 else ""
-        stderr().print(f"{description}{again}: {count}done in {_seconds_text(elapsed)}", style="dim")
+        stderr().print(f"{description}: {count}done in {_seconds_text(elapsed)}", style="dim")
 
 
 # -- the event stream ------------------------------------------------------------------------------

@@ -131,21 +131,3 @@ def test_partial_native_lines_are_held_until_they_end(tmp_path):
                               "after the display"])
     # a \r progress shows as a terminal shows it once its line ends: the last update, on a line of its own
     assert [line for line in lines if line.startswith("compiling")] == ["compiling 3/3"], "\n".join(lines)
-
-
-def test_a_repeated_progress_says_which_run_it_is(capsys):
-    """A re-measurement under the same description (an implausible ratio measured again) leaves a "done" line
-    that says it is the second run, not the first one printed twice; a new command starts counting afresh."""
-    from ascendopt import console
-
-    console.reset()
-    for _ in range(2):
-        with console.progress("timing bench.py", total=2) as bar:
-            bar.advance(2)
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
-    assert lines[0].startswith("timing bench.py: 2/2 done in")
-    assert lines[1].startswith("timing bench.py (run 2 of this command): 2/2 done in")
-    console.reset()
-    with console.progress("timing bench.py", total=1) as bar:
-        bar.advance()
-    assert capsys.readouterr().err.strip().startswith("timing bench.py: 1/1 done in")
