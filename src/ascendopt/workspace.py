@@ -1024,15 +1024,6 @@ def adopt(ws: Workspace) -> dict[str, Any]:
     ``{"adopted": {path: sha256}, "accepted": [problem], "entry": line or None}``."""
     if not ws.contract_path.is_file():
         raise UsageError(f"{ws.contract_path}: no contract to adopt", hint=FREEZE_HINT)
-    from ascendopt.contract import model as contract_model
-
-    try:  # a contract that no longer reads as one (truncated, not YAML, a field gone) stays refused by every
-        # command whatever the log says: accepting it would record a workspace nothing can use
-        contract_model.load_raw(ws)
-    except IntegrityError as exc:
-        raise IntegrityError(f"{exc.message}: not adopted (adopt accepts a readable contract as it is, not one that "
-                             "no command can read)", hint="restore the file or re-run `ascendopt freeze --force`"
-                             ) from None
     with ws.lock() as session:
         audit = check_ledger(ws)
         accepted = [text for _, text in audit.problems]

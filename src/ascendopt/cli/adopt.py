@@ -19,6 +19,16 @@ def adopt(workspace: WorkspaceOpt = None, json: JsonOpt = False) -> None:
     from ascendopt.workspace import adopt as adopt_workspace
 
     ws = Workspace.resolve(workspace)
+    if ws.contract_path.is_file():
+        from ascendopt.contract.model import load_raw
+        from ascendopt.errors import IntegrityError
+
+        try:  # a contract that no longer reads (truncated, not YAML) stays refused by every command whatever the
+            # log says: accepting it would record a workspace nothing can use
+            load_raw(ws)
+        except IntegrityError as exc:
+            raise IntegrityError(f"{exc.message}: not adopted (adopt accepts a readable contract as it is, not one "
+                                 "no command can read)", hint=exc.hint) from None
     result = adopt_workspace(ws)
     data = {"workspace": str(ws.root), "log": str(ws.log_path), **result}
     console.next_steps([("ascendopt gate", "")])
