@@ -162,13 +162,16 @@ def load_ascendopt(folder: Path) -> Profile:
     device_meta = meta.get("device")
     if isinstance(device_meta, dict):
         offer_chip(facts, device_meta.get("chip") or device_meta.get("name"), PROFILE_SOURCE)
-        facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"),
-                    vector_cores=device_meta.get("vector_cores"))
+        if backend != "cpu":  # on cpu they are the interpreter's grid (configs/chips.yaml), no chip's cores
+            facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"),
+                        vector_cores=device_meta.get("vector_cores"))
     groups = [g for g, cols in NCU_GROUPS.items() if any(c in frame.columns and frame[c].notna().any() for c in cols)]
+    # ncu's groups are requested on cuda only: on cpu none was, so none is "not collected"
+    missing = [] if backend == "cpu" else [g for g in CUDA_GROUPS if g not in groups]
     if backend == "cpu":
         notes.append("cpu backend: the Triton interpreter has no hardware counters; durations are host time")
     return Profile(path=folder, kernels=frame, device=facts.to_dict(), metric_groups=groups,
-                   not_collected=[g for g in CUDA_GROUPS if g not in groups], kind=backend,
+                   not_collected=missing, kind=backend,
                    notes=notes, runs=[folder], set_id=meta.get("set_id"))
 
 
@@ -186,7 +189,7 @@ def load_file(path: Path) -> Profile:
         frame, notes = read_chrome_trace(path)
         kind = "cuda" if (frame["core_type"].astype(str) == "cuda").any() else "cpu"
         return Profile(path=path, kernels=frame, device=Facts().to_dict(), metric_groups=[],
-                       not_collected=list(CUDA_GROUPS), kind=kind, notes=notes, runs=[path])
+                       not_collected=list(CUDA_GROUPS) if kind == "cuda" else [], kind=kind, notes=notes, runs=[path])
     if is_ncu_csv(path):
         frame, dev, notes = read_ncu_raw(path)
         facts = Facts()
