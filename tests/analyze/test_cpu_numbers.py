@@ -34,13 +34,24 @@ def _two_kernels(tmp_path):
     return _cpu_profile(tmp_path / "run_ascendopt_cpu", rows)
 
 
-def test_cpu_analyze_claims_no_core_counts_no_uncollected_groups_and_one_lever_paragraph(tmp_path, cli):
+def _analyze_text(tmp_path, cli):
     code, out, err = cli("analyze", str(_two_kernels(tmp_path)))
     assert code == 0, out + err
-    device = next(line for line in out.splitlines() if line.startswith("device:"))
+    return out
+
+
+def test_cpu_analyze_claims_no_core_counts(tmp_path, cli):
+    device = next(line for line in _analyze_text(tmp_path, cli).splitlines() if line.startswith("device:"))
     assert "cube cores" not in device and "vector cores" not in device and "no accelerator cores" in device
-    groups = next(line for line in out.splitlines() if line.startswith("metric groups:"))
+
+
+def test_cpu_analyze_lists_no_group_never_requested_as_not_collected(tmp_path, cli):
+    groups = next(line for line in _analyze_text(tmp_path, cli).splitlines() if line.startswith("metric groups:"))
     assert "not collected" not in groups and "PipeUtilization" not in groups and "Memory" not in groups
+
+
+def test_cpu_analyze_prints_a_lever_paragraph_once(tmp_path, cli):
+    out = _analyze_text(tmp_path, cli)
     lever = "the CPU backend (Triton interpreter) has no hardware counters"
     assert out.count(lever) == 1, out  # printed for the first kernel; the other points to it
     assert "  lever [no_counters]: as for _k_fwd_kernel above" in out.splitlines()
