@@ -75,3 +75,19 @@ def test_profiled_calls_are_the_distinct_steps(tmp_path, cli):
     assert (kernel["count"], kernel["total_us"]) == (4, 800.0)  # per call: 2 launches, 400 us
     profile.kernels["step"] = float("nan")  # a table without step ids: the calls are unknown, never guessed
     assert profiled_calls(profile) is None
+    # without step ids, an ascendopt collect's schedule says how many calls it recorded (active x repeat)
+    meta = dict(CPU_META, profiler={"schedule": {"wait": 0, "warmup": 1, "active": 3, "repeat": 1}})
+    (folder / "ascendopt_profile.yaml").write_text(yaml.safe_dump(meta), encoding="utf-8")
+    scheduled = load_profile(folder)
+    scheduled.kernels["step"] = float("nan")
+    assert profiled_calls(scheduled) == 3
+
+
+def test_cpu_runs_merged_list_no_group_as_not_collected(tmp_path):
+    from ascendopt.analyze.traces import load_profiles
+
+    runs = []
+    for name in ("a", "b"):  # two runs of the same work, merged as metric-group runs are
+        (tmp_path / name).mkdir()
+        runs.append(_two_kernels(tmp_path / name))
+    assert load_profiles(runs).not_collected == []

@@ -412,13 +412,12 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
 
 def profiled_calls(profile: Profile) -> int | None:
     """How many calls of the workload the profile covers: its distinct step ids (one profiler step per
-    call), None where the table records no steps. A kernel's per-launch average depends on how many
-    launches a call makes (512 short ones or 1 long one), so what a call costs is total / calls."""
+    call); where the table records none, the calls ascendopt's profiler schedule recorded; else None. A
+    kernel's per-launch average depends on how many launches a call makes (512 short ones or 1 long one),
+    so what a call costs is total / calls."""
     frame = profile.kernels
-    if "step" not in frame.columns:
-        return None
-    steps = frame["step"].dropna()
-    return int(steps.nunique()) or None
+    steps = int(frame["step"].dropna().nunique()) if "step" in frame.columns else 0
+    return steps or profile.scheduled_calls
 
 
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
