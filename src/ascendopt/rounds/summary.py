@@ -1,6 +1,6 @@
 """The round summary (fla's Ascend template) as data; ``cli.render.render_round_summary`` prints it.
 
-Template (docs/practice.md §10): target kernel Duration before -> after; pipe
+Template (docs/practice.md §10): target kernel device time per call and launches per call, before -> after; pipe
 ratios Cube/MAC, Vector, scalar, MTE1, MTE2, MTE3; UB bandwidth when a MemoryUB run was collected;
 whether another round is warranted (stop criteria). ascendopt adds the bench verdict (never on a
 red gate), the UB use of the candidate's tiles and whether the metric the hypothesis targeted moved.
