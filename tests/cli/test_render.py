@@ -5,9 +5,11 @@ from ascendopt.gate.correctness import TensorReport
 from ascendopt.rounds import summary as round_summary
 
 
-def _report(us, vec):
-    return {"kernels": [{"name": "_k_fwd", "avg_us": us, "bound": "vector_bound",
-                         "evidence": {"vec_ratio": vec}, "metrics": {"vec_ratio": vec}}], "not_collected": []}
+def _report(us, vec, launches=1, kind="npu"):
+    """One profiled call of the workload in which ``_k_fwd`` ran ``launches`` times, ``us`` per launch."""
+    return {"kind": kind, "profiled_calls": 1, "not_collected": [],
+            "kernels": [{"name": "_k_fwd", "avg_us": us, "count": launches, "total_us": us * launches,
+                         "bound": "vector_bound", "evidence": {"vec_ratio": vec}, "metrics": {"vec_ratio": vec}}]}
 
 
 def _summary(verdict, speed=None):
@@ -51,3 +53,44 @@ def test_tensor_lines_head_each_case_once(capsys):
     print_reports(reports)
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.splitlines() == lines  # status output: stderr only
+
+
+def _row(out, label):
+    line = next(line for line in out.splitlines() if label in line)
+    return [cell.strip() for cell in line.strip("│").split("│")[1:]]
+
+
+def test_round_table_shows_device_time_and_launches_per_call_before_and_after(capsys):
+    # issue 41: 512 launches of 217 us fused into 1 launch of 15.94 ms read as a 73x slower kernel per launch;
+    # per call it is 111.10 ms -> 15.94 ms, in 512 -> 1 launches
+    summary = round_summary.build(kernel_names=["_k"], before=_report(217.0, 0.8, launches=512),
+                                  after=_report(15940.0, 0.9), verdict="keep", another_round=True,
+                                  stop_reason="", target_metric="vec_ratio")
+    assert summary["per_call"]["launches"] == {"before": 512.0, "after": 1.0}
+    render_round_summary(summary, "round 2 (fuse)")
+    out = capsys.readouterr().out
+    assert "Duration (target kernel)" not in out and "217.00 us" not in out
+    assert _row(out, "Device time per call (target kernel)") == ["111.10 ms", "15.94 ms"]
+    assert _row(out, "Launches per call (target kernel)") == ["512", "1"]
+
+
+def test_round_table_on_cpu_lists_no_counter_rows(capsys):
+    # the interpreter has no counters to request: six "not collected" rows said nothing true
+    summary = round_summary.build(kernel_names=["_k"], before=_report(10.0, None, kind="cpu"),
+                                  after=_report(8.0, None, kind="cpu"), verdict="revert", another_round=True,
+                                  stop_reason="", target_metric="duration_us")
+    render_round_summary(summary, "round 1 (BT=32)")
+    out = capsys.readouterr().out
+    assert "not collected" not in out and "MTE2" not in out and "Cube/MAC" not in out
+    assert _row(out, "Device time per call (target kernel)") == ["10.00 us", "8.00 us"]
+    assert "targeted metric duration_us (average per launch): 10.00 us -> 8.00 us" in out
+
+
+def test_round_table_without_step_ids_says_the_calls_are_not_recorded(capsys):
+    before, after = _report(10.0, 0.8), _report(8.0, 0.9)
+    before["profiled_calls"] = after["profiled_calls"] = None
+    summary = round_summary.build(kernel_names=["_k"], before=before, after=after, verdict="keep",
+                                  another_round=True, stop_reason="", target_metric="vec_ratio")
+    render_round_summary(summary, "round 1")
+    out = capsys.readouterr().out
+    assert _row(out, "Device time per call (target kernel)") == ["calls not recorded", "calls not recorded"]

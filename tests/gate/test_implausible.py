@@ -138,3 +138,28 @@ def test_a_time_under_the_roofline_floor_is_implausible():
     assert roofline_floor(gk.SPEC, dims, "bf16", "fwd", Chip()) == pytest.approx(4 * 64 * 64 * 8 / 1.6e12 * 1e3)
     Chip.name = "cpu"
     assert roofline_floor(gk.SPEC, dims, "bf16", "fwd", Chip()) is None
+
+
+def test_gate_prints_an_implausible_reason_once(ws, cli, clocked):
+    # issue 41: the case line and the verdict line both ended in the same reason; the verdict line keeps it
+    code, out, err = cli("gate", "-w", str(ws.root), "--set", "BLOCK=128", "--pairs", "12")
+    assert code == 6, out + err
+    reason = "10.0x faster, beyond the 5x bound (reproduced when measured again)"
+    assert out.count(reason) == 1, out
+    assert f"gate: IMPLAUSIBLE at performance (exit 6): tiny/fwd: {reason}; not a pass" in out
+    case_line = next(line for line in out.splitlines() if line.startswith("tiny/fwd: baseline"))
+    assert case_line.endswith("(re-checked: > 5x))")  # the measurement stays, the reason moves to the verdict
+
+
+
+def test_a_round_prints_an_implausible_reason_once(ws, capsys):
+    # issue 41: a warning on stderr and the verdict line on stdout both named the reason
+    from ascendopt.cli.render import render_round_summary
+
+    record = kernel_round(ws, {"BLOCK": 128})
+    render_round_summary(record.summary, "round 1", record.timing)
+    captured = capsys.readouterr()
+    reason = "10.0x faster, beyond the 5x bound (reproduced when measured again)"
+    assert (captured.out + captured.err).count(reason) == 1, captured
+    assert reason in next(line for line in captured.out.splitlines() if line.startswith("verdict: revert"))
+    assert any(reason in n for n in record.notes)  # the record still keeps it

@@ -410,6 +410,16 @@ def _fallback_finding(agg, mask, rules: RuleSet) -> list[dict[str, Any]]:
              "lever_origins": [lv.origin for lv in rule.levers]}]
 
 
+def profiled_calls(profile: Profile) -> int | None:
+    """How many calls of the workload the profile covers: its distinct step ids (one profiler step per
+    call); where the table records none, the calls ascendopt's profiler schedule recorded; else None. A
+    kernel's per-launch average depends on how many launches a call makes (512 short ones or 1 long one),
+    so what a call costs is total / calls."""
+    frame = profile.kernels
+    steps = int(frame["step"].dropna().nunique()) if "step" in frame.columns else 0
+    return steps or profile.scheduled_calls
+
+
 def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | None = None,
             rules: RuleSet | None = None, by: str = "name") -> dict[str, Any]:
     """The analysis report of issue 3 (JSON shape ``schema: 1``), kernels sorted by total_us descending.
@@ -475,6 +485,7 @@ def analyze(profile: Profile, *, kernel_filter: str | None = None, top: int | No
         "total_us": {str(k): float(v) for k, v in totals.items()},
         "communication": comm,
         "kernel_count": len(agg),
+        "profiled_calls": profiled_calls(profile),
         "kernels": kernels,
         "op_types": _op_types(profile, agg),
         "findings": profile_findings,

@@ -91,17 +91,24 @@ def render_report(report: dict[str, Any]) -> None:
             value = int(value)
         return f"{value}{unit}"
 
-    console.out(f"device: chip {known(dev.get('chip'))}, cube cores {known(dev.get('cube_cores'))}, vector cores "
-                f"{known(dev.get('vector_cores'))}, clock {known(dev.get('clock_mhz'), ' MHz')}, HBM peak "
-                f"{known(dev.get('hbm_gbs'), ' GB/s')}; source: {dev.get('source')}")
+    if report["kind"] == "cpu":  # the host runs the interpreter: no chip, so no core counts, clock or HBM to claim
+        console.out(f"device: {known(dev.get('chip'))}, host CPU: no accelerator cores, clock or HBM peak; "
+                    f"source: {dev.get('source')}")
+    else:
+        console.out(f"device: chip {known(dev.get('chip'))}, cube cores {known(dev.get('cube_cores'))}, vector "
+                    f"cores {known(dev.get('vector_cores'))}, clock {known(dev.get('clock_mhz'), ' MHz')}, HBM peak "
+                    f"{known(dev.get('hbm_gbs'), ' GB/s')}; source: {dev.get('source')}")
     op = report.get("op_info")
     if op:
         console.out(f"operator: {op.get('name')} ({op.get('kind') or 'kind unknown'}), task duration "
                     f"{known(op.get('task_duration_us'), ' us')}, block dim {known(op.get('block_dim'))}, mix block "
                     f"dim {known(op.get('mix_block_dim'))}, clock {known(op.get('current_freq_mhz'), ' MHz')} (rated "
                     f"{known(op.get('rated_freq_mhz'), ' MHz')}); from {op.get('file')}")
-    console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
-                f"{', '.join(report['not_collected']) or 'none'}")
+    if report["kind"] == "cpu" and not report["metric_groups"] and not report["not_collected"]:
+        console.out("metric groups: none (the cpu backend has no hardware counters to request)")
+    else:
+        console.out(f"metric groups: {', '.join(report['metric_groups']) or 'none'}; not collected: "
+                    f"{', '.join(report['not_collected']) or 'none'}")
     totals = ", ".join(f"{d} {console.duration_text(t, digits=1)}" for d, t in report["total_us"].items())
     console.out(f"device kernel time: {totals} over {console.plural(report['kernel_count'], 'kernel')}")
     _render_profile_checks(report)
@@ -126,7 +133,9 @@ def render_report(report: dict[str, Any]) -> None:
            [k["name"] for k in kernels],
            [[*([_short(k.get("input_shapes") or "-", SHAPE_WIDTH)] if by_shape else []), k["bound"],
              *(_fmt(k["metrics"].get(c)) for _, c in shown)] for k in kernels],
-           title="bottlenecks" + ("" if shown else " (pipe counters not collected)"))
+           title="bottlenecks" + ("" if shown else " (no hardware counters on cpu)" if report["kind"] == "cpu"
+                                 else " (pipe counters not collected)"))
+    said: dict[tuple[str, str], str] = {}  # (class, lever) -> the kernel it was printed for
     for k in kernels:  # full names: console.out never wraps nor cuts a line
         shape = f" [{k['input_shapes']}]" if by_shape and k.get("input_shapes") else ""
         kind = k.get("kind") or {}
@@ -142,6 +151,10 @@ def render_report(report: dict[str, Any]) -> None:
             console.out(f"  shape affinity: {a['input_shapes']}: {a['text']} ({a['threshold_name']}: {a['origin']})")
         for f in k["findings"]:
             for lever, origin in zip(f["levers"], f.get("lever_origins") or [""] * len(f["levers"]), strict=True):
+                first = said.setdefault((f["class"], lever), k["name"])
+                if first != k["name"]:  # one paragraph per lever (on cpu every kernel has no_counters'): a pointer
+                    console.out(f"  lever [{f['class']}]: as for {first} above")
+                    continue
                 console.out(f"  lever [{f['class']}]: {lever}" + (f" ({origin})" if origin else ""))
     for f in report.get("findings", []):
         ev = "; ".join(f"{e['column']} {e['value']} {e['op']} {e['threshold']}" for e in f["evidence"])

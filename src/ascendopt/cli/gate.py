@@ -50,8 +50,12 @@ def _render(result) -> None:
             console.out(stage.data["output_tail"])
         if stage.name == "performance" and stage.status in ("pass", "fail", "inconclusive", "implausible"):
             comparisons = stage.data.get("comparisons", [])
+            # an implausible case's reason ends its line; when it is not accepted, the verdict line below names
+            # it: printed once, there (the check keeps it for --json and JUnit)
+            held = {} if stage.status != "implausible" else {
+                i["case"]: f"; implausible: {i['reason']}" for i in stage.data.get("implausible", [])}
             for i, check in enumerate(stage.checks):
-                console.out(check.message)
+                console.out(check.message.removesuffix(held.get(check.name, "")))
                 samples = comparisons[i].get("samples_ms") if i < len(comparisons) else None
                 for line in spread_lines(samples or {}):
                     console.out(line)

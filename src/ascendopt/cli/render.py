@@ -188,6 +188,26 @@ def _fmt(v: float | None, column: str = "") -> str:
     return f"{v:.3f}"
 
 
+def _per_call_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The target kernel's device time per call and launches per call, before and after. A per-launch
+    average misleads when a change alters launches per call (512 -> 1 reads as a 73x "slower" kernel);
+    a record written before issue 41 has only that average and prints it, named as what it is."""
+    calls = summary.get("per_call")
+    if not calls:
+        d = summary["duration_us"]
+        return [("Duration per launch (target kernel, average)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
+
+    def side(key: str, which: str) -> str:
+        value = calls[key][which]
+        if value is not None:
+            return console.duration_text(value) if key == "device_us" else f"{value:g}"
+        # the kernel is in the profile but the profile records no steps: the calls it covers are unknown
+        return "calls not recorded" if summary["duration_us"][which] is not None else "not collected"
+
+    return [("Device time per call (target kernel)", side("device_us", "before"), side("device_us", "after")),
+            ("Launches per call (target kernel)", side("launches", "before"), side("launches", "after"))]
+
+
 def render_round_summary(summary: Mapping[str, Any], title: str, timing: Mapping[str, Any] | None = None) -> None:
     """Print a round summary (``rounds.summary.build`` output): a before/after table on stdout, then
     the bound, targeted-metric, UB, speed, verdict and next-step lines.
@@ -200,8 +220,7 @@ def render_round_summary(summary: Mapping[str, Any], title: str, timing: Mapping
     """
     lines = []
     if summary["verdict"] != "drop":  # a red gate is neither timed nor profiled: no before/after table
-        d = summary["duration_us"]
-        rows = [("Duration (target kernel)", _fmt(d["before"], "_us"), _fmt(d["after"], "_us"))]
+        rows = _per_call_rows(summary)
         rows += [(r["label"], _fmt(r["before"], r["column"]), _fmt(r["after"], r["column"]))
                  for r in summary["metrics"]]
         console.table(["metric", "before", "after"], rows,
@@ -265,7 +284,9 @@ def target_metric_line(tm: Mapping[str, Any]) -> str:
     """``targeted metric duration_us: 5052.99 us -> 6417.16 us: up 27.0% (+1364.17 us), beyond the noise of ...``:
     the direction and size of the change, then whether it is beyond noise (``rounds.summary.judge_target``)."""
     name = tm["name"]
-    line = f"targeted metric {name}: {_fmt(tm['before'], name)} -> {_fmt(tm['after'], name)}"
+    # duration_us is a kernel's average per launch: said, since the table beside it is per call
+    label = f"{name} (average per launch)" if name == "duration_us" else name
+    line = f"targeted metric {label}: {_fmt(tm['before'], name)} -> {_fmt(tm['after'], name)}"
     if tm.get("direction") is None:  # a record of an older ascendopt, or a side not collected
         old = {True: "moved", False: "did NOT move", None: "not collected on one or both sides"}[tm.get("moved")]
         return f"{line}: {tm.get('judgement') or old}"

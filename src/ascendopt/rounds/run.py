@@ -500,9 +500,11 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             timing["implausible"] = {"cases": found, "accepted": accept_implausible}
             if accept_implausible:  # who and when, for the gate and the report to name (issue 41)
                 timing["implausible"].update(rtree.accepted_by(None if ctx.is_kernel else root))
-            note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})"
-                 if accept_implausible else f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept "
-                 "without --accept-implausible REASON")
+            if accept_implausible:
+                note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})")
+            else:  # recorded, not warned: the verdict's reason says it, and a reason is printed once (issue 41)
+                notes.append(f"implausible: {found[0]['case']}: {found[0]['reason']}; not kept without "
+                             "--accept-implausible REASON")
     # the verdict and its reason: one pure function of what was measured (rounds.decide)
     decision = decide(rt.evidence(gsum, timing if green else None, floor, accept_implausible))
     verdict = decision.verdict

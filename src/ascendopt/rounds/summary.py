@@ -1,6 +1,6 @@
 """The round summary (fla's Ascend template) as data; ``cli.render.render_round_summary`` prints it.
 
-Template (docs/practice.md §10): target kernel Duration before -> after; pipe
+Template (docs/practice.md §10): target kernel device time per call and launches per call, before -> after; pipe
 ratios Cube/MAC, Vector, scalar, MTE1, MTE2, MTE3; UB bandwidth when a MemoryUB run was collected;
 whether another round is warranted (stop criteria). ascendopt adds the bench verdict (never on a
 red gate), the UB use of the candidate's tiles and whether the metric the hypothesis targeted moved.
@@ -79,6 +79,19 @@ def _duration(kernel: Mapping[str, Any] | None) -> float | None:
         if kernel.get(key) is not None:
             return float(kernel[key])
     return None
+
+
+def per_call(kernel: Mapping[str, Any] | None, report: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What one call of the workload costs in ``kernel``: its device time per call (``device_us``) and its
+    launches per call (``launches``), over the ``calls`` the profile covers (analyze's ``profiled_calls``).
+
+    A per-launch average reads 217 us, then 15.94 ms for code that fuses 512 launches into 1: per call,
+    the same work compares with itself. None where the kernel or the profile's call count is unknown."""
+    calls = (report or {}).get("profiled_calls")
+    total, count = (kernel or {}).get("total_us"), (kernel or {}).get("count")
+    if not calls or total is None or count is None:
+        return {"device_us": None, "launches": None, "calls": calls or None}
+    return {"device_us": float(total) / calls, "launches": float(count) / calls, "calls": int(calls)}
 
 
 def resolve_target_metric(explicit: str | None, hypothesis: str, bound: str | None) -> str:
@@ -186,8 +199,11 @@ def build(
     an inconclusive timing), else None.
     """
     kb, ka = target_kernel(before, kernel_names), target_kernel(after, kernel_names)
+    call_b, call_a = per_call(kb, before), per_call(ka, after)
     rows = []
-    for label, cols in SUMMARY_METRICS:
+    kind = (after or before or {}).get("kind")
+    # on cpu no hardware counter exists to request: rows of counters would only read "not collected"
+    for label, cols in ([] if kind == "cpu" else SUMMARY_METRICS):
         col_b, vb = _metric(kb, cols)
         col_a, va = _metric(ka, cols)
         if vb is None and va is None and label in _OPTIONAL_ROWS:
@@ -199,14 +215,16 @@ def build(
         t_before, t_after = _metric(kb, _column_group(target_metric))[1], _metric(ka, _column_group(target_metric))[1]
     return {
         "target_kernel": (ka or kb or {}).get("name"),
-        "duration_us": {"before": _duration(kb), "after": _duration(ka)},
+        "duration_us": {"before": _duration(kb), "after": _duration(ka)},  # per launch: records before issue 41
+        # what the table prints: per call of the workload, so that a change of launches per call cannot mislead
+        "per_call": {key: {"before": call_b[key], "after": call_a[key]} for key in ("device_us", "launches", "calls")},
         "metrics": rows,
         "bound": (ka or kb or {}).get("bound"),
         "bound_before": (kb or {}).get("bound"),
         "bound_evidence": bound_evidence(ka or kb),
         "not_collected": sorted(set((after or before or {}).get("not_collected") or [])),
         "target_metric": {"name": target_metric, "before": t_before, "after": t_after,
-                          **judge_target(t_before, t_after, target_metric, kind=(after or before or {}).get("kind"),
+                          **judge_target(t_before, t_after, target_metric, kind=kind,
                                          kernel_before=kb, kernel_after=ka)},
         "ub": dict(ub) if ub else None,
         "speed": dict(speed) if speed else None,

@@ -49,6 +49,9 @@ class Profile:
     # msprof op: the operator OpBasicInfo.csv / summary.jsonl describe (``traces.device.read_op_info``)
     op_info: dict[str, Any] | None = None
     files: list[Path] = field(default_factory=list)  # the files read (kernel table first), for "read: ..." lines
+    # calls of the workload ascendopt's profiler schedule recorded (active x repeat steps): what a per-call
+    # time divides by where the kernel table carries no step ids; None for a capture from elsewhere
+    scheduled_calls: int | None = None
 
     @property
     def metric_columns(self) -> list[str]:
@@ -140,12 +143,13 @@ def _combine(profiles: list[Profile]) -> Profile:
         frame, notes = merge_kernel_frames([p.kernels for p in profiles], [p.path for p in profiles])
     first = profiles[0]
     groups = list(dict.fromkeys(g for p in profiles for g in p.metric_groups))
-    universe = CUDA_GROUPS if first.kind in ("cuda", "cpu") else ALL_GROUPS
+    # ncu's groups are requested on cuda only; on cpu no group exists to leave out
+    universe = CUDA_GROUPS if first.kind == "cuda" else () if first.kind == "cpu" else ALL_GROUPS
     return Profile(
         path=first.path, kernels=frame, device=first.device, metric_groups=groups,
         not_collected=[g for g in universe if g not in groups], kind=first.kind, op_statistic=first.op_statistic,
         notes=[n for p in profiles for n in p.notes] + notes, runs=[p.path for p in profiles], set_id=first.set_id,
-        files=[f for p in profiles for f in (p.files or [p.path])],
+        files=[f for p in profiles for f in (p.files or [p.path])], scheduled_calls=first.scheduled_calls,
     )
 
 

@@ -27,6 +27,18 @@ from ascendopt.errors import ProfileError
 PROFILE_SOURCE = "ascendopt_profile.yaml"
 
 
+def scheduled_calls(meta: dict[str, Any]) -> int | None:
+    """Calls of the workload an ascendopt collect recorded: its profiler schedule's active x repeat steps
+    (``ascendopt_profile.yaml``); None without a schedule or with repeat 0 (until the end: unknown)."""
+    schedule = (meta.get("profiler") or {}).get("schedule") if isinstance(meta.get("profiler"), dict) else None
+    if not isinstance(schedule, dict):
+        return None
+    active, repeat = schedule.get("active"), schedule.get("repeat")
+    if not isinstance(active, int) or not isinstance(repeat, int) or active < 1 or repeat < 1:
+        return None
+    return active * repeat
+
+
 def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Path, *, op_statistic=None,
                     meta: dict[str, Any] | None = None, op_info: dict[str, Any] | None = None,
                     files: list[Path] | None = None) -> Profile:
@@ -65,7 +77,8 @@ def _ascend_profile(kind: str, path: Path, frame, notes: list[str], run_dir: Pat
              if k in pinfo}
     return Profile(path=path, kernels=frame, device=facts.to_dict(**extra), metric_groups=groups,
                    not_collected=[g for g in ALL_GROUPS if g not in groups], kind=kind, op_statistic=op_statistic,
-                   notes=notes, runs=[path], set_id=meta.get("set_id"), op_info=op_info, files=list(files or [path]))
+                   notes=notes, runs=[path], set_id=meta.get("set_id"), op_info=op_info, files=list(files or [path]),
+                   scheduled_calls=scheduled_calls(meta))
 
 
 def _rank_device(run_dir: Path) -> str:
@@ -162,14 +175,17 @@ def load_ascendopt(folder: Path) -> Profile:
     device_meta = meta.get("device")
     if isinstance(device_meta, dict):
         offer_chip(facts, device_meta.get("chip") or device_meta.get("name"), PROFILE_SOURCE)
-        facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"),
-                    vector_cores=device_meta.get("vector_cores"))
+        if backend != "cpu":  # on cpu they are the interpreter's grid (configs/chips.yaml), no chip's cores
+            facts.offer(PROFILE_SOURCE, cube_cores=device_meta.get("cube_cores"),
+                        vector_cores=device_meta.get("vector_cores"))
     groups = [g for g, cols in NCU_GROUPS.items() if any(c in frame.columns and frame[c].notna().any() for c in cols)]
+    # ncu's groups are requested on cuda only: on cpu none was, so none is "not collected"
+    missing = [] if backend == "cpu" else [g for g in CUDA_GROUPS if g not in groups]
     if backend == "cpu":
         notes.append("cpu backend: the Triton interpreter has no hardware counters; durations are host time")
     return Profile(path=folder, kernels=frame, device=facts.to_dict(), metric_groups=groups,
-                   not_collected=[g for g in CUDA_GROUPS if g not in groups], kind=backend,
-                   notes=notes, runs=[folder], set_id=meta.get("set_id"))
+                   not_collected=missing, kind=backend,
+                   notes=notes, runs=[folder], set_id=meta.get("set_id"), scheduled_calls=scheduled_calls(meta))
 
 
 def load_file(path: Path) -> Profile:
@@ -186,7 +202,7 @@ def load_file(path: Path) -> Profile:
         frame, notes = read_chrome_trace(path)
         kind = "cuda" if (frame["core_type"].astype(str) == "cuda").any() else "cpu"
         return Profile(path=path, kernels=frame, device=Facts().to_dict(), metric_groups=[],
-                       not_collected=list(CUDA_GROUPS), kind=kind, notes=notes, runs=[path])
+                       not_collected=list(CUDA_GROUPS) if kind == "cuda" else [], kind=kind, notes=notes, runs=[path])
     if is_ncu_csv(path):
         frame, dev, notes = read_ncu_raw(path)
         facts = Facts()
