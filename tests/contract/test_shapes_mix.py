@@ -95,8 +95,11 @@ def test_hidden_shapes_take_the_awkward_sizes_keep_constants_and_move_linked_dim
     assert shapes[1][0][:2] == [8, 8192]  # the largest (it fits: the largest served shape has it)
     for s in shapes[2::2]:  # the others, in turn: off every power-of-two tile and not a power of two ...
         assert all(d % 2 == 1 and d > 1 for d in s[0][:2]), s
-    for s in shapes[3::2]:  # ... and on the largest tile (up to 64) each dim's range holds a multiple of
-        assert s[0][0] % 8 == 0 and s[0][1] % 64 == 0, s
+    # ... and on a tile multiple, one tile level lower each time: T on 64, then on 32 and not 64, then on 16 and
+    # not 32 (a change wrong only at one level is met there); B (range 1-8) on 8, then 4 and not 8, then 2 and not 4
+    for s, tile, b_tile in zip(shapes[3::2], (64, 32, 16), (8, 4, 2), strict=True):
+        assert s[0][1] % tile == 0 and s[0][1] % (2 * tile) != 0, s
+        assert s[0][0] % b_tile == 0 and (b_tile == 8 or s[0][0] % (2 * b_tile) != 0), s
     assert all(s[0][0] * s[0][1] <= 8 * 8192 for s in shapes)  # no draw beyond the served element count
 
 

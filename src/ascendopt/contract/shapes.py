@@ -380,14 +380,21 @@ def _awkward(lo: int, hi: int, rng: random.Random) -> int:
     return first + 2 * rng.randrange((hi - first) // 2 + 1)
 
 
-def _aligned(lo: int, hi: int, rng: random.Random) -> int:
-    """A size in ``[lo, hi]`` ON a tile multiple: a multiple of the largest power of two up to 64 that the range
-    holds a multiple of, drawn at random (a change can be wrong only on whole tiles as well as only off them)."""
-    for tile in (64, 32, 16, 8, 4, 2):
-        first = -(-max(lo, 1) // tile) * tile
-        if first <= hi:
-            return first + tile * rng.randrange((hi - first) // tile + 1)
-    return rng.choice([lo, hi])
+def _aligned(lo: int, hi: int, rng: random.Random, level: int = 0) -> int:
+    """A size in ``[lo, hi]`` ON a tile multiple, at tile level ``level``: of the powers of two up to 64 that the
+    range holds a multiple of, the ``level``-th from the largest (cycling), and an odd multiple of it where the
+    range holds one, so that the size is a multiple of that tile and of no larger one (a change wrong only at
+    multiples of 32 that are not multiples of 64 is met at level 1), drawn at random."""
+    tiles = [t for t in (64, 32, 16, 8, 4, 2) if -(-max(lo, 1) // t) * t <= hi]
+    if not tiles:
+        return rng.choice([lo, hi])
+    tile = tiles[level % len(tiles)]
+    first = -(-max(lo, 1) // tile)  # the smallest multiple's factor
+    factors = range(first, hi // tile + 1)
+    odd = [m for m in (first, first + 1) if m % 2 and m * tile <= hi]
+    if odd:  # an odd factor: drawn among the odd ones
+        return tile * (odd[0] + 2 * rng.randrange((hi // tile - odd[0]) // 2 + 1))
+    return tile * rng.choice(factors)
 
 
 def _elements(shape: Shape) -> int:
@@ -405,7 +412,8 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
 
     * the first shape has every symbolic dim at its smallest, the second at its largest;
     * the others take, per symbolic dim, in turn a size off every tile multiple and power of two (``_awkward``)
-      and a size on a tile multiple between the buckets (``_aligned``).
+      and a size on a tile multiple between the buckets (``_aligned``), one tile level lower at each such draw
+      (a multiple of 64, then of 32 and not 64, then of 16 and not 32).
 
     No hidden shape has more elements (summed over inputs) than the largest observed one, so it fits where
     the served shapes fit: a larger draw is scaled down. Deterministic for a given ``rng`` state (seed it
@@ -451,6 +459,7 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
         return sizes
 
     plans = [[lo for lo, _, _ in symbols], fitted([hi for _, hi, _ in symbols], odd=False)]
+    aligned = 0  # aligned draws so far: each at the next tile level
     for _ in range(k * HIDDEN_DRAWS_PER_SHAPE):
         if len(out) >= k:
             break
@@ -458,8 +467,9 @@ def hidden_shapes(mix: ShapeMix, rng: random.Random, k: int) -> list[list[list[i
             sizes = plans.pop(0)
         elif len(out) % 2 == 0:  # off every tile multiple and on one, in turn
             sizes = fitted([_awkward(lo, hi, rng) for lo, hi, _ in symbols], odd=True)
-        else:
-            sizes = fitted([_aligned(lo, hi, rng) for lo, hi, _ in symbols], odd=False)
+        else:  # on a tile multiple, one tile level lower each time (64, then 32 but not 64, ...)
+            sizes = fitted([_aligned(lo, hi, rng, aligned) for lo, hi, _ in symbols], odd=False)
+            aligned += 1
         shape = place(sizes)
         if shape not in seen:
             seen.add(shape)

@@ -670,9 +670,9 @@ DIFFERENTIAL_CALLS = 3
 
 
 # Hidden shapes drawn per command from a shape mix's range (``contract.shapes.hidden_shapes``): besides every
-# bucket, the differential check calls each once: the smallest, the largest, a size off every tile multiple and
-# one on a tile multiple.
-HIDDEN_SHAPES = 4
+# bucket, the differential check calls each once: the smallest, the largest, then in turn sizes off every tile
+# multiple and on one, three of each (on a multiple of 64, of 32 and not 64, of 16 and not 32).
+HIDDEN_SHAPES = 8
 
 
 @dataclass(frozen=True)
