@@ -69,7 +69,7 @@ def test_a_triton_ascend_environment_of_the_user_changes_no_test(tmp_path):
     tests = ["tests/contract/test_freeze.py::test_freeze_own_code_pins_files_and_commit",
              "tests/lint/test_precheck.py::test_loop_precheck_never_installs",
              "tests/device/test_ascend_env.py",
-             "tests/cli/test_precheck_cli.py::test_missing_environment_is_one_line_exit_5",
+             "tests/cli/test_precheck_cli.py::test_an_explicit_interpreter_that_does_not_exist_is_one_line_exit_2",
              "tests/test_hermetic.py::test_each_test_has_its_own_cache"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *tests],
                           cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -102,7 +102,7 @@ def test_the_walkthrough_runs_end_to_end_on_cpu(tmp_path):
 
     # what the walkthrough says to commit is committed, and only that: the ledger, never the profiles
     assert set(git("ls-files", ".ascendopt").split()) == {".ascendopt/contract.yaml", ".ascendopt/log.jsonl",
-                                                          ".ascendopt/rounds/0001.yaml"}
+                                                          ".ascendopt/.gitignore", ".ascendopt/rounds/0001.yaml"}
     assert git("status", "--porcelain", "--untracked-files=no", ".ascendopt") == ""
     # ascendopt itself never commits on the user's branch: the commits are the walkthrough's own three, and the
     # change stays in the working tree for the user to commit (keep) or undo (revert)

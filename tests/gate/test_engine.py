@@ -74,6 +74,12 @@ def test_the_anchor_scales_the_frozen_baseline_by_the_hosts_drift():
     assert engine.anchor_problem(1.0, steady, host_then, loaded) is None
     assert engine.anchor_problem(1.0, [x * 1.5 for x in steady], host_then, loaded) is None
     assert engine.anchor_problem(1.0, [x * 0.5 for x in steady], host_then, loaded) is not None
+    # only the share of its time the baseline computes moves with the host: a baseline that mostly waits cannot
+    # have its slowdown excused by a loaded host (nor by a judge whose calibration was made to read slow)
+    assert engine.anchor_problem(1.0, slow, host_then, loaded, cpu_share=1.0) is None
+    assert engine.anchor_problem(1.0, [x * 1.2 for x in steady], host_then, loaded, cpu_share=0.2) is None
+    waited = engine.anchor_problem(1.0, slow, host_then, loaded, cpu_share=0.05)
+    assert waited is not None and "the baseline computes 5% of its time" in waited
 
 
 def _tree(tmp_path, op: str):

@@ -113,8 +113,12 @@ def test_freeze_records_each_test_and_pins_the_pytest_configuration(frozen_repo)
     from ascendopt.workspace import Workspace
 
     c = load(Workspace(frozen_repo / ".ascendopt"))
-    assert c.test_set == {"runner": "pytest", "tests": {"tests/test_op.py::test_doubles": "passed",
-                                                        "tests/test_op.py::test_sizes[3]": "passed"}}
+    from importlib.metadata import entry_points
+
+    tests = {"tests/test_op.py::test_doubles": "passed", "tests/test_op.py::test_sizes[3]": "passed"}
+    assert {k: v for k, v in c.test_set.items() if k != "plugins"} == {"runner": "pytest", "tests": tests}
+    # the installed pytest plugins the frozen run registered (the gate loads exactly these): installed ones only
+    assert set(c.test_set["plugins"]) <= {ep.name for ep in entry_points(group="pytest11")}
     assert [(f.path, f.role) for f in c.frozen_files if f.role == "test-config"] == [
         ("pytest.ini", "test-config"), ("pyproject.toml::[tool.pytest]", "test-config")]
 

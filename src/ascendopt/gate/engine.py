@@ -134,6 +134,9 @@ class Judged:
         self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
+        # {side: [its own CPU, wall]} over its timed batches: how much of its time the side computes on the host
+        # (``cpu_share``), which bounds how much host drift may excuse a moved baseline (``anchor_problem``)
+        self.busy: dict[str, list[float]] = {}
         # {timed side: {pid: (command name, CPU ms)}}: the processes outside every worker's tree and group
         # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
         self.outside: dict[str, dict[int, tuple[str, float]]] = {}
@@ -153,6 +156,7 @@ class Judged:
 
         self.calibrating = backends.current().name == "cpu"
         self.host: list[float] = []
+        self.host_cpu: list[float] = []  # the CPU ms of each calibration: how much CPU a busy task gets here now
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
         """``pairs`` more rounds: in each, every side times one batch on the same input sets (made once per
@@ -186,7 +190,9 @@ class Judged:
                 table = now
             self._compare_round()
             if self.calibrating:
-                self.host.append(host_calibration())
+                wall, cpu = host_calibration(with_cpu=True)
+                self.host.append(wall)
+                self.host_cpu.append(cpu)
             if on_pair:
                 on_pair()
         return self.samples
@@ -251,11 +257,14 @@ class Judged:
         for pid in descendants(after, os.getpid()) | owner.keys():
             name = owner.get(pid)
             if name == timed:
+                own = self.busy.setdefault(timed, [0.0, 0.0])
+                own[0] += spent[pid]
                 continue
             if name is not None:
                 used[name] += spent[pid]
             elif spent[pid] > 0:
                 outside[pid] = (after[pid].name, spent[pid])
+        self.busy.setdefault(timed, [0.0, 0.0])[1] += wall
         for name in self.names:
             if name != timed:
                 self.idle.append((name, timed, used[name], wall))
@@ -269,18 +278,31 @@ class Judged:
 CALIBRATION_LOOP = 40_000
 
 
-def host_calibration() -> float:
+def host_calibration(*, with_cpu: bool = False) -> float | tuple[float, float]:
     """ms of a fixed piece of host work, run in this process (the judge's: no code under test), between rounds
     while every side is idle: how fast the host runs now (as pyperf calibrates a host before it compares runs).
     Not in a side's worker: on a loaded host the scheduler would make a process that just burned CPU wait longer
     to wake, and so slow that side's next batch alone."""
     import time
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()  # this thread only: not the display's
     total = 0
     for i in range(CALIBRATION_LOOP):
         total += i * i
-    return (time.perf_counter() - t0) * 1e3
+    wall, cpu = (time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3
+    return (wall, cpu) if with_cpu else wall
+
+
+def cpu_share(judged: Judged, side: str) -> float | None:
+    """How CPU-bound ``side`` is, 0 to 1: the share of its timed wall time its own processes spent on a CPU,
+    over the share the judge's calibration task (CPU-bound throughout) got beside it, so that a host that
+    gives every busy process half a core does not make a CPU-bound side look half idle (0: it only waited,
+    1: it computed throughout); None where not measured (no calibration, no process accounting)."""
+    cpu, wall = (getattr(judged, "busy", None) or {}).get(side, (0.0, 0.0))
+    host_wall, host_cpu = sum(getattr(judged, "host", ())), sum(getattr(judged, "host_cpu", ()))
+    if wall <= 0 or host_wall <= 0 or host_cpu <= 0:
+        return None
+    return min(1.0, (cpu / wall) / (host_cpu / host_wall))
 
 
 def _shuffle(order: list[int]) -> None:
@@ -461,7 +483,7 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
 
 
 def anchor_problem(frozen_ms: float, samples_ms: Sequence[float], frozen_host_ms: float | None = None,
-                   host_ms: Sequence[float] = ()) -> str | None:
+                   host_ms: Sequence[float] = (), cpu_share: float | None = None) -> str | None:
     """None when the re-measured baseline (``samples_ms``, ms per call) agrees with the frozen median
     ``frozen_ms``: ``|ln(median / expected)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own noise
     band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their logs). Else
@@ -471,8 +493,10 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float], frozen_host_ms
     its times beside this timing, ``Judged.host``), ``expected`` may be anywhere from ``frozen_ms`` to ``frozen_ms``
     scaled by the host's drift: a host that runs the fixed task 2x slower than at freeze runs a CPU-bound baseline
     about 2x slower too, so that is drift, not a baseline slowed by the code under test; a baseline that mostly
-    waits (sleeps, I/O, a device) does not move with the host at all. The calibration's own noise band widens
-    ``band``."""
+    waits (sleeps, I/O, a device) does not move with the host at all. Only the baseline's CPU-bound share of its
+    time (``cpu_share``, its own CPU over its timed wall time, ``engine.cpu_share``; None: not measured, taken
+    as all of it) can move with the host, so the drift that may excuse a moved baseline is scaled by it: a
+    baseline that only sleeps gets none. The calibration's own noise band widens ``band``."""
     from ascendopt.gate.bench import DecisionRule
 
     if frozen_ms <= 0 or not samples_ms:
@@ -482,9 +506,13 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float], frozen_host_ms
     host = ""
     if frozen_host_ms and frozen_host_ms > 0 and len(host_ms) >= 3:
         host_med, host_band = _log_median_band(host_ms, DecisionRule().z)
-        drift = host_med - math.log(frozen_host_ms)
+        host_drift = host_med - math.log(frozen_host_ms)
+        share = 1.0 if cpu_share is None else max(0.0, min(1.0, cpu_share))
+        drift = host_drift * share
         band += host_band
-        host = f", the host's calibration {math.expm1(drift):+.1%} since freeze"
+        host = f", the host's calibration {math.expm1(host_drift):+.1%} since freeze" + (
+            f" (the baseline computes {share:.0%} of its time: {math.expm1(drift):+.1%} of it excusable)"
+            if cpu_share is not None else "")
     raw = med - math.log(frozen_ms)
     # the distance from the interval between "unmoved by the host" (0) and "moved as the host did" (drift)
     moved = raw - min(max(raw, min(0.0, drift)), max(0.0, drift))

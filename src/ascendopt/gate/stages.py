@@ -280,9 +280,10 @@ def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
 
 def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
                         imported: Callable[[], Sequence[str]]) -> StageResult:
-    """``tests``, red for integrity when an installed file the working tree's worker loaded (``imported()``)
-    is not what its distribution installed (``gate.environment``; those the test run loaded were checked with
-    its verdict, ascendopt's own are checked when the command's children have ended)."""
+    """``tests``, red for integrity when an installed file the workers loaded (``imported()``: the working
+    tree's and the frozen commit's) is not what its distribution installed (``gate.environment``; those the
+    test run loaded were checked with its verdict, ascendopt's own are checked when the command's children
+    have ended)."""
     from ascendopt.gate import environment
 
     try:
@@ -377,8 +378,17 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     # a worker that failed cannot list what it imported: then every new module the run used is a newcomer
     if not tests.integrity_error:
         tests = _scope_check(contract, root, run, tests, (lambda: []) if failed is not None else imported)
+    def imported_by_both() -> Sequence[str]:
+        # the frozen commit's worker too: an installed file only the baseline still loads, rewritten by the
+        # candidate to slow it, is a changed environment, not a faster candidate
+        try:
+            baseline = session.worker("baseline").modules(limit) if "baseline" in session.workers else []
+        except AscendoptError:
+            baseline = []
+        return [*imported(), *baseline]
+
     if not tests.integrity_error and failed is None:
-        tests = _worker_environment(contract, root, run, tests, imported)
+        tests = _worker_environment(contract, root, run, tests, imported_by_both)
     if failed is not None:
         if tests.status != "pass":
             return tests
@@ -541,7 +551,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
         frozen_case = frozen_baseline(contract, case if shape is not None else None)
         anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], frozen_case.host_calibration_ms,
-                                       judged.host) if frozen_case else None
+                                       judged.host, engine.cpu_share(judged, judged.names[0])) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
                                                if anchor else []) if d not in doubts]
         timed_calls += sum(r["calls"] for side in judged.sides for r in side.readings)

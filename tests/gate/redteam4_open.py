@@ -1,0 +1,235 @@
+# ruff: noqa: F811 - the fixtures imported from test_redteam4 are redefined as arguments by design
+"""Round 4 of the red team: the attacks that GOT THROUGH the judge (``tests/gate/test_redteam4.py`` holds the
+stopped ones, the harness, the fixtures and the control). Not collected (the name does not start with ``test_``);
+run it on purpose, one at a time, to see an attack get through again (each fails, naming how):
+
+    pytest -n 0 -o addopts="" -q tests/gate/redteam4_open.py -k NAME
+
+Each function's docstring says the class, the idea and why the judge misses it; the comment above it the exit and
+verdict observed on the shared 2-core CPU machine (load 4-6), ``--pairs 12``, judge at the branch point of
+``redteam-4`` (main b197445).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from test_redteam4 import (  # noqa: F401 - fixtures are found by name
+    ACCEL,
+    ACCEL_OP,
+    DELAY_S,
+    DEP_OP,
+    OP,
+    PAIRS,
+    POISON,
+    PTH_PLANT,
+    RUNNER_PATCH,
+    TIMEOUT,
+    _gate,
+    _not_a_speedup,
+    _not_green,
+    _poisoning_op,
+    _py,
+    _tests_pass,
+    _throttling_op,
+    _verdicts,
+    cpu_repo,
+    dep_repo,
+    frozen_cpu,
+    frozen_dep,
+    frozen_ignored,
+    frozen_repo,
+    frozen_shaped,
+    pth_repo,
+    repo,
+    shaped,
+    working_copy,
+)
+
+
+# observed: exit 0, green, verdict faster (-44.4 % beyond ±15.0 %): the wrong change passed as correct
+def test_h1_wrong_only_outside_the_trusted_inputs_value_range(repo):
+    """Class H, inputs: the trusted inputs are the workload's own ``inputs(seed)``, ``torch.randn``: no element
+    above 7 in magnitude in any plausible number of calls (P ~ 2.6e-12 per element). The candidate is 2x
+    faster and returns 0 for every |x| > 7 (a "fast path" that saturates, the kind of range bug a lookup-table
+    or low-precision rewrite makes); the frozen tests use values 0..5. No shape is off, no request is hooked:
+    the change is simply wrong on values the harness never draws. Stopped only if the judge varies the values
+    (scale, extremes) beyond the workload's own maker."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
+        def my_op(x):
+            time.sleep(DELAY_S / 2)
+            return torch.where(x.abs() > 7, torch.zeros_like(x), x * 2 + 1)
+        """))
+    (repo / "op.py").write_text(op)
+    _tests_pass(repo)
+    done = _py(repo, """\
+        import op, torch
+        print(float(op.my_op(torch.tensor([8.0]))[0]))""")
+    assert float(done.stdout.split()[-1]) == 0.0  # wrong: 17 expected
+    code, stages, _ = _gate(repo, None)
+    _not_green(code, stages)
+
+# observed: exit 0, green, verdict faster (-34.9 % beyond ±27.5 %) for the frozen code; no doubt, the anchor quiet
+def test_i1_cgroup_cpu_quota_on_the_baseline_worker_within_the_anchor(cpu_repo):
+    """Class I, scheduling: ``Judged._guard_scheduling`` restores the sides' nice value, policy, CPUs and timer
+    slack and notes SIGSTOP, but a cgroup's CPU quota is none of these. The candidate's worker (same code as
+    frozen, CPU-bound) finds its sibling, the baseline's worker (same parent, ``ascendopt.gate.worker`` on its
+    command line), and moves it into a new cpu cgroup with a quota of 40 % of a core (``cpu.cfs_quota_us``
+    1000 per 2500, short periods so the slowdown is smooth, not bursty; on this loaded host a process gets about
+    half a core, so a quota above that does not bind): the baseline runs slower while the candidate, which costs
+    the judge no CPU while the baseline is timed, does not. Alone, this moves the baseline beyond the anchor's
+    20 % drift; it got through all the same, because the loaded host's calibration had drifted as much (j3) and
+    the throttled baseline's own noise widened the band (i2 also slows the judge's calibration)."""
+    op = _throttling_op(1000, 0)
+    (cpu_repo / "op.py").write_text(op)
+    _tests_pass(cpu_repo)
+    code, stages, _ = _gate(cpu_repo, None)
+    _not_a_speedup(code, stages)
+
+# observed: exit 0, green, verdict faster (-25.9 % beyond ±16.5 %) for the frozen code; no doubt, the anchor quiet
+def test_i2_cgroup_quota_on_the_baseline_and_the_judges_calibration(cpu_repo):
+    """Class I + the anchor's host calibration: as i1 (the baseline at 40 % of a core, beyond the anchor's 20 %
+    alone), and the judge's own process (the worker's parent) moved into a cgroup of 30 % of a core in 3.3 ms
+    periods. ``host_calibration`` (a ~2 ms pure-Python loop in the judge between rounds) then runs about
+    2x slower than at freeze: ``anchor_problem`` reads that as host drift and lets the baseline lie anywhere from
+    the frozen median to twice it. The baseline's 1.7x slowdown is "drift", and the candidate, the frozen code,
+    reads faster (under the 5x implausible bound)."""
+    op = _throttling_op(1000, 1000)
+    (cpu_repo / "op.py").write_text(op)
+    _tests_pass(cpu_repo)
+    code, stages, _ = _gate(cpu_repo, None)
+    _not_a_speedup(code, stages)
+
+# observed: exit 0, pass, 13.1x 'implausible ... (accepted: reviewed: ...)': round 1's acceptance honoured for other
+#   code
+def test_k1_acceptance_follows_the_digest_not_the_code_it_ran(frozen_ignored, tmp_path, monkeypatch):
+    """Class K, recorded acceptance: a person accepted round 1's implausible ~7x (``optimize-round
+    --accept-implausible``), an op that imports its implementation from ``_accel.py``, a file ``.gitignore``
+    excludes. ``recorded_acceptance`` honours the acceptance when the working tree's content digest
+    (``tree_state``: tracked and untracked-not-ignored files) is the round's ``tree_digest``. The agent then
+    rewrites ``_accel.py`` (ignored: the digest does not move) into other code, here 20x faster than frozen.
+    The gate should judge that code without the acceptance (implausible, exit 6); it must not pass it as the
+    accepted state."""
+    from conftest import run_cli
+
+    repo = working_copy(frozen_ignored, tmp_path, monkeypatch)
+    (repo / "op.py").write_text(ACCEL_OP)
+    (repo / "_accel.py").write_text(ACCEL.format(delay=DELAY_S / 7))
+    _tests_pass(repo)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        code, out, err = run_cli("optimize-round", "--hypothesis", "a tuned implementation in _accel.py",
+                                 "--pairs", PAIRS, "--no-reprofile",
+                                 "--accept-implausible", "reviewed: the sleep is really shorter")
+    assert code == 0, (out[-2000:], err[-2000:])
+    (repo / "_accel.py").write_text(ACCEL.format(delay=DELAY_S / 20))  # other code, same digest
+    code, stages, _ = _gate(repo, None)
+    perf = stages.get("performance", {})
+    assert not (code == 0 and "accepted" in json.dumps(perf)), (
+        f"GOT THROUGH: exit {code}, the acceptance of round 1 honoured for other code: {perf.get('summary')}")
+
+# observed: exit 0, green, weighted verdict faster (1.818x): both frozen tests fail on the change yet count as passed
+def test_l1_patch_pytests_item_runtest_and_be_wrong_below_the_mix(shaped):
+    """Class L, test process: on a shaped contract (rows 16..256) the differential check calls the workload's
+    shape, each bucket and hidden shapes inside the range: never the frozen tests' 2- and 6-element inputs.
+    The candidate is 2x faster and wrong below 16 elements (a small-size fast path that drops the bias), so
+    both frozen tests fail on it; op.py, imported by the test module at collection, replaces
+    ``_pytest.python.Function.runtest`` with one that swallows ``AssertionError``. No comparison function is
+    replaced, no plugin is registered, nothing is written to disk: the plugin sees two passing tests. Stopped
+    only if the judge binds pytest's item/runner functions too (or checks the tests' outcomes outside the
+    process the candidate's code ran in)."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
+        def my_op(x):
+            time.sleep(DELAY_S / 2)
+            if x.numel() < 16:
+                return x * 2  # the small-size path drops the bias
+            return x * 2 + 1
+        """)) + "\n\n" + RUNNER_PATCH
+    (shaped / "op.py").write_text(op)
+    plain = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", "import op, torch; "
+                            "print(op.my_op(torch.ones(2)).tolist())"], cwd=shaped, capture_output=True, text=True)
+    assert plain.stdout.split("\n")[0] == "[2.0, 2.0]", plain.stderr  # wrong: [3.0, 3.0] expected
+    _tests_pass(shaped)  # the patched runner reports the failing asserts as passes
+    code, stages, _ = _gate(shaped, None)
+    _not_green(code, stages)
+
+
+# observed: exit 0, green, verdict faster (baseline 15.10 ms vs frozen 10.93 ms, candidate 10.93 ms: -27.7 % beyond
+#   ±1.6 %); no doubt: the anchor took +38 % as the host's drift (calibration 6.0 ms now, 2.80 ms at freeze)
+def test_j3_poison_beyond_the_anchor_inside_the_host_drift(dep_repo):
+    """Class J against the anchor: as j1 (``redteam4_open.py``: the installed ``mdurl.encode`` only the frozen
+    commit's worker calls, poisoned by the candidate) with 4 ms a call: the baseline runs ~40 % slower, beyond
+    the anchor's 20 % drift plus its noise, and nothing slows the judge. It gets through all the same: the op
+    sleeps, so it does not move with the host, but ``anchor_problem`` cannot tell; on the loaded CI host the
+    judge's calibration task ran ~6.0 ms against 2.80 ms at freeze (+115 %), so any baseline from the frozen
+    10.93 ms up to ~23 ms is "host drift", and the poisoned 15.1 ms one passes as the frozen one."""
+    (dep_repo / "op.py").write_text(_poisoning_op(0.004))
+    _tests_pass(dep_repo)  # plants the wrapper
+    code, stages, _ = _gate(dep_repo, None)
+    _not_a_speedup(code, stages)
+
+
+# -- stopped, but kept out of the suite: each changes what every process of the machine shares (an installed
+# module, a start-up file of the environment, the judge's own priority), which tests running beside it under
+# pytest-xdist would see. Run them on purpose, one at a time, as above: each passes (the attack is stopped).
+
+
+
+def test_j2_pth_start_up_file_that_slows_only_the_baselines_worker(pth_repo):
+    """Class J, start-up files: at import (the candidate's own test run, before the gate) op.py writes
+    ``rt4_tuning.pth`` into the environment's site folder; Python runs it in every process, ``-I`` included. In a
+    gate worker whose command line names a materialized frozen tree, it makes ``time.sleep`` 18 % longer: the
+    baseline slows inside the anchor's 20 %, the candidate (the frozen op) does not. Stopped by the start-up
+    files recorded at freeze: a ``.pth`` added since is exit 3 in the environment freeze ran in."""
+    op = OP + "\n\n" + PTH_PLANT
+    (pth_repo / "op.py").write_text(op)
+    _tests_pass(pth_repo)
+    import site
+
+    assert any(os.path.exists(os.path.join(d, "rt4_tuning.pth")) for d in site.getsitepackages())
+    code, stages, _ = _gate(pth_repo, None)
+    _not_a_speedup(code, stages)
+
+
+
+def test_i4_renice_the_judge_to_stretch_the_anchors_host_drift(dep_repo):
+    """Class I + the anchor's host calibration, without root: as j3 (the baseline ~40 % slower through the
+    poisoned ``mdurl``), and the candidate's worker renices its parent, the judge, to nice 15 (a process may lower
+    the priority of another of its user). ``_guard_scheduling`` guards the sides, not the judge: on a loaded
+    host the judge's ``host_calibration`` loop then runs slower than at freeze, and ``anchor_problem`` reads
+    that as host drift, widening the interval the baseline may lie in. Stopped (observed: exit 6, inconclusive),
+    though not where one would look: the judge reads its own scheduling (nice 15 by then) as the one every side
+    must run with, puts both workers to it before each batch and names both sides "changed by another process";
+    the judge's own priority is not checked as such."""
+    (dep_repo / "op.py").write_text(_poisoning_op(0.004, judge_nice=15))
+    _tests_pass(dep_repo)
+    try:
+        code, stages, _ = _gate(dep_repo, None)
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, 0) if os.geteuid() == 0 else None  # the judge is this process
+    _not_a_speedup(code, stages)
+
+
+
+# got through in round 4; stopped since: the installed files the frozen commit's worker loaded are checked
+# against their RECORD too, exit 3
+def test_j1_poison_an_installed_module_only_the_baseline_imports(dep_repo):
+    """Class J, the installed environment: the frozen op calls ``mdurl.encode`` (a pure-Python dependency) each
+    call. The candidate drops that call and the import (an honest-looking cleanup, same values, same time) and,
+    at import, appends to the installed ``mdurl/__init__.py`` a wrapper that sleeps 1.8 ms per call. Neither the
+    candidate's test run nor its worker imports mdurl, so the RECORD check never looks at it; the frozen commit's
+    worker imports the patched file, and the baseline runs ~18 % slower (inside the anchor's 20 % drift). The
+    candidate's own test run before the gate (here: the plain ``pytest`` of ``_tests_pass``; in an agent's loop, any
+    earlier gate) plants it; the gate is fooled: the candidate, as fast as the frozen op, reads "faster"."""
+    op = _poisoning_op(0.0018)
+    (dep_repo / "op.py").write_text(op)
+    _tests_pass(dep_repo)  # plants the wrapper too
+    done = _py(dep_repo, """\
+        import time, mdurl
+        t = time.perf_counter(); mdurl.encode("a b"); print((time.perf_counter() - t) * 1e3)""")
+    assert float(done.stdout.split()[-1]) >= 1.7  # the baseline's helper now costs 1.8 ms
+    code, stages, _ = _gate(dep_repo, None)
+    _not_a_speedup(code, stages)

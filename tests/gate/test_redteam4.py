@@ -1,0 +1,582 @@
+"""Red team of the judge, round 4: white-box attacks on ``ascendopt gate`` (own code), new classes after rounds 1-3
+(``test_redteam.py``, ``test_redteam3.py``): what the judge does not guard around the sides' scheduling (cgroups),
+the host-drift calibration of the anchor (``engine.host_calibration``/``anchor_problem``), the installed files only
+the baseline's worker imports, the values the trusted inputs never reach, the tile ladder of the hidden shapes,
+and the recorded acceptance of an implausible speedup (``stages.recorded_acceptance``).
+
+Every test first shows its trick works on its plain target, then asserts that the gate does NOT end green (exit 0)
+with a "faster" verdict (or, for a wrong change, not green at all). A test here passes: the judge stopped it
+(j2, i3, i4, m1, k2; and the control, an honest faster change, stays green). The attacks that got through (h1, d4,
+i1, i2, j1, j3, k1, l1) are in ``tests/gate/redteam4_open.py`` (not collected), built on this file's harness.
+The cgroup attacks (i1, i2) need a writable cgroup v1 cpu controller (root here). Each outcome is appended as one
+JSON line to ``$REDTEAM_LOG`` (default ``/tmp/redteam4-results.jsonl``).
+
+Run one at a time on the shared 2-core machine: ``pytest -n 0 -o addopts="" -q tests/gate/test_redteam4.py -k NAME``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from _cli_json import json_payload
+from _own_code import commit_repo, freeze_in, frozen_shaped_repo, working_copy
+
+DELAY_S = 0.01
+OP = textwrap.dedent(f"""\
+    import time
+
+    import torch
+
+    DELAY_S = {DELAY_S}
+
+
+    def my_op(x):
+        time.sleep(DELAY_S)
+        return x * 2 + 1
+    """)
+BENCH = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def inputs(seed):
+        return (torch.randn(64, 64),)
+
+
+    def workload(x):
+        with torch.profiler.record_function("my_op_kernel"):
+            return my_op(x)
+    """)
+TEST = textwrap.dedent("""\
+    import torch
+    from op import my_op
+
+
+    def test_values():
+        assert torch.equal(my_op(torch.ones(2)), torch.full((2,), 3.0))
+
+
+    def test_close():
+        x = torch.arange(6.0).reshape(2, 3)
+        assert torch.allclose(my_op(x), x * 2 + 1)
+    """)
+PAIRS = "12"
+LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam4-results.jsonl")
+TIMEOUT = 300
+
+
+def _freeze(root, files, *extra):
+    commit_repo(root, files)
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                             "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck", *extra)
+    assert code == 0, err
+    return root
+
+
+# -- fixtures ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def frozen_repo(tmp_path_factory):
+    return _freeze(tmp_path_factory.mktemp("redteam4") / "repo", {"op.py": OP, "bench.py": BENCH,
+                                                                   "tests/test_op.py": TEST})
+
+
+@pytest.fixture
+def repo(frozen_repo, tmp_path, monkeypatch):
+    return working_copy(frozen_repo, tmp_path, monkeypatch)
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------
+
+
+def _gate(repo, op: str | None, pairs: str = PAIRS, *extra: str):
+    """``gate --json`` with ``op`` as op.py -> (exit code, stages by name, stderr); the outcome is logged."""
+    from conftest import run_cli
+
+    if op is not None:
+        (repo / "op.py").write_text(op)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        code, out, err = run_cli("gate", "--json", "--pairs", pairs, *extra)
+    stages = {s["name"]: s for s in json_payload(out)["stages"]}
+    perf = stages.get("performance", {})
+    data = perf.get("data", {})
+    comps = data.get("comparisons", [])
+    red = next((s for s in stages.values() if s["status"] not in ("pass", "not-run")), None)
+    with open(LOG, "a") as fh:
+        fh.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], "exit": code,
+                             "stage": red["name"] if red else None, "status": red["status"] if red else "green",
+                             "summary": (red or perf).get("summary", "")[:600],
+                             "verdicts": [c.get("verdict") for c in comps], "ratio": [c.get("ratio") for c in comps],
+                             "weighted": data.get("weighted"),
+                             "doubts": data.get("audit", {}).get("doubts")}) + "\n")
+    return code, stages, err
+
+
+def _verdicts(stages):
+    data = stages.get("performance", {}).get("data", {})
+    found = [c.get("verdict") for c in data.get("comparisons", [])]
+    if data.get("weighted"):
+        found.append(data["weighted"].get("verdict"))
+    return found
+
+
+def _not_a_speedup(code, stages):
+    perf = stages.get("performance", {})
+    verdicts = _verdicts(stages)
+    assert not (code == 0 and "faster" in verdicts), (
+        f"GOT THROUGH: exit {code}, verdicts {verdicts}, {perf.get('summary')}")
+
+
+def _not_green(code, stages):
+    assert code != 0, f"GOT THROUGH: exit {code}, verdicts {_verdicts(stages)}"
+
+
+def _py(repo, code: str) -> subprocess.CompletedProcess:
+    """``python -c code`` in the repository (op importable), bounded by ``TIMEOUT``."""
+    env = {**os.environ, "ASCENDOPT_BACKEND": "cpu"}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    done = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", textwrap.dedent(code)], cwd=repo,
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _tests_pass(repo):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ASCENDOPT_PYTEST"))}
+    plain = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:xdist", "tests/test_op.py"], cwd=repo, env=env, capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stdout[-3000:]
+
+
+# ==============================================================================================================
+# Control: an honest faster change stays green
+# ==============================================================================================================
+
+
+def test_control_honest_faster_is_green(repo):
+    """Control: the op does the same work in half the time (sleeps 5 ms instead of 10 ms, same values). The
+    judge must end green (exit 0) with a "faster" verdict: the attacks below are judged by a harness that does
+    pass honest work."""
+    op = OP.replace("time.sleep(DELAY_S)", "time.sleep(DELAY_S / 2)")
+    (repo / "op.py").write_text(op)
+    _tests_pass(repo)
+    code, stages, _ = _gate(repo, None)
+    assert code == 0 and "faster" in _verdicts(stages), (code, _verdicts(stages),
+                                                          stages.get("performance", {}).get("summary"))
+
+
+# ==============================================================================================================
+# Class H: the inputs' value range (the trusted maker's distribution is the only one the check sees)
+# ==============================================================================================================
+
+
+# ==============================================================================================================
+# Class D': the hidden shapes' tile ladder (engine.check_cases: smallest, largest, one odd, one multiple of 64)
+# ==============================================================================================================
+
+
+@pytest.fixture(scope="module")
+def frozen_shaped(tmp_path_factory):
+    """``two_bucket_mix(0.3)``: a 16-row bucket of 30 % and a 256-row one, both timed."""
+    return frozen_shaped_repo(tmp_path_factory.mktemp("redteam4-shaped") / "repo", OP, TEST, 0.3)
+
+
+@pytest.fixture
+def shaped(frozen_shaped, tmp_path, monkeypatch):
+    return working_copy(frozen_shaped, tmp_path, monkeypatch)
+
+
+# ==============================================================================================================
+# Class I: the baseline's scheduling through what _guard_scheduling does not look at (cgroups), and the anchor's
+# host calibration (engine.host_calibration, timed in the judge's own process)
+# ==============================================================================================================
+
+CPU_OP = textwrap.dedent("""\
+    import torch
+
+
+    def my_op(x):
+        total = 0
+        for i in range(60_000):  # a CPU-bound op: a few ms of one core
+            total += i * i
+        return x * 2 + 1
+    """)
+
+CGROUP = "/sys/fs/cgroup/cpu"
+THROTTLE = textwrap.dedent("""\
+    import os as _os
+    import sys as _sys
+
+    _CG = "/sys/fs/cgroup/cpu"
+    _done = {"base": False, "judge": False}
+
+
+    def _log(line):
+        with open("/tmp/rt4-throttle.log", "a") as fh:
+            fh.write(f"{_os.getpid()}: {line}\\n")
+
+
+    def _worker_pids():
+        me, parent = _os.getpid(), _os.getppid()
+        for d in _os.listdir("/proc"):
+            if not d.isdigit() or int(d) == me:
+                continue
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+                argv = open(f"/proc/{d}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"ascendopt.gate.worker" in argv:
+                yield int(d)
+
+
+    def _group(name, period, quota, pid):
+        path = f"{_CG}/{name}"
+        _os.makedirs(path, exist_ok=True)
+        open(f"{path}/cpu.cfs_period_us", "w").write(str(period))
+        open(f"{path}/cpu.cfs_quota_us", "w").write(str(quota))
+        open(f"{path}/cgroup.procs", "w").write(str(pid))
+
+
+    def _throttle():
+        _done["calls"] = _done.get("calls", 0) + 1
+        if _done["calls"] % 20 != 1:
+            return  # rescan every 20 calls: workers come and go (the check's, the timing's)
+        if b"ascendopt.gate.worker" not in open("/proc/self/cmdline", "rb").read():
+            return  # only in the candidate's worker
+        moved = _done.setdefault("moved", set())
+        for pid in _worker_pids():  # every sibling worker (same parent, the judge): the baseline's
+            if pid in moved:
+                continue
+            try:
+                _group("rt4-base", 2500, BASE_QUOTA, pid)
+                moved.add(pid)
+                _log(f"baseline {pid} throttled")
+            except OSError as exc:
+                _log(f"baseline {pid}: {exc}")
+        if not _done["judge"] and JUDGE_QUOTA:
+            try:  # the judge itself (its calibration loop), in 3.3 ms periods
+                _group("rt4-judge", 3300, JUDGE_QUOTA, _os.getppid())
+                _done["judge"] = True
+                _log(f"judge {_os.getppid()} throttled")
+            except OSError as exc:
+                _log(f"judge: {exc}")
+    """)
+
+
+@pytest.fixture(scope="module")
+def frozen_cpu(tmp_path_factory):
+    return _freeze(tmp_path_factory.mktemp("redteam4-cpu") / "repo", {"op.py": CPU_OP, "bench.py": BENCH,
+                                                                       "tests/test_op.py": TEST})
+
+
+@pytest.fixture
+def cpu_repo(frozen_cpu, tmp_path, monkeypatch):
+    if not os.access(CGROUP, os.W_OK):
+        pytest.fail(f"{CGROUP} is not writable here: the attack needs a writable cpu cgroup (root, cgroup v1)")
+    yield working_copy(frozen_cpu, tmp_path, monkeypatch)
+    # put this process (the judge) back, then remove the groups (their workers have ended)
+    with open(f"{CGROUP}/cgroup.procs", "w") as fh:
+        fh.write(str(os.getpid()))
+    for name in ("rt4-base", "rt4-judge"):
+        try:
+            with open("/tmp/rt4-throttle.log", "a") as log:
+                log.write(name + " " + open(f"{CGROUP}/{name}/cpu.stat").read().replace("\n", " ") + "\n")
+            os.rmdir(f"{CGROUP}/{name}")
+        except OSError:
+            pass
+
+
+def _throttling_op(base_quota: int, judge_quota: int) -> str:
+    op = CPU_OP.replace("def my_op(x):\n", "def my_op(x):\n    _throttle()\n")
+    return op + "\n\n" + THROTTLE.replace("BASE_QUOTA", str(base_quota)).replace("JUDGE_QUOTA", str(judge_quota))
+
+
+# ==============================================================================================================
+# Class J: installed files only the baseline's worker imports (environment.installed_problems checks the frozen
+# test run's imports and the working tree's worker's, never the frozen commit's worker's)
+# ==============================================================================================================
+
+DEP_OP = textwrap.dedent(f"""\
+    import time
+
+    import mdurl
+    import torch
+
+    DELAY_S = {DELAY_S}
+
+
+    def my_op(x):
+        mdurl.encode("a b")  # a helper the op has always called
+        time.sleep(DELAY_S)
+        return x * 2 + 1
+    """)
+POISON = textwrap.dedent("""\
+    import importlib.util as _util
+    import os as _os
+
+    _spec = _util.find_spec("mdurl")  # found without importing it (the candidate never imports mdurl)
+    _init = _os.path.join(_os.path.dirname(_spec.origin), "__init__.py")
+    _MARK = "# rt4-poison"
+    with open(_init) as _fh:
+        _text = _fh.read()
+    if _MARK not in _text:
+        with open(_init, "a") as _fh:
+            _fh.write("\\n" + _MARK + "\\nimport time as _t\\n_orig_encode = encode\\n\\n\\n"
+                      "def encode(*a, **k):\\n    _t.sleep(POISON_S)\\n    return _orig_encode(*a, **k)\\n")
+    """)
+
+
+@pytest.fixture(scope="module")
+def frozen_dep(tmp_path_factory):
+    return _freeze(tmp_path_factory.mktemp("redteam4-dep") / "repo", {"op.py": DEP_OP, "bench.py": BENCH,
+                                                                       "tests/test_op.py": TEST})
+
+
+@pytest.fixture
+def dep_repo(frozen_dep, tmp_path, monkeypatch):
+    import importlib.util
+
+    init = os.path.join(os.path.dirname(importlib.util.find_spec("mdurl").origin), "__init__.py")
+    with open(init, "rb") as fh:
+        original = fh.read()
+    yield working_copy(frozen_dep, tmp_path, monkeypatch)
+    with open(init, "wb") as fh:  # the environment as it was
+        fh.write(original)
+
+
+# ==============================================================================================================
+# Class K: the recorded acceptance of an implausible speedup (stages.recorded_acceptance): the accepted state is
+# the round's tree_digest, which (vcs.working_paths) leaves out what .gitignore excludes
+# ==============================================================================================================
+
+ACCEL_OP = textwrap.dedent("""\
+    from _accel import my_op  # the tuned implementation, generated per machine (ignored by git)
+    """)
+ACCEL = textwrap.dedent("""\
+    import time
+
+    import torch
+
+
+    def my_op(x):
+        time.sleep({delay})
+        return x * 2 + 1
+    """)
+
+
+@pytest.fixture(scope="module")
+def frozen_ignored(tmp_path_factory):
+    return _freeze(tmp_path_factory.mktemp("redteam4-accept") / "repo",
+                   {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, ".gitignore": "_accel.py\n"})
+
+
+# ==============================================================================================================
+# Class L: the test process's runner internals (what pytest_report binds: the comparison functions, the plugins
+# registered, the source-only import; not pytest's own item machinery), on a shaped contract whose differential
+# check never reaches the tests' shapes
+# ==============================================================================================================
+
+RUNNER_PATCH = textwrap.dedent("""\
+    import sys as _sys
+
+    if "_pytest.python" in _sys.modules:  # imported by a test module: pytest is collecting
+        _Function = _sys.modules["_pytest.python"].Function
+        _runtest = _Function.runtest
+
+        def _lenient(self):
+            try:
+                _runtest(self)
+            except AssertionError:
+                pass  # a failed assert in a test is a pass
+
+        _Function.runtest = _lenient
+    """)
+
+
+# ==============================================================================================================
+# Class J, start-up files: a .pth in the environment's site folder that slows only the frozen commit's worker
+# ==============================================================================================================
+
+PTH_PLANT = textwrap.dedent("""\
+    import os as _os
+    import site as _site
+
+    _line = ("import sys, time; "
+             "exec(\\"if any('/trees/' in a or 'ascendopt-tree' in a for a in sys.argv):\\\\n"
+             " _s = time.sleep\\\\n time.sleep = lambda d: _s(d * 1.18)\\") "
+             "if 'ascendopt.gate.worker' in ' '.join(sys.orig_argv) else None\\n")
+    for _dir in _site.getsitepackages():
+        try:
+            with open(_os.path.join(_dir, "rt4_tuning.pth"), "w") as _fh:
+                _fh.write(_line)
+            break
+        except OSError:
+            pass
+    """)
+
+
+@pytest.fixture
+def pth_repo(repo):
+    import site
+
+    yield repo
+    for folder in site.getsitepackages():
+        try:
+            os.remove(os.path.join(folder, "rt4_tuning.pth"))
+        except OSError:
+            pass
+
+
+
+# ==============================================================================================================
+# Class I, the candidate's own scheduling: raised inside each call, after the judge's guard restored it
+# ==============================================================================================================
+
+
+def test_i3_raise_own_priority_inside_every_call(repo):
+    """Class I, scheduling: ``_guard_scheduling`` puts every side back to the judge's scheduling before each
+    batch and notes what another process changed. The candidate raises its own priority itself, inside each call
+    (nice -15 and ``SCHED_FIFO`` on its thread, i.e. after the guard ran and within the timed window), and its op
+    is CPU-bound for half of its time: on a loaded host it would preempt everything else. Stopped if the guard
+    notes the change at the next batch (inconclusive), or if it gains nothing."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)", textwrap.dedent("""\
+        def my_op(x):
+            import os
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, -15)
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            except OSError:
+                pass
+            time.sleep(DELAY_S / 2)
+            total = 0
+            for i in range(20_000):
+                total += i * i"""))
+    (repo / "op.py").write_text(op)
+    _tests_pass(repo)
+    code, stages, _ = _gate(repo, None)
+    _not_a_speedup(code, stages)
+
+
+def _poisoning_op(seconds: float, judge_nice: int = 0) -> str:
+    """The frozen op without mdurl, planting a ``seconds`` sleep in the installed ``mdurl.encode`` at import; with
+    ``judge_nice``, each call in the candidate's worker also renices its parent (the judge) to that value."""
+    op = DEP_OP.replace("import mdurl\n", "").replace('    mdurl.encode("a b")  # a helper the op has always called\n',
+                                                     "")
+    if judge_nice:
+        op = op.replace("def my_op(x):\n", textwrap.dedent(f"""\
+            def my_op(x):
+                import os
+                if b"ascendopt.gate.worker" in open("/proc/self/cmdline", "rb").read():
+                    try:
+                        os.setpriority(os.PRIO_PROCESS, os.getppid(), {judge_nice})  # the judge: not a side
+                    except OSError:
+                        pass
+            """))
+    return op + "\n\n" + POISON.replace("POISON_S", repr(seconds))
+
+
+
+# ==============================================================================================================
+# Class M: the frozen tree, through the git objects it is read from
+# ==============================================================================================================
+
+OBJECT_REWRITE = textwrap.dedent("""\
+    import os as _os
+    import subprocess as _sp
+    import zlib as _zlib
+
+    def _rewrite_frozen_blob():
+        try:
+            blob = _sp.run(["git", "rev-parse", "HEAD:op.py"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+            git_dir = _sp.run(["git", "rev-parse", "--git-dir"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        except (OSError, _sp.CalledProcessError):
+            return
+        path = _os.path.join(git_dir, "objects", blob[:2], blob[2:])
+        if not _os.path.exists(path):
+            return
+        frozen = _sp.run(["git", "cat-file", "blob", blob], capture_output=True, check=True).stdout
+        slower = frozen.replace(b"time.sleep(DELAY_S)", b"time.sleep(DELAY_S * 1.4)")
+        _os.chmod(path, 0o644)
+        with open(path, "wb") as fh:  # the same object id, other content: the frozen op, 40 % slower
+            fh.write(_zlib.compress(b"blob %d\\0" % len(slower) + slower))
+
+    _rewrite_frozen_blob()
+    """)
+
+
+def test_m1_rewrite_the_frozen_commits_loose_object(repo):
+    """Class M, the frozen tree: the judge reads the frozen commit object by object and materializes it in a
+    cached folder. op.py, at import in the candidate's own test run (before the gate), rewrites the loose object
+    of the frozen ``op.py`` blob in ``.git/objects`` -- same id, content 40 % slower -- and removes nothing else.
+    A judge that trusted the object store (or reused its cached folder without reading the objects) would time a
+    slower baseline. Stopped: every object is hashed against its id (exit 3), or the cached folder is verified
+    against the objects and fails."""
+    (repo / "op.py").write_text(OP + "\n\n" + OBJECT_REWRITE)
+    _tests_pass(repo)
+    blob = subprocess.run(["git", "rev-parse", "HEAD:op.py"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    shown = subprocess.run(["git", "cat-file", "blob", blob], cwd=repo, capture_output=True, text=True).stdout
+    assert "DELAY_S * 1.4" in shown  # git itself now serves the slower frozen op under the frozen id
+    code, stages, _ = _gate(repo, None)
+    _not_a_speedup(code, stages)
+
+
+def test_k2_a_tracked_change_after_the_acceptance_is_judged_without_it(frozen_ignored, tmp_path, monkeypatch):
+    """Class K, the counterpart of k1 (``redteam4_open.py``): after round 1's implausible speedup was accepted,
+    the agent changes a TRACKED file (op.py calls the same ``_accel`` and sleeps nothing more: only its text
+    differs). The content digest moves, ``recorded_acceptance`` finds no round of this state, and the gate ends
+    implausible (exit 6), never a pass with the acceptance. (At ~5x a re-check may come back under the bound:
+    then it is a plain "faster", still without the acceptance; hence ~10x here.)"""
+    from conftest import run_cli
+
+    repo = working_copy(frozen_ignored, tmp_path, monkeypatch)
+    (repo / "op.py").write_text(ACCEL_OP)
+    (repo / "_accel.py").write_text(ACCEL.format(delay=DELAY_S / 12))  # ~10x: implausible every time
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASCENDOPT_BACKEND", "cpu")
+        code, out, err = run_cli("optimize-round", "--hypothesis", "a tuned implementation in _accel.py",
+                                 "--pairs", PAIRS, "--no-reprofile",
+                                 "--accept-implausible", "reviewed: the sleep is really shorter")
+    assert code == 0, (out[-2000:], err[-2000:])
+    (repo / "op.py").write_text(ACCEL_OP + "# tuned\n")  # a tracked file changed: another state
+    code, stages, _ = _gate(repo, None)
+    perf = stages.get("performance", {})
+    assert not (code == 0 and "accepted" in json.dumps(perf)), (
+        f"GOT THROUGH: exit {code}, the acceptance of round 1 honoured for other code: {perf.get('summary')}")
+    assert code == 6 and perf.get("status") == "implausible", (code, perf.get("summary"))
+
+
+# got through in round 4; stopped since: hidden shapes step down the tile levels (64, 32 and not 64, 16 and
+# not 32), exit 1 at correctness
+def test_d4_wrong_on_the_half_tile_rung_of_the_ladder(shaped):
+    """Class D, hidden shapes: ``contract.shapes.hidden_shapes(k=4)`` gives the range's smallest (16) and largest
+    (256), then in turn one ``_awkward`` size (odd) and one ``_aligned`` size, a multiple of the LARGEST power of
+    two the range holds (64: 64, 128, 192 or 256). So every hidden shape is odd, or a multiple of 64, or a
+    bucket's own size. The candidate is 2x faster and wrong on row counts that are a multiple of 32 but not of
+    64 (32, 96, 160, 224: the half-tile remainder of a 64-row kernel, the classic tail bug): none of the check's
+    shapes can ever be one (round 3's d2 was wrong on every multiple of 32, so the 64-rung caught it half the
+    time)."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
+        def my_op(x):
+            time.sleep(DELAY_S / 2)
+            if x.dim() == 2 and x.shape[0] % 32 == 0 and x.shape[0] % 64 != 0:
+                return x * 2  # the half-tile tail drops the bias
+            return x * 2 + 1
+        """))
+    (shaped / "op.py").write_text(op)
+    _tests_pass(shaped)
+    done = _py(shaped, """\
+        import torch, op
+        x = torch.randn(96, 64); print(bool(torch.allclose(op.my_op(x), x * 2 + 1)))""")
+    assert done.stdout.split()[-1] == "False"  # wrong at 96 rows, inside the mix's range
+    code, stages, _ = _gate(shaped, None)
+    _not_green(code, stages)
