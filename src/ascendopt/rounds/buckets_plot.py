@@ -10,11 +10,11 @@ points; the latest ``MAX_ROUNDS`` rounds with a mix are drawn.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ascendopt.rounds.pairs_plot import save_png
 from ascendopt.rounds.records import RoundRecord
 
 MAX_ROUNDS = 6  # rounds drawn, the latest: more colours than this stop being told apart in a merge request
@@ -65,14 +65,4 @@ def plot_buckets(records: Sequence[RoundRecord], path: Path) -> Path | None:
     ax.set_ylabel("speedup vs baseline (> 1: faster)")
     ax.set_title("speedup per bucket of the shape mix against its weight", fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return path
+    return save_png(fig, path)

@@ -55,13 +55,21 @@ def plot_pairs(records: Sequence[RoundRecord], path: Path) -> Path | None:
     ax.set_xscale("log")
     ax.set_xlabel("candidate / baseline time of each timed pair (< 1: faster)")
     ax.set_title("timed pairs per round", fontsize=10)
+    return save_png(fig, path)
+
+
+def save_png(fig, path: Path) -> Path:
+    """Write the matplotlib figure ``fig`` as a PNG at ``path`` (folders made) and close it: written whole or not
+    at all, so a killed report leaves the previous plot, never half a PNG."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         fig.savefig(tmp, format="png")
-        os.replace(tmp, path)  # a killed report leaves the previous plot, never half a PNG
+        os.replace(tmp, path)
     finally:
         plt.close(fig)
         tmp.unlink(missing_ok=True)
