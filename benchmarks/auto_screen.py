@@ -58,9 +58,9 @@ def changes(key: str, default: str) -> str:
 
 def run_case(kernel: str, preset: str, args, deadline: float) -> dict:
     """One kernel at one preset: freeze, --auto, the exhaustive screening, the re-check."""
-    from ascendopt.contract.freeze import freeze_kernel
     from ascendopt.device import backends
     from ascendopt.errors import AscendoptError
+    from ascendopt.freeze.task import freeze_kernel
     from ascendopt.gate import bench
     from ascendopt.gate.stages import timing_inputs
     from ascendopt.rounds import auto as round_auto

@@ -42,8 +42,8 @@ from pathlib import Path
 import torch
 
 from ascendopt import kernels
-from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.device import backends
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.gate import bench
 from ascendopt.gate.stages import run_gate, timing_inputs
 from ascendopt.kernels.spec import Tunable

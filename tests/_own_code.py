@@ -94,7 +94,7 @@ def working_copy(frozen: Path, tmp_path: Path, monkeypatch) -> Path:
 def frozen_kernel_workspace(tmp_path: Path, monkeypatch, **freeze):
     """A workspace frozen on the tests' tiny bundled kernels (``_gate_kernels``) with ``freeze`` arguments."""
     import _gate_kernels as gk
-    from ascendopt.contract.freeze import freeze_kernel
+    from ascendopt.freeze.task import freeze_kernel
     from ascendopt.workspace import Workspace
 
     gk.install(monkeypatch)

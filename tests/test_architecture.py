@@ -15,8 +15,8 @@ PACKAGE = SRC / "ascendopt"
 
 # What every package uses may sit at the top level; everything else lives in a package.
 TOP_LEVEL_LIMIT = 8
-STEP_PACKAGES = {"contract", "collect", "analyze", "rounds", "gate", "judge", "tune", "device", "kernels", "lint",
-                 "cli"}
+STEP_PACKAGES = {"contract", "freeze", "collect", "analyze", "rounds", "gate", "judge", "tune", "device", "kernels",
+                 "lint", "cli"}
 
 
 def _module_name(path: Path) -> str:
@@ -155,3 +155,15 @@ def test_scripts_import_only_what_exists():
                             importlib.util.find_spec(f"{module_name}.{name}") is None:
                         missing.append(f"{path.relative_to(repo)}: {module_name}.{name}")
     assert not missing, "imports that no longer resolve:\n" + "\n".join(missing)
+
+
+def test_the_contract_data_imports_no_step_package():
+    """The layers: contract < judge < freeze / gate / rounds / tune < cli. The contract's data model (what is
+    frozen, how it is read and validated) runs no step of the loop, so no module of ``ascendopt.contract`` imports
+    one; freezing a task, which does, is the ``freeze`` package."""
+    above = {"judge", "freeze", "gate", "rounds", "tune", "cli"}
+    graph = import_graph()
+    found = {module: sorted(t for t in targets if t.split(".")[1:2] and t.split(".")[1] in above)
+             for module, targets in graph.items()
+             if module == "ascendopt.contract" or module.startswith("ascendopt.contract.")}
+    assert {m: t for m, t in found.items() if t} == {}

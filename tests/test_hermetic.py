@@ -66,7 +66,7 @@ def test_a_triton_ascend_environment_of_the_user_changes_no_test(tmp_path):
     assert marker.exists() and ascend_env  # the fake runs when the tool is pointed at it
     marker.unlink()
 
-    tests = ["tests/contract/test_freeze.py::test_freeze_own_code_pins_files_and_commit",
+    tests = ["tests/freeze/test_freeze.py::test_freeze_own_code_pins_files_and_commit",
              "tests/lint/test_precheck.py::test_loop_precheck_never_installs",
              "tests/device/test_ascend_env.py",
              "tests/cli/test_precheck_cli.py::test_an_explicit_interpreter_that_does_not_exist_is_one_line_exit_2",

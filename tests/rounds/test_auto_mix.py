@@ -8,7 +8,7 @@ import pytest
 
 import _gate_kernels as gk
 from ascendopt.cli.render import mix_screening_lines
-from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import auto as round_auto
 from ascendopt.rounds import records as rounds
 from ascendopt.workspace import Workspace

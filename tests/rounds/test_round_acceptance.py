@@ -150,7 +150,7 @@ def test_own_code_implausible_round_accepted_as_printed_and_honoured_by_the_gate
     naming the round, who, when and why."""
     from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
     from _own_code import git as _git
-    from ascendopt.contract.freeze import freeze_exec_file
+    from ascendopt.freeze.task import freeze_exec_file
     from ascendopt.gate import engine
     from ascendopt.workspace import Workspace
 

@@ -9,8 +9,8 @@ import pytest
 
 import _gate_kernels as gk
 from ascendopt.collect.workload import WorkloadFailure
-from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import DeviceFault
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import run as round_run
 from ascendopt.workspace import Workspace

@@ -19,8 +19,8 @@ from _own_code import (
     working_copy,
 )
 from _own_code import git as _git
-from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import auto as round_auto
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import run as round_run

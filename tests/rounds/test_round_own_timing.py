@@ -14,7 +14,7 @@ import pytest
 from _own_code import SLEEP_OP, commit_repo, logged_bench, sleep_repo_files
 from _own_code import git as _git
 from _own_code import head as _head
-from ascendopt.contract.freeze import freeze_exec_file
+from ascendopt.freeze.task import freeze_exec_file
 from ascendopt.gate import bench
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds

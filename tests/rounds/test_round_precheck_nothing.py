@@ -3,7 +3,7 @@ present: freeze records "nothing to lower" and each optimize-round's precheck do
 the round. Needs the triton-ascend venv (conftest's ``ascend_python``)."""
 
 from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
-from ascendopt.contract.freeze import freeze_exec_file
+from ascendopt.freeze.task import freeze_exec_file
 from ascendopt.rounds import run as round_run
 from ascendopt.workspace import Workspace
 

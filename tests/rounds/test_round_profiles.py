@@ -12,7 +12,7 @@ import pytest
 
 import _gate_kernels as gk
 from ascendopt.collect.metadata import FILENAME
-from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import run as round_run
 from ascendopt.rounds.context import RoundContext

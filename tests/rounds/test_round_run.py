@@ -11,8 +11,8 @@ import pytest
 
 import _gate_kernels as gk
 from _cli_json import json_envelope, json_payload
-from ascendopt.contract.freeze import freeze_kernel
 from ascendopt.errors import UsageError
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import auto as round_auto
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import run as round_run

@@ -13,7 +13,7 @@ import pytest
 
 import _gate_kernels as gk
 from ascendopt.cli.render import render_round_summary
-from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.kernels.spec import UBStage
 from ascendopt.rounds import auto as round_auto
 from ascendopt.rounds import records as rounds

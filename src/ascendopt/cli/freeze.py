@@ -113,8 +113,8 @@ def freeze(
     """
     from ascendopt import console
     from ascendopt.cli import next_steps
-    from ascendopt.contract.freeze import freeze_exec_file, freeze_kernel
     from ascendopt.errors import UsageError
+    from ascendopt.freeze.task import freeze_exec_file, freeze_kernel
     from ascendopt.kernels.spec import parse_assignments
     from ascendopt.workspace import Workspace
 

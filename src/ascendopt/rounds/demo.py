@@ -118,7 +118,7 @@ def run_demo(ws: Workspace, plan: DemoPlan, *, step: Callable[[str], None], adva
 
     from ascendopt import console, kernels
     from ascendopt.collect import collect_kernel
-    from ascendopt.contract.freeze import freeze_kernel
+    from ascendopt.freeze.task import freeze_kernel
     from ascendopt.gate import stages as gate_stages
     from ascendopt.kernels.spec import dims_text
     from ascendopt.rounds import profiles as round_profiles

@@ -10,8 +10,8 @@ import pytest
 
 import _gate_kernels as gk
 from _cli_json import json_payload
-from ascendopt.contract.freeze import varlen_dims
 from ascendopt.contract.model import load
+from ascendopt.freeze.task import varlen_dims
 from ascendopt.workspace import Workspace
 
 
@@ -262,7 +262,7 @@ def test_freeze_times_its_baseline_interleaved_with_a_second_worker_as_a_gate_do
     the way a gate will, each batch after the other side's, in two workers of the frozen tree. (Timed alone, a
     host-bound device call measured a third faster than in the gate, and every gate was inconclusive.)"""
     from _own_code import PROFILED_BENCH, commit_repo, sleep_repo_files
-    from ascendopt.contract.freeze import freeze_exec_file
+    from ascendopt.freeze.task import freeze_exec_file
 
     calls = tmp_path / "calls.txt"
     bench = PROFILED_BENCH.replace("def workload():\n", "def workload():\n    import os\n\n"
@@ -284,7 +284,7 @@ def test_freeze_loads_the_workload_in_its_two_workers_only(tmp_path, monkeypatch
     """Freeze's workers serve everything it asks of workload(): the outputs, the kernel census, the timing,
     the repeat check and the modules it imports (the default target code). No other process loads it."""
     from _own_code import commit_repo, logged_bench, sleep_repo_files
-    from ascendopt.contract.freeze import freeze_exec_file
+    from ascendopt.freeze.task import freeze_exec_file
 
     loads = tmp_path / "loads.txt"
     root = commit_repo(tmp_path / "repo", {**sleep_repo_files(0.002), "bench.py": logged_bench(loads)})

@@ -6,7 +6,7 @@ Rounds run on the gate's test kernel with its virtual clock (tests/_gate_kernels
 import pytest
 
 from _own_code import frozen_kernel_workspace, kernel_round
-from ascendopt.contract.freeze import freeze_kernel
+from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import report as rep
 from ascendopt.rounds.context import RoundContext
 from ascendopt.workspace import Workspace
@@ -58,7 +58,7 @@ def test_an_interrupted_refreeze_leaves_the_old_state_or_the_new_contract_and_th
     """The archive is a copy until the new contract is written: a freeze that fails before (here the
     write itself) leaves the old contract and its rounds in place; one interrupted after it leaves the
     new contract and the archive, and the old round files not yet removed are not the new ledger."""
-    from ascendopt.contract import freeze as freeze_mod
+    from ascendopt.freeze import task as freeze_mod
 
     _round(ws, {"EXTRA": "0"})
     before = ws.contract_path.read_bytes()
