@@ -1,6 +1,6 @@
 """The red team's small own-code repository: an op that sleeps ``DELAY_S`` per call (so a verdict can tell a
 candidate that does the same work in less time), the workload around it and its tests (``tests/gate/
-test_redteam3.py``, ``test_redteam4.py``)."""
+test_redteam.py``, ``test_redteam3.py``, ``test_redteam4.py``, ``test_judge_attacks.py``: its own test file)."""
 
 import textwrap
 

@@ -27,33 +27,8 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
+from _sleep_repo import BENCH, DELAY_S, OP
 
-DELAY_S = 0.01
-OP = textwrap.dedent(f"""\
-    import time
-
-    import torch
-
-    DELAY_S = {DELAY_S}
-
-
-    def my_op(x):
-        time.sleep(DELAY_S)
-        return x * 2 + 1
-    """)
-BENCH = textwrap.dedent("""\
-    import torch
-    from op import my_op
-
-
-    def inputs(seed):
-        return (torch.randn(64, 64),)
-
-
-    def workload(x):
-        with torch.profiler.record_function("my_op_kernel"):
-            return my_op(x)
-    """)
 TEST = textwrap.dedent("""\
     import torch
     from op import my_op

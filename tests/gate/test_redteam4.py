@@ -22,8 +22,11 @@ import textwrap
 
 import pytest
 
-from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, frozen_shaped_repo, working_copy
+from _redteam import gate_logged
+from _redteam import not_a_speedup as _not_a_speedup
+from _redteam import not_green as _not_green
+from _redteam import verdicts as _verdicts
 from _sleep_repo import BENCH, DELAY_S, OP, TEST
 
 PAIRS = "12"
@@ -57,46 +60,9 @@ def repo(frozen_repo, tmp_path, monkeypatch):
 
 
 def _gate(repo, op: str | None, pairs: str = PAIRS, *extra: str):
-    """``gate --json`` with ``op`` as op.py -> (exit code, stages by name, stderr); the outcome is logged."""
-    from conftest import run_cli
-
-    if op is not None:
-        (repo / "op.py").write_text(op)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASCENDOPT_BACKEND", "cpu")
-        code, out, err = run_cli("gate", "--json", "--pairs", pairs, *extra)
-    stages = {s["name"]: s for s in json_payload(out)["stages"]}
-    perf = stages.get("performance", {})
-    data = perf.get("data", {})
-    comps = data.get("comparisons", [])
-    red = next((s for s in stages.values() if s["status"] not in ("pass", "not-run")), None)
-    with open(LOG, "a") as fh:
-        fh.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], "exit": code,
-                             "stage": red["name"] if red else None, "status": red["status"] if red else "green",
-                             "summary": (red or perf).get("summary", "")[:600],
-                             "verdicts": [c.get("verdict") for c in comps], "ratio": [c.get("ratio") for c in comps],
-                             "weighted": data.get("weighted"),
-                             "doubts": data.get("audit", {}).get("doubts")}) + "\n")
-    return code, stages, err
+    return gate_logged(repo, op, pairs, *extra, log=LOG)
 
 
-def _verdicts(stages):
-    data = stages.get("performance", {}).get("data", {})
-    found = [c.get("verdict") for c in data.get("comparisons", [])]
-    if data.get("weighted"):
-        found.append(data["weighted"].get("verdict"))
-    return found
-
-
-def _not_a_speedup(code, stages):
-    perf = stages.get("performance", {})
-    verdicts = _verdicts(stages)
-    assert not (code == 0 and "faster" in verdicts), (
-        f"GOT THROUGH: exit {code}, verdicts {verdicts}, {perf.get('summary')}")
-
-
-def _not_green(code, stages):
-    assert code != 0, f"GOT THROUGH: exit {code}, verdicts {_verdicts(stages)}"
 
 
 def _py(repo, code: str) -> subprocess.CompletedProcess:
