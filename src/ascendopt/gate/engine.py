@@ -190,7 +190,7 @@ class Judged:
                 table = now
             self._compare_round()
             if self.calibrating:
-                wall, cpu = host_calibration(with_cpu=True)
+                wall, cpu = host_calibration()
                 self.host.append(wall)
                 self.host_cpu.append(cpu)
             if on_pair:
@@ -278,11 +278,12 @@ class Judged:
 CALIBRATION_LOOP = 40_000
 
 
-def host_calibration(*, with_cpu: bool = False) -> float | tuple[float, float]:
-    """ms of a fixed piece of host work, run in this process (the judge's: no code under test), between rounds
-    while every side is idle: how fast the host runs now (as pyperf calibrates a host before it compares runs).
-    Not in a side's worker: on a loaded host the scheduler would make a process that just burned CPU wait longer
-    to wake, and so slow that side's next batch alone."""
+def host_calibration() -> tuple[float, float]:
+    """``(wall ms, CPU ms)`` of a fixed piece of host work, run in this process (the judge's: no code under
+    test), between rounds while every side is idle: how fast the host runs now, and how much of a CPU a busy task
+    gets here now (as pyperf calibrates a host before it compares runs). Not in a side's worker: on a loaded host
+    the scheduler would make a process that just burned CPU wait longer to wake, and so slow that side's next
+    batch alone."""
     import time
 
     t0, c0 = time.perf_counter(), time.thread_time()  # this thread only: not the display's
@@ -290,7 +291,7 @@ def host_calibration(*, with_cpu: bool = False) -> float | tuple[float, float]:
     for i in range(CALIBRATION_LOOP):
         total += i * i
     wall, cpu = (time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3
-    return (wall, cpu) if with_cpu else wall
+    return wall, cpu
 
 
 def cpu_share(judged: Judged, side: str) -> float | None:
@@ -298,8 +299,8 @@ def cpu_share(judged: Judged, side: str) -> float | None:
     over the share the judge's calibration task (CPU-bound throughout) got beside it, so that a host that
     gives every busy process half a core does not make a CPU-bound side look half idle (0: it only waited,
     1: it computed throughout); None where not measured (no calibration, no process accounting)."""
-    cpu, wall = (getattr(judged, "busy", None) or {}).get(side, (0.0, 0.0))
-    host_wall, host_cpu = sum(getattr(judged, "host", ())), sum(getattr(judged, "host_cpu", ()))
+    cpu, wall = judged.busy.get(side, (0.0, 0.0))
+    host_wall, host_cpu = sum(judged.host), sum(judged.host_cpu)
     if wall <= 0 or host_wall <= 0 or host_cpu <= 0:
         return None
     return min(1.0, (cpu / wall) / (host_cpu / host_wall))
