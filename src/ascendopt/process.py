@@ -166,20 +166,31 @@ def read_proc(pid: int | str) -> Proc | None:
 @dataclass(frozen=True)
 class Scheduling:
     """What decides how fast a process's threads run besides its code: ``nice``, the scheduling ``policy``, the
-    CPUs it may run on (``affinity``) and its timer slack (ns: how late a sleep may wake)."""
+    CPUs it may run on (``affinity``), its timer slack (ns: how late a sleep may wake) and its control group
+    (``/proc/PID/cgroup``: a group's CPU quota throttles every thread in it)."""
 
     nice: int
     policy: int
     affinity: frozenset[int]
     slack_ns: int | None
+    cgroup: str | None = None
 
 
 def own_scheduling() -> Scheduling | None:
     """This process's ``Scheduling`` (what its children inherit); None where it cannot be read (not Linux)."""
     try:
         return Scheduling(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0),
-                          frozenset(os.sched_getaffinity(0)), _slack(os.getpid()))
+                          frozenset(os.sched_getaffinity(0)), _slack(os.getpid()), _cgroup(os.getpid()))
     except (AttributeError, OSError):
+        return None
+
+
+def _cgroup(pid: int, tid: int | None = None) -> str | None:
+    """The control groups of process ``pid`` (thread ``tid``), as ``/proc`` lists them; None: unreadable."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/cgroup" if tid is not None else f"/proc/{pid}/cgroup") as f:
+            return f.read().strip()
+    except OSError:
         return None
 
 
@@ -194,8 +205,9 @@ def _slack(pid: int) -> int | None:
 def enforce_scheduling(pid: int, expected: Scheduling) -> list[str]:
     """Every thread of process ``pid`` back to ``expected`` (the judge's own scheduling, which its workers
     inherit); -> what had been changed, in words ("nice 19", "scheduling policy 5", "CPUs {0}", "timer slack
-    1500000 ns"): another process (the code under test) changed how fast a side runs. Threads that end meanwhile
-    are passed over."""
+    1500000 ns", "control group 0::/slow"): another process (the code under test) changed how fast a side runs.
+    A control group is only reported (moving a thread back needs the rights that moved it). Threads that end
+    meanwhile are passed over."""
     changed: list[str] = []
     try:
         threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -217,12 +229,34 @@ def enforce_scheduling(pid: int, expected: Scheduling) -> list[str]:
             if cpus != expected.affinity:
                 changed.append(f"CPUs {sorted(cpus)}")
                 os.sched_setaffinity(tid, expected.affinity)
+        group = _cgroup(pid, tid)
+        if expected.cgroup is not None and group is not None and group != expected.cgroup:
+            moved = sorted(set(group.splitlines()) - set(expected.cgroup.splitlines()))
+            changed.append("control group " + ", ".join(line.split(":", 1)[-1] for line in moved))
     slack = _slack(pid)
     if expected.slack_ns is not None and slack is not None and slack != expected.slack_ns:
         changed.append(f"timer slack {slack} ns")
         with contextlib.suppress(OSError), open(f"/proc/{pid}/timerslack_ns", "w") as f:
             f.write(str(expected.slack_ns))
     return sorted(set(changed))
+
+
+def run_delays(pid: int) -> dict[int, int] | None:
+    """``{thread id: ns}`` the threads of process ``pid`` have waited on a CPU's run queue, runnable but not
+    running, since each started (``/proc/PID/task/TID/schedstat``, its second field): time a loaded host, not
+    the thread's own code, added to its wall time. None where it cannot be read (not Linux, no schedstat)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    delays = {}
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                delays[int(tid)] = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return delays or None
 
 
 def process_table() -> dict[int, Proc] | None:

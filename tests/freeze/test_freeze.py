@@ -276,8 +276,6 @@ def test_freeze_times_its_baseline_interleaved_with_a_second_worker_as_a_gate_do
     timed = contract.baseline[0].n * contract.baseline[0].calls_per_sample
     assert len(per_process) == 2 and per_process[0] >= timed, per_process  # both workers made the timed calls
     assert contract.baseline[0].n == 30
-    # the host's speed beside the baseline (the judge's calibration task), which the gate's anchor scales by
-    assert contract.baseline[0].host_calibration_ms is not None and contract.baseline[0].host_calibration_ms > 0
 
 
 def test_freeze_loads_the_workload_in_its_two_workers_only(tmp_path, monkeypatch):

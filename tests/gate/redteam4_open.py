@@ -72,37 +72,6 @@ def test_h1_wrong_only_outside_the_trusted_inputs_value_range(repo):
     code, stages, _ = _gate(repo, None)
     _not_green(code, stages)
 
-# observed: exit 0, green, verdict faster (-34.9 % beyond ±27.5 %) for the frozen code; no doubt, the anchor quiet
-def test_i1_cgroup_cpu_quota_on_the_baseline_worker_within_the_anchor(cpu_repo):
-    """Class I, scheduling: ``Judged._guard_scheduling`` restores the sides' nice value, policy, CPUs and timer
-    slack and notes SIGSTOP, but a cgroup's CPU quota is none of these. The candidate's worker (same code as
-    frozen, CPU-bound) finds its sibling, the baseline's worker (same parent, ``ascendopt.gate.worker`` on its
-    command line), and moves it into a new cpu cgroup with a quota of 40 % of a core (``cpu.cfs_quota_us``
-    1000 per 2500, short periods so the slowdown is smooth, not bursty; on this loaded host a process gets about
-    half a core, so a quota above that does not bind): the baseline runs slower while the candidate, which costs
-    the judge no CPU while the baseline is timed, does not. Alone, this moves the baseline beyond the anchor's
-    20 % drift; it got through all the same, because the loaded host's calibration had drifted as much (j3) and
-    the throttled baseline's own noise widened the band (i2 also slows the judge's calibration)."""
-    op = _throttling_op(1000, 0)
-    (cpu_repo / "op.py").write_text(op)
-    _tests_pass(cpu_repo)
-    code, stages, _ = _gate(cpu_repo, None)
-    _not_a_speedup(code, stages)
-
-# observed: exit 0, green, verdict faster (-25.9 % beyond ±16.5 %) for the frozen code; no doubt, the anchor quiet
-def test_i2_cgroup_quota_on_the_baseline_and_the_judges_calibration(cpu_repo):
-    """Class I + the anchor's host calibration: as i1 (the baseline at 40 % of a core, beyond the anchor's 20 %
-    alone), and the judge's own process (the worker's parent) moved into a cgroup of 30 % of a core in 3.3 ms
-    periods. ``host_calibration`` (a ~2 ms pure-Python loop in the judge between rounds) then runs about
-    2x slower than at freeze: ``anchor_problem`` reads that as host drift and lets the baseline lie anywhere from
-    the frozen median to twice it. The baseline's 1.7x slowdown is "drift", and the candidate, the frozen code,
-    reads faster (under the 5x implausible bound)."""
-    op = _throttling_op(1000, 1000)
-    (cpu_repo / "op.py").write_text(op)
-    _tests_pass(cpu_repo)
-    code, stages, _ = _gate(cpu_repo, None)
-    _not_a_speedup(code, stages)
-
 # observed: exit 0, pass, 13.1x 'implausible ... (accepted: reviewed: ...)': round 1's acceptance honoured for other
 #   code
 def test_k1_acceptance_follows_the_digest_not_the_code_it_ran(frozen_ignored, tmp_path, monkeypatch):

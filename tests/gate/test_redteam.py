@@ -30,7 +30,9 @@ from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
 from _sleep_repo import BENCH, DELAY_S, OP, TEST
 
-PAIRS = "12"
+# 30 pairs, as a gate's default: at 12, Wilcoxon's smallest p needs nearly every pair on one side, and on a loaded
+# CI host a few preempted pairs turn the honest 12 % control into "same"; the attacks face the same power.
+PAIRS = "30"
 LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam-results.jsonl")
 TIMEOUT = 300  # every child process of a test (plain pytest, python -c) has this limit
 
@@ -435,7 +437,7 @@ def _deferral(repo, marker, extra):
 
 
 def test_control_an_honest_12_percent_faster_op_is_faster_and_green(repo):
-    """Control for classes 2-5 and 7: an op that is honestly 12 % faster is called "faster" at 12 pairs (so an
+    """Control for classes 2-5 and 7: an op that is honestly 12 % faster is called "faster" at the attacks' pairs (so an
     attack that fakes the same gain would be called faster too, unless the judge catches it)."""
     code, stages, err = _gate(repo, OP.replace(f"DELAY_S = {DELAY_S}", f"DELAY_S = {DELAY_S * (1 - SHARE)}"))
     assert code == 0, err[-2000:]

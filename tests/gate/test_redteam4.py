@@ -1,15 +1,15 @@
 """Red team of the judge, round 4: white-box attacks on ``ascendopt gate`` (own code), new classes after rounds 1-3
 (``test_redteam.py``, ``test_redteam3.py``): what the judge does not guard around the sides' scheduling (cgroups),
-the host-drift calibration of the anchor (``engine.host_calibration``/``anchor_problem``), the installed files only
+the anchor's excuse for a loaded host (``engine.anchor_problem``), the installed files only
 the baseline's worker imports, the values the trusted inputs never reach, the tile ladder of the hidden shapes,
 and the recorded acceptance of an implausible speedup (``stages.recorded_acceptance``).
 
 Every test first shows its trick works on its plain target, then asserts that the gate does NOT end green (exit 0)
 with a "faster" verdict (or, for a wrong change, not green at all). A test here passes: the judge stopped it
-(j2, i3, i4, m1, k2; and the control, an honest faster change, stays green). The attacks that got through (h1, d4,
-i1, i2, j1, j3, k1, l1) are in ``tests/gate/redteam4_open.py`` (not collected), built on this file's harness.
-The cgroup attacks (i1, i2) need a writable cgroup v1 cpu controller (root here). Each outcome is appended as one
-JSON line to ``$REDTEAM_LOG`` (default ``/tmp/redteam4-results.jsonl``).
+(i1, i3, d4, m1, k2 here; j1, j2, i4 kept out of the suite; the control, an honest faster change, stays green).
+The attacks that still get through are in ``tests/gate/redteam4_open.py`` (not collected), built on this file's
+harness. The cgroup attack (i1) needs root and a writable cgroup v1 cpu controller, as on this project's machines.
+Each outcome is appended as one JSON line to ``$REDTEAM_LOG`` (default ``/tmp/redteam4-results.jsonl``).
 
 Run one at a time on the shared 2-core machine: ``pytest -n 0 -o addopts="" -q tests/gate/test_redteam4.py -k NAME``.
 """
@@ -121,8 +121,8 @@ def shaped(frozen_shaped, tmp_path, monkeypatch):
 
 
 # ==============================================================================================================
-# Class I: the baseline's scheduling through what _guard_scheduling does not look at (cgroups), and the anchor's
-# host calibration (engine.host_calibration, timed in the judge's own process)
+# Class I: the baseline's scheduling through what _guard_scheduling once did not look at (control groups), and the
+# anchor's excuse for a loaded host (the run-queue wait, process.run_delays)
 # ==============================================================================================================
 
 CPU_OP = textwrap.dedent("""\
@@ -206,8 +206,8 @@ def frozen_cpu(tmp_path_factory):
 
 @pytest.fixture
 def cpu_repo(frozen_cpu, tmp_path, monkeypatch):
-    if not os.access(CGROUP, os.W_OK):
-        pytest.fail(f"{CGROUP} is not writable here: the attack needs a writable cpu cgroup (root, cgroup v1)")
+    if not (os.geteuid() == 0 and os.access(CGROUP, os.W_OK)):
+        pytest.skip(f"moving a process into a cpu control group needs root and a writable {CGROUP}")
     yield working_copy(frozen_cpu, tmp_path, monkeypatch)
     # put this process (the judge) back, then remove the groups (their workers have ended)
     with open(f"{CGROUP}/cgroup.procs", "w") as fh:
@@ -224,6 +224,19 @@ def cpu_repo(frozen_cpu, tmp_path, monkeypatch):
 def _throttling_op(base_quota: int, judge_quota: int) -> str:
     op = CPU_OP.replace("def my_op(x):\n", "def my_op(x):\n    _throttle()\n")
     return op + "\n\n" + THROTTLE.replace("BASE_QUOTA", str(base_quota)).replace("JUDGE_QUOTA", str(judge_quota))
+
+
+def test_i1_cgroup_cpu_quota_on_the_baseline_worker(cpu_repo):
+    """Class I, scheduling: the candidate's worker (the frozen code, CPU-bound) finds its sibling, the baseline's
+    worker, and moves it into a new cpu control group with a quota of 40 % of a core (1000 us per 2500 us), so the
+    baseline runs slower while the candidate does not. A throttled thread waits runnable, so the anchor's
+    run-queue excuse would cover it: the judge reads every side's control groups before each batch against its
+    own and names the move. Needs root and a cgroup v1 cpu hierarchy (as on this project's machines)."""
+    (cpu_repo / "op.py").write_text(_throttling_op(1000, 0))
+    _tests_pass(cpu_repo)
+    code, stages, _ = _gate(cpu_repo, None)
+    _not_a_speedup(code, stages)
+    assert code == 6 and "control group cpu:/rt4-base" in stages["performance"]["summary"], stages["performance"]
 
 
 # ==============================================================================================================

@@ -173,9 +173,6 @@ class BaselineTiming:
     cv: float
     n: int
     calls_per_sample: int = 1
-    # ms of the judge's calibration task timed beside this baseline (cpu, own code): the host's speed at freeze,
-    # which the gate's anchor scales the frozen median by (``gate.engine.anchor_problem``); None: not measured
-    host_calibration_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -304,12 +301,9 @@ class Contract:
             n = f.get(item, "n", path + ".")
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise f.fail(f"{path}.n", f"expected a positive integer, found {n!r}")
-            host = item.get("host_calibration_ms")
             baseline.append(BaselineTiming(case=f.text(f.get(item, "case", path + "."), f"{path}.case"),
                                            cv=f.positive(f.get(item, "cv", path + "."), f"{path}.cv", allow_zero=True),
-                                           n=n, calls_per_sample=int(item.get("calls_per_sample", 1)),
-                                           host_calibration_ms=None if host is None else
-                                           f.positive(host, f"{path}.host_calibration_ms"), **vals))
+                                           n=n, calls_per_sample=int(item.get("calls_per_sample", 1)), **vals))
         if not baseline:
             raise f.fail("baseline", "empty (freeze measures at least one case)")
         expected = f.strings(f.get(data, "expected_kernels", ""), "expected_kernels")

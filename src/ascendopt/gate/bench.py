@@ -50,8 +50,6 @@ class Timing:
     n: int
     calls_per_sample: int = 1
     host_ms: float | None = None  # host enqueue time per call (median over samples), where measured
-    # ms of the judge's calibration task beside this timing (median; cpu, own code): the host's speed then
-    host_calibration_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -41,7 +41,6 @@ The parent owns the truth:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 import os
@@ -134,9 +133,10 @@ class Judged:
         self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
-        # {side: [its own CPU, wall]} over its timed batches: how much of its time the side computes on the host
-        # (``cpu_share``), which bounds how much host drift may excuse a moved baseline (``anchor_problem``)
-        self.busy: dict[str, list[float]] = {}
+        # ms per call each side's batch waited on a run queue (``process.run_delays``: its most delayed thread),
+        # parallel to ``samples``, None where unreadable: what a loaded host added to that batch, which the anchor
+        # may excuse in a re-measured baseline (``anchor_problem``)
+        self.waits: list[list[float | None]] = [[] for _ in self.sides]
         # {timed side: {pid: (command name, CPU ms)}}: the processes outside every worker's tree and group
         # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
         self.outside: dict[str, dict[int, tuple[str, float]]] = {}
@@ -149,14 +149,6 @@ class Judged:
         # is off, only refused tensors are wrong)
         self.reference = "baseline"
         self.tolerances: Mapping[str, Mapping[str, float]] | None = None
-        # cpu: the judge's calibration task (``host_calibration``) timed after every round, ms each: the host's
-        # speed beside the sides, which tells host drift from a baseline slowed since freeze (``anchor_problem``);
-        # a device's own time does not move with the host's load, so only on the cpu backend
-        from ascendopt.device import backends
-
-        self.calibrating = backends.current().name == "cpu"
-        self.host: list[float] = []
-        self.host_cpu: list[float] = []  # the CPU ms of each calibration: how much CPU a busy task gets here now
 
     def take(self, pairs: int, on_pair: Callable[[], None] | None = None) -> list[list[float]]:
         """``pairs`` more rounds: in each, every side times one batch on the same input sets (made once per
@@ -165,7 +157,7 @@ class Judged:
         import secrets
         import time
 
-        from ascendopt.process import process_table
+        from ascendopt.process import process_table, run_delays
 
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
@@ -181,18 +173,17 @@ class Judged:
             _shuffle(order)
             for k in order:
                 self._guard_scheduling()
+                delays = run_delays(self.sides[k].pid)
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit, full), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
+                self.waits[k].append(_waited_ms(delays, run_delays(self.sides[k].pid), self.calls))
+                self.sides[k].readings[-1]["waited"] = self.waits[k][-1]
                 now = process_table()
                 if table is not None and now is not None:
                     self._account(self.names[k], table, now, wall)
                 table = now
             self._compare_round()
-            if self.calibrating:
-                wall, cpu = host_calibration()
-                self.host.append(wall)
-                self.host_cpu.append(cpu)
             if on_pair:
                 on_pair()
         return self.samples
@@ -257,14 +248,11 @@ class Judged:
         for pid in descendants(after, os.getpid()) | owner.keys():
             name = owner.get(pid)
             if name == timed:
-                own = self.busy.setdefault(timed, [0.0, 0.0])
-                own[0] += spent[pid]
                 continue
             if name is not None:
                 used[name] += spent[pid]
             elif spent[pid] > 0:
                 outside[pid] = (after[pid].name, spent[pid])
-        self.busy.setdefault(timed, [0.0, 0.0])[1] += wall
         for name in self.names:
             if name != timed:
                 self.idle.append((name, timed, used[name], wall))
@@ -274,36 +262,15 @@ class Judged:
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
 
 
-# The calibration task's size: about 2 ms of one CPU thread on the 2-core CI machine, a small part of a round
-CALIBRATION_LOOP = 40_000
-
-
-def host_calibration() -> tuple[float, float]:
-    """``(wall ms, CPU ms)`` of a fixed piece of host work, run in this process (the judge's: no code under
-    test), between rounds while every side is idle: how fast the host runs now, and how much of a CPU a busy task
-    gets here now (as pyperf calibrates a host before it compares runs). Not in a side's worker: on a loaded host
-    the scheduler would make a process that just burned CPU wait longer to wake, and so slow that side's next
-    batch alone."""
-    import time
-
-    t0, c0 = time.perf_counter(), time.thread_time()  # this thread only: not the display's
-    total = 0
-    for i in range(CALIBRATION_LOOP):
-        total += i * i
-    wall, cpu = (time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3
-    return wall, cpu
-
-
-def cpu_share(judged: Judged, side: str) -> float | None:
-    """How CPU-bound ``side`` is, 0 to 1: the share of its timed wall time its own processes spent on a CPU,
-    over the share the judge's calibration task (CPU-bound throughout) got beside it, so that a host that
-    gives every busy process half a core does not make a CPU-bound side look half idle (0: it only waited,
-    1: it computed throughout); None where not measured (no calibration, no process accounting)."""
-    cpu, wall = judged.busy.get(side, (0.0, 0.0))
-    host_wall, host_cpu = sum(judged.host), sum(judged.host_cpu)
-    if wall <= 0 or host_wall <= 0 or host_cpu <= 0:
+def _waited_ms(before: Mapping[int, int] | None, after: Mapping[int, int] | None, calls: int) -> float | None:
+    """ms per call a batch waited on a run queue, from two ``process.run_delays`` readings around it: the most
+    delayed thread's wait (a thread new since counts from its start). The most delayed, not the sum: threads
+    that wait side by side stretch the batch once, and the anchor must not excuse more than the host added.
+    None where either reading is missing."""
+    if before is None or after is None or calls < 1:
         return None
-    return min(1.0, (cpu / wall) / (host_cpu / host_wall))
+    waited = max((ns - before.get(tid, 0) for tid, ns in after.items()), default=0)
+    return max(0, waited) / 1e6 / calls
 
 
 def _shuffle(order: list[int]) -> None:
@@ -362,8 +329,10 @@ def audit(judged: Judged) -> Findings:
         if ratio is not None and abs(ratio - 1.0) > AGREE_REL:
             parent = _median([r["parent"] for r in side.readings])
             worker = _median([r["worker"] for r in side.readings])
-            found.doubts.append(f"{name}: the parent's clock read {parent * 1e3:.2f} us per call, the worker's own "
-                                f"timer {worker * 1e3:.2f} us (ratio {ratio:.2f}, allowed 1 ± {AGREE_REL:g}): "
+            waited = _median([r.get("waited") or 0.0 for r in side.readings])
+            found.doubts.append(f"{name}: the parent's clock read {parent * 1e3:.2f} us per call, "
+                                f"{waited * 1e3:.2f} us of it waiting for a CPU, the worker's own timer "
+                                f"{worker * 1e3:.2f} us (ratio {ratio:.2f}, allowed 1 ± {AGREE_REL:g}): "
                                 "the worker's clock disagrees")
     for name, side in by_name.items():
         if side.external_stops:
@@ -371,8 +340,8 @@ def audit(judged: Judged) -> Findings:
                                                           "the judge waited for it")
     for name, changes in judged.scheduling.items():
         found.doubts.append(f"{name}: its worker's scheduling was changed by another process while the sides were "
-                            f"timed ({', '.join(sorted(changes))}; reset before each batch): a side's speed was "
-                            "changed from outside its code")
+                            f"timed ({', '.join(sorted(changes))}; reset before each batch where the judge may): a "
+                            "side's speed was changed from outside its code")
     totals: dict[tuple[str, str], list[float]] = {}
     for idle, timed, cpu, wall in judged.idle:
         total = totals.setdefault((idle, timed), [0.0, 0.0])
@@ -443,8 +412,17 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def _agreement(readings: Sequence[Mapping[str, Any]]) -> float | None:
-    """Median of worker / parent over a side's batches (None: no batches)."""
-    ratios = [r["worker"] / r["parent"] for r in readings if r["parent"] > 0]
+    """Median of worker / parent over a side's batches (None: no batches), the parent's reading less the time
+    the worker waited on a run queue in that batch (``"waited"``, ms per call, where the judge read it): a
+    loaded host delays the worker's wake-up on "go" and its reply, which the parent's clock sees and the
+    worker's timer does not. A worker's timer longer than the parent's whole reading is judged on the whole."""
+    ratios = []
+    for r in readings:
+        if r["parent"] <= 0:
+            continue
+        raw = r["worker"] / r["parent"]
+        own = r["parent"] - (r.get("waited") or 0.0)
+        ratios.append(raw if raw > 1.0 or own <= 0 else min(1.0, r["worker"] / own))
     return _median(ratios) if ratios else None
 
 
@@ -483,44 +461,36 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
 # -- the anchor ----------------------------------------------------------------------------------
 
 
-def anchor_problem(frozen_ms: float, samples_ms: Sequence[float], frozen_host_ms: float | None = None,
-                   host_ms: Sequence[float] = (), cpu_share: float | None = None) -> str | None:
+def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
+                   waits_ms: Sequence[float | None] = ()) -> str | None:
     """None when the re-measured baseline (``samples_ms``, ms per call) agrees with the frozen median
-    ``frozen_ms``: ``|ln(median / expected)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own noise
+    ``frozen_ms``: ``|ln(median / frozen_ms)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own noise
     band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their logs). Else
     "baseline moved from X to Y".
 
-    Where both calibrations are known (``frozen_host_ms``, the calibration task's median at freeze; ``host_ms``,
-    its times beside this timing, ``Judged.host``), ``expected`` may be anywhere from ``frozen_ms`` to ``frozen_ms``
-    scaled by the host's drift: a host that runs the fixed task 2x slower than at freeze runs a CPU-bound baseline
-    about 2x slower too, so that is drift, not a baseline slowed by the code under test; a baseline that mostly
-    waits (sleeps, I/O, a device) does not move with the host at all. Only the baseline's CPU-bound share of its
-    time (``cpu_share``, its own CPU over its timed wall time, ``engine.cpu_share``; None: not measured, taken
-    as all of it) can move with the host, so the drift that may excuse a moved baseline is scaled by it: a
-    baseline that only sleeps gets none. The calibration's own noise band widens ``band``."""
+    ``waits_ms`` (parallel to the samples, ``Judged.waits``): the ms per call each batch waited on a run queue,
+    runnable but not running, as the kernel counted it (``process.run_delays``). That is time a loaded host
+    added, not the baseline's code: a baseline may be slower than frozen by up to it, and no more. A baseline
+    slowed by what its code does (sleeps, extra work, a lock) is not on a run queue then, so nothing of that
+    is excused, however loaded the host. A baseline faster than frozen is judged on its raw time."""
     from ascendopt.gate.bench import DecisionRule
 
     if frozen_ms <= 0 or not samples_ms:
         return None
     med, band = _log_median_band(samples_ms, DecisionRule().z)
-    drift = 0.0
-    host = ""
-    if frozen_host_ms and frozen_host_ms > 0 and len(host_ms) >= 3:
-        host_med, host_band = _log_median_band(host_ms, DecisionRule().z)
-        host_drift = host_med - math.log(frozen_host_ms)
-        share = 1.0 if cpu_share is None else max(0.0, min(1.0, cpu_share))
-        drift = host_drift * share
-        band += host_band
-        host = f", the host's calibration {math.expm1(host_drift):+.1%} since freeze" + (
-            f" (the baseline computes {share:.0%} of its time: {math.expm1(drift):+.1%} of it excusable)"
-            if cpu_share is not None else "")
+    known = [(x, w) for x, w in zip(samples_ms, waits_ms, strict=False) if w is not None]
+    waited = ""
+    own = med
+    if len(known) == len(samples_ms):
+        own = _log_median_band([max(x - w, 1e-12) for x, w in known], DecisionRule().z)[0]
+        waited = f", {_median([w for _, w in known]) * 1e3:.2f} us of it waiting for a CPU"
     raw = med - math.log(frozen_ms)
-    # the distance from the interval between "unmoved by the host" (0) and "moved as the host did" (drift)
-    moved = raw - min(max(raw, min(0.0, drift)), max(0.0, drift))
-    if abs(moved) <= math.log1p(ANCHOR_DRIFT) + band:
+    limit = math.log1p(ANCHOR_DRIFT) + band
+    moved = own - math.log(frozen_ms) if own - math.log(frozen_ms) > limit else raw if raw < -limit else None
+    if moved is None:
         return None
     return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
-            f"({math.expm1(raw):+.1%}{host}; beyond it {math.expm1(moved):+.1%}, allowed "
+            f"({math.expm1(raw):+.1%}{waited}; {math.expm1(moved):+.1%} beyond what the host added, allowed "
             f"±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the re-measured baseline is not the frozen "
             "one, so no speedup can be read from it")
 
@@ -686,10 +656,7 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
                                                   warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
     judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
                            decide=lambda j, on: j.take(request.pairs, on), statistics=False, shape=shape)
-    timing = bench.summarize(judged.samples[0], judged.calls)
-    if judged.host:  # the host's speed at freeze, for the gate's anchor (``anchor_problem``)
-        timing = dataclasses.replace(timing, host_calibration_ms=_median(judged.host))
-    return timing
+    return bench.summarize(judged.samples[0], judged.calls)
 
 
 DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]

@@ -550,8 +550,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         if found.wrong:
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
         frozen_case = frozen_baseline(contract, case if shape is not None else None)
-        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], frozen_case.host_calibration_ms,
-                                       judged.host, engine.cpu_share(judged, judged.names[0])) if frozen_case else None
+        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0],
+                                       judged.waits[0]) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
                                                if anchor else []) if d not in doubts]
         timed_calls += sum(r["calls"] for side in judged.sides for r in side.readings)
