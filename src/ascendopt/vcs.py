@@ -334,6 +334,21 @@ def working_tokens(root: Path, exclude: Sequence[Path] = ()) -> dict[str, str] |
     return {rel: token for rel, token in tokens.items() if token is not None}
 
 
+def ignored_digest(root: Path, exclude: Sequence[Path] = ()) -> str | None:
+    """The content digest of the files git ignores under ``root`` (``.gitignore``: build outputs, a local module
+    never committed), the ``exclude`` folders and ``__pycache__`` left out; None outside git. The working tree's
+    digest leaves them out, yet a workload can import them: what a recorded acceptance of a measured state must
+    also pin (``gate.stages.recorded_acceptance``). Reads every such file: seconds for an environment kept inside
+    the repository."""
+    proc = _run(root, f"--work-tree={root}", "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
+    if proc.returncode != 0:
+        return None
+    prefixes = relative_prefixes(root, exclude)
+    paths = sorted({p for p in proc.stdout.split("\0") if p and not skipped(p, prefixes)})
+    tokens = {rel: file_token(root / rel) for rel in paths}
+    return content_digest({rel: token for rel, token in tokens.items() if token is not None})
+
+
 def commit_state(root: Path) -> dict:
     """What freeze records of the repository at ``root``: ``{"commit": HEAD, "dirty": whether a file of
     HEAD differs on disk, "tree": HEAD's tree id, "tree_digest": HEAD's content digest}``; outside git

@@ -828,14 +828,20 @@ def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path
                         ) -> tuple[str, str] | None:
     """The acceptance of an implausible speedup recorded in the ledger for the state the gate judges:
     ``(reason, note)`` of the newest kept round whose measured state is the candidate (a bundled kernel: the
-    same configuration; own code: the working tree's content digest is the round's ``tree_digest``) and
-    whose ``timing["implausible"]`` a person accepted (``optimize-round --accept-implausible``); None
+    same configuration; own code: the working tree's content digest is the round's ``tree_digest``, and the
+    files git ignores are as they were when accepted, ``vcs.ignored_digest``) and whose ``timing["implausible"]``
+    a person accepted (``optimize-round --accept-implausible``); None
     otherwise. The gate honours it as if ``--accept-implausible`` were given, and its note names who, when
     and why, from the round record. The record is the ledger's (its digest and the audit log are checked at
     the integrity stage first), so a hand-written acceptance is red there, never honoured here. A changed
     tree or another configuration is not the accepted state: the gate judges it without the acceptance."""
     same = kept_rounds_of(ctx, config, root, workspace)
     same = [r for r in same if ((r.timing or {}).get("implausible") or {}).get("accepted")]
+    if same and not ctx.is_kernel:  # the files git ignores as they were when accepted: the tree's digest omits them
+        from ascendopt import vcs
+
+        ignored = vcs.ignored_digest(root, [workspace])
+        same = [r for r in same if ignored is not None and r.timing["implausible"].get("ignored_digest") == ignored]
     if not same:
         return None
     r = same[-1]

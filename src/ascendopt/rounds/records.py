@@ -117,7 +117,8 @@ class RoundRecord:
     ``ratio_vs_best`` are None and ``vs_best`` is "inconclusive").
     A timing re-checked for an implausible ratio (``rounds.timing._rechecked``) also has ``first`` (and
     ``second`` after a third measurement), ``recheck`` (one line), ``recheck_outcome`` (reproduced | decided |
-    not-reproduced) and ``recheck_measured``; ``implausible``: ``{"cases", "accepted", "by", "at"}``.
+    not-reproduced) and ``recheck_measured``; ``implausible``: ``{"cases", "accepted", "by", "at",
+    "ignored_digest"}`` (own code: the files git ignores, as accepted).
     """
 
     number: int

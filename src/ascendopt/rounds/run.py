@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ascendopt import console
+from ascendopt import console, vcs
 from ascendopt.analyze.matching import matches_any
 from ascendopt.collect.workload import WorkloadFailure
 from ascendopt.errors import AscendoptError, ExitCode, UsageError
@@ -500,6 +500,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             timing["implausible"] = {"cases": found, "accepted": accept_implausible}
             if accept_implausible:  # who and when, for the gate and the report to name (issue 41)
                 timing["implausible"].update(rtree.accepted_by(None if ctx.is_kernel else root))
+                if not ctx.is_kernel:  # the ignored files too: the tree's digest leaves them out
+                    timing["implausible"]["ignored_digest"] = vcs.ignored_digest(root, [ws.root])
             if accept_implausible:
                 note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})")
             else:  # recorded, not warned: the verdict's reason says it, and a reason is printed once (issue 41)
