@@ -469,13 +469,17 @@ def _seconds_text(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
 
 
+# A phase shorter than this (s) leaves no "done in" line: it would read "done in 0.0 s" (cached, nothing to do)
+QUIET_PHASE_S = 0.05
+
+
 @contextmanager
 def progress(description: str, total: int | None = None) -> Iterator[Any]:
     """A progress line on stderr; yields an object with ``advance(n=1)``, ``update(text)`` and
     ``set_total(n)``. With a known total (``total`` or ``set_total``) the line shows a bar, ``done/total``
     and an ETA. Drawn live on a terminal only (never under ``--quiet``); inside another ``progress`` it is
     a second line of the same display. On success it leaves one plain line, ``description: done/total
-    done in 1.2 s``; on an error nothing. Events: ``phase_start`` (phase = ``description``), ``progress``
+    done in 1.2 s`` (none under ``QUIET_PHASE_S``); on an error nothing. Events: ``phase_start`` (phase = ``description``), ``progress``
     on each call (with a total: ``eta_s``, the seconds left at the pace so far), ``phase_end`` with the
     status and ``elapsed_s``."""
     import time
@@ -534,7 +538,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
             _EVENTS["phases"].pop()
         elapsed = time.monotonic() - started
         event("phase_end", phase=description, status=outcome, elapsed_s=round(elapsed, 3))
-    if not _SETTINGS["quiet"]:
+    if not _SETTINGS["quiet"] and elapsed >= QUIET_PHASE_S:  # work that took no time needs no line of its own
         count = f"{done[0]}/{size[0]} " if size[0] else ""
         stderr().print(f"{description}: {count}done in {_seconds_text(elapsed)}", style="dim")
 

@@ -60,7 +60,7 @@ def test_progress_status_data_and_native_lines_share_one_display(tmp_path):
 # descriptor of the terminal, switched to under its lock, so no redraw is between its terminal check and its
 # write then). Every dup2 onto fd 2 records a breach of that rule, then forces a redraw.
 REDRAW_AT_EVERY_SWITCH = textwrap.dedent("""\
-    import os, sys
+    import os, sys, time
     from ascendopt import console
     from ascendopt.collect.native_log import quiet_native_log
 
@@ -83,6 +83,7 @@ REDRAW_AT_EVERY_SWITCH = textwrap.dedent("""\
             with quiet_native_log():
                 os.write(2, f"native line {i}\\n".encode())
             bar.advance()
+            time.sleep(0.02)  # a phase long enough to leave its "done in" line (console.QUIET_PHASE_S)
     open(sys.argv[1], "w").write("\\n".join([str(len(switches)), *breaches]))
 """)
 
