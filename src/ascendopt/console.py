@@ -479,7 +479,8 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
     ``set_total(n)``. With a known total (``total`` or ``set_total``) the line shows a bar, ``done/total``
     and an ETA. Drawn live on a terminal only (never under ``--quiet``); inside another ``progress`` it is
     a second line of the same display. On success it leaves one plain line, ``description: done/total
-    done in 1.2 s`` (none under ``QUIET_PHASE_S``); on an error nothing. Events: ``phase_start`` (phase = ``description``), ``progress``
+    done in 1.2 s`` (none under ``QUIET_PHASE_S``); on an error nothing. Events: ``phase_start`` (phase =
+    ``description``), ``progress``
     on each call (with a total: ``eta_s``, the seconds left at the pace so far), ``phase_end`` with the
     status and ``elapsed_s``."""
     import time

@@ -410,6 +410,7 @@ PLAIN_GO = """\
 
     main()
     import signal
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)  # first: a handler run after the disarm could arm it again
     signal.setitimer(signal.ITIMER_REAL, 0)
     """
 

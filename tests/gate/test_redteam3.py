@@ -514,8 +514,8 @@ MANY_LIGHT = "kernel: my_op_kernel\nbuckets:\n" + "".join(
 def test_d3_many_untimed_buckets(tmp_path, monkeypatch):
     """Class D, many light buckets: the mix holds 15 buckets of 0.9 % each (13.5 % of the frozen device time,
     decode-like row counts 8..22; ``MAX_BUCKETS`` is 16) and one heavy bucket (256 rows, 86.5 %). Only the heavy
-    one was timed; the verdict "spoke for the timed share". The candidate is 2x faster on 256 rows and 20x slower
-    below 64 rows: the served mix as frozen costs ~3x the baseline's, and the gate read a speedup."""
+    one was timed; the verdict "spoke for the timed share". The candidate is 2x faster on 256 rows and 8x slower
+    below 64 rows: the served mix as frozen costs ~1.5x the baseline's, and the gate read a speedup."""
     root = tmp_path / "frozen"
     from _own_code import SHAPED_BENCH
 
@@ -526,7 +526,7 @@ def test_d3_many_untimed_buckets(tmp_path, monkeypatch):
     repo = working_copy(root, tmp_path, monkeypatch)
     op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)", textwrap.dedent("""\
         def my_op(x):
-            time.sleep(DELAY_S * (20 if x.dim() == 2 and x.shape[0] < 64 else 0.5))"""))
+            time.sleep(DELAY_S * (8 if x.dim() == 2 and x.shape[0] < 64 else 0.5))"""))
     (repo / "op.py").write_text(op)
     _tests_pass(repo)
     done = _py(repo, """\
@@ -534,7 +534,7 @@ def test_d3_many_untimed_buckets(tmp_path, monkeypatch):
         def t(rows):
             x = torch.randn(rows, 64); s = time.perf_counter(); op.my_op(x); return time.perf_counter() - s
         print(sum(0.009 * t(r) for r in range(8, 23)) + 0.865 * t(256))""")
-    assert float(done.stdout.split()[-1]) > DELAY_S * 2  # the frozen mix now costs > 2x the frozen op's time
+    assert float(done.stdout.split()[-1]) > DELAY_S * 1.4  # the frozen mix now costs ~1.5x the frozen op's time
     code, stages, _ = _gate(repo, None)
     _not_a_speedup(code, stages)
 

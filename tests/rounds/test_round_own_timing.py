@@ -87,7 +87,9 @@ def test_baseline_best_and_candidate_are_timed_interleaved_and_keep_needs_a_gain
     # round 2, the tree as kept: faster than the baseline, the same as the measured best -> revert
     second = _round(repo, "measure the kept tree again")
     case = second.timing["cases"][0]
-    assert second.verdict == "revert" and second.timing["vs_best"] == "same"
+    # the same code as the best: never kept; "same" where the host's noise allows a band that narrow, else
+    # "inconclusive" (three sides on two loaded cores), never faster or slower
+    assert second.verdict == "revert" and second.timing["vs_best"] in ("same", "inconclusive")
     assert second.timing["vs_baseline"] == "faster"
     assert second.timing["best"] == {"round": 1, "commit": first.change["snapshot"]}
     assert len(case["samples_ms"]["best"]) == len(case["samples_ms"]["candidate"])  # timed with the others
