@@ -334,19 +334,30 @@ def working_tokens(root: Path, exclude: Sequence[Path] = ()) -> dict[str, str] |
     return {rel: token for rel, token in tokens.items() if token is not None}
 
 
-def ignored_digest(root: Path, exclude: Sequence[Path] = ()) -> str | None:
-    """The content digest of the files git ignores under ``root`` (``.gitignore``: build outputs, a local module
-    never committed), the ``exclude`` folders and ``__pycache__`` left out; None outside git. The working tree's
-    digest leaves them out, yet a workload can import them: what a recorded acceptance of a measured state must
-    also pin (``gate.stages.recorded_acceptance``). Reads every such file: seconds for an environment kept inside
-    the repository."""
+# What a workload can load as code from the repository (a module, a compiled extension, a start-up file)
+CODE_SUFFIXES = (".py", ".so", ".pyd", ".pth")
+
+
+def ignored_code(root: Path, exclude: Sequence[Path] = ()) -> dict[str, str] | None:
+    """``{path: token}`` of the code files git ignores under ``root`` (``CODE_SUFFIXES``: a local module never
+    committed, a compiled extension built in place), the ``exclude`` folders, ``__pycache__`` and environments
+    kept inside the repository (a folder holding ``pyvenv.cfg``, whose files the environment's own checks
+    cover) left out; None outside git. The working tree's digest leaves ignored files out, yet a workload can
+    import them: what a recorded acceptance of a measured state must also pin (``gate.stages.
+    recorded_acceptance``). A fresh clone has none, unless its build makes them."""
     proc = _run(root, f"--work-tree={root}", "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
     if proc.returncode != 0:
         return None
     prefixes = relative_prefixes(root, exclude)
-    paths = sorted({p for p in proc.stdout.split("\0") if p and not skipped(p, prefixes)})
-    tokens = {rel: file_token(root / rel) for rel in paths}
-    return content_digest({rel: token for rel, token in tokens.items() if token is not None})
+    envs = {str(Path(p).parent) for p in proc.stdout.split("\0") if Path(p).name == "pyvenv.cfg"}
+    tokens = {}
+    for rel in sorted({p for p in proc.stdout.split("\0") if p and not skipped(p, prefixes)}):
+        if not rel.endswith(CODE_SUFFIXES) or any(rel.startswith(env + "/") for env in envs):
+            continue
+        token = file_token(root / rel)
+        if token is not None:
+            tokens[rel] = token
+    return tokens
 
 
 def commit_state(root: Path) -> dict:

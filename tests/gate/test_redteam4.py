@@ -479,7 +479,7 @@ def test_k1_k2_a_change_after_the_acceptance_ignored_or_tracked_is_judged_withou
     --accept-implausible``), an op that imports its implementation from ``_accel.py``, a file ``.gitignore``
     excludes. k1 (got through in round 4): the agent rewrites ``_accel.py`` into other code, 20x faster; the
     working tree's digest leaves ignored files out, so it once still matched round 1's, and the acceptance was
-    honoured for code nobody reviewed. Stopped since: the acceptance also pins the ignored files' digest. k2: a
+    honoured for code nobody reviewed. Stopped since: the acceptance also pins the code files git ignores. k2: a
     TRACKED file changes (op.py's text only). Either way the gate judges the state without the acceptance:
     implausible (exit 6), never a pass naming it. (At ~5x a re-check may come back under the bound: then it is a
     plain "faster", still without the acceptance; hence ~10x and ~20x here.)"""
@@ -500,8 +500,10 @@ def test_k1_k2_a_change_after_the_acceptance_ignored_or_tracked_is_judged_withou
         else:
             (repo / "_accel.py").write_text(ACCEL.format(delay=DELAY_S / 12))  # as accepted
             (repo / "op.py").write_text(ACCEL_OP + "# tuned\n")  # a tracked file changed: another state
-        code, stages, _ = _gate(repo, None)
+        code, stages, err = _gate(repo, None)
         perf = stages.get("performance", {})
+        assert change == "tracked" or "the acceptance of round 1 is not honoured: code git ignores differs from " \
+            "when it was accepted (_accel.py)" in err, err[-2000:]
         assert not (code == 0 and "accepted" in json.dumps(perf)), (
             f"GOT THROUGH ({change}): exit {code}, the acceptance of round 1 honoured for other code: "
             f"{perf.get('summary')}")

@@ -181,6 +181,14 @@ def test_own_code_implausible_round_accepted_as_printed_and_honoured_by_the_gate
     kept = rounds.load_rounds(ws)[-1]
     assert kept.verdict == "keep", kept.reason
     assert kept.timing["implausible"]["by"] == "A. Dev <a.dev@example.com>"
+    # what git ignores and no workload loads as code does not void the acceptance: notes, an environment kept in
+    # the repository (its own files are the environment checks' business)
+    with open(root / ".git" / "info" / "exclude", "a") as fh:
+        fh.write("scratch/\n")
+    (root / "scratch" / "venv" / "lib").mkdir(parents=True)
+    (root / "scratch" / "notes.txt").write_text("a run log\n")
+    (root / "scratch" / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / "scratch" / "venv" / "lib" / "helper.py").write_text("X = 1\n")
     code, out, err = cli("gate", "-w", str(ws.root), "--pairs", "12", "--json")
     assert code == 0, out + err
     line = next(n for n in json_envelope(out)["data"]["notes"] if "accepted in round 2" in n)

@@ -829,7 +829,7 @@ def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path
     """The acceptance of an implausible speedup recorded in the ledger for the state the gate judges:
     ``(reason, note)`` of the newest kept round whose measured state is the candidate (a bundled kernel: the
     same configuration; own code: the working tree's content digest is the round's ``tree_digest``, and the
-    files git ignores are as they were when accepted, ``vcs.ignored_digest``) and whose ``timing["implausible"]``
+    code files git ignores are as they were when accepted, ``vcs.ignored_code``) and whose ``timing["implausible"]``
     a person accepted (``optimize-round --accept-implausible``); None
     otherwise. The gate honours it as if ``--accept-implausible`` were given, and its note names who, when
     and why, from the round record. The record is the ledger's (its digest and the audit log are checked at
@@ -837,11 +837,18 @@ def recorded_acceptance(ctx: RoundContext, config: Mapping[str, Any], root: Path
     tree or another configuration is not the accepted state: the gate judges it without the acceptance."""
     same = kept_rounds_of(ctx, config, root, workspace)
     same = [r for r in same if ((r.timing or {}).get("implausible") or {}).get("accepted")]
-    if same and not ctx.is_kernel:  # the files git ignores as they were when accepted: the tree's digest omits them
+    if same and not ctx.is_kernel:  # the code git ignores as it was when accepted: the tree's digest omits it
         from ascendopt import vcs
 
-        ignored = vcs.ignored_digest(root, [workspace])
-        same = [r for r in same if ignored is not None and r.timing["implausible"].get("ignored_digest") == ignored]
+        ignored = vcs.ignored_code(root, [workspace])
+        kept = [r for r in same if ignored is not None and r.timing["implausible"].get("ignored_code") == ignored]
+        if not kept:
+            then = same[-1].timing["implausible"].get("ignored_code") or {}
+            differ = sorted(p for p in {*then, *(ignored or {})} if then.get(p) != (ignored or {}).get(p))
+            console.warn(f"the acceptance of round {same[-1].number} is not honoured: code git ignores differs from "
+                         f"when it was accepted ({', '.join(differ[:3]) or 'not recorded'}"
+                         f"{' and more' if len(differ) > 3 else ''}); the gate judges this state without it")
+        same = kept
     if not same:
         return None
     r = same[-1]

@@ -118,7 +118,7 @@ class RoundRecord:
     A timing re-checked for an implausible ratio (``rounds.timing._rechecked``) also has ``first`` (and
     ``second`` after a third measurement), ``recheck`` (one line), ``recheck_outcome`` (reproduced | decided |
     not-reproduced) and ``recheck_measured``; ``implausible``: ``{"cases", "accepted", "by", "at",
-    "ignored_digest"}`` (own code: the files git ignores, as accepted).
+    "ignored_code"}`` (own code: ``{path: token}`` of the code files git ignores, as accepted).
     """
 
     number: int

@@ -500,8 +500,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
             timing["implausible"] = {"cases": found, "accepted": accept_implausible}
             if accept_implausible:  # who and when, for the gate and the report to name (issue 41)
                 timing["implausible"].update(rtree.accepted_by(None if ctx.is_kernel else root))
-                if not ctx.is_kernel:  # the ignored files too: the tree's digest leaves them out
-                    timing["implausible"]["ignored_digest"] = vcs.ignored_digest(root, [ws.root])
+                if not ctx.is_kernel:  # the ignored code too: the tree's digest leaves it out
+                    timing["implausible"]["ignored_code"] = vcs.ignored_code(root, [ws.root])
             if accept_implausible:
                 note(f"implausible result accepted: {accept_implausible} ({found[0]['case']}: {found[0]['reason']})")
             else:  # recorded, not warned: the verdict's reason says it, and a reason is printed once (issue 41)
