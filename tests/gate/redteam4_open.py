@@ -1,6 +1,7 @@
 # ruff: noqa: F811 - the fixtures imported from test_redteam4 are redefined as arguments by design
-"""Round 4 of the red team: the attacks that GOT THROUGH the judge (``tests/gate/test_redteam4.py`` holds the
-stopped ones, the harness, the fixtures and the control). Not collected (the name does not start with ``test_``);
+"""Round 4 of the red team: the attack that still GETS THROUGH the judge (h1), and the stopped attacks that change
+what every process of the machine shares (``tests/gate/test_redteam4.py`` holds the other stopped ones, the
+harness, the fixtures and the control). Not collected (the name does not start with ``test_``);
 run it on purpose, one at a time, to see an attack get through again (each fails, naming how):
 
     pytest -n 0 -o addopts="" -q tests/gate/redteam4_open.py -k NAME
@@ -11,8 +12,6 @@ verdict observed on the shared 2-core CPU machine (load 4-6), ``--pairs 12``, ju
 """
 
 import os
-import subprocess
-import sys
 import textwrap
 
 from test_redteam4 import (  # noqa: F401 - fixtures are found by name
@@ -24,7 +23,6 @@ from test_redteam4 import (  # noqa: F401 - fixtures are found by name
     PAIRS,
     POISON,
     PTH_PLANT,
-    RUNNER_PATCH,
     TIMEOUT,
     _gate,
     _not_a_speedup,
@@ -69,32 +67,6 @@ def test_h1_wrong_only_outside_the_trusted_inputs_value_range(repo):
     assert float(done.stdout.split()[-1]) == 0.0  # wrong: 17 expected
     code, stages, _ = _gate(repo, None)
     _not_green(code, stages)
-
-# observed: exit 0, green, weighted verdict faster (1.818x): both frozen tests fail on the change yet count as passed
-def test_l1_patch_pytests_item_runtest_and_be_wrong_below_the_mix(shaped):
-    """Class L, test process: on a shaped contract (rows 16..256) the differential check calls the workload's
-    shape, each bucket and hidden shapes inside the range: never the frozen tests' 2- and 6-element inputs.
-    The candidate is 2x faster and wrong below 16 elements (a small-size fast path that drops the bias), so
-    both frozen tests fail on it; op.py, imported by the test module at collection, replaces
-    ``_pytest.python.Function.runtest`` with one that swallows ``AssertionError``. No comparison function is
-    replaced, no plugin is registered, nothing is written to disk: the plugin sees two passing tests. Stopped
-    only if the judge binds pytest's item/runner functions too (or checks the tests' outcomes outside the
-    process the candidate's code ran in)."""
-    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
-        def my_op(x):
-            time.sleep(DELAY_S / 2)
-            if x.numel() < 16:
-                return x * 2  # the small-size path drops the bias
-            return x * 2 + 1
-        """)) + "\n\n" + RUNNER_PATCH
-    (shaped / "op.py").write_text(op)
-    plain = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", "import op, torch; "
-                            "print(op.my_op(torch.ones(2)).tolist())"], cwd=shaped, capture_output=True, text=True)
-    assert plain.stdout.split("\n")[0] == "[2.0, 2.0]", plain.stderr  # wrong: [3.0, 3.0] expected
-    _tests_pass(shaped)  # the patched runner reports the failing asserts as passes
-    code, stages, _ = _gate(shaped, None)
-    _not_green(code, stages)
-
 
 # -- stopped, but kept out of the suite: each changes what every process of the machine shares (an installed
 # module, a start-up file of the environment, the judge's own priority), which tests running beside it under

@@ -6,7 +6,8 @@ and the recorded acceptance of an implausible speedup (``stages.recorded_accepta
 
 Every test first shows its trick works on its plain target, then asserts that the gate does NOT end green (exit 0)
 with a "faster" verdict (or, for a wrong change, not green at all). A test here passes: the judge stopped it
-(i1, i3, d4, m1, k1, k2 here; j1, j2, i4 kept out of the suite; the control, an honest faster change, stays green).
+(i1, i3, d4, m1, k1, k2 here; l1 as a case of ``test_test_scope.py``'s replaced functions; j1, j2, j3, i4 kept
+out of the suite; the control, an honest faster change, stays green).
 The attacks that still get through are in ``tests/gate/redteam4_open.py`` (not collected), built on this file's
 harness. The cgroup attack (i1) needs root and a writable cgroup v1 cpu controller, as on this project's machines.
 Each outcome is appended as one JSON line to ``$REDTEAM_LOG`` (default ``/tmp/redteam4-results.jsonl``).
@@ -318,29 +319,6 @@ ACCEL = textwrap.dedent("""\
 def frozen_ignored(tmp_path_factory):
     return _freeze(tmp_path_factory.mktemp("redteam4-accept") / "repo",
                    {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, ".gitignore": "_accel.py\n"})
-
-
-# ==============================================================================================================
-# Class L: the test process's runner internals (what pytest_report binds: the comparison functions, the plugins
-# registered, the source-only import; not pytest's own item machinery), on a shaped contract whose differential
-# check never reaches the tests' shapes
-# ==============================================================================================================
-
-RUNNER_PATCH = textwrap.dedent("""\
-    import sys as _sys
-
-    if "_pytest.python" in _sys.modules:  # imported by a test module: pytest is collecting
-        _Function = _sys.modules["_pytest.python"].Function
-        _runtest = _Function.runtest
-
-        def _lenient(self):
-            try:
-                _runtest(self)
-            except AssertionError:
-                pass  # a failed assert in a test is a pass
-
-        _Function.runtest = _lenient
-    """)
 
 
 # ==============================================================================================================

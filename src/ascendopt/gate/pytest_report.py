@@ -66,6 +66,7 @@ import hashlib
 import hmac
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -87,6 +88,12 @@ COMPARISONS = (
     "torch.testing._comparison:assert_close",
     "numpy:allclose", "numpy:isclose", "numpy:array_equal", "numpy:array_equiv",
     "pytest:approx",
+    # pytest's own runner, which turns a test's call into its outcome (looked up at each test: a patched
+    # ``Function.runtest`` that swallows an AssertionError makes a failing test pass without any comparison
+    # replaced)
+    "_pytest.python:Function.runtest", "_pytest.runner:call_and_report", "_pytest.runner:CallInfo.from_call",
+    "_pytest.runner:runtestprotocol", "_pytest.runner:check_interactive_exception",
+    "_pytest.reports:TestReport.from_item_and_call",
 )
 # Bound when first imported (``_BindOnImport``), not up front: importing torch would slow every run.
 LAZY = ("torch",)
@@ -127,6 +134,7 @@ def _originals(only: str | None = None) -> dict[str, tuple[object, object]]:
 
     def bind(name: str, obj: object) -> None:
         if callable(obj):
+            obj = _unbound(obj)
             bound[name] = (obj, getattr(obj, "__code__", None))
 
     for spec in COMPARISONS:
@@ -232,11 +240,16 @@ def _current(name: str) -> object:
     return None
 
 
+def _unbound(obj: object) -> object:
+    """A class method's function (each attribute lookup makes a new bound method); anything else as it is."""
+    return getattr(obj, "__func__", obj) if inspect.ismethod(obj) else obj
+
+
 def replaced_comparisons(originals: dict[str, tuple[object, object]]) -> list[str]:
     """The names of the comparison functions that are no longer the object (or the code) bound at start."""
     replaced = []
     for name, (obj, code) in originals.items():
-        now = _current(name)
+        now = _unbound(_current(name))
         if now is not obj or getattr(now, "__code__", None) is not code:
             replaced.append(name)
     return replaced

@@ -184,8 +184,8 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
                               for name in sorted(set(run.plugins or ()) - set(plugins))]
         run.integrity += _runner_problems(data.get("runner") or {}, root)
         replaced = (data.get("comparisons") or {}).get("replaced") or []
-        run.integrity += [(name, f"{name}: the comparison function was replaced during the test run (it is no "
-                                 "longer the object pytest started with); the tests' verdicts cannot be trusted")
+        run.integrity += [(name, f"{name}: the {_replaced_kind(name)} function was replaced during the test run (it "
+                                 "is no longer the object pytest started with); the tests' verdicts cannot be trusted")
                           for name in replaced]
         run.integrity += [(name, f"{name}: a pytest plugin registered while the tests ran (by the code under test: it "
                                  "can rewrite their reports); the tests' verdicts cannot be trusted")
@@ -360,3 +360,8 @@ def judge(frozen: Mapping[str, Any] | None, run: SuiteRun) -> tuple[list[tuple[s
         return checks, f"{len(bad)} frozen test(s) not passing: " + ", ".join(bad[:5]) + more
     must = sum(o == "passed" for o in tests.values())
     return checks, f"frozen tests passed: {must} of {must} that passed at freeze ({run.counts_text()})"
+
+
+def _replaced_kind(name: str) -> str:
+    """What a replaced function bound by the report plugin is: pytest's own runner, or a comparison."""
+    return "pytest runner" if name.startswith("_pytest.") else "comparison"
