@@ -104,7 +104,8 @@ def test_a_spread_and_a_change_share_the_unit_of_their_median():
 
 
 def test_junit_names_are_relative_to_the_project_root(tmp_path):
-    from ascendopt.judge.result import Check, GateResult, StageResult
+    from ascendopt.gate.result import GateResult
+    from ascendopt.judge.result import Check, StageResult
 
     root = tmp_path / "checkout"
     checks = [Check(f"{root}/.ascendopt/contract.yaml", True, "digest matches"),

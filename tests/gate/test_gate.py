@@ -369,9 +369,10 @@ def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypat
 
 
 def test_speedup_only_for_a_measured_faster_on_a_green_gate():
+    from ascendopt.gate.result import GateResult
     from ascendopt.gate.stages import _performance_result
     from ascendopt.judge import bench
-    from ascendopt.judge.result import GateResult, StageResult
+    from ascendopt.judge.result import StageResult
 
     base = [1.0 + 0.001 * (i % 3) for i in range(20)]
     faster = bench.decide(base, [b * 0.8 for b in base])

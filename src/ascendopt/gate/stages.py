@@ -46,11 +46,12 @@ from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.contract.shapes import bucket_name
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, ExitCode, IntegrityError, UsageError
+from ascendopt.gate.result import GateResult
 from ascendopt.judge import bench
 from ascendopt.judge.engine import Verdict
 from ascendopt.judge.interleave import FAILURES as WORKLOAD_FAILURES
 from ascendopt.judge.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
-from ascendopt.judge.result import STAGES, Check, GateResult, StageResult
+from ascendopt.judge.result import STAGES, Check, StageResult
 from ascendopt.judge.weighted import FLOOR_WEIGHT
 from ascendopt.judge.worktrees import checkout, frozen_commit, frozen_commit_checks
 from ascendopt.rounds.context import RoundContext

@@ -12,5 +12,5 @@ the shared packages below it.
 * the frozen tests: the run (``testset``, pytest started by ``pytest_launch`` with the reporting plugin
   ``pytest_report``), what it may use (``scope``), the installed environment it starts from
   (``environment``);
-* what was found: checks and stage results (``result``).
+* what was found: a stage's checks, its status and the exit code it stands for (``result``).
 """

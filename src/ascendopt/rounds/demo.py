@@ -64,7 +64,7 @@ def plan(kernel: str, *, shape: str | None = None, pairs: int | None = None) -> 
 @dataclass(frozen=True)
 class DemoResult:
     """What steps 1-6 produced. ``data`` is the ``demo --json`` object so far (the report's paths are
-    added by the caller); ``gate`` is the ``judge.result.GateResult`` of the best configuration."""
+    added by the caller); ``gate`` is the ``gate.result.GateResult`` of the best configuration."""
 
     data: dict[str, Any]
     hypothesis: str
