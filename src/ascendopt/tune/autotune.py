@@ -1,8 +1,8 @@
 """Own code: the ``@triton.autotune`` configs of a user's kernels, found statically and pinned one at a time.
 
 ``optimize-round --auto`` on an own-code contract screens these configs (``rounds.auto``): the frozen
-workload runs once per config in a child process whose ``triton.autotune`` is replaced so that the
-chosen kernel gets that one config (``install_pin``; Triton's autotuner does not benchmark a list of
+workload runs once per config in a judge's worker whose ``triton.autotune`` is replaced so that the
+chosen kernel gets that one config (``judge.autotune_pin``; Triton's autotuner does not benchmark a list of
 one), timed with the bench core. The user then freezes the fastest config into the launch, so the
 gate measures the next change, not the autotuner's choice at run time.
 
