@@ -61,8 +61,8 @@ def run_case(kernel: str, preset: str, args, deadline: float) -> dict:
     from ascendopt.device import backends
     from ascendopt.errors import AscendoptError
     from ascendopt.freeze.task import freeze_kernel
-    from ascendopt.gate import bench
     from ascendopt.gate.stages import timing_inputs
+    from ascendopt.judge import bench
     from ascendopt.rounds import auto as round_auto
     from ascendopt.rounds.context import RoundContext
     from ascendopt.tune import screen as tune_screen

@@ -110,7 +110,7 @@ BARE_TIMING = textwrap.dedent('''\
     sys.path.insert(0, ".")
     import runpy
     from ascendopt.device import backends
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
     ns = runpy.run_path(sys.argv[1])
     b = backends.current()
     make, fn = ns.get("inputs"), ns["workload"]

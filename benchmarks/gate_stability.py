@@ -44,8 +44,8 @@ import torch
 from ascendopt import kernels
 from ascendopt.device import backends
 from ascendopt.freeze.task import freeze_kernel
-from ascendopt.gate import bench
 from ascendopt.gate.stages import run_gate, timing_inputs
+from ascendopt.judge import bench
 from ascendopt.kernels.spec import Tunable
 from ascendopt.workspace import Workspace
 

@@ -3,7 +3,7 @@
 For each registered spec, each non-tiny shape preset and each mode (``fwd``, ``fwdbwd``), the bundled
 Triton kernel (``spec.run`` at its default tunables) and fla's equivalent (``spec.extras["peer"]``,
 fla-core 0.6.0) run on the same inputs, timed interleaved (ABBA) with synchronized device events by
-``ascendopt.gate.bench.compare`` (device time: the device is held busy while the host enqueues each
+``ascendopt.judge.bench.compare`` (device time: the device is held busy while the host enqueues each
 timed batch, so launch overhead is not counted; the host's enqueue time per call is its own column).
 Reported per row: median time of each side, speedup (peer / ours), our
 achieved GB/s from ``spec.cost`` (minimum bytes: every input read once, every output written once),
@@ -55,7 +55,7 @@ def same_size_copy_ms(nbytes: int, backend, l2_bytes: int, device: str = "cuda")
     included: small shapes cannot reach the large-buffer copy bandwidth, and neither can this copy."""
     import torch
 
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     half = max(1, nbytes // 2)
     count = max(1, min(MAX_INPUT_SETS, math.ceil(L2_FLUSH_FACTOR * l2_bytes / half)))
@@ -89,7 +89,7 @@ def run_case(spec, preset: str, mode: str, dtype: str, backend, copy_gbs: float,
              peer_ok: bool, overrides: dict | None = None) -> dict:
     """Time ours (and the peer if there is one) on one preset; returns one result row. ``overrides``:
     tunable values replacing the spec's defaults."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     dims = spec.shape(preset).dims
     row = {"kernel": spec.name, "preset": preset, "dims": {k: list(v) if isinstance(v, tuple) else v
@@ -150,7 +150,7 @@ MAX_SWEEP_TILE_ELEMENTS = 32768  # larger tiles take minutes to compile for CUDA
 
 def sweep_case(spec, preset: str, mode: str, dtype: str, backend, l2_bytes: int, deadline: float) -> list[dict]:
     """Time every legal choice of every tunable (one at a time, others at default) on one preset."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     dims = spec.shape(preset).dims
     sets = _input_sets(spec, dims, dtype, mode, backend.torch_device(), l2_bytes)

@@ -49,7 +49,7 @@ interpreter (every ``ascendopt`` command gets ``--backend cpu``, whose children 
 * the baseline: one configuration, ``BT=32`` rows per program. The interpreter runs a grid's programs one
   after another, so its cost is per program launched and ``num_warps`` changes nothing: 32 rows launch 4x
   the programs of the 128-row tile fla's autotuning picks here (about 2-3x slower a call). A smaller tile
-  is more than 5x slower, beyond the gate's implausibility bound (``gate.bench.IMPLAUSIBLE_RATIO``), where
+  is more than 5x slower, beyond the gate's implausibility bound (``judge.bench.IMPLAUSIBLE_RATIO``), where
   the faster round could not be kept.
 * the A/A gate: ``--pairs 100``. A pair of interpreter calls on a shared 2-core host differs by ~10 %;
   the default 30 pairs (extended to 90) leave a noise band wider than the 5 % at which "same" is a

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.device import backends
-from ascendopt.gate import bench
+from ascendopt.judge import bench
 
 
 @triton.jit

@@ -1,7 +1,7 @@
 """How good is `optimize-round --auto`? The search's best within its budget vs the exhaustive best.
 
 For every bundled kernel with tunables and two of its non-tiny shape presets, the configurations
-of the space are measured (synchronized, ``ascendopt.gate.bench``) and recorded in the JSON as the
+of the space are measured (synchronized, ``ascendopt.judge.bench``) and recorded in the JSON as the
 case's *landscape*: every configuration with its median/p20/p80 ms, sample count and UB verdict
 (configurations the UB model prunes are listed unmeasured). The search of ``ascendopt.tune.search`` then
 runs over that landscape (kernel_tuner's "simulation mode") with the default budget (25 % of the
@@ -101,7 +101,7 @@ def measure_config(spec, config, backend, inputs, repeats: int, cut_ms: float | 
     """Samples of one configuration: ``repeats`` at most, stopping after 3 once p20 > ``cut_ms``."""
     import numpy as np
 
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     try:
         run = bench.Sampler(lambda inp: spec.run(inp, config, "fwd"), inputs, backend)
@@ -196,8 +196,8 @@ def judge(row) -> dict:
 
 def recheck(row, spec, backend, args) -> None:
     """Time the search's winner against the exhaustive one interleaved (the gap is not one sample's)."""
-    from ascendopt.gate import bench
     from ascendopt.gate.stages import timing_inputs
+    from ascendopt.judge import bench
     from ascendopt.tune import search as tune
 
     def cfg_of(key):

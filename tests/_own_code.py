@@ -144,7 +144,7 @@ def on_another_runner(monkeypatch) -> None:
     """Make the gate take this environment for another than freeze's (a CI runner's): what freeze recorded of its
     own environment (start-up files, pinned variables) is then not compared, and the checks that hold on any
     runner are what a test sees."""
-    from ascendopt.gate import environment
+    from ascendopt.judge import environment
 
     monkeypatch.setattr(environment, "identity", lambda: "another-runner")
 

@@ -157,13 +157,25 @@ def test_scripts_import_only_what_exists():
     assert not missing, "imports that no longer resolve:\n" + "\n".join(missing)
 
 
+def _imports_from_above(package: str, above: set[str]) -> dict[str, list[str]]:
+    """``{module of ascendopt.<package>: the modules of the packages in ``above`` it imports}``, where any."""
+    graph = import_graph()
+    found = {module: sorted(t for t in targets if t.split(".")[1:2] and t.split(".")[1] in above)
+             for module, targets in graph.items()
+             if module == f"ascendopt.{package}" or module.startswith(f"ascendopt.{package}.")}
+    return {m: t for m, t in found.items() if t}
+
+
 def test_the_contract_data_imports_no_step_package():
     """The layers: contract < judge < freeze / gate / rounds / tune < cli. The contract's data model (what is
     frozen, how it is read and validated) runs no step of the loop, so no module of ``ascendopt.contract`` imports
     one; freezing a task, which does, is the ``freeze`` package."""
-    above = {"judge", "freeze", "gate", "rounds", "tune", "cli"}
-    graph = import_graph()
-    found = {module: sorted(t for t in targets if t.split(".")[1:2] and t.split(".")[1] in above)
-             for module, targets in graph.items()
-             if module == "ascendopt.contract" or module.startswith("ascendopt.contract.")}
-    assert {m: t for m, t in found.items() if t} == {}
+    assert _imports_from_above("contract", {"judge", "freeze", "gate", "rounds", "tune", "cli"}) == {}
+
+
+def test_the_judge_imports_no_step_package():
+    """The judge (workers, timing engine, evidence and equivalence checks, the frozen test run, statistics)
+    produces and checks the evidence that freeze, the gate, the rounds and tuning all rest on, so it is their
+    common layer and none of its modules imports one of them, or the CLI: a step uses the judge, never the
+    reverse."""
+    assert _imports_from_above("judge", {"freeze", "gate", "rounds", "tune", "cli"}) == {}

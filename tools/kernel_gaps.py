@@ -82,8 +82,8 @@ def gap_table(kernels: pd.DataFrame, min_us: float = 0.0) -> pd.DataFrame:
 
 def batch_table(kernels: pd.DataFrame, calls: int | None = None) -> pd.DataFrame:
     """Per kernel name, over its runs of exactly ``calls`` back-to-back launches on one stream (the timed
-    batches of ``ascendopt.gate.bench``, each run bounded by other kernels such as the device hold); ``calls`` None:
-    each kernel's most frequent run length of at least 2 (``ascendopt.gate.bench`` sizes a comparison's batches from
+    batches of ``ascendopt.judge.bench``, each run bounded by other kernels such as the device hold); ``calls`` None:
+    each kernel's most frequent run length of at least 2 (``ascendopt.judge.bench`` sizes a comparison's batches from
     its sides' speed, so one trace may hold several). Columns: ``calls``, ``batches``, ``median_us`` (launch
     duration), ``gap_us`` (idle time between a batch's launches) and ``span_us`` (a batch's first start to last
     end, per launch: what the device events around it measure), medians over the batches of each batch's
@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--min-us", type=float, default=0.0, help="leave out kernels shorter than this (us)")
     ap.add_argument("--batches", metavar="N|auto",
                     help="also a table over the runs of exactly N back-to-back launches of one kernel (the timed "
-                         "batches of ascendopt.gate.bench: N is its calls per sample); auto: each kernel's most "
+                         "batches of ascendopt.judge.bench: N is its calls per sample); auto: each kernel's most "
                          "frequent run length")
     args = ap.parse_args()
     calls = None

@@ -178,7 +178,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from ascendopt.device import backends
-    from ascendopt.gate.correctness import check_kernel
+    from ascendopt.judge.correctness import check_kernel
 
     started = time.perf_counter()
     case = open_case(args, "benchmark")

@@ -107,7 +107,8 @@ def test_reprofile_command(demo_ws, cli):
 
 def test_a_red_gate_in_the_demo_says_which_stage_and_why(cli, tmp_path, monkeypatch):
     from ascendopt.gate import stages as gate
-    from ascendopt.gate.result import GateResult, StageResult
+    from ascendopt.gate.result import GateResult
+    from ascendopt.judge.result import StageResult
 
     red = GateResult([StageResult("integrity", "pass", "frozen files unchanged"),
                       StageResult("performance", "fail", "regression: tiny/fwd +9.0% slower (planted)")])

@@ -1,7 +1,7 @@
 """The printed forms in ``cli.render``: the round summary (green and red gate) and per-tensor lines."""
 
 from ascendopt.cli.render import print_reports, render_round_summary, tensor_report_lines
-from ascendopt.gate.correctness import TensorReport
+from ascendopt.judge.correctness import TensorReport
 from ascendopt.rounds import summary as round_summary
 
 

@@ -93,7 +93,7 @@ def test_duration_text_picks_the_unit_by_magnitude(us, text):
 
 def test_a_spread_and_a_change_share_the_unit_of_their_median():
     from ascendopt.cli.render import target_metric_line
-    from ascendopt.gate.bench import summarize
+    from ascendopt.judge.bench import summarize
 
     assert console.spread_text(120721.03, 118200.0, 121050.0) == "120.72 ms [p20 118.20, p80 121.05]"
     timing = summarize([120.0, 121.0, 119.0, 120.5])  # ms
@@ -104,7 +104,8 @@ def test_a_spread_and_a_change_share_the_unit_of_their_median():
 
 
 def test_junit_names_are_relative_to_the_project_root(tmp_path):
-    from ascendopt.gate.result import Check, GateResult, StageResult
+    from ascendopt.gate.result import GateResult
+    from ascendopt.judge.result import Check, StageResult
 
     root = tmp_path / "checkout"
     checks = [Check(f"{root}/.ascendopt/contract.yaml", True, "digest matches"),

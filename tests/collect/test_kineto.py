@@ -9,7 +9,7 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import sys
     import torch
-    from ascendopt.gate.kernel_hit import observed_kernels
+    from ascendopt.judge.kernel_hit import observed_kernels
 
     print("own line before", file=sys.stderr, flush=True)
     for _ in range(2):
@@ -27,7 +27,7 @@ def test_kernel_hit_profiles_print_no_kineto_lines():
     assert "True" in lines  # the profile itself still sees the op
     assert not [ln for ln in lines if "profiler_start" in ln or "profiler_stop" in ln or "USDT:" in ln], lines
     # the process's own lines survive, in order (per profile: one warm call, CENSUS_CALLS profiled calls)
-    from ascendopt.gate.kernel_hit import CENSUS_CALLS
+    from ascendopt.judge.kernel_hit import CENSUS_CALLS
 
     assert [ln for ln in lines if ln.startswith("own line")] == (["own line before"]
                                                                  + ["own line inside"] * 2 * (1 + CENSUS_CALLS))

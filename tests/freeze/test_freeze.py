@@ -258,7 +258,7 @@ def test_pytest_configuration_on_the_tests_paths_is_pinned_section_by_section(tm
 
 
 def test_freeze_times_its_baseline_interleaved_with_a_second_worker_as_a_gate_does(tmp_path, monkeypatch):
-    """The anchor (``gate.engine.anchor_problem``) compares a gate's baseline with freeze's: freeze times it
+    """The anchor (``judge.engine.anchor_problem``) compares a gate's baseline with freeze's: freeze times it
     the way a gate will, each batch after the other side's, in two workers of the frozen tree. (Timed alone, a
     host-bound device call measured a third faster than in the gate, and every gate was inconclusive.)"""
     from _own_code import PROFILED_BENCH, commit_repo, sleep_repo_files

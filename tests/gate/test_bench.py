@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ascendopt.device.backends import Backend
-from ascendopt.gate import bench
+from ascendopt.judge import bench
 
 
 class VirtualBackend:

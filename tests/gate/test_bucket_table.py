@@ -11,9 +11,9 @@ import pytest
 
 from ascendopt.cli import envelope
 from ascendopt.contract.shapes import ShapeBucket, ShapeMix, as_shape
-from ascendopt.gate import bench
 from ascendopt.gate.result import GateResult
 from ascendopt.gate.stages import _weighted_result
+from ascendopt.judge import bench
 from ascendopt.judge.weighted import FLOOR_VERDICTS
 
 

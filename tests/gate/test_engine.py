@@ -7,9 +7,9 @@ import textwrap
 import pytest
 import torch
 
-from ascendopt.gate import engine
-from ascendopt.gate.worker import bind_ops, fingerprint
+from ascendopt.judge import engine
 from ascendopt.judge.payload import decode
+from ascendopt.judge.worker import bind_ops, fingerprint
 
 TOL = {"fp32": {"rtol": 1e-5, "atol": 1e-6}}
 
@@ -77,7 +77,7 @@ def _tree(tmp_path, op: str):
 
 
 def test_the_worker_is_isolated_no_startup_hook_of_the_tree_or_pythonpath_runs(tmp_path, monkeypatch):
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge.interleave import workload_process
 
     tree = _tree(tmp_path, "import sys\n\n\ndef my_op(x):\n    return x * 2\n")
     marker = tmp_path / "hooked"
@@ -104,7 +104,7 @@ def test_the_worker_is_isolated_no_startup_hook_of_the_tree_or_pythonpath_runs(t
 def test_a_cpu_worker_computes_on_one_thread_unless_the_user_says_otherwise(tmp_path, monkeypatch, user_setting):
     """On the cpu backend the sides share the cores: each worker's torch runs one thread (a parallel region
     waits for its slowest, preempted thread); an OMP_NUM_THREADS the user set is kept."""
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge.interleave import workload_process
 
     threads = tmp_path / "threads"
     tree = _tree(tmp_path, f"import torch\nopen({str(threads)!r}, 'w').write(str(torch.get_num_threads()))\n\n\n"
@@ -120,7 +120,7 @@ def test_a_cpu_worker_computes_on_one_thread_unless_the_user_says_otherwise(tmp_
 
 
 def test_the_parents_clock_is_the_reading_a_patched_worker_clock_is_a_second_one(tmp_path, monkeypatch):
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge.interleave import workload_process
 
     tree = _tree(tmp_path, """\
         import time
@@ -153,8 +153,8 @@ BURNERS = {
 
 @pytest.mark.parametrize("burn", [None, *BURNERS])
 def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monkeypatch, burn):
-    from ascendopt.gate.engine import Judged, Verdict, audit
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge.engine import Judged, Verdict, audit
+    from ascendopt.judge.interleave import workload_process
 
     quiet = "import time\n\n\ndef my_op(x):\n    time.sleep(0.02)\n    return x * 2\n"
     noisy = quiet + "\nimport threading\n\n\n" + BURNERS.get(burn, "") + textwrap.dedent("""\
@@ -183,7 +183,7 @@ def test_a_worker_killed_on_a_timeout_takes_what_escaped_its_group_with_it(tmp_p
     import os
     import signal
 
-    from ascendopt.gate.engine import Session
+    from ascendopt.judge.engine import Session
     from ascendopt.process import ProcessTimeout
 
     pid_file = tmp_path / "escaped.pid"
@@ -225,8 +225,8 @@ def test_every_timed_side_comes_to_the_timing_with_one_profiled_call(tmp_path, m
     kernel census; the frozen commit's did not): an unchanged tree then looked 1-3 % faster. Here the op is
     twice as fast once a profiled call was made in its process: two identical trees, only the candidate's
     census taken, and the timing must still call them the same."""
-    from ascendopt.gate.engine import Verdict, time_sides
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge.engine import Verdict, time_sides
+    from ascendopt.judge.interleave import workload_process
 
     op = """\
         import time
@@ -259,9 +259,9 @@ def test_a_timed_batch_holds_no_more_than_max_batch_bytes_of_inputs_and_outputs(
     """Every call of a batch keeps its own inputs and its output until the batch is checked: with 1 MiB in
     (inputs(seed): 8 fp32 elements) and 1 MiB out a call, a 4 MiB cap allows 2 calls a batch however short a
     call is (a fast op would otherwise batch up to 200); without a cap's bite the batch is the usual one."""
-    from ascendopt.gate import interleave
-    from ascendopt.gate.engine import Judged, Verdict
-    from ascendopt.gate.interleave import workload_process
+    from ascendopt.judge import interleave
+    from ascendopt.judge.engine import Judged, Verdict
+    from ascendopt.judge.interleave import workload_process
 
     op = "import torch\n\n\ndef my_op(x):\n    return torch.zeros(2**18) + x.sum()\n"  # 1 MiB of fp32 out
     monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
@@ -277,7 +277,7 @@ def test_a_timed_batch_holds_no_more_than_max_batch_bytes_of_inputs_and_outputs(
 
 
 def test_payload_bytes_counts_the_tensors_of_a_decoded_value_and_batches_are_capped_by_them():
-    from ascendopt.gate.interleave import batch_calls, payload_bytes
+    from ascendopt.judge.interleave import batch_calls, payload_bytes
 
     value = [{"a": torch.ones(3, 5, dtype=torch.bfloat16), "b": torch.ones(7, dtype=torch.int64)},
              (torch.ones(2, dtype=torch.complex64), 3, "x")]

@@ -1,4 +1,4 @@
-"""Own code: the working tree's workload() outputs against the frozen commit's (gate.equivalence).
+"""Own code: the working tree's workload() outputs against the frozen commit's (judge.equivalence).
 
 The repository's frozen test only checks the output's shape, so a wrong kernel passes it: the output
 check must catch it. ``op.py`` (not frozen) is what each test edits; ``bench.py`` returns a dict of
@@ -20,7 +20,7 @@ from _own_code import commit_repo, freeze_in, working_copy
 from _own_code import git as _git
 from ascendopt.contract.model import EQUIVALENCE_TOLERANCES, Contract
 from ascendopt.errors import ContractError, UsageError
-from ascendopt.gate import equivalence as eq
+from ascendopt.judge import equivalence as eq
 from ascendopt.workspace import read_yaml
 
 OP = textwrap.dedent("""\

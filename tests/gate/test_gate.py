@@ -20,8 +20,8 @@ import _gate_kernels as gk
 from _cli_json import json_payload
 from ascendopt.contract.model import Tolerance
 from ascendopt.errors import UsageError
-from ascendopt.gate.correctness import compare_tensor
 from ascendopt.gate.stages import run_gate
+from ascendopt.judge.correctness import compare_tensor
 from ascendopt.workspace import Workspace
 
 
@@ -189,7 +189,7 @@ def test_a_noisy_device_makes_the_performance_stage_inconclusive_exit_6(ws, cli,
     stage = result["stages"][3]
     assert stage["status"] == "inconclusive" and stage["exit_code"] == 6
     assert [s["status"] for s in result["stages"][:3]] == ["pass"] * 3
-    rule = __import__("ascendopt.gate.bench", fromlist=["DecisionRule"]).DecisionRule()
+    rule = __import__("ascendopt.judge.bench", fromlist=["DecisionRule"]).DecisionRule()
     for c in stage["data"]["comparisons"]:
         assert c["verdict"] == "inconclusive" and c["threshold_rel"] > rule.max_band and "speedup" not in c
         assert c["baseline"]["n"] == 36  # extended to 3 x 12 pairs before giving up
@@ -323,7 +323,7 @@ def test_own_code_planted_slowdown_is_exit_4(repo, cli):
 
 def test_worker_protocol_keeps_workload_prints_out_of_the_pipe(tmp_path):
     (tmp_path / "w.py").write_text("print('noise from module code')\ndef workload():\n    print('noise')\n")
-    proc = subprocess.run([sys.executable, "-I", "-m", "ascendopt.gate.worker", str(tmp_path / "w.py"), "--path",
+    proc = subprocess.run([sys.executable, "-I", "-m", "ascendopt.judge.worker", str(tmp_path / "w.py"), "--path",
                            str(tmp_path)],
                           input=b'{"cmd": "null"}\n{"cmd": "prepare", "calls": 3}\n{"cmd": "go"}\n'
                                 b'{"cmd": "check", "full": true, "audit": 0}\n{"cmd": "exit"}\n', capture_output=True,
@@ -352,7 +352,7 @@ def test_end_to_end_on_bundled_rms_norm(tmp_path, monkeypatch, cli):
     assert tensor["name"] == "y" and tensor["passed"] and tensor["torch_ratio"] > 0
     checks = result["stages"][2]["checks"]
     assert checks[0] == {"name": "_rms_norm_fwd_kernel", "passed": True, "message": "seen"}
-    # and the census of the call against the frozen one (gate.kernel_hit.judge_census)
+    # and the census of the call against the frozen one (judge.kernel_hit.judge_census)
     assert [c["name"] for c in checks[1:3]] == ["expected share", "host time"] and all(c["passed"] for c in checks)
     assert result["stages"][2]["data"]["census"]["kernels"]["_rms_norm_fwd_kernel"]["calls"] >= 1
     assert "launch counts" not in [c["name"] for c in checks]  # as many launches per call as at freeze
@@ -369,9 +369,10 @@ def test_kernel_hit_on_npu_reads_the_torch_npu_profile(fake_torch_npu, monkeypat
 
 
 def test_speedup_only_for_a_measured_faster_on_a_green_gate():
-    from ascendopt.gate import bench
-    from ascendopt.gate.result import GateResult, StageResult
+    from ascendopt.gate.result import GateResult
     from ascendopt.gate.stages import _performance_result
+    from ascendopt.judge import bench
+    from ascendopt.judge.result import StageResult
 
     base = [1.0 + 0.001 * (i % 3) for i in range(20)]
     faster = bench.decide(base, [b * 0.8 for b in base])

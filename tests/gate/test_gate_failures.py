@@ -20,7 +20,7 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, frozen_own_repo, working_copy
-from ascendopt.gate.kernel_hit import CENSUS_CALLS
+from ascendopt.judge.kernel_hit import CENSUS_CALLS
 from ascendopt.process import ProcessTimeout
 from ascendopt.rounds import records as rounds
 from ascendopt.workspace import Workspace
@@ -214,7 +214,7 @@ def test_freeze_refuses_a_hanging_or_raising_workload_in_one_line(tmp_path, monk
                             "--kernel-filter", "my_op_kernel", "--timeout", "5")
     assert proc.returncode == 1 and took < 60, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    # freeze's first call is the one whose outputs it records (gate.equivalence), so the hang ends there
+    # freeze's first call is the one whose outputs it records (judge.equivalence), so the hang ends there
     assert "freeze: baseline: bench.py workload() output call: timed out after 5 s" in line
     assert "refusing to freeze" in line and "Traceback" not in proc.stderr
     assert not (root / ".ascendopt" / "contract.yaml").exists() and _gone(pids) == []
@@ -230,7 +230,7 @@ def test_freeze_refuses_a_hanging_or_raising_workload_in_one_line(tmp_path, monk
 
 
 def test_the_workload_child_is_killed_on_expiry_and_a_crash_names_the_line(tmp_path):
-    from ascendopt.gate.interleave import WorkloadError, workload_process
+    from ascendopt.judge.interleave import WorkloadError, workload_process
 
     (tmp_path / "w.py").write_text("import os\nimport time\n\n\ndef workload():\n    time.sleep(3600)\n")
     with workload_process(tmp_path, "w.py", "candidate", load_s=60) as child:

@@ -23,8 +23,8 @@ import pytest
 import _gate_kernels as gk
 from _cli_json import json_payload
 from _own_code import frozen_kernel_workspace, kernel_round
-from ascendopt.gate import bench
 from ascendopt.gate.stages import _performance_result, roofline_floor
+from ascendopt.judge import bench
 
 
 def _escapes_the_clock(inputs, config, mode):

@@ -1,4 +1,4 @@
-"""The judge against code that games it: no attack below obtains a PASS with a speedup (``gate.engine``).
+"""The judge against code that games it: no attack below obtains a PASS with a speedup (``judge.engine``).
 
 One small own-code repository is frozen per module (an op that sleeps ``DELAY_S`` a call, so its time is
 steady on a loaded machine; a workload file with ``inputs(seed)``); each test writes its own ``op.py`` into a
@@ -143,9 +143,9 @@ def test_harness_tampering_patching_the_judges_functions_does_not_hide_wrong_out
 
         import torch
 
-        import ascendopt.gate.engine as engine
-        import ascendopt.gate.equivalence as equivalence
-        import ascendopt.gate.worker as worker
+        import ascendopt.judge.engine as engine
+        import ascendopt.judge.equivalence as equivalence
+        import ascendopt.judge.worker as worker
 
         CALLS = [0]
         """) + patches + textwrap.dedent("""\

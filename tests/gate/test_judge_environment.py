@@ -1,5 +1,5 @@
 """The installed environment the judge's children start from is checked, not trusted blindly
-(``gate.environment``).
+(``judge.environment``).
 
 Code under test runs as the same user as the judge and can write into the installed environment: edit a
 package the tests rely on, or add a start-up file that Python runs before any test. Each case here runs

@@ -1,5 +1,5 @@
 """The judge's git is the judge's: what a repository can configure to change what git sees or runs does not
-reach the judge (``process.git_run``, ``ascendopt.vcs``, ``gate.worktrees``).
+reach the judge (``process.git_run``, ``ascendopt.vcs``, ``judge.worktrees``).
 
 Each attack class is a small real git repository in ``tmp_path`` configured the way a change that wants a
 green gate would configure it. The classes come from the published lists of harness manipulation: KernelGuard
@@ -19,7 +19,7 @@ from _own_code import git
 from _own_code import head as _head
 from ascendopt import vcs
 from ascendopt.errors import EnvironmentProblem, IntegrityError
-from ascendopt.gate.worktrees import checkout, frozen_commit
+from ascendopt.judge.worktrees import checkout, frozen_commit
 
 SLOW = "DELAY_S = 0.008\n"
 FAST = "DELAY_S = 0.001\n"

@@ -1,4 +1,4 @@
-"""The kernel-hit stage judges where the time goes, not only which names ran (``gate.kernel_hit``).
+"""The kernel-hit stage judges where the time goes, not only which names ran (``judge.kernel_hit``).
 
 Freeze records the baseline's kernel census; the gate compares the candidate's with it. Each attack
 below launches the expected kernel (so the name check alone is green) and is a published pattern:
@@ -28,9 +28,9 @@ import triton.language as tl
 
 import _gate_kernels as gk
 from _own_code import frozen_kernel_workspace
-from ascendopt.gate import kernel_hit
-from ascendopt.gate.kernel_hit import judge_census, make_census
 from ascendopt.gate.stages import run_gate
+from ascendopt.judge import kernel_hit
+from ascendopt.judge.kernel_hit import judge_census, make_census
 from ascendopt.kernels._lib.common import alloc, launch
 
 SHAPE = "B=2,T=32,D=64"  # 4096 elements: 64 blocks, so the kernel's time dwarfs one launch's overhead

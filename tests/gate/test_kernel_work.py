@@ -18,8 +18,8 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, working_copy
-from ascendopt.gate import kernel_hit
-from ascendopt.gate.kernel_hit import judge_census, make_census, unaccounted_work
+from ascendopt.judge import kernel_hit
+from ascendopt.judge.kernel_hit import judge_census, make_census, unaccounted_work
 
 OP = textwrap.dedent('''\
     import torch

@@ -1,6 +1,6 @@
 """Red team of the judge (``ascendopt gate`` on own code): white-box attacks written as a coding agent that has
-read ``gate/stages.py``, ``gate/engine.py``, ``gate/interleave.py``, ``gate/worker.py``, ``judge/payload.py``,
-``gate/pytest_report.py`` and ``gate/worktrees.py`` would write them.
+read ``gate/stages.py``, ``judge/engine.py``, ``judge/interleave.py``, ``judge/worker.py``, ``judge/payload.py``,
+``judge/pytest_report.py`` and ``judge/worktrees.py`` would write them.
 
 Every test asserts that the gate does NOT end green (exit 0) with a "faster" verdict. A failing test is an
 attack that got through. Nothing is skipped or marked xfail on purpose.
@@ -735,7 +735,7 @@ def test_c4b_requests_read_early_through_a_pipe_swapped_onto_stdin(repo, marker)
 
 
         _spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if _spec is not None and _spec.name == "ascendopt.gate.worker":
+        if _spec is not None and _spec.name == "ascendopt.judge.worker":
             _orig = os.dup(0)
             _r, _w = os.pipe()
             os.dup2(_r, 0)
@@ -919,11 +919,11 @@ def test_c6b_pytest_addopts_loads_a_plugin_from_outside_the_repository(repo, tmp
 
 def test_c6d_planted_byte_code_of_the_judges_own_test_plugin(repo):
     """Class 6, cached byte code of an installed package: a ``__pycache__`` file for ascendopt's own
-    ``gate/pytest_report.py``, stamped with its source's mtime and size, whose body is the plugin plus a
+    ``judge/pytest_report.py``, stamped with its source's mtime and size, whose body is the plugin plus a
     hookwrapper that turns failed reports into passes. The judge's launcher loads the harness (ascendopt, pytest,
     pluggy) from source, so the planted file never runs there (nor in another test's gate beside this one); a plain
     import still picks it up, which shows the plant works. Removed afterwards."""
-    import ascendopt.gate.pytest_report as plugin
+    import ascendopt.judge.pytest_report as plugin
 
     source = Path(plugin.__file__)
     planted = plant_bytecode(source, source.read_text() + "\n\n" + LENIENT_PLUGIN)
@@ -933,9 +933,9 @@ def test_c6d_planted_byte_code_of_the_judges_own_test_plugin(repo):
         # as the judge's launcher does: the plugin imported first (from its cached byte code), then registered
         plain = _py(repo, """\
             import sys
-            import ascendopt.gate.pytest_report
+            import ascendopt.judge.pytest_report
             import pytest
-            sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "ascendopt.gate.pytest_report",
+            sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "ascendopt.judge.pytest_report",
                                   "tests/test_op.py"]))
             """)
         assert plain.returncode == 0, plain.stdout[-2000:]
@@ -965,7 +965,7 @@ FIND_BASELINE = textwrap.dedent("""\
             try:
                 with open(f"/proc/{name}/cmdline", "rb") as fh:
                     cmd = fh.read()
-                if b"ascendopt.gate.worker" not in cmd:
+                if b"ascendopt.judge.worker" not in cmd:
                     continue
                 with open(f"/proc/{name}/stat") as fh:  # siblings only: the same judge started both workers
                     if int(fh.read().rsplit(")", 1)[1].split()[1]) != os.getppid():
@@ -1030,7 +1030,7 @@ def test_c7a_sigstop_duty_cycle_on_the_baseline_worker(repo, marker):
 
 
         _spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if _spec is not None and _spec.name == "ascendopt.gate.worker":
+        if _spec is not None and _spec.name == "ascendopt.judge.worker":
             threading.Thread(target=_duty, daemon=True).start()
         """)
     _scheduling_doubt(stages)
@@ -1042,7 +1042,7 @@ def test_c7b_timer_slack_of_the_baseline_worker(repo, marker):
     drift, no CPU used."""
     _, stages = _class7(repo, marker, """\
         _spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if _spec is not None and _spec.name == "ascendopt.gate.worker":
+        if _spec is not None and _spec.name == "ascendopt.judge.worker":
             for _p in _baseline_pids():
                 with open(f"/proc/{_p}/timerslack_ns", "w") as _fh:
                     _fh.write("1500000")
@@ -1091,7 +1091,7 @@ def test_c7d_scheduling_the_baseline_worker_as_idle(repo, marker):
     runs only when nothing else wants a CPU; on a shared 2-core host something always does)."""
     _, stages = _class7(repo, marker, """\
         _spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if _spec is not None and _spec.name == "ascendopt.gate.worker":
+        if _spec is not None and _spec.name == "ascendopt.judge.worker":
             for _p in _baseline_pids():
                 os.sched_setscheduler(_p, os.SCHED_IDLE, os.sched_param(0))
                 os.setpriority(os.PRIO_PROCESS, _p, 19)

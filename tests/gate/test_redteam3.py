@@ -1,5 +1,5 @@
 """Red team of the judge, round 3: white-box attacks on ``ascendopt gate`` (own code) written as a coding agent that
-has read ``gate/stages.py``, ``gate/engine.py``, ``gate/interleave.py``, ``gate/worker.py``, ``judge/payload.py``,
+has read ``gate/stages.py``, ``judge/engine.py``, ``judge/interleave.py``, ``judge/worker.py``, ``judge/payload.py``,
 ``judge/evidence.py``, ``judge/weighted.py`` and ``contract/shapes.py`` would write them.
 
 Every test first shows its trick works on its plain target, then asserts that the gate does NOT end green (exit 0)
@@ -443,7 +443,7 @@ SLOW_BASELINE = textwrap.dedent("""\
                 argv = open(f"/proc/{d}/cmdline", "rb").read()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"ascendopt.gate.worker" in argv:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"ascendopt.judge.worker" in argv:
                 yield int(d)
 
 

@@ -161,7 +161,7 @@ THROTTLE = textwrap.dedent("""\
                 argv = open(f"/proc/{d}/cmdline", "rb").read()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"ascendopt.gate.worker" in argv:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"ascendopt.judge.worker" in argv:
                 yield int(d)
 
 
@@ -177,7 +177,7 @@ THROTTLE = textwrap.dedent("""\
         _done["calls"] = _done.get("calls", 0) + 1
         if _done["calls"] % 20 != 1:
             return  # rescan every 20 calls: workers come and go (the check's, the timing's)
-        if b"ascendopt.gate.worker" not in open("/proc/self/cmdline", "rb").read():
+        if b"ascendopt.judge.worker" not in open("/proc/self/cmdline", "rb").read():
             return  # only in the candidate's worker
         moved = _done.setdefault("moved", set())
         for pid in _worker_pids():  # every sibling worker (same parent, the judge): the baseline's
@@ -332,7 +332,7 @@ PTH_PLANT = textwrap.dedent("""\
     _line = ("import sys, time; "
              "exec(\\"if any('/trees/' in a or 'ascendopt-tree' in a for a in sys.argv):\\\\n"
              " _s = time.sleep\\\\n time.sleep = lambda d: _s(d * 1.18)\\") "
-             "if 'ascendopt.gate.worker' in ' '.join(sys.orig_argv) else None\\n")
+             "if 'ascendopt.judge.worker' in ' '.join(sys.orig_argv) else None\\n")
     for _dir in _site.getsitepackages():
         try:
             with open(_os.path.join(_dir, "rt4_tuning.pth"), "w") as _fh:
@@ -394,7 +394,7 @@ def _poisoning_op(seconds: float, judge_nice: int = 0) -> str:
         op = op.replace("def my_op(x):\n", textwrap.dedent(f"""\
             def my_op(x):
                 import os
-                if b"ascendopt.gate.worker" in open("/proc/self/cmdline", "rb").read():
+                if b"ascendopt.judge.worker" in open("/proc/self/cmdline", "rb").read():
                     try:
                         os.setpriority(os.PRIO_PROCESS, os.getppid(), {judge_nice})  # the judge: not a side
                     except OSError:

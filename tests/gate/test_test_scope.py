@@ -18,7 +18,7 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, on_another_runner, plant_bytecode, working_copy
-from ascendopt.gate.pytest_report import MAX_HASHED_BYTES
+from ascendopt.judge.pytest_report import MAX_HASHED_BYTES
 
 OP = "def my_op(x):\n    return x * 2\n"
 WRONG = "def my_op(x):\n    return x * 3\n"

@@ -331,7 +331,7 @@ def test_a_project_without_pytest_xdist_freezes_and_gates(tmp_path, monkeypatch)
 def test_pytest_failing_before_any_test_is_named_with_its_error(tmp_path):
     """A run in which pytest itself fails (an internal error in a hook) says so, with pytest's error line, not
     only that no test ran."""
-    from ascendopt.gate.testset import run_tests
+    from ascendopt.judge.testset import run_tests
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")

@@ -11,7 +11,7 @@ import torch
 
 from ascendopt import kernels
 from ascendopt.device import ub
-from ascendopt.gate.correctness import relative_rms
+from ascendopt.judge.correctness import relative_rms
 from ascendopt.kernels._lib.common import nan_poisoning
 from ascendopt.kernels.causal_conv1d.bwd import causal_conv1d_bwd
 from ascendopt.kernels.causal_conv1d.fwd import causal_conv1d_fwd

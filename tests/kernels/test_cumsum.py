@@ -83,7 +83,7 @@ def test_varlen_t_contig_layout_matches():
 
 
 def test_gate_check_passes_on_the_tiny_presets():
-    from ascendopt.gate.correctness import check_kernel
+    from ascendopt.judge.correctness import check_kernel
 
     spec = get("chunk_local_cumsum")
     for preset in ("tiny", "tiny_varlen"):

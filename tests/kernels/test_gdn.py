@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ascendopt.errors import UsageError
-from ascendopt.gate.correctness import check_kernel
+from ascendopt.judge.correctness import check_kernel
 from ascendopt.kernels import get
 from ascendopt.kernels._lib.common import nan_poisoning
 from ascendopt.kernels.gdn import reference as ref

@@ -54,7 +54,7 @@ def test_widest_supported_row_runs_and_wider_is_refused_with_a_reason():
 
 
 def test_spec_run_equals_launchers_and_gate_check_passes():
-    from ascendopt.gate.correctness import check_kernel
+    from ascendopt.judge.correctness import check_kernel
 
     spec = get("l2norm")
     for dtype in ("fp32", "bf16"):

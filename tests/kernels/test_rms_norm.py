@@ -71,7 +71,7 @@ def test_widest_supported_row_and_refusal_beyond():
 
 
 def test_gate_check_passes_for_both_dtypes():
-    from ascendopt.gate.correctness import check_kernel
+    from ascendopt.judge.correctness import check_kernel
 
     spec = get("rms_norm")
     for dtype in ("fp32", "bf16"):

@@ -151,7 +151,7 @@ def test_own_code_implausible_round_accepted_as_printed_and_honoured_by_the_gate
     from _own_code import SLEEP_OP, commit_repo, sleep_repo_files
     from _own_code import git as _git
     from ascendopt.freeze.task import freeze_exec_file
-    from ascendopt.gate import engine
+    from ascendopt.judge import engine
     from ascendopt.workspace import Workspace
 
     # The anchor (the re-measured baseline against the frozen one, scaled by the host's speed) is the gate's

@@ -15,7 +15,7 @@ from _own_code import SLEEP_OP, commit_repo, logged_bench, sleep_repo_files
 from _own_code import git as _git
 from _own_code import head as _head
 from ascendopt.freeze.task import freeze_exec_file
-from ascendopt.gate import bench
+from ascendopt.judge import bench
 from ascendopt.rounds import profiles as rp
 from ascendopt.rounds import records as rounds
 from ascendopt.rounds import run as round_run

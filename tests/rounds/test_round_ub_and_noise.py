@@ -90,9 +90,10 @@ def test_a_quiet_revert_says_why_in_the_record(ws):
 def test_own_code_timing_on_inconclusive_samples_is_inconclusive():
     import numpy as np
 
-    from ascendopt.gate import bench
-    from ascendopt.gate.result import GateResult, StageResult
+    from ascendopt.gate.result import GateResult
     from ascendopt.gate.stages import _performance_result
+    from ascendopt.judge import bench
+    from ascendopt.judge.result import StageResult
     from ascendopt.rounds import timing as rt
 
     rng = np.random.default_rng(1)

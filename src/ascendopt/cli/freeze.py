@@ -135,7 +135,7 @@ def freeze(
                                  force=force, timeout=timeout, profile=not no_profile, precheck=not no_precheck,
                                  ascend_python=ascend_python)
     else:
-        from ascendopt.gate.equivalence import parse_tolerances
+        from ascendopt.judge.equivalence import parse_tolerances
 
         if equivalence_tol and no_equivalence:
             raise UsageError("--equivalence-tol and --no-equivalence: give one (the tolerances of a check that is off)")

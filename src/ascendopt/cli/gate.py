@@ -25,9 +25,9 @@ def _render(result) -> None:
     """Stage table, per-tensor report, per-case timing with the spread of its pairs, the verdict line (stdout)."""
     from ascendopt import console
     from ascendopt.cli.render import render_bucket_table, spread_lines, tensor_report_lines
-    from ascendopt.gate.bench import DecisionRule
-    from ascendopt.gate.correctness import TensorReport
-    from ascendopt.gate.result import IMPLAUSIBLE_ADVICE, INCONCLUSIVE_ADVICE
+    from ascendopt.judge.bench import DecisionRule
+    from ascendopt.judge.correctness import TensorReport
+    from ascendopt.judge.result import IMPLAUSIBLE_ADVICE, INCONCLUSIVE_ADVICE
 
     console.table(["stage", "status", "summary"],
                   [(s.name, console.styled(_STATUS[s.status], s.status), _stage_summary(s)) for s in result.stages],

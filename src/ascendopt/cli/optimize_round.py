@@ -94,7 +94,7 @@ def optimize_round(
         ub_text,
     )
     from ascendopt.errors import UsageError
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
     from ascendopt.rounds import auto as round_auto
     from ascendopt.rounds import run as round_run
     from ascendopt.workspace import Workspace

@@ -2,7 +2,7 @@
 configurations and speedups.
 
 Rendering lives in ``cli`` only; the packages build plain data (``rounds.summary.build``,
-``gate.correctness.TensorReport``) and never print it. Tables and result lines go to stdout
+``judge.correctness.TensorReport``) and never print it. Tables and result lines go to stdout
 (``console.out``/``console.table``); status lines go to stderr.
 """
 
@@ -16,7 +16,7 @@ from ascendopt import console
 from ascendopt.tune.space import config_text as format_config  # noqa: F401 - the renderers' name for it
 
 if TYPE_CHECKING:
-    from ascendopt.gate.correctness import TensorReport
+    from ascendopt.judge.correctness import TensorReport
 
 
 def format_duration_us(value: float | None) -> str:

@@ -7,7 +7,7 @@ each profiler step calls. Optionally it defines ``inputs(seed)`` beside ``worklo
 ``inputs(seed)`` returns the arguments of one call (a tuple, or one value), made afresh for each seed
 (torch is seeded with ``seed`` first when the judge calls it). The gate then makes the inputs itself,
 gives baseline and candidate the same fresh ones, and never reuses one across timed calls
-(``gate.engine``); a profiler step calls ``workload(*inputs(0))``, with the inputs made once.
+(``judge.engine``); a profiler step calls ``workload(*inputs(0))``, with the inputs made once.
 Every failure names ``file:line`` and is the user's input problem
 (exit 2): a syntax error, module code that raises, no ``workload()``, a ``workload()`` that raises.
 """

@@ -29,9 +29,9 @@ MODES = ("fwd", "fwdbwd")
 TOLERANCE_KEYS = ("fwd", "bwd")
 # test-config: pytest configuration on the frozen tests' paths (conftest.py, pytest.ini, a config section) and
 # any the baseline's test run loaded; test-support: a module or data file of the repository the baseline's
-# test run imported or read that is not target code (gate.scope)
+# test run imported or read that is not target code (judge.scope)
 FILE_ROLES = ("test", "reference", "workload", "oracle", "test-config", "test-support")
-# How the frozen test command is judged (ascendopt.gate.testset): pytest test by test, another command
+# How the frozen test command is judged (ascendopt.judge.testset): pytest test by test, another command
 # by its "N passed" summary line; and the outcomes a test may have had on the baseline.
 TEST_RUNNERS = ("pytest", "command")
 FROZEN_TEST_OUTCOMES = ("passed", "skipped", "xfailed", "xpassed")
@@ -50,14 +50,14 @@ def frozen_timeouts(timeout: float | None = None) -> dict[str, float]:
     """The limits freeze writes into a contract: ``DEFAULT_TIMEOUTS``, or freeze's ``--timeout`` (seconds)
     for every key, so the later commands of the task allow what its freeze needed."""
     return dict.fromkeys(DEFAULT_TIMEOUTS, float(timeout)) if timeout is not None else dict(DEFAULT_TIMEOUTS)
-# Output equivalence of own code (``gate.equivalence``): the working tree's ``workload()`` outputs against
+# Output equivalence of own code (``judge.equivalence``): the working tree's ``workload()`` outputs against
 # the frozen commit's, elementwise |candidate - baseline| <= atol + rtol * |baseline|, per output dtype
 # (integers and bool exact). The two sides are different kernels, so the limits allow what a legitimate
 # change of tiling or accumulation order moves: bf16/fp16 outputs (accumulated in fp32, rounded once)
 # two units in the last place at 1.0 (2 x 2**-7, 2 x 2**-10); fp32 outputs carry the reordered fp32
 # accumulation itself, about sqrt(K) ulps for a K-term reduction (~1e-5 at K = 4096, rtol and, for
 # values cancelled to near zero, atol); fp64 as torch.testing. A float dtype not listed gets two units
-# in the last place at 1.0 as rtol and atol (``gate.equivalence.tolerance_for``). ``freeze
+# in the last place at 1.0 as rtol and atol (``judge.equivalence.tolerance_for``). ``freeze
 # --equivalence-tol`` overrides an entry; the table is frozen in the contract's ``equivalence``.
 EQUIVALENCE_TOLERANCES: dict[str, dict[str, float]] = {
     "fp64": {"rtol": 1e-7, "atol": 1e-7},
@@ -164,7 +164,7 @@ class FrozenFile:
 
 @dataclass(frozen=True)
 class BaselineTiming:
-    """Baseline latency of one shape case, ms per call (synchronized, see ascendopt.gate.bench)."""
+    """Baseline latency of one shape case, ms per call (synchronized, see ascendopt.judge.bench)."""
 
     case: str
     median_ms: float
@@ -196,7 +196,7 @@ class Contract:
     # own code: what the frozen test command did on the baseline; pytest: {"runner": "pytest",
     # "tests": {node id: outcome}}, another command: {"runner": "command", "passed": N}; None for a bundled kernel
     test_set: dict[str, Any] | None = None
-    # own code: output equivalence vs the frozen commit (gate.equivalence): {"enabled": bool, "reason": why
+    # own code: output equivalence vs the frozen commit (judge.equivalence): {"enabled": bool, "reason": why
     # it is off or None, "outputs": [names the baseline returned], "tolerances": {dtype: {"rtol", "atol"}},
     # optional "stored" (older contracts: sha256 of outputs freeze once stored; read, no longer used),
     # "inputs_changed": {name: message}};
@@ -206,17 +206,17 @@ class Contract:
     # "lowers" | "nothing" (own code launched no Triton kernel of the target) | "skipped" | "unavailable",
     # "verdict": one line, ...}; None on npu and in older contracts
     precheck: dict[str, Any] | None = None
-    # the baseline's kernel census (gate.kernel_hit.kernel_census): launches and device time per kernel name in
+    # the baseline's kernel census (judge.kernel_hit.kernel_census): launches and device time per kernel name in
     # one workload call (cpu: also the elements each processed), the call's device, wall and host time; the
     # gate's kernel-hit stage compares the candidate's with it. None in contracts frozen before it existed (the
     # comparison is then skipped, said)
     kernel_census: dict[str, Any] | None = None
     # own code: the target code, the repository files (or folders) a round is meant to change, relative to
     # the project root (``freeze --target``; default: what workload() imports from the repository,
-    # gate.scope); everything else the frozen test run used is pinned. None: a bundled kernel, or a
+    # judge.scope); everything else the frozen test run used is pinned. None: a bundled kernel, or a
     # contract frozen before the test run's scope was recorded
     targets: tuple[str, ...] | None = None
-    # own code: the installed environment the baseline's tests ran in (gate.environment.record): {"identity":
+    # own code: the installed environment the baseline's tests ran in (judge.environment.record): {"identity":
     # digest of host and prefix, "startup": {file: sha256} (its *.pth and sitecustomize files), "modified":
     # {"DIST/PATH": sha256} (installed files the tests loaded that already differed from their RECORD)}; None
     # for a bundled kernel and in contracts frozen before it existed (the since-freeze check is then skipped)
@@ -443,7 +443,7 @@ def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:
         tolerances[key] = {k: f.positive(f.get(tol, k, path + "."), f"{path}.{k}", allow_zero=True)
                            for k in ("rtol", "atol")}
     out = {"enabled": enabled, "reason": reason, "outputs": list(outputs), "tolerances": tolerances}
-    if eq.get("stored") is not None:  # sha256 of the frozen outputs under <workspace>/outputs/ (gate.engine)
+    if eq.get("stored") is not None:  # sha256 of the frozen outputs under <workspace>/outputs/ (judge.engine)
         out["stored"] = f.text(eq["stored"], "equivalence.stored")
     if eq.get("inputs_changed"):  # inputs the frozen commit's workload() writes in place: {name: message}
         out["inputs_changed"] = {str(k): str(v) for k, v in f.mapping(eq["inputs_changed"],

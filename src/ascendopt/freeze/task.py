@@ -7,12 +7,12 @@
    matrix, NaN-poisoned; own code: the frozen test command passes) — a wrong baseline is refused;
 3. prove the target kernel runs: a profile of one call must show the expected kernel names; a torch
    fallback (none of them) is refused with the names the profile did show; that profile's census
-   (``gate.kernel_hit.kernel_census``: launches and device time per kernel, the call's device, wall and
+   (``judge.kernel_hit.kernel_census``: launches and device time per kernel, the call's device, wall and
    host time) goes into the contract, for the gate to see where a candidate's time goes;
 4. measure the baseline latency with the measurement core (synchronized, median/p20/p80/CV); own
    code's ``workload()`` runs (steps 3 and 4) in a child process under the contract's time limits,
    so a hanging baseline ends freeze (exit 1, naming the limit) instead of hanging it; its first call
-   records the tensors it returns, for the gate's output equivalence (``gate.equivalence``);
+   records the tensors it returns, for the gate's output equivalence (``judge.equivalence``);
 5. record the device fingerprint, git commit and frozen files, and write the contract atomically
    under the workspace lock (an interrupted freeze leaves the previous contract intact); a previous
    contract's ledger (its rounds, tune cache, report) is archived under ``archive/<UTC stamp>/`` first
@@ -201,10 +201,10 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
     ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``)."""
     from ascendopt import kernels
     from ascendopt.device import backends
-    from ascendopt.gate import bench
-    from ascendopt.gate.correctness import check_kernel, default_tolerances
-    from ascendopt.gate.kernel_hit import census_names, kernel_census
     from ascendopt.gate.stages import missing_kernels, timing_inputs
+    from ascendopt.judge import bench
+    from ascendopt.judge.correctness import check_kernel, default_tolerances
+    from ascendopt.judge.kernel_hit import census_names, kernel_census
 
     _refuse_overwrite(ws, force)
     spec = kernels.get(kernel)
@@ -285,16 +285,16 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     What the baseline's test run used besides them (conftests and the configuration file wherever they
     are, the repository's modules and data files it imported or read) is pinned too, except the target
     code (``targets``, ``--target``: files or folders; default: what ``workload()`` imports from the
-    repository, ``gate.scope``). A test run that cannot be trusted (its report does not verify, the
+    repository, ``judge.scope``). A test run that cannot be trusted (its report does not verify, the
     runner came from the repository, a comparison function was replaced) is refused (IntegrityError, exit 3).
 
-    ``workload()`` is called in a child process (``gate.interleave.workload_process``): its kernel-hit
+    ``workload()`` is called in a child process (``judge.interleave.workload_process``): its kernel-hit
     calls within ``workload_s``, the baseline measurement within ``timing_s``. A workload that raises,
     crashes or outlives a limit is refused like a failing test (CorrectnessError, exit 1), naming
     ``file:line`` or the limit. ``timeout`` (``--timeout``): every limit of this freeze, and the
     contract's frozen limits (``frozen_timeouts``).
 
-    Output equivalence (``gate.equivalence``; ``equivalence=False``: off, said in the contract): the
+    Output equivalence (``judge.equivalence``; ``equivalence=False``: off, said in the contract): the
     child's first call saves what ``workload()`` returned; with tensors, a second seeded child repeats the
     call and both must agree within the tolerances (``EQUIVALENCE_TOLERANCES`` updated by
     ``equivalence_tol``), else the check is stored off with the reason (``_equivalence_record``).
@@ -306,12 +306,12 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
 
     from ascendopt import vcs
     from ascendopt.device import backends
-    from ascendopt.gate import environment, scope
-    from ascendopt.gate.engine import Session, Verdict, time_baseline
-    from ascendopt.gate.interleave import FAILURES
-    from ascendopt.gate.kernel_hit import census_names
     from ascendopt.gate.stages import missing_kernels
-    from ascendopt.gate.testset import baseline_refusal, run_tests
+    from ascendopt.judge import environment, scope
+    from ascendopt.judge.engine import Session, Verdict, time_baseline
+    from ascendopt.judge.interleave import FAILURES
+    from ascendopt.judge.kernel_hit import census_names
+    from ascendopt.judge.testset import baseline_refusal, run_tests
     from ascendopt.process import ProcessTimeout
 
     _refuse_overwrite(ws, force)
@@ -342,7 +342,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     startup = environment.Startup()  # the environment's start-up files, before any child runs
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
     # a second worker of the same tree repeats the first call, to check the outputs are deterministic
-    # (gate.equivalence), and is timed interleaved with the baseline's, as a gate times two sides
+    # (judge.equivalence), and is timed interleaved with the baseline's, as a gate times two sides
     trees = {"baseline": root, **({"repeat": root} if git["commit"] else {})}
     try:
         # the tests run on the backend this process selected (--backend), as the gate will run them
@@ -475,7 +475,7 @@ def _time_buckets(session, mix: ShapeMix, exec_rel: str, timing_s: float) -> lis
     frozen commit's worker interleaved with a second one): ``(bucket name, bench.Timing)``, the anchor of each
     bucket's timing in a gate."""
     from ascendopt.contract.shapes import bucket_name
-    from ascendopt.gate.engine import Verdict, time_baseline
+    from ascendopt.judge.engine import Verdict, time_baseline
     from ascendopt.judge.weighted import timed
 
     out = []
@@ -508,7 +508,7 @@ def _equivalence_record(exec_rel: str, first: Mapping[str, Any] | None, tmp: Pat
     and a second run in another worker (``session``'s "repeat"; ``limit_s`` seconds) gives the same
     outputs within ``tolerances``;
     else off with the reason. A raising second run raises (``interleave.FAILURES``)."""
-    from ascendopt.gate.equivalence import compare_outputs, load
+    from ascendopt.judge.equivalence import compare_outputs, load
 
     names = list(first["outputs"]) if first else []
     if first is None:

@@ -1,4 +1,4 @@
-"""Step 5, the gate: integrity, correctness, kernel hit and performance stages (``stages``), what they
-found (``result``), the frozen tests of own code and what "passed" means (``testset``, with the pytest
-plugin ``pytest_report`` started by ``pytest_launch``), what the test run may use (``scope``), and the
-measurement core they share (``bench``, ``interleave``)."""
+"""Step 5, the gate: the integrity, correctness, kernel hit and performance stages run in order
+(``stages``) and assembled into one verdict with its exit code, JSON and JUnit XML forms (``result``). The
+evidence each stage rests on is produced and checked by ``ascendopt.judge``, which freeze, the rounds and
+tuning use too."""

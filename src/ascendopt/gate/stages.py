@@ -7,19 +7,19 @@ the first red stage.
   edited, added or removed by hand, or a log line edited or removed, names the file);
 * correctness (exit 1): bundled kernels: every output and gradient vs the fp32 oracle over the
   frozen shape matrix, NaN-poisoned; own code: the frozen test command, judged test by test
-  against the frozen test set (``gate.testset``: what "passed" means; a run that cannot be trusted,
-  or that used a file freeze neither pinned nor declared target code, ``gate.scope``, is red with
+  against the frozen test set (``judge.testset``: what "passed" means; a run that cannot be trusted,
+  or that used a file freeze neither pinned nor declared target code, ``judge.scope``, is red with
   exit 3 instead: ``StageResult.integrity_error``), then
   ``workload()`` loaded and called in a child process (a workload that raises, crashes or outlives
   its limit is red here, with ``file:line`` or the limit), and, when freeze recorded tensors it
-  returns, its outputs compared with the frozen commit's (``gate.equivalence``);
+  returns, its outputs compared with the frozen commit's (``judge.equivalence``);
 * kernel_hit (exit 1): ``expected_kernels`` (own code: ``kernel_filter``) in a profile of one call
   (own code: the call the correctness stage's child profiled), and that call's kernel census against
-  the frozen one (``gate.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
+  the frozen one (``judge.kernel_hit``): a token launch while the time goes elsewhere, or work moved to
   the host, is red; new kernels that take the time are reported;
 * performance (exit 4): bundled kernels: baseline vs candidate configuration interleaved in this
-  process; own code: the frozen commit (read from git into a folder, ``gate.worktrees``) vs the working tree,
-  interleaved in two warm workers (``ascendopt.gate.engine``); a side whose workload
+  process; own code: the frozen commit (read from git into a folder, ``judge.worktrees``) vs the working tree,
+  interleaved in two warm workers (``ascendopt.judge.engine``); a side whose workload
   raises, dies or outlives ``timing_s`` there turns the stage red with exit 1, not 4. A noise band
   that stays wider than ``bench.DecisionRule.max_band`` makes the stage ``inconclusive`` (exit 6,
   not a pass); a faster case beyond belief (``bench.implausible_reason``: > 5x reproduced, or under the
@@ -46,13 +46,14 @@ from ascendopt.contract.model import Contract, load_raw, verify_digest
 from ascendopt.contract.shapes import bucket_name
 from ascendopt.device import backends
 from ascendopt.errors import AscendoptError, DeviceFault, ExitCode, IntegrityError, UsageError
-from ascendopt.gate import bench
-from ascendopt.gate.engine import Verdict
-from ascendopt.gate.interleave import FAILURES as WORKLOAD_FAILURES
-from ascendopt.gate.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
-from ascendopt.gate.result import STAGES, Check, GateResult, StageResult
-from ascendopt.gate.worktrees import checkout, frozen_commit, frozen_commit_checks
+from ascendopt.gate.result import GateResult
+from ascendopt.judge import bench
+from ascendopt.judge.engine import Verdict
+from ascendopt.judge.interleave import FAILURES as WORKLOAD_FAILURES
+from ascendopt.judge.kernel_hit import kernel_census, kernel_hit_stage, missing_kernels, observed_kernels
+from ascendopt.judge.result import STAGES, Check, StageResult
 from ascendopt.judge.weighted import FLOOR_WEIGHT
+from ascendopt.judge.worktrees import checkout, frozen_commit, frozen_commit_checks
 from ascendopt.rounds.context import RoundContext
 from ascendopt.tune.space import config_text
 from ascendopt.workspace import Workspace
@@ -95,9 +96,9 @@ def _integrity(ws: Workspace, loaded: Contract | None = None,
                startup: Mapping[str, str] | None = None) -> tuple[StageResult, Contract | None]:
     """The contract's digest, the frozen files, the frozen commit, the ledger, and (own code) the
     environment's start-up files against those freeze recorded in this environment (``startup``: taken as
-    the command started, ``gate.environment``). ``loaded``: a contract whose digest was checked when the
+    the command started, ``judge.environment``). ``loaded``: a contract whose digest was checked when the
     caller's ``RoundContext`` loaded it (not read again)."""
-    from ascendopt.gate import environment
+    from ascendopt.judge import environment
 
     source = ws.contract_path.name
     if loaded is None:
@@ -156,7 +157,7 @@ def kernel_raised(exc: Exception, kernel: str, config: Mapping[str, int]) -> str
 
 
 def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResult:
-    from ascendopt.gate.correctness import check_kernel
+    from ascendopt.judge.correctness import check_kernel
 
     contract, spec = ctx.contract, ctx.spec
     w = contract.workload
@@ -184,11 +185,11 @@ def _correctness_kernel(ctx: RoundContext, config: dict[str, int]) -> StageResul
 
 def _correctness_tests(contract: Contract, root: Path, timeout: float | None = None):
     """Own code: the frozen test command, judged test by test against the test set frozen with it
-    (``gate.testset``: every test that passed at freeze must pass, none may fail); one check per test.
+    (``judge.testset``: every test that passed at freeze must pass, none may fail); one check per test.
     ``timeout``: the command's ``--timeout`` (else the contract's ``tests_s``). -> ``(stage, run)``, ``run``
     the ``SuiteRun`` (None when the command outlived its limit), for ``_scope_check``."""
-    from ascendopt.gate import environment
-    from ascendopt.gate.testset import judge, run_tests
+    from ascendopt.judge import environment
+    from ascendopt.judge.testset import judge, run_tests
     from ascendopt.process import ProcessTimeout
 
     argv = contract.commands["validation"]
@@ -220,7 +221,7 @@ def _correctness_tests(contract: Contract, root: Path, timeout: float | None = N
 def _large_pins(contract: Contract, root: Path) -> list[str]:
     """Real paths of the pinned files above the size the test run hashes unasked (``pytest_report.
     MAX_HASHED_BYTES``): it hashes these too as the tests read them, so no size escapes ``_compiled_not_pinned``."""
-    from ascendopt.gate.pytest_report import MAX_HASHED_BYTES
+    from ascendopt.judge.pytest_report import MAX_HASHED_BYTES
 
     paths = []
     for frozen in contract.frozen_files:
@@ -233,7 +234,7 @@ def _large_pins(contract: Contract, root: Path) -> list[str]:
 def _compiled_not_pinned(contract: Contract, root: Path,
                          loaded: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
     """``(path, message)`` for each pinned file the test run compiled or read in another version than its pin
-    (``loaded``: real path -> sha256 of each content compiled, ``gate.sources``, or read, the plugin's audit
+    (``loaded``: real path -> sha256 of each content compiled, ``judge.sources``, or read, the plugin's audit
     hook): changed while the tests used it, whatever it holds now."""
     problems = []
     for frozen in contract.frozen_files:
@@ -258,11 +259,11 @@ def _untrusted(problems: Sequence[tuple[str, str]], checks: Sequence[Check], dat
 def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
                  imported: Callable[[], Sequence[str]]) -> StageResult:
     """``tests`` (the tests' stage), red for integrity when the run used a file that freeze neither pinned nor
-    declared a target (``gate.scope.newcomers``). A module new since freeze that the working tree's
+    declared a target (``judge.scope.newcomers``). A module new since freeze that the working tree's
     ``workload()`` imports (``imported()``: absolute paths, the candidate worker's ``modules``) is target
     code (a round may split its code into a new module); one that only the test run imports is not. A
     contract frozen before ascendopt recorded the run's scope (``targets`` None) is not checked."""
-    from ascendopt.gate import scope
+    from ascendopt.judge import scope
 
     if contract.targets is None or run is None or run.runner != "pytest" or not run.used:
         return tests
@@ -281,10 +282,10 @@ def _scope_check(contract: Contract, root: Path, run, tests: StageResult,
 def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
                         imported: Callable[[], Sequence[str]]) -> StageResult:
     """``tests``, red for integrity when an installed file the workers loaded (``imported()``: the working
-    tree's and the frozen commit's) is not what its distribution installed (``gate.environment``; those the
+    tree's and the frozen commit's) is not what its distribution installed (``judge.environment``; those the
     test run loaded were checked with its verdict, ascendopt's own are checked when the command's children
     have ended)."""
-    from ascendopt.gate import environment
+    from ascendopt.judge import environment
 
     try:
         files = list(imported())
@@ -298,13 +299,13 @@ def _worker_environment(contract: Contract, root: Path, run, tests: StageResult,
 
 def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
                  open_session: Callable[[Callable[[], Any]], Any] | None = None):
-    """The processes of an own-code verdict (``gate.engine.Session``), started at once: the frozen tests,
-    the working tree's worker, and the frozen commit's (its folder, ``gate.worktrees.checkout``): the trusted
+    """The processes of an own-code verdict (``judge.engine.Session``), started at once: the frozen tests,
+    the working tree's worker, and the frozen commit's (its folder, ``judge.worktrees.checkout``): the trusted
     maker of the inputs and the other side of the differential check and the timing. Closed by ``stack``.
 
     ``open_session(tests)``: a caller that keeps the workers for more work after the gate (``optimize-round``
     times the same warm workers) starts the session itself, with the frozen tests ``tests``, and closes it."""
-    from ascendopt.gate.engine import Session, import_statistics
+    from ascendopt.judge.engine import Session, import_statistics
 
     exec_rel = contract.workload.exec_file
 
@@ -330,7 +331,7 @@ def _own_session(stack, ws: Workspace, contract: Contract, root: Path, request,
 
 def _correctness_own(contract: Contract, root: Path, timeout: float | None, session) -> StageResult:
     """Own code: the frozen tests (run concurrently with the workers' warm-up, ``session``) and, beside them,
-    the judge's differential check (``gate.engine.differential``: the working tree against the frozen commit on
+    the judge's differential check (``judge.engine.differential``: the working tree against the frozen commit on
     trusted inputs at the workload's shape, every bucket of the contract's shape mix and hidden shapes; red
     whatever the tests said, naming the shape); once the tests have ended, as at freeze, the kernel census the
     kernel-hit stage judges (``data["census"]``): its device-time shares, taken while the tests compete for the
@@ -338,7 +339,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     (``engine.trees_changed``: exit 3 when it changed). A workload that raises, crashes or outlives
     ``workload_s`` is a red stage naming ``file:line`` or the limit, never an exception out of the gate. With
     output equivalence frozen off, only tensors the worker's reader refused fail the check."""
-    from ascendopt.gate.engine import check_cases, differential, trees_changed
+    from ascendopt.judge.engine import check_cases, differential, trees_changed
 
     exec_rel = contract.workload.exec_file
     limit = contract.timeout("workload_s", timeout)
@@ -498,7 +499,7 @@ def roofline_floor(spec, dims: Mapping[str, Any], dtype: str, mode: str, backend
 
 def _performance_own(contract: Contract, session, request, accepted: str | None = None) -> StageResult:
     """The frozen commit's worker vs the working tree's, interleaved batches timed by this process's clock
-    (``gate.engine``), then audited: every timed output against the baseline's for the same inputs (a
+    (``judge.engine``), then audited: every timed output against the baseline's for the same inputs (a
     wrong one: red, exit 1), both clocks of each side, the idle side's CPU use, and the re-measured
     baseline against the frozen one (``engine.anchor_problem``); a doubt makes the stage inconclusive.
 
@@ -506,7 +507,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     for the timing phase) makes this stage red with exit 1 (``workload_error``): the code under test
     failed, which is a correctness finding, not a regression; ``optimize-round`` records it as a drop.
     """
-    from ascendopt.gate import engine
+    from ascendopt.judge import engine
 
     commit = frozen_commit(contract)
     exec_rel = contract.workload.exec_file
@@ -734,8 +735,8 @@ def run_gate(ws: Workspace, *, context: RoundContext | None = None, skip_perf: b
     A workload or frozen test that raises, crashes or times out is a red stage (exit 1) with the
     error in its summary; run_gate raises only for usage and environment problems.
     """
-    from ascendopt.gate import environment
-    from ascendopt.gate.environment import Startup
+    from ascendopt.judge import environment
+    from ascendopt.judge.environment import Startup
 
     bench.check_pairs(pairs)
     accepted_note: str | None = None  # set when the acceptance comes from the ledger, not the command line

@@ -1,7 +1,7 @@
 """What the parent judges on the bytes the workers hand over: nothing here runs in a process of the code under test.
 
 * ``compare_values``: a candidate's decoded value (``judge.payload.decode``) against the frozen commit's for the
-  same inputs, output by output, within the contract's tolerances (``gate.equivalence.compare_tensor``); a part
+  same inputs, output by output, within the contract's tolerances (``judge.equivalence.compare_tensor``); a part
   the worker's reader refused (a tensor subclass, a lazy or storage-less tensor) fails, and so does a value of
   another structure.
 * ``input_writes``: the inputs a call wrote in place, from the input sets as made and as handed back after the
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ascendopt.gate.result import Check
 from ascendopt.judge.payload import Opaque, Refused
+from ascendopt.judge.result import Check
 
 ROOT = "output"
 # The candidate's untimed requests around a batch (loading its inputs, handing its outputs over) may take this much
@@ -62,7 +62,7 @@ def compare_values(base: Any, cand: Any, tolerances: Mapping[str, Mapping[str, f
     ``tolerances`` (None: equivalence is off, only what the reader refused fails), other leaves equal."""
     import torch
 
-    from ascendopt.gate.equivalence import compare_tensor
+    from ascendopt.judge.equivalence import compare_tensor
 
     b_parts, c_parts = parts(base, name), parts(cand, name)
     checks: list[Check] = []
@@ -111,7 +111,7 @@ def input_writes(made: Sequence[Any], after: Sequence[Any]) -> dict[str, str]:
     same sets handed back after the calls) holds changed."""
     import torch
 
-    from ascendopt.gate.equivalence import input_writes as writes
+    from ascendopt.judge.equivalence import input_writes as writes
 
     before_t = {k: v for k, v in parts(list(made), "inputs").items() if isinstance(v, torch.Tensor)}
     after_t = {k: v for k, v in parts(list(after), "inputs").items() if isinstance(v, torch.Tensor)}

@@ -1,7 +1,7 @@
 """The timed verdict over a served-shape mix: one comparison per bucket, weighed by the buckets' shares of the
 kernel's device time, with a floor per heavy bucket.
 
-Inputs are the per-bucket comparisons (``gate.bench.Comparison``: candidate / baseline time, the noise band,
+Inputs are the per-bucket comparisons (``judge.bench.Comparison``: candidate / baseline time, the noise band,
 the bucket's verdict) and the buckets' weights (``contract.shapes``: shares of the profiled device time, summing
 to 1). Pure: no process, no clock.
 
@@ -41,7 +41,7 @@ FLOOR_VERDICTS = ("broken", "undecided", "held", "no floor")
 @dataclass(frozen=True)
 class BucketTiming:
     """One bucket's timing: ``label`` ("bucket 2 [[1, 4096]]"), ``weight`` (share of device time, 0..1) and its
-    comparison (a ``gate.bench.Comparison``: ``ratio``, ``threshold_rel``, ``verdict``, ``baseline``,
+    comparison (a ``judge.bench.Comparison``: ``ratio``, ``threshold_rel``, ``verdict``, ``baseline``,
     ``candidate``)."""
 
     label: str

@@ -400,7 +400,7 @@ def screen_autotune(ctx: RoundContext, *, budget: int | None = None, budget_s: f
     a config carrying num_warps/num_stages is refused (UsageError, exit 2) with lint rule AO101's
     findings. Each config of each kernel is screened alone: the frozen workload runs in a child process
     with that config pinned (the kernel's other configs removed), its outputs compared with the kernel's
-    first passing config's (``gate.equivalence``, the contract's tolerances; when ``workload()`` returns
+    first passing config's (``judge.equivalence``, the contract's tolerances; when ``workload()`` returns
     tensors), then ``bench.measure`` in the child. Nothing is recorded: the user freezes the fastest config
     into the launch (``pin``) and measures that edit with a plain ``optimize-round``. Screening stops at
     ``budget`` configs or ``budget_s`` seconds; results are cached by exec-file, device and the sources'
@@ -512,16 +512,16 @@ def _screen_pinned(root: Path, exec_rel: str, site, cfg, config: dict[str, Any],
     """One autotune config: the workload with it pinned, its outputs vs the kernel's first passing config's,
     then ``bench.measure`` of ``workload()`` in the child; then, for each of ``buckets`` (``(name, shape)`` of
     the shape mix), ``bench.measure`` on ``inputs(seed, shape)``, its median put into ``bucket_ms[name]``."""
-    from ascendopt.gate.equivalence import compare_outputs, load
-    from ascendopt.gate.interleave import FAILURES, workload_process
-    from ascendopt.tune import autotune
+    from ascendopt.judge.autotune_pin import pin_env
+    from ascendopt.judge.equivalence import compare_outputs, load
+    from ascendopt.judge.interleave import FAILURES, workload_process
 
     t0 = time.monotonic()
     side = f"{site.kernel} config #{cfg.index}"
     out = tmp / f"{site.kernel}-{cfg.index}.pt"
     try:
         with workload_process(root, exec_rel, side, load_s=load_s, seed=True,
-                              extra_env=autotune.pin_env(site.kernel, cfg.index, len(site.configs))) as child:
+                              extra_env=pin_env(site.kernel, cfg.index, len(site.configs))) as child:
             reply = child.outputs(out, limit_s)
             if reply["outputs"]:
                 ref = references.get(site.kernel)

@@ -19,7 +19,7 @@ from typing import Any
 from ascendopt.workspace import Workspace
 
 STEPS = ("freeze", "collect", "analyze", "optimize-round", "gate", "reprofile", "report")
-CPU_PAIRS = 16  # above gate.bench.MIN_PAIRS (12) with margin, and cheap on the interpreter
+CPU_PAIRS = 16  # above judge.bench.MIN_PAIRS (12) with margin, and cheap on the interpreter
 DEVICE_PAIRS = 30  # optimize-round's default
 
 
@@ -46,7 +46,7 @@ def plan(kernel: str, *, shape: str | None = None, pairs: int | None = None) -> 
     """
     from ascendopt import kernels
     from ascendopt.device import backends
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     backend = backends.current()
     info = backend.info()

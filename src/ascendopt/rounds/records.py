@@ -261,14 +261,14 @@ def verdict(gate_passed: bool, vs_best: str | None, floor: FloorEvidence | None 
 def inconclusive_why(timing: Mapping[str, Any] | None) -> str | None:
     """Why a timing could not tell (None when it could): own code's best that could not be timed, the
     judge's first doubt about the timing, else the widest noise band of an inconclusive comparison."""
-    from ascendopt.gate.bench import DecisionRule
+    from ascendopt.judge.bench import DecisionRule
 
     if not timing or "inconclusive" not in (timing.get("vs_best"), timing.get("vs_baseline")):
         return None
     unverified = (timing.get("best") or {}).get("unverified")
     if unverified:  # own code: the best kept state is in no commit, so it was not timed
         return unverified
-    if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (gate.engine)
+    if timing.get("judge"):  # own code: the judge's audit doubted timing that could tell (judge.engine)
         return f"timing is not evidence: {timing['judge'][0]}"
     undecided = [c["vs_best"] for c in timing["cases"] if (c.get("vs_best") or {}).get("verdict") == "inconclusive"] \
         or [c["vs_baseline"] for c in timing["cases"] if c["vs_baseline"]["verdict"] == "inconclusive"]

@@ -366,8 +366,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
     unless ``accept_implausible`` (a person's reason, ``--accept-implausible``) is given; either way the
     finding and the acceptance go into the record's ``timing["implausible"]``."""
     from ascendopt.device import backends
-    from ascendopt.gate.environment import Startup, after_command
     from ascendopt.gate.stages import run_gate
+    from ascendopt.judge.environment import Startup, after_command
 
     _check_hypothesis(hypothesis)
     check_direction(direction)
@@ -434,7 +434,7 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
                     gsum = failed_after_gate("performance", f"the candidate raised while being timed: {what}")
                     green = False
             else:
-                from ascendopt.gate.interleave import FAILURES
+                from ascendopt.judge.interleave import FAILURES
 
                 try:
                     timing = rt.measure_own(ctx, root, pairs=pairs, timeout=timeout, step=step, note=note,

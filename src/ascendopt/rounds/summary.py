@@ -22,7 +22,7 @@ from ascendopt.analyze.matching import matches_any
 # The summary's rows, (label, canonical columns in preference order): defined with the other metric
 # labels in ``analyze.traces.columns``.
 from ascendopt.analyze.traces.columns import SUMMARY_METRICS
-from ascendopt.gate.bench import DecisionRule
+from ascendopt.judge.bench import DecisionRule
 
 # Rows of metric groups that are often not collected: shown only when collected on either side.
 _OPTIONAL_ROWS = frozenset(label for label, _ in SUMMARY_METRICS if "GB/s" in label or "(ncu)" in label)

@@ -30,7 +30,7 @@ def interleaved_samples(fns: Mapping[str, Callable[[Any], Any]], inputs: Sequenc
     ``bench.Interleaved`` takes them: one batch size for all sides, order alternating
     forward/backward (ABC, CBA, ...) so no side always runs first; ``take_decided`` says how many.
     """
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     names = list(fns)
     taker = bench.Interleaved([bench.Sampler(fns[n], inputs, backend) for n in names], warmup=warmup,
@@ -44,7 +44,7 @@ def take_decided(taker, names: Sequence[str], pairs: int, max_pairs: int | None 
     name. As in ``bench.compare``, while the ``candidate`` vs ``baseline`` or ``best`` verdict is
     undecided only because the noise band is wide (``bench.undecided``), ``pairs`` more rounds are
     taken, up to ``max_pairs`` in all (default ``3 * pairs``)."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     limit = max(pairs, max_pairs if max_pairs is not None else 3 * pairs)
     while True:
@@ -63,7 +63,7 @@ def take_decided(taker, names: Sequence[str], pairs: int, max_pairs: int | None 
 
 
 def _comparison(ref: list[float], cand: list[float], calls: int) -> dict[str, Any]:
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     c = bench.decide(ref, cand, calls_per_sample=calls)
     return {"verdict": c.verdict, "ratio": c.ratio, "threshold_rel": c.threshold_rel, "noise_rel": c.noise_rel,
@@ -92,7 +92,7 @@ def case_timing(case: str, samples: Mapping[str, list[float]], calls: int, *, be
     paired samples, the samples themselves. Without ``best`` samples the best is the baseline (no
     round kept yet), unless ``best_timed`` is False: a best exists but could not be timed, and its side
     and ``vs_best`` are None."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     best = samples.get("best") or (samples["baseline"] if best_timed else None)
     entry: dict[str, Any] = {"case": case}
@@ -193,7 +193,7 @@ def _rechecked(once: Callable[[], dict[str, Any]], step: Step | None) -> dict[st
     kept so the record shows what was re-checked), ``recheck`` (one line), ``recheck_outcome`` and
     ``recheck_measured`` (the last measurement's own verdicts before combining); its ``vs_baseline``/``vs_best``
     are the combined ones, so everything that reads the record sees one story."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
     from ascendopt.rounds.decide import combine, needs_third
 
     result = once()
@@ -263,7 +263,7 @@ def implausible_cases(timing: Mapping[str, Any], floors: Mapping[str, float | No
     ``[{"case", "reason"}]``. A ratio that did not reproduce on the re-check is no finding (the round is
     inconclusive, and says so); one the re-check decided after an inconclusive first measurement says that,
     not "reproduced"."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     outcome = timing.get("recheck_outcome")
     if outcome == "not-reproduced":
@@ -311,8 +311,8 @@ def measure_sides(spec, contract, sides: Mapping[str, Mapping[str, int]], *, pai
 class OwnSides:
     """The warm workers of an own-code round, started once and used by its gate and its timing: the frozen
     commit's tree and the best kept round's (read from git into verified folders,
-    ``gate.worktrees.checkout``; the best from its round snapshot, ``rounds.tree.best_checkout``) and the
-    working tree ``root``, one ``gate.engine.Session``.
+    ``judge.worktrees.checkout``; the best from its round snapshot, ``rounds.tree.best_checkout``) and the
+    working tree ``root``, one ``judge.engine.Session``.
 
     ``open(tests)`` starts them, with the frozen tests ``tests`` running alongside when given (the gate's
     ``open_session``); a second call returns the same session. ``best``: ``{"round", "commit"}`` of the
@@ -329,8 +329,8 @@ class OwnSides:
         self.best: dict[str, Any] = {"round": None, "commit": None}
 
     def open(self, tests: Callable[[], Any] | None = None):
-        from ascendopt.gate import engine
-        from ascendopt.gate.worktrees import checkout, frozen_commit
+        from ascendopt.judge import engine
+        from ascendopt.judge.worktrees import checkout, frozen_commit
         from ascendopt.rounds import tree as rtree
 
         if self.session is not None:
@@ -370,7 +370,7 @@ class OwnSides:
 def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, step: Step | None = None,
                 note: Callable[[str], None] | None = None, sides: OwnSides | None = None) -> dict[str, Any]:
     """Own code: baseline (the frozen commit), best (the best kept round's snapshot) and candidate (the
-    working tree ``root``) timed interleaved, one warm worker each (``gate.engine``: the parent's clock,
+    working tree ``root``) timed interleaved, one warm worker each (``judge.engine``: the parent's clock,
     every timed output checked against the baseline's, the anchor). ``sides``: the round's workers, already
     warm from its gate (``OwnSides``); None: started here. A doubt of the judge
     (``engine.audit``, ``engine.anchor_problem``) makes both verdicts
@@ -380,11 +380,11 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
 
     ``workload_s`` limits each side's module code, ``timing_s`` the whole timing phase (``timeout``:
     ``--timeout`` for both). A side that raises, dies or outlives a limit raises one of
-    ``gate.interleave.FAILURES`` naming the side.
+    ``judge.interleave.FAILURES`` naming the side.
     """
-    from ascendopt.gate import engine
-    from ascendopt.gate.interleave import WorkloadError, WorkloadTampering
     from ascendopt.gate.stages import frozen_baseline, timed_cases
+    from ascendopt.judge import engine
+    from ascendopt.judge.interleave import WorkloadError, WorkloadTampering
     from ascendopt.judge.weighted import FLOOR_WEIGHT
 
     contract = ctx.contract

@@ -169,7 +169,7 @@ def _legacy_candidates(root: Path, change: dict) -> list[str]:
 
 @contextmanager
 def best_checkout(root: Path, record: RoundRecord, exec_rel: str, workspace: Path) -> Iterator[BestTree]:
-    """The best kept round's state in a verified folder (``gate.worktrees.checkout``, with the frozen
+    """The best kept round's state in a verified folder (``judge.worktrees.checkout``, with the frozen
     workload file), removed on exit.
 
     The state is the round's snapshot commit, whose files must have the round's ``tree_digest``
@@ -177,7 +177,7 @@ def best_checkout(root: Path, record: RoundRecord, exec_rel: str, workspace: Pat
     is no longer in the repository (its ref deleted and pruned), or a record of an older ascendopt
     without one whose state no later commit holds, gives ``BestTree.tree`` None and a ``note`` naming
     the round and what is missing: the best cannot be timed, and a round must not keep on that."""
-    from ascendopt.gate.worktrees import checkout
+    from ascendopt.judge.worktrees import checkout
 
     root = Path(root)
     change = record.change or {}

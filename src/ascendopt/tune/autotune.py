@@ -1,8 +1,8 @@
 """Own code: the ``@triton.autotune`` configs of a user's kernels, found statically and pinned one at a time.
 
 ``optimize-round --auto`` on an own-code contract screens these configs (``rounds.auto``): the frozen
-workload runs once per config in a child process whose ``triton.autotune`` is replaced so that the
-chosen kernel gets that one config (``install_pin``; Triton's autotuner does not benchmark a list of
+workload runs once per config in a judge's worker whose ``triton.autotune`` is replaced so that the
+chosen kernel gets that one config (``judge.autotune_pin``; Triton's autotuner does not benchmark a list of
 one), timed with the bench core. The user then freezes the fastest config into the launch, so the
 gate measures the next change, not the autotuner's choice at run time.
 
@@ -19,14 +19,11 @@ Ascend has no warps and no software-pipelining stages: a config carrying ``num_w
 from __future__ import annotations
 
 import ast
-import json
-import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-PIN_ENV = "ASCENDOPT_PIN_AUTOTUNE"  # {"kernel": name, "index": i, "count": n}: set in a screening child
 CUDA_ONLY_RULE = "AO101"
 
 
@@ -137,61 +134,3 @@ def refusals(root: Path, sites: Iterable[AutotuneSite]) -> list[str]:
             if any(s.line <= f.line <= s.end_line for s in here):
                 out.append(f"{f.path}:{f.line}: {f.rule} {f.message}")
     return out
-
-
-# -- the pin, in the screening child ----------------------------------------------------------------
-
-
-@dataclass
-class Pin:
-    """What a screening child was asked to pin, and whether the workload's module code reached it."""
-
-    kernel: str
-    index: int
-    count: int
-    applied: list[str] = field(default_factory=list)  # kernels pinned (a name may be decorated twice)
-
-
-def pin_env(kernel: str, index: int, count: int) -> dict[str, str]:
-    """The environment a child needs to run with ``kernel``'s config ``index`` of ``count`` pinned."""
-    return {PIN_ENV: json.dumps({"kernel": kernel, "index": index, "count": count})}
-
-
-def install_pin() -> Pin | None:
-    """In a child with ``PIN_ENV`` set: make ``triton.autotune`` give the named kernel only the chosen
-    config, before the workload's module code runs (so ``@triton.autotune`` and ``from triton import
-    autotune`` both see it). None when the variable is unset."""
-    raw = os.environ.get(PIN_ENV)
-    if not raw:
-        return None
-    wanted = json.loads(raw)
-    pin = Pin(str(wanted["kernel"]), int(wanted["index"]), int(wanted["count"]))
-
-    import triton
-    from triton.runtime import autotuner
-
-    original = autotuner.autotune
-
-    def autotune(*args: Any, **kwargs: Any):
-        configs = kwargs.get("configs", args[0] if args else None)
-
-        def decorate(fn):
-            name = getattr(getattr(fn, "fn", fn), "__name__", None)
-            if name != pin.kernel:
-                return original(*args, **kwargs)(fn)
-            if configs is None or len(configs) != pin.count:
-                from ascendopt.errors import UsageError
-
-                raise UsageError(f"@triton.autotune of {name}: {len(configs or [])} configs at run time, "
-                                 f"{pin.count} in the source: the configs list is not the literal one read")
-            pin.applied.append(name)
-            one = [configs[pin.index]]
-            if "configs" in kwargs:
-                return original(*args, **{**kwargs, "configs": one})(fn)
-            return original(one, *args[1:], **kwargs)(fn)
-
-        return decorate
-
-    triton.autotune = autotune
-    autotuner.autotune = autotune
-    return pin

@@ -4,11 +4,11 @@ Every candidate configuration is compiled once and judged briefly, so tens of co
 few minutes where a gated round costs minutes each:
 
 * a correctness smoke check on one shape case (the contract's first): one call with NaN-poisoned
-  outputs compared with the fp32 oracle (``gate.correctness.check_kernel``, the gate's own check, at
+  outputs compared with the fp32 oracle (``judge.correctness.check_kernel``, the gate's own check, at
   the contract's tolerances). It is also the call that compiles the candidate. A candidate that is
   wrong or raises is screened out with the reason; one that breaks the device raises ``DeviceFault``
   (exit 5) after its entry is cached as failed, so the next run skips it;
-* a short synchronized timing of the same case: ``gate.bench.measure`` (the bench core: device time,
+* a short synchronized timing of the same case: ``judge.bench.measure`` (the bench core: device time,
   batched calls, cuda's device hold) over the gate's L2-rotated input sets (``gate.stages.timing_inputs``),
   ``SCREEN_REPEATS`` samples of at least ``SCREEN_MIN_SAMPLE_MS`` each. The median orders the
   candidates; nothing is kept on it (only a confirmed round can be ``keep``).
@@ -106,9 +106,9 @@ def screen_config(spec, dims: Mapping[str, Any], dtype: str, mode: str, config: 
     contract's (default: the spec's). Raises ``DeviceFault`` when the candidate broke the device.
     """
     from ascendopt.errors import AscendoptError
-    from ascendopt.gate import bench
-    from ascendopt.gate.correctness import check_kernel
     from ascendopt.gate.stages import kernel_raised
+    from ascendopt.judge import bench
+    from ascendopt.judge.correctness import check_kernel
 
     cfg = dict(config)
     t0 = time.monotonic()

@@ -18,7 +18,7 @@ Inputs use the public layout (``[B, T, heads, dim]``, varlen packed in B=1 with 
 everything is computed in fp32 and returned in fp32. The stage functions take ``lowp`` (a torch
 dtype): then every operand the kernels round to that dtype before a ``tl.dot`` is rounded here too,
 which makes them "torch's own low-precision computation" of the chunked algorithm, the second
-limit of the correctness gate (``ascendopt.gate.correctness``) for bf16 runs.
+limit of the correctness gate (``ascendopt.judge.correctness``) for bf16 runs.
 """
 
 from __future__ import annotations

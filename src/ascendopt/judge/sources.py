@@ -6,8 +6,8 @@ files and conftests (``NAME.TAG-pytest-VERSION.pyc``). Anyone who can write the 
 so a pinned test file, a pinned helper or reference, or the target code could verify by digest while other
 code runs, and a kept round's snapshot would not be the code that was measured.
 
-In every child that loads code of a tree under test (the frozen test run, ``gate.pytest_launch``; the judge's
-workers, ``gate.worker``), ``load_from_source(roots)`` runs before any file of those trees can be imported:
+In every child that loads code of a tree under test (the frozen test run, ``judge.pytest_launch``; the judge's
+workers, ``judge.worker``), ``load_from_source(roots)`` runs before any file of those trees can be imported:
 
 * ``SourceFileLoader.get_code`` (what every finder's source loader, an editable install's finder and
   ``importlib.util.spec_from_file_location`` use) compiles a file under a root, and a ``conftest.py``

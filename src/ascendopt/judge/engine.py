@@ -2,7 +2,7 @@
 
 Worker model (pyperf's manager/worker split is the model; no code of it is used): a verdict needs the
 working tree ("candidate"), and for timing or an output comparison the frozen commit ("baseline"), in a
-round also the best kept round ("best"). Each is ONE isolated worker process (``gate.worker``) that imports
+round also the best kept round ("best"). Each is ONE isolated worker process (``judge.worker``) that imports
 the workload and warms it up once, then serves every request of the command: the outputs for equivalence,
 the kernel-hit profile, and the timed batches. The frozen tests run in their own process at the same time
 (``Session``), so a verdict costs about the slower of "the tests" and "one import + the timing".
@@ -117,7 +117,7 @@ class Judged:
     """
 
     def __init__(self, sides: Mapping[str, Any], request: Verdict, shape: list[list[int]] | None = None):
-        from ascendopt.gate.interleave import batch_calls
+        from ascendopt.judge.interleave import batch_calls
 
         self.names = list(sides)
         self.sides = [sides[n] for n in self.names]
@@ -369,7 +369,7 @@ def second_reading(judged: Judged) -> dict[str, Any] | None:
     """The verdict the workers' own readings would give (first two sides): ``{"ratio", "noise_band",
     "verdict"}`` -- shown beside the parent's, never used for the verdict (the worker is within the code
     under test's reach); None with fewer than 6 batches."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     own = [[r["worker"] for r in side.readings] for side in judged.sides[:2]]
     if len(own) < 2 or min(len(x) for x in own) < 6 or min(min(x) for x in own) <= 0:
@@ -434,7 +434,7 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
     |base|`` allows, summed), plus 1e-9 of the sum of magnitudes for the rounding of summing in another
     order; exact dtypes (integers, bool) must match exactly; non-finite counts must match.
     """
-    from ascendopt.gate.equivalence import _SHORT
+    from ascendopt.judge.equivalence import _SHORT
 
     if sorted(base["parts"]) != sorted(cand["parts"]):
         return f"returned {sorted(cand['parts'])}, the baseline {sorted(base['parts'])}"
@@ -473,7 +473,7 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
     added, not the baseline's code: a baseline may be slower than frozen by up to it, and no more. A baseline
     slowed by what its code does (sleeps, extra work, a lock) is not on a run queue then, so nothing of that
     is excused, however loaded the host. A baseline faster than frozen is judged on its raw time."""
-    from ascendopt.gate.bench import DecisionRule
+    from ascendopt.judge.bench import DecisionRule
 
     if frozen_ms <= 0 or not samples_ms:
         return None
@@ -520,7 +520,7 @@ class Session:
 
     def __init__(self, exec_rel: str, trees: Mapping[str, Path], *, load_s: float,
                  tests: Callable[[], Any] | None = None):
-        from ascendopt.gate.interleave import _Child, contain
+        from ascendopt.judge.interleave import _Child, contain
         from ascendopt.process import Escapes
 
         self.exec_rel = exec_rel
@@ -598,7 +598,7 @@ def time_sides(session: Session, sides: Sequence[str], request: Verdict, *, timi
     first side's within ``tolerances`` (``Judged._compare_round``); ``shape``: the inputs are
     ``inputs(seed, shape)`` (a bucket of the shape mix). -> ``(judged, result)``."""
     from ascendopt import console
-    from ascendopt.gate.interleave import Phase
+    from ascendopt.judge.interleave import Phase
 
     workers = {name: session.worker(name) for name in sides}
     phase = Phase("workload() warm-up and timing", timing_s)
@@ -649,7 +649,7 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
     no partner, alone (``interleave._Child.measure``). Timed alone, a batch follows the same side's batch,
     not the other side's: a host-bound device call measured a third faster that way than in the gate. ``shape``:
     a bucket of the shape mix (``inputs(seed, shape)``; with a partner only)."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     if partner is None:
         return session.worker("baseline").measure(timing_s, repeats=request.pairs, warmup=request.warmup,
@@ -727,9 +727,9 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
     inputs after the call, come back as bytes and are compared here (``judge.evidence``): an output out of
     ``tolerances`` (None: only refused tensors fail), missing or extra, or an input the candidate writes in place
     and the frozen commit does not, is a failed check naming the shape. Each request within ``limit_s``."""
-    from ascendopt.gate.result import Check
     from ascendopt.judge.evidence import compare_values, input_writes
     from ascendopt.judge.payload import decode
+    from ascendopt.judge.result import Check
 
     base, cand = session.worker("baseline"), session.worker("candidate")
     cases = list(cases or [CheckCase("the workload's shape", None, DIFFERENTIAL_CALLS)])
@@ -766,7 +766,7 @@ def trees_changed(session: Session) -> list[str]:
     kept round) since their folders were verified, and every file a started worker of theirs compiled from bytes
     other than the commit's: a candidate that rewrote the baseline's copy of its code while it loaded, or at any
     time since. Called after the code under test has run beside them and before a number of theirs is used."""
-    from ascendopt.gate.worktrees import changed, source_digests
+    from ascendopt.judge.worktrees import changed, source_digests
 
     problems: list[str] = []
     for side, tree in session.trees.items():
@@ -788,7 +788,7 @@ def _module_writes(reply: Mapping[str, Any]) -> dict[str, str]:
     """The module-level inputs one call wrote in place (``interleave._Child.call`` without inputs)."""
     import torch
 
-    from ascendopt.gate.equivalence import input_writes
+    from ascendopt.judge.equivalence import input_writes
 
     before = {k: v for k, v in reply["before"].items() if isinstance(v, torch.Tensor)}
     after = {k: v for k, v in reply["inputs"].items() if isinstance(v, torch.Tensor)}

@@ -21,7 +21,7 @@ start-up hook. Three checks stand against that:
 
 The installed files checked are those the frozen test run imported, those the working tree's worker imported,
 and ascendopt's own. Not checked: other installed files, compiled byte code in the environment's
-``__pycache__`` folders (the repository's is never read, ``gate.sources``),
+``__pycache__`` folders (the repository's is never read, ``judge.sources``),
 files a distribution installed without a digest in its ``RECORD``, and the interpreter's own standard library.
 """
 
@@ -177,7 +177,7 @@ def in_environment(path: str, dirs: Sequence[str] | None = None) -> bool:
     """Whether the real path ``path`` belongs to an installed environment: under one of ``dirs`` (default
     ``prefixes()``), or in a ``site-packages`` / ``dist-packages`` folder anywhere (a virtual environment kept
     inside the repository too). Such files are the environment's: checked against their RECORD here, never
-    pinned as the repository's (``gate.scope``)."""
+    pinned as the repository's (``judge.scope``)."""
     parts = Path(path).parts
     if "site-packages" in parts or "dist-packages" in parts:
         return True

@@ -5,10 +5,10 @@ authenticated JSON to the file named by ``$ASCENDOPT_PYTEST_REPORT`` when the se
 Freeze records which tests passed on the baseline and the gate requires each of them to pass again,
 so a test that is skipped, deselected, xfailed or gone is seen even when pytest exits 0. Outcomes:
 ``passed``, ``failed``, ``error`` (setup, teardown or collection), ``skipped``, ``xfailed``,
-``xpassed``; deselected node ids are listed apart. ``ascendopt.gate.testset`` starts the run (through
-``ascendopt.gate.pytest_launch``, which imports this module before any file of the repository can be
+``xpassed``; deselected node ids are listed apart. ``ascendopt.judge.testset`` starts the run (through
+``ascendopt.judge.pytest_launch``, which imports this module before any file of the repository can be
 imported) and reads the file. This module runs inside the user's pytest process: of ascendopt it imports
-only ``ascendopt.gate.sources`` (standard library only), and only in a pytest-xdist worker.
+only ``ascendopt.judge.sources`` (standard library only), and only in a pytest-xdist worker.
 
 What the run used (``used``, absolute paths): ``modules``, every imported module's file (from
 ``sys.modules`` and from the import system's reads of source and cached byte code, seen by an audit
@@ -28,7 +28,7 @@ at session end each one that is no longer the same object, or whose code object 
 in ``replaced``.
 
 Loader (``loader``): the launcher makes the repository's files load from their source, never from
-cached byte code (``ascendopt.gate.sources``, bound here at import; a pytest-xdist worker installs it here,
+cached byte code (``ascendopt.judge.sources``, bound here at import; a pytest-xdist worker installs it here,
 for the folder ``$ASCENDOPT_SOURCE_ROOT``, the one module of ascendopt this plugin imports, stdlib-only);
 ``replaced`` names its functions that the run undid; ``loaded`` maps each file it compiled (real path) to
 the sha256 of the bytes compiled; ``read`` maps each other file of the repository the run opened for reading
@@ -74,7 +74,7 @@ import threading
 
 REPORT_ENV = "ASCENDOPT_PYTEST_REPORT"
 KEY_FD_ENV = "ASCENDOPT_REPORT_FD"  # the read end of the pipe that carries the per-run key
-SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load from source (ascendopt.gate.sources)
+SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load from source (ascendopt.judge.sources)
 VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
 MAX_HASHED_BYTES = 64 << 20  # data files up to this size are hashed as the tests open them
@@ -266,7 +266,7 @@ class _Usage:
         self.read: set[str] = set()
         self.written: set[str] = set()
         # data files of the repository ``root`` read: real path -> sha256 of each content read (its modules'
-        # digests come from ascendopt.gate.sources, which compiles them)
+        # digests come from ascendopt.judge.sources, which compiles them)
         self.root = None if root is None else os.path.realpath(root) + os.sep
         self.digests: dict[str, list[str]] = {}
         # larger than MAX_HASHED_BYTES and hashed all the same (the pinned ones: a pin does not end at a size)
@@ -490,7 +490,7 @@ def runner_files() -> dict[str, str | None]:
 
 
 def _loader_replaced() -> list[str]:
-    """The launcher's source-only import functions (``ascendopt.gate.sources``) that were undone."""
+    """The launcher's source-only import functions (``ascendopt.judge.sources``) that were undone."""
     return _SOURCES.replaced() if _SOURCES is not None else []
 
 
@@ -515,9 +515,9 @@ _USAGE = _Usage(os.environ.get(SOURCE_ROOT_ENV) or None, os.environ.get(HASH_ALS
 _ORIGINALS: dict[str, tuple[object, object]] = {}
 # bound now: the launcher installed it before importing this module; a pytest-xdist worker installs it here,
 # before its conftests and tests are imported (None when pytest was started otherwise)
-_SOURCES = sys.modules.get("ascendopt.gate.sources")
+_SOURCES = sys.modules.get("ascendopt.judge.sources")
 if _SOURCES is None and os.environ.get(SOURCE_ROOT_ENV):
-    _SOURCES = importlib.import_module("ascendopt.gate.sources")
+    _SOURCES = importlib.import_module("ascendopt.judge.sources")
     _SOURCES.load_from_source([os.environ[SOURCE_ROOT_ENV]])
 if REPORT_ENV in os.environ:  # a run started by ascendopt (its pytest-xdist workers inherit the variable)
     sys.addaudithook(_USAGE.hook)

@@ -1,12 +1,12 @@
 """Start the frozen pytest run so that the runner is the environment's, never a file of the repository.
 
-``python -m ascendopt.gate.pytest_launch ROOT ARGS...`` with ``PYTHONSAFEPATH=1`` in the environment
-(``ascendopt.gate.testset`` starts it so): neither the working directory nor the script's folder is on
+``python -m ascendopt.judge.pytest_launch ROOT ARGS...`` with ``PYTHONSAFEPATH=1`` in the environment
+(``ascendopt.judge.testset`` starts it so): neither the working directory nor the script's folder is on
 ``sys.path``, so ``pytest``, ``_pytest`` and ``pluggy`` import from the installed environment even when
 the repository holds a ``pytest.py``, a ``pytest/`` package or a ``pluggy.py``. Then the reporting plugin
-(``ascendopt.gate.pytest_report``) is imported, which reads the run's key, adds its audit hook and binds
+(``ascendopt.judge.pytest_report``) is imported, which reads the run's key, adds its audit hook and binds
 the comparison functions, and the import system loads every file under ``ROOT`` from its source, never from
-cached byte code (``gate.sources``), all before a file of the repository can be imported. Only then is ``ROOT``
+cached byte code (``judge.sources``), all before a file of the repository can be imported. Only then is ``ROOT``
 put first on ``sys.path``, as ``python -m pytest`` would put the working directory, and pytest runs
 with ``ARGS``. The plugin's report names where the runner was imported from; the parent checks it.
 
@@ -22,7 +22,7 @@ import sys
 
 def main(argv: list[str]) -> int:
     root, args = argv[0], argv[1:]
-    from ascendopt.gate import sources
+    from ascendopt.judge import sources
 
     # the repository's files, the test runner's and the judge's own load from their source, never a planted .pyc
     sources.load_from_source([root, *sources.harness_roots()])
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     import pytest
 
     sources.load_from_source([root])  # again, now that pytest's assertion rewriter is there to be covered
-    from ascendopt.gate import pytest_report  # noqa: F401 - key, audit hook and comparisons, before any test code
+    from ascendopt.judge import pytest_report  # noqa: F401 - key, audit hook and comparisons, before any test code
 
     sys.path.insert(0, root)
     sys.argv = ["pytest", *args]

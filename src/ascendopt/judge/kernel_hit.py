@@ -549,7 +549,7 @@ def kernel_hit_stage(expected: Sequence[str], census: Mapping[str, Any], frozen:
     """The kernel-hit stage from the candidate's ``census`` and the contract's ``frozen`` census (None: a
     contract frozen before censuses, only the names are checked, said in a check). Red (exit 1) when an
     expected name is missing or a ``judge_census`` finding is red; its findings are the stage's checks."""
-    from ascendopt.gate.result import Check, StageResult
+    from ascendopt.judge.result import Check, StageResult
 
     seen = census_names(census)
     missing = missing_kernels(list(expected), seen)

@@ -3,9 +3,9 @@
 What "passed" means:
 
 * a pytest command (``pytest ...``, ``py.test ...``, ``python -m pytest ...``) runs with this
-  interpreter's pytest, never one of the repository (``gate.pytest_launch``), and the plugin
-  ``ascendopt.gate.pytest_report``, which reports every test by node id in a report authenticated
-  with a per-run key, what the run used (``gate.scope`` pins it), and any comparison function
+  interpreter's pytest, never one of the repository (``judge.pytest_launch``), and the plugin
+  ``ascendopt.judge.pytest_report``, which reports every test by node id in a report authenticated
+  with a per-run key, what the run used (``judge.scope`` pins it), and any comparison function
   replaced during the run (``SuiteRun.integrity``: an integrity failure, exit 3).
   Freeze records each test's outcome on the baseline (``Contract.test_set``) and refuses a baseline
   with a failing test, a run of no test, or no test passed. The gate requires every test that passed
@@ -36,10 +36,10 @@ from typing import Any
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
 from ascendopt.errors import EnvironmentProblem
-from ascendopt.gate.pytest_report import HASH_ALSO_ENV, KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
+from ascendopt.judge.pytest_report import HASH_ALSO_ENV, KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
 
-PLUGIN = "ascendopt.gate.pytest_report"
-LAUNCHER = "ascendopt.gate.pytest_launch"
+PLUGIN = "ascendopt.judge.pytest_report"
+LAUNCHER = "ascendopt.judge.pytest_launch"
 FAILING = ("failed", "error")
 NOT_RUN = ("deselected", "not run")  # collected but not run (deselected, or stopped early by -x)
 COMMAND_RULE = ("a frozen test command that is not pytest must exit 0 and print a summary line 'N passed' "
@@ -69,10 +69,10 @@ class SuiteRun:
     passed: int = 0
     problem: str | None = None
     output_tail: str = ""
-    # pytest: what the run used (the plugin's ``used``: absolute paths; ``gate.scope.used_files``)
+    # pytest: what the run used (the plugin's ``used``: absolute paths; ``judge.scope.used_files``)
     used: dict[str, Any] = field(default_factory=dict)
     # pytest: the repository's files (and conftests) the run compiled or read: real path -> sha256 of each
-    # content compiled (``gate.sources.loaded``) or read (the plugin's ``read``)
+    # content compiled (``judge.sources.loaded``) or read (the plugin's ``read``)
     loaded: dict[str, list[str]] = field(default_factory=dict)
     # pytest: the installed plugins (``pytest11`` entry-point names) the run registered; None: not reported
     plugins: list[str] | None = None
@@ -120,11 +120,11 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
     real paths of data files the run reports the digest of as it reads them, whatever their size (the pinned
     ones; smaller files always are).
 
-    A pytest command runs as ``python -m ascendopt.gate.pytest_launch ROOT -p PLUGIN -p no:cacheprovider
+    A pytest command runs as ``python -m ascendopt.judge.pytest_launch ROOT -p PLUGIN -p no:cacheprovider
     ARGS`` with
     ``PYTHONSAFEPATH=1``: pytest and its plugins come from this environment, never from the repository
-    (``gate.pytest_launch``), and the report is authenticated with a fresh key passed through a pipe
-    (``gate.pytest_report``); ``SuiteRun.integrity`` says what of that did not hold.
+    (``judge.pytest_launch``), and the report is authenticated with a fresh key passed through a pipe
+    (``judge.pytest_report``); ``SuiteRun.integrity`` says what of that did not hold.
 
     ``plugins``: the installed pytest plugins the frozen run registered (``Contract.test_set["plugins"]``): pytest's
     plugin autoload is then off and exactly these are loaded (``-p NAME``), so a plugin installed since freeze (an

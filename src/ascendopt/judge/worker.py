@@ -1,17 +1,17 @@
 """The judge's worker: one warm, isolated process per source tree, serving every request of a command.
 
-Started by ``gate.interleave._Child`` as ``python -I -m ascendopt.gate.worker EXEC_FILE --path TREE [--path
+Started by ``judge.interleave._Child`` as ``python -I -m ascendopt.judge.worker EXEC_FILE --path TREE [--path
 TREE/src] [--seed]``. ``-I`` (isolated mode) keeps ``PYTHONPATH``, the user site-packages and the current
 directory off ``sys.path``, so nothing of the repository under test runs at interpreter start-up (a
 ``sitecustomize``/``usercustomize`` or a package shadowing the harness in the tree). The worker then binds
 what the verdict rests on -- the protocol pipe, the clock, the device timer, torch's tensor type and the
 functions that fingerprint outputs -- as local names of ``main``, makes the trees' files load from their
-source and never from cached byte code (``gate.sources``; a workload that undoes it is an integrity failure at
+source and never from cached byte code (``judge.sources``; a workload that undoes it is an integrity failure at
 its next reply), and only then puts the tree on ``sys.path`` explicitly and runs the workload file's module
 code once (imports, compile, autotune). A workload that later patches ``time.perf_counter``,
 ``torch.cuda.Event.elapsed_time`` or an ``ascendopt`` module attribute changes nothing the worker already
 bound; what it can still reach (the device timer's class, this process) only changes the worker's *second*
-reading, which the parent checks against its own clock (``gate.engine``).
+reading, which the parent checks against its own clock (``judge.engine``).
 
 Protocol: one JSON object per line on the process's original stdout (the workload's own stdout goes to
 stderr). Once the harness is bound: ``{"bound": true}``; after the module code: ``{"ready": true, "inputs":
@@ -21,7 +21,7 @@ shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it s
 * ``{"cmd": "null"}`` -> ``{}``: the round trip the parent calibrates and subtracts;
 * ``{"cmd": "kernels"}`` -> ``{"census": ...}``: ``kernel_hit.kernel_census`` of one call (after a warm
   one), passed on unchanged;
-* ``{"cmd": "outputs", "path"}`` -> ``gate.equivalence.call_and_save`` of one call (with ``inputs(seed)``:
+* ``{"cmd": "outputs", "path"}`` -> ``judge.equivalence.call_and_save`` of one call (with ``inputs(seed)``:
   on the inputs of seed 0): freeze's check that the frozen commit repeats itself;
 * ``{"cmd": "make", "seeds", "shape"?}`` -> the payload (``judge.payload``) of ``inputs(seed)`` (or ``inputs(seed,
   shape)``) for each seed: the trusted maker's request, sent to the frozen commit's worker only;
@@ -40,7 +40,7 @@ shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it s
 * ``{"cmd": "loaded"}`` -> ``{"loaded"}``: the sha256 of every tree file this worker compiled;
 * ``{"cmd": "modules"}`` -> ``{"files": [absolute paths]}``: the file of every module loaded so far (the
   module code and the calls made), after one call of its own when none was made yet; freeze's default
-  target code (``gate.scope.repository_files``);
+  target code (``judge.scope.repository_files``);
 * ``{"cmd": "exit"}``.
 
 A failure is answered ``{"error": message, "exit_code": N}`` and the worker exits.
@@ -63,7 +63,7 @@ def bind_ops(torch) -> Any:
     later replaces ``torch.sum`` or a ``torch.Tensor`` method does not change the harness's copies)."""
     from types import SimpleNamespace
 
-    from ascendopt.gate.equivalence import flatten
+    from ascendopt.judge.equivalence import flatten
 
     return SimpleNamespace(Tensor=torch.Tensor, flatten=flatten, sum=torch.sum, abs=torch.abs, where=torch.where,
                            isfinite=torch.isfinite, zeros_like=torch.zeros_like, arange=torch.arange,
@@ -76,7 +76,7 @@ def bind_ops(torch) -> Any:
 def fingerprint(value: Any, ops, light: bool = False) -> dict[str, Any]:
     """A cheap, tolerance-aware summary of what one call returned.
 
-    ``{"parts": {name: entry}, "skipped": [names]}`` over the tensors ``gate.equivalence.flatten`` finds;
+    ``{"parts": {name: entry}, "skipped": [names]}`` over the tensors ``judge.equivalence.flatten`` finds;
     an entry is ``{"problem": why}`` for a tensor that is not a plain, materialized one (a subclass such as
     a lazy or fake tensor, a meta or non-strided tensor, one without storage), else ``{"dtype", "shape",
     "sum", "abs", "n", "nonfinite"}``: fp64 sums of the whole tensor (index 0) and of ``GROUPS`` interleaved
@@ -144,7 +144,7 @@ def main(argv: list[str]) -> None:
     seed = "--seed" in argv
     if "--private" in argv:  # a trusted tree's worker: no other process of this user may read or write its memory
         _not_dumpable()
-    from ascendopt.gate.sources import harness_roots, load_from_source
+    from ascendopt.judge.sources import harness_roots, load_from_source
 
     # the judge's own modules load from their source from here on (no planted byte code of the harness runs)
     load_from_source(harness_roots(("ascendopt",)))
@@ -154,12 +154,12 @@ def main(argv: list[str]) -> None:
         from ascendopt.collect.workload import guard
         from ascendopt.device import backends
         from ascendopt.errors import AscendoptError, IntegrityError, UsageError
-        from ascendopt.gate.equivalence import call_and_save, module_inputs
-        from ascendopt.gate.interleave import load_workload
-        from ascendopt.gate.kernel_hit import kernel_census
-        from ascendopt.gate.sources import loaded, replaced
+        from ascendopt.judge.autotune_pin import install_pin
+        from ascendopt.judge.equivalence import call_and_save, module_inputs
+        from ascendopt.judge.interleave import load_workload
+        from ascendopt.judge.kernel_hit import kernel_census
         from ascendopt.judge.payload import RawReader, decode, describe, encode
-        from ascendopt.tune.autotune import install_pin
+        from ascendopt.judge.sources import loaded, replaced
     except Exception as exc:  # noqa: BLE001 - the harness itself could not start: an environment problem
         send({"error": f"the worker could not start: {type(exc).__name__}: {exc}", "exit_code": 5})
         sys.exit(1)
@@ -171,7 +171,7 @@ def main(argv: list[str]) -> None:
     reader = RawReader(torch, synchronize)
     to_device = torch._C.TensorBase.to
     modes = _sentinels(torch)
-    # the trees' files load from their source, never from a cached byte code file (gate.sources)
+    # the trees' files load from their source, never from a cached byte code file (judge.sources)
     load_from_source(paths)
     send({"bound": True, "reader": reader.through})  # the harness is up: the module-code limit starts now
     # only now the tree, explicitly (isolated mode put neither it nor the current directory there)
@@ -179,7 +179,7 @@ def main(argv: list[str]) -> None:
     try:
         if seed:
             _seed(torch)
-        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (tune.autotune)
+        pin = install_pin()  # --auto on own code: one @triton.autotune config pinned (judge.autotune_pin)
         fn = load_workload(Path(exec_file))
         if pin is not None and not pin.applied:
             raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "

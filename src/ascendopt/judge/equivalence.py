@@ -24,7 +24,7 @@ from typing import Any
 
 from ascendopt.contract.model import EQUIVALENCE_TOLERANCES
 from ascendopt.errors import UsageError
-from ascendopt.gate.result import Check
+from ascendopt.judge.result import Check
 
 ROOT = "output"  # the name of what workload() returned; its parts are output[0], output['key'], ...
 MAX_DEPTH = 8  # nesting followed into the returned value (deeper parts are listed as not compared)

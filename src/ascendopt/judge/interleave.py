@@ -1,8 +1,8 @@
 """Own-code workloads in worker processes, seen from the parent: ``_Child`` starts one isolated worker
-(``gate.worker``: protocol and isolation there) rooted at a source tree and talks to it; ``gate.engine``
+(``judge.worker``: protocol and isolation there) rooted at a source tree and talks to it; ``judge.engine``
 builds verdicts from them (one warm worker per tree, the parent's clock, the audit).
 
-Why worker processes: the baseline (the frozen commit, read from git into a verified folder, ``gate.worktrees``) and
+Why worker processes: the baseline (the frozen commit, read from git into a verified folder, ``judge.worktrees``) and
 the working tree define the same module names, so they cannot share one interpreter; a workload
 can hang or crash the interpreter, which must end the command with a named stage, not hang it or
 take it down; and what decides a verdict (the clock above all) must be out of the candidate's reach.
@@ -13,7 +13,7 @@ candidate), the phase and the limit. A workload that raises, or a worker that di
 ``WorkloadError`` naming the side and the workload's ``file:line``. A worker started with ``--seed``
 (all of the engine's) seeds ``random``, numpy and torch with 0 before the module code runs, so inputs
 drawn without a seed are the same on both sides. A worker whose environment carries
-``tune.autotune.PIN_ENV`` (``optimize-round --auto`` on own code) pins one ``@triton.autotune`` config of
+``judge.autotune_pin.PIN_ENV`` (``optimize-round --auto`` on own code) pins one ``@triton.autotune`` config of
 the named kernel before the module code runs.
 """
 
@@ -41,7 +41,7 @@ from ascendopt.errors import CorrectnessError, EnvironmentProblem, ExitCode
 from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 
 # The sides whose tree is a recorded commit (no code under test): their workers close their memory to other
-# processes of the user (``gate.worker``), so the candidate's cannot write a trusted side's state
+# processes of the user (``judge.worker``), so the candidate's cannot write a trusted side's state
 TRUSTED_SIDES = ("baseline", "best", "repeat")
 # How often the parent looks at a worker it waits for: one stopped by another process is continued (and counted)
 WAKE_S = 1.0
@@ -73,7 +73,7 @@ class WorkloadError(CorrectnessError):
 
 
 class WorkloadTampering(WorkloadError):
-    """The code under test undid a defence of the judge in its worker (``gate.sources``): exit 3, the
+    """The code under test undid a defence of the judge in its worker (``judge.sources``): exit 3, the
     verdict cannot be trusted."""
 
     exit_code = ExitCode.INTEGRITY
@@ -132,7 +132,7 @@ class _Child:
         env = backends.child_env(kernels=True)
         env.pop("PYTHONPATH", None)  # isolated mode ignores it anyway; the tree goes on sys.path explicitly
         # idle OpenMP threads sleep instead of spinning: a worker waiting for its next request takes no CPU
-        # from the side being timed (the judge checks it, ``gate.engine``)
+        # from the side being timed (the judge checks it, ``judge.engine``)
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         if backends.current().name == "cpu" and not any(name in env for name in CPU_WORKER_THREADS):
             env.update(CPU_WORKER_THREADS)
@@ -156,7 +156,7 @@ class _Child:
         self.profiled = False  # a profiled call was made (``kernel_census``): it changes what follows
         self.call_bytes = 0  # bytes of one call's inputs and outputs (the largest warm-up call's)
         self._bound = False
-        argv = [sys.executable, "-I", "-m", "ascendopt.gate.worker", str(self.exec_file)]
+        argv = [sys.executable, "-I", "-m", "ascendopt.judge.worker", str(self.exec_file)]
         argv += [a for p in paths for a in ("--path", p)] + (["--seed"] if seed else [])
         argv += ["--private"] if side in TRUSTED_SIDES else []
         self.proc = subprocess.Popen(argv,
@@ -333,7 +333,7 @@ class _Child:
 
     def loaded(self) -> dict[str, str]:
         """Every file of the trees this worker compiled from source: real path -> sha256 of the bytes it
-        compiled (``gate.sources.loaded``)."""
+        compiled (``judge.sources.loaded``)."""
         return dict(self.ask({"cmd": "loaded"})["loaded"])
 
     def ask(self, msg: dict[str, Any] | None, phase: Phase | None = None, blob: bytes | None = None
@@ -495,7 +495,7 @@ class _Child:
 
     def kernels(self, limit_s: float) -> list[str]:
         """The kernel names of ``kernel_census``, longest device time first."""
-        from ascendopt.gate.kernel_hit import census_names
+        from ascendopt.judge.kernel_hit import census_names
 
         return census_names(self.kernel_census(limit_s))
 
@@ -504,7 +504,7 @@ class _Child:
         """The workload timed alone by the parent's clock (freeze's baseline), within ``limit_s``:
         warm-up, then ``repeats`` batches -> ``bench.Timing``; the readings stay in ``readings``. ``shape``: on
         inputs ``inputs(seed, shape)`` (a bucket of the shape mix)."""
-        from ascendopt.gate import bench
+        from ascendopt.judge import bench
 
         saved, self.phase = self.phase, Phase("workload() timing", limit_s)
         try:
@@ -517,7 +517,7 @@ class _Child:
 
     def outputs(self, path: Path, limit_s: float) -> dict[str, Any]:
         """One call of ``workload()`` within ``limit_s``; the tensors it returned are saved to ``path``
-        (``gate.equivalence.call_and_save``, whose reply this returns)."""
+        (``judge.equivalence.call_and_save``, whose reply this returns)."""
         return self.ask({"cmd": "outputs", "path": str(path)}, Phase("workload() output call", limit_s))
 
     def modules(self, limit_s: float) -> list[str]:
@@ -577,7 +577,7 @@ def payload_bytes(value: Any) -> int:
 def batch_calls(per_call_ms: float, min_sample_ms: float, call_bytes: int) -> int:
     """Calls in one timed batch: enough to last ``min_sample_ms`` (``bench.calls_per_sample``), no more than
     keep ``MAX_BATCH_BYTES`` of inputs and outputs (``call_bytes`` a call) alive, at least one."""
-    from ascendopt.gate import bench
+    from ascendopt.judge import bench
 
     calls = bench.calls_per_sample(per_call_ms, min_sample_ms)
     return max(1, min(calls, MAX_BATCH_BYTES // call_bytes)) if call_bytes > 0 else calls

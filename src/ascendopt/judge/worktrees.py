@@ -57,7 +57,7 @@ def frozen_commit_checks(contract, root: Path) -> list:
     """The integrity stage's check of an own-code contract's frozen commit (``frozen_commit``): one passed
     or failed ``Check``; none for a bundled kernel or a contract frozen outside git. A shallow clone that
     lacks the commit raises EnvironmentProblem (exit 5): nothing was tampered with, the history is missing."""
-    from ascendopt.gate.result import Check
+    from ascendopt.judge.result import Check
 
     commit = contract.git.get("commit")
     if contract.is_kernel or not commit:

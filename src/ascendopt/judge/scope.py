@@ -1,6 +1,6 @@
 """What the frozen test run used, pinned: the files a test run loads besides the frozen test files.
 
-The reporting plugin (``gate.pytest_report``) lists what the run imported, opened, registered as a
+The reporting plugin (``judge.pytest_report``) lists what the run imported, opened, registered as a
 conftest and read as its configuration (absolute paths). Here those become repository-relative paths
 (``../`` for a file above the repository) of four kinds:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt.contract.model import FrozenFile
-from ascendopt.gate import environment
+from ascendopt.judge import environment
 
 CONFIG_SECTIONS = {"pyproject.toml": "tool.pytest", "tox.ini": "pytest", "setup.cfg": "tool:pytest"}
 ROLE = {"config": "test-config", "module": "test-support", "data": "test-support"}
