@@ -349,9 +349,10 @@ def ignored_code(root: Path, exclude: Sequence[Path] = ()) -> dict[str, str] | N
     if proc.returncode != 0:
         return None
     prefixes = relative_prefixes(root, exclude)
-    envs = {str(Path(p).parent) for p in proc.stdout.split("\0") if Path(p).name == "pyvenv.cfg"}
+    paths = sorted({p for p in proc.stdout.split("\0") if p and not skipped(p, prefixes)})
+    envs = {str(Path(p).parent) for p in paths if Path(p).name == "pyvenv.cfg"}
     tokens = {}
-    for rel in sorted({p for p in proc.stdout.split("\0") if p and not skipped(p, prefixes)}):
+    for rel in paths:
         if not rel.endswith(CODE_SUFFIXES) or any(rel.startswith(env + "/") for env in envs):
             continue
         token = file_token(root / rel)

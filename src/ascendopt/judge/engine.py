@@ -484,10 +484,13 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
     if len(known) == len(samples_ms):
         own = _log_median_band([max(x - w, 1e-12) for x, w in known], DecisionRule().z)[0]
         waited = f", {_median([w for _, w in known]) * 1e3:.2f} us of it waiting for a CPU"
-    raw = med - math.log(frozen_ms)
+    raw, slower = med - math.log(frozen_ms), own - math.log(frozen_ms)
     limit = math.log1p(ANCHOR_DRIFT) + band
-    moved = own - math.log(frozen_ms) if own - math.log(frozen_ms) > limit else raw if raw < -limit else None
-    if moved is None:
+    if slower > limit:  # slower than frozen by more than the host made it wait
+        moved = slower
+    elif raw < -limit:  # faster than frozen: no wait makes a baseline faster
+        moved = raw
+    else:
         return None
     return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
             f"({math.expm1(raw):+.1%}{waited}; {math.expm1(moved):+.1%} beyond what the host added, allowed "
