@@ -241,22 +241,57 @@ def enforce_scheduling(pid: int, expected: Scheduling) -> list[str]:
     return sorted(set(changed))
 
 
-def run_delays(pid: int) -> dict[int, int] | None:
-    """``{thread id: ns}`` the threads of process ``pid`` have waited on a CPU's run queue, runnable but not
-    running, since each started (``/proc/PID/task/TID/schedstat``, its second field): time a loaded host, not
-    the thread's own code, added to its wall time. None where it cannot be read (not Linux, no schedstat)."""
+def schedstats(pid: int | str) -> dict[int, tuple[int, int]] | None:
+    """``{thread id: (run ns, wait ns)}`` of the threads of process ``pid`` (``"self"``: this one) since each
+    started (``/proc/PID/task/TID/schedstat``): the time each ran on a CPU, and the time it waited on a CPU's
+    run queue, runnable but not running (time a loaded host, not the thread's own code, added to its wall
+    time). None where it cannot be read (not Linux, no schedstat)."""
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    delays = {}
+    stats = {}
     for tid in threads:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                delays[int(tid)] = int(f.read().split()[1])
+                fields = f.read().split()
+            stats[int(tid)] = (int(fields[0]), int(fields[1]))
         except (OSError, IndexError, ValueError):
             continue
-    return delays or None
+    return stats or None
+
+
+def most_waited_ms(before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None
+                   ) -> float | None:
+    """ms the most delayed thread of a process waited on a run queue between two ``schedstats`` readings (a thread
+    new since counts from its start). The most delayed, not the sum: threads that wait side by side stretch the
+    process's work once. None where either reading is missing."""
+    if before is None or after is None:
+        return None
+    waited = max((wait - before.get(tid, (0, 0))[1] for tid, (_, wait) in after.items()), default=0)
+    return max(0, waited) / 1e6
+
+
+def own_wait_ns() -> int | None:
+    """ns the calling thread has waited on a run queue since it started (``/proc/thread-self/schedstat``);
+    None where it cannot be read."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def excused_wait_ms(before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None,
+                    main: int) -> float:
+    """ms the thread ``main`` of a process waited on a run queue between two ``schedstats`` readings, less the
+    time the process's other threads ran meanwhile (a process whose own threads keep its main thread waiting
+    is not excused by it). 0.0 where either reading is missing."""
+    if not before or not after or main not in before or main not in after:
+        return 0.0
+    waited = after[main][1] - before[main][1]
+    others = sum(run - before.get(tid, (0, 0))[0] for tid, (run, _) in after.items() if tid != main)
+    return max(0, waited - max(0, others)) / 1e6
 
 
 def process_table() -> dict[int, Proc] | None:

@@ -176,6 +176,78 @@ def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monk
     assert bool(idle) == bool(burn), found.doubts
 
 
+def test_a_request_to_a_worker_another_process_stopped_is_continued_not_a_hang(tmp_path, monkeypatch):
+    """Another process stops a worker (SIGSTOP) before the judge sends it a request larger than a pipe holds: the
+    judge's write does not block for ever; it sees the stop, counts it (a doubt when sides are timed) and
+    continues the worker, and the request is answered."""
+    import os
+    import signal
+    import threading
+
+    tree = _tree(tmp_path, "def my_op(x):\n    return x * 2\n")
+    (tree / "w.py").write_text("import torch\nfrom op import my_op\n\n\ndef inputs(seed):\n"
+                               "    return (torch.randn(256 * 1024),)\n\n\ndef workload(x):\n    return my_op(x)\n")
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    from ascendopt.judge.interleave import workload_process
+
+    with workload_process(tree, "w.py", "baseline", load_s=120, seed=True) as child:
+        blob = child.inputs_blob(4)  # 4 MiB of inputs: far more than a pipe's buffer
+        assert len(blob) > 1 << 20
+        os.kill(child.proc.pid, signal.SIGSTOP)
+        got = {}
+        asker = threading.Thread(target=lambda: got.update(child.call(blob, limit_s=60)), daemon=True)
+        asker.start()
+        asker.join(30)
+        hung = asker.is_alive()
+        if hung:  # the judge's write blocked: let it finish so the worker can be closed
+            os.kill(child.proc.pid, signal.SIGCONT)
+            asker.join(30)
+    assert not hung, "the request to a stopped worker blocked the judge"
+    assert child.external_stops >= 1
+    assert all(torch.equal(out, args[0] * 2) for out, args in zip(got["outputs"], decode(blob), strict=True))
+
+
+def test_a_worker_stopped_and_continued_while_it_replies_hands_over_every_byte(tmp_path, monkeypatch):
+    """Another process stops and continues a worker every few ms while it writes replies larger than a pipe holds:
+    a stop interrupts a pipe write part-way (the kernel returns the bytes written so far). Every reply still
+    arrives whole, within the request's limit."""
+    import os
+    import signal
+    import threading
+    import time
+
+    tree = _tree(tmp_path, "def my_op(x):\n    return x * 2\n")
+    (tree / "w.py").write_text("import torch\nfrom op import my_op\n\n\ndef inputs(seed):\n"
+                               "    return (torch.randn(256 * 1024),)\n\n\ndef workload(x):\n    return my_op(x)\n")
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    from ascendopt.judge.interleave import workload_process
+    from ascendopt.process import ProcessTimeout
+
+    with workload_process(tree, "w.py", "baseline", load_s=120, seed=True) as child:
+        blob = child.inputs_blob(4)
+        done = threading.Event()
+
+        def _duty():
+            while not done.is_set():
+                os.kill(child.proc.pid, signal.SIGSTOP)
+                time.sleep(0.002)
+                os.kill(child.proc.pid, signal.SIGCONT)
+                time.sleep(0.003)
+
+        stopper = threading.Thread(target=_duty, daemon=True)
+        stopper.start()
+        try:
+            got = [child.call(blob, limit_s=20) for _ in range(5)]
+        except ProcessTimeout as exc:
+            pytest.fail(f"a reply did not arrive whole: {exc}")
+        finally:
+            done.set()
+            stopper.join(5)
+            os.kill(child.proc.pid, signal.SIGCONT)
+    for reply in got:
+        assert all(torch.equal(out, args[0] * 2) for out, args in zip(reply["outputs"], decode(blob), strict=True))
+
+
 def test_a_worker_killed_on_a_timeout_takes_what_escaped_its_group_with_it(tmp_path, monkeypatch):
     """A workload whose module code double-forks with ``setsid`` (out of the worker's process group and
     session) and then hangs: the kill on the timeout sweeps the escaped process at once, before the session

@@ -100,3 +100,25 @@ def test_untimed_excess_flags_work_moved_out_of_the_timed_window_and_allows_nois
     assert untimed_excess(noisy, ref) is None
     moved = [{"untimed_ms": 3.5, "parent": 0.5, "calls": 10}] * 10  # 1.5 ms more a batch against a 5 ms batch
     assert "work finished outside the timed window" in untimed_excess(moved, ref)
+
+
+def test_untimed_excess_takes_the_run_queue_wait_off_each_side_and_still_sees_moved_work():
+    """A loaded host: every request of the candidate waited 4 ms more for a CPU than the reference's did. That
+    wait is the host's: no excess. Work moved out of the timed window stays visible under the same load."""
+    ref = [{"untimed_ms": 2.0, "untimed_waited_ms": 0.5, "parent": 1.0, "calls": 10}] * 10
+    loaded = [{"untimed_ms": 6.5, "untimed_waited_ms": 5.0, "parent": 0.9, "calls": 10}] * 10
+    assert untimed_excess(loaded, ref) is None
+    assert untimed_excess([{**r, "untimed_waited_ms": 0.0} for r in loaded], ref) is not None  # unread: counted
+    moved = [{"untimed_ms": 8.0, "untimed_waited_ms": 5.0, "parent": 0.5, "calls": 10}] * 10
+    assert "work finished outside the timed window" in untimed_excess(moved, ref)
+
+
+def test_a_main_threads_wait_is_excused_less_what_its_own_other_threads_ran():
+    from ascendopt.process import excused_wait_ms
+
+    before = {10: (1_000_000, 2_000_000), 11: (0, 0)}
+    assert excused_wait_ms(before, {10: (1_500_000, 5_000_000), 11: (0, 0)}, 10) == pytest.approx(3.0)
+    # its own helper thread ran 2 ms meanwhile: only 1 ms of the wait is the host's
+    assert excused_wait_ms(before, {10: (1_500_000, 5_000_000), 11: (2_000_000, 0)}, 10) == pytest.approx(1.0)
+    assert excused_wait_ms(before, {10: (1_500_000, 5_000_000), 11: (9_000_000, 0), 12: (1, 0)}, 10) == 0.0
+    assert excused_wait_ms(None, {10: (0, 5_000_000)}, 10) == 0.0

@@ -133,7 +133,7 @@ class Judged:
         self.calls = batch_calls(per_call, request.sample_ms(), max(side.call_bytes for side in self.sides))
         self.samples: list[list[float]] = [[] for _ in self.sides]
         self.idle: list[tuple[str, str, float, float]] = []
-        # ms per call each side's batch waited on a run queue (``process.run_delays``: its most delayed thread),
+        # ms per call each side's timed batch waited on a run queue (its reading's ``waited``),
         # parallel to ``samples``, None where unreadable: what a loaded host added to that batch, which the anchor
         # may excuse in a re-measured baseline (``anchor_problem``)
         self.waits: list[list[float | None]] = [[] for _ in self.sides]
@@ -157,7 +157,7 @@ class Judged:
         import secrets
         import time
 
-        from ascendopt.process import process_table, run_delays
+        from ascendopt.process import process_table
 
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
@@ -173,12 +173,10 @@ class Judged:
             _shuffle(order)
             for k in order:
                 self._guard_scheduling()
-                delays = run_delays(self.sides[k].pid)
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit, full), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
-                self.waits[k].append(_waited_ms(delays, run_delays(self.sides[k].pid), self.calls))
-                self.sides[k].readings[-1]["waited"] = self.waits[k][-1]
+                self.waits[k].append(self.sides[k].readings[-1].get("waited"))
                 now = process_table()
                 if table is not None and now is not None:
                     self._account(self.names[k], table, now, wall)
@@ -260,17 +258,6 @@ class Judged:
         seen = self.outside.setdefault(timed, {})
         for pid, (command, cpu) in outside.items():
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
-
-
-def _waited_ms(before: Mapping[int, int] | None, after: Mapping[int, int] | None, calls: int) -> float | None:
-    """ms per call a batch waited on a run queue, from two ``process.run_delays`` readings around it: the most
-    delayed thread's wait (a thread new since counts from its start). The most delayed, not the sum: threads
-    that wait side by side stretch the batch once, and the anchor must not excuse more than the host added.
-    None where either reading is missing."""
-    if before is None or after is None or calls < 1:
-        return None
-    waited = max((ns - before.get(tid, 0) for tid, ns in after.items()), default=0)
-    return max(0, waited) / 1e6 / calls
 
 
 def _shuffle(order: list[int]) -> None:
@@ -469,7 +456,7 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
     "baseline moved from X to Y".
 
     ``waits_ms`` (parallel to the samples, ``Judged.waits``): the ms per call each batch waited on a run queue,
-    runnable but not running, as the kernel counted it (``process.run_delays``). That is time a loaded host
+    runnable but not running, as the kernel counted it (``process.schedstats``). That is time a loaded host
     added, not the baseline's code: a baseline may be slower than frozen by up to it, and no more. A baseline
     slowed by what its code does (sleeps, extra work, a lock) is not on a run queue then, so nothing of that
     is excused, however loaded the host. A baseline faster than frozen is judged on its raw time."""

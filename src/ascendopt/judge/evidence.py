@@ -20,12 +20,13 @@ from ascendopt.judge.result import Check
 
 ROOT = "output"
 # The candidate's untimed requests around a batch (loading its inputs, handing its outputs over) may take this much
-# longer than the reference's around the same round's batch, as the median over the rounds: 1 ms of scheduling
-# noise on a busy host, plus 5 % of the candidate's timed batch (both sides do the same work there on the same
-# bytes, so the median difference of an honest pair is near zero). The median, not the sum: a loaded host delays a
-# few requests by many ms.
-UNTIMED_EXCESS_MS = 1.0
-UNTIMED_EXCESS_REL = 0.05
+# longer than the reference's around the same round's batch, as the median over the rounds: 0.5 ms of scheduling
+# noise, plus 3 % of the candidate's timed batch (both sides do the same work there on the same bytes, so the
+# median difference of an honest pair is near zero). Each request's time is read less the time the worker's main
+# thread and the judge's thread waited on a run queue (``interleave._Child.batch``), which is most of what a loaded
+# host adds; the median, not the sum: a few requests are still late by many ms.
+UNTIMED_EXCESS_MS = 0.5
+UNTIMED_EXCESS_REL = 0.03
 UNTIMED_Z = 3.0  # and the median difference's own noise: 3 standard errors (a loaded host spreads the requests)
 
 
@@ -132,7 +133,7 @@ def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str,
     n = min(len(cand), len(ref))
     if not n:
         return None
-    diffs = [c["untimed_ms"] - r["untimed_ms"] for c, r in zip(cand[:n], ref[:n], strict=True)]
+    diffs = [_untimed(c) - _untimed(r) for c, r in zip(cand[:n], ref[:n], strict=True)]
     extra = _median(diffs)
     spread = 1.4826 * _median([abs(d - extra) for d in diffs])  # a robust standard deviation
     noise = UNTIMED_Z * 1.2533 * spread / math.sqrt(n)  # the standard error of a median, times z
@@ -143,6 +144,11 @@ def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str,
     return (f"spent {extra:.1f} ms more than the reference in the judge's untimed requests around a batch (median "
             f"of {n}: loading its inputs, handing over its outputs; allowed {allowed:.1f} ms against a {batch:.1f} ms "
             "timed batch and the requests' own noise): work finished outside the timed window")
+
+
+def _untimed(reading: Mapping[str, Any]) -> float:
+    """ms of a reading's untimed requests, less the time they waited on a run queue (where it was read)."""
+    return reading["untimed_ms"] - (reading.get("untimed_waited_ms") or 0.0)
 
 
 def _median(xs: Sequence[float]) -> float:

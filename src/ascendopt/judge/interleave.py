@@ -222,19 +222,25 @@ class _Child:
         -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
         "calls", "full", "audit", "outputs": the decoded outputs (full: one per call; else the audited one),
         "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
-        requests}``."""
+        requests, "untimed_waited_ms": the part of it the worker's main thread and this thread waited on a run
+        queue (``_waited``), "waited": ms per call the worker's most delayed thread waited on a run queue in the
+        timed window (None: unreadable), "inputs_written"}``."""
         from ascendopt.judge.evidence import input_writes
         from ascendopt.judge.payload import decode, readable
+        from ascendopt.process import most_waited_ms
 
+        marks = [self._sched()]
         t0 = time.perf_counter()
         if isinstance(inputs, dict):
             self.ask({"cmd": "prepare", "calls": calls, **inputs})
         else:
             self.ask({"cmd": "prepare", "calls": calls}, blob=inputs)
         prepared = time.perf_counter()
+        marks.append(self._sched())
         reply = self.ask({"cmd": "go"})
         wall_ms = (time.perf_counter() - prepared) * 1e3
         t1 = time.perf_counter()
+        marks.append(self._sched())
         described = reply.get("out")
         if not isinstance(described, dict) or "ms" not in reply:
             self._kill()
@@ -256,10 +262,28 @@ class _Child:
             checked, blob = self.ask_blob({"cmd": "check", "full": full, "audit": audit})
             outputs = decode(blob)
         t2 = time.perf_counter()
+        marks.append(self._sched())
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
+                "waited": _per_call(most_waited_ms(marks[1][0], marks[2][0]), calls),
+                "untimed_waited_ms": self._waited(marks[0], marks[1]) + self._waited(marks[2], marks[3]),
                 "inputs_written": written}
+
+    def _sched(self) -> tuple[Any, int | None]:
+        """The worker's ``process.schedstats`` and this thread's ``process.own_wait_ns``, read together."""
+        from ascendopt.process import own_wait_ns, schedstats
+
+        return schedstats(self.proc.pid), own_wait_ns()
+
+    def _waited(self, before: tuple[Any, int | None], after: tuple[Any, int | None]) -> float:
+        """ms the worker's main thread (less what its other threads ran: ``process.excused_wait_ms``) and this
+        thread waited on a run queue between two ``_sched`` readings: a loaded host's share of an untimed
+        request's wall time."""
+        from ascendopt.process import excused_wait_ms
+
+        mine = (after[1] - before[1]) / 1e6 if before[1] is not None and after[1] is not None else 0.0
+        return excused_wait_ms(before[0], after[0], self.proc.pid) + max(0.0, mine)
 
     def stopped_by_others(self) -> bool:
         """Whether something other than this parent stopped the worker (SIGSTOP, SIGTSTP) since it last looked:
@@ -351,8 +375,7 @@ class _Child:
             if msg is not None:
                 if blob is not None:
                     msg = {**msg, "nbytes": len(blob)}
-                self.proc.stdin.write((json.dumps(msg) + "\n").encode() + (blob or b""))
-                self.proc.stdin.flush()
+                self._send((json.dumps(msg) + "\n").encode() + (blob or b""), phase)
             line = self._read_line(phase)
         except BrokenPipeError:
             line = b""
@@ -397,6 +420,36 @@ class _Child:
         del self._buf[:n]
         return data
 
+    def _send(self, data: bytes, phase: Phase) -> None:
+        """Write ``data`` to the child's stdin within ``phase``: without blocking, so that a worker that reads no
+        more (stopped by another process, or stuck) ends in ProcessTimeout, never in a hang of the judge."""
+        assert self.proc.stdin is not None
+        fd = self.proc.stdin.fileno()
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_WRITE)
+            while view:
+                try:
+                    view = view[os.write(fd, view):]
+                    continue
+                except BlockingIOError:
+                    pass
+                left = phase.left()
+                if left <= 0:
+                    self._kill()
+                    raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
+                                         output="\n".join(self._tail()))
+                if not sel.select(min(left, WAKE_S)):
+                    self._continue_if_stopped()
+
+    def _continue_if_stopped(self) -> None:
+        """A worker another process stopped (SIGSTOP) neither reads nor replies: counted and continued."""
+        if self.stopped_by_others():
+            self.external_stops += 1
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
+
     def _fill(self, enough: Callable[[], bool], phase: Phase) -> None:
         """Read the child's stdout into the buffer until ``enough()`` or its end; ProcessTimeout once
         ``phase`` is over."""
@@ -411,11 +464,7 @@ class _Child:
                     raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
                                          output="\n".join(self._tail()))
                 if not sel.select(min(left, WAKE_S)):
-                    # no reply yet: a worker another process stopped (SIGSTOP) would never send one
-                    if self.stopped_by_others():
-                        self.external_stops += 1
-                        with contextlib.suppress(OSError):
-                            os.killpg(self.proc.pid, signal.SIGCONT)
+                    self._continue_if_stopped()  # no reply yet: a worker another process stopped would send none
                     continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
@@ -600,6 +649,10 @@ def contain(child: _Child, escapes: Escapes) -> Callable[[], None]:
     own(child.pid)
     child.on_kill = release
     return close
+
+
+def _per_call(ms: float | None, calls: int) -> float | None:
+    return ms / calls if ms is not None and calls > 0 else None
 
 
 @contextlib.contextmanager

@@ -134,7 +134,11 @@ def main(argv: list[str]) -> None:
     def send(reply: dict[str, Any], blob: bytes | None = None) -> None:
         if blob is not None:
             reply = {**reply, "nbytes": len(blob)}
-        proto.write(dumps(reply).encode() + b"\n" + (blob or b""))
+        # a raw pipe write may be partial (a signal, a stop and continue, during a reply larger than the pipe
+        # holds): written on until every byte is
+        rest = memoryview(dumps(reply).encode() + b"\n" + (blob or b""))
+        while rest:
+            rest = rest[proto.write(rest):]
 
     import faulthandler
 
