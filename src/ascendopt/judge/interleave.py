@@ -432,23 +432,25 @@ class _Child:
             while view:
                 try:
                     view = view[os.write(fd, view):]
-                    continue
                 except BlockingIOError:
-                    pass
-                left = phase.left()
-                if left <= 0:
-                    self._kill()
-                    raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
-                                         output="\n".join(self._tail()))
-                if not sel.select(min(left, WAKE_S)):
-                    self._continue_if_stopped()
+                    self._wait(sel, phase)
 
-    def _continue_if_stopped(self) -> None:
-        """A worker another process stopped (SIGSTOP) neither reads nor replies: counted and continued."""
+    def _wait(self, sel: selectors.BaseSelector, phase: Phase) -> bool:
+        """Wait up to ``WAKE_S`` for the worker's pipe in ``sel`` -> whether it is ready. ProcessTimeout once
+        ``phase`` is over; a worker another process stopped (SIGSTOP), which neither reads nor replies, is counted
+        and continued."""
+        left = phase.left()
+        if left <= 0:
+            self._kill()
+            raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
+                                 output="\n".join(self._tail()))
+        if sel.select(min(left, WAKE_S)):
+            return True
         if self.stopped_by_others():
             self.external_stops += 1
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGCONT)
+        return False
 
     def _fill(self, enough: Callable[[], bool], phase: Phase) -> None:
         """Read the child's stdout into the buffer until ``enough()`` or its end; ProcessTimeout once
@@ -458,13 +460,7 @@ class _Child:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while not enough():
-                left = phase.left()
-                if left <= 0:
-                    self._kill()
-                    raise ProcessTimeout(f"{self.side}: {self.exec_rel} {phase.name}", phase.limit_s,
-                                         output="\n".join(self._tail()))
-                if not sel.select(min(left, WAKE_S)):
-                    self._continue_if_stopped()  # no reply yet: a worker another process stopped would send none
+                if not self._wait(sel, phase):
                     continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
