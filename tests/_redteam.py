@@ -1,12 +1,55 @@
-"""The red team's gate call and its verdict checks, shared by the rounds' test files (``tests/gate/test_redteam3.py``,
-``test_redteam4.py``): an attack passes its test when it does not end green ("faster", or any green)."""
+"""The red team's harness, shared by the rounds' test files (``tests/gate/test_redteam.py``, ``test_redteam3.py``,
+``test_redteam4.py``, ``test_judge_attacks.py``): the frozen sleep repository, plain pytest and ``python -c`` in it
+(each bounded), the gate call and its verdict checks. An attack passes its test when it does not end green
+("faster", or any green)."""
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from _cli_json import json_payload
+from _own_code import commit_repo, freeze_in
+from _sleep_repo import BENCH, OP, TEST
+
+CHILD_TIMEOUT_S = 300  # every child process of a red-team test (plain pytest, python -c) has this limit
+
+
+def freeze_sleep_repo(root: Path, files: dict[str, str] | None = None, *extra: str) -> Path:
+    """The sleep repository (``_sleep_repo``'s op.py, bench.py and tests/test_op.py, ``files`` written over them)
+    committed at ``root`` and frozen on the cpu backend without a profile or precheck (``extra``: more flags)."""
+    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST, **(files or {})})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
+                             "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck", *extra)
+    assert code == 0, err
+    return root
+
+
+def plain_pytest(repo: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The frozen tests under plain pytest (no ascendopt, none of this run's pytest variables), in ``repo``."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ASCENDOPT_PYTEST"))}
+    full.update(env or {})
+    return subprocess.run(["timeout", str(CHILD_TIMEOUT_S), sys.executable, "-m", "pytest", "-q", "-p",
+                           "no:cacheprovider", "-p", "no:xdist", *extra, "tests/test_op.py"], cwd=repo, env=full,
+                          capture_output=True, text=True)
+
+
+def tests_pass(repo: Path) -> None:
+    """The frozen tests pass under plain pytest (the trick fools them)."""
+    plain = plain_pytest(repo)
+    assert plain.returncode == 0, plain.stdout[-3000:]
+
+
+def run_python(repo: Path, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -c code`` in ``repo`` (op importable) on the cpu backend."""
+    full = {**os.environ, "ASCENDOPT_BACKEND": "cpu", **(env or {})}
+    full.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.run(["timeout", str(CHILD_TIMEOUT_S), sys.executable, "-c", textwrap.dedent(code)], cwd=repo,
+                          env=full, capture_output=True, text=True)
 
 
 def gate_logged(repo, op: str | None, pairs: str, *extra: str, log: str):

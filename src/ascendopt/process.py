@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ascendopt.errors import AscendoptError, EnvironmentProblem
 
@@ -272,6 +273,26 @@ def most_waited_ms(before: Mapping[int, tuple[int, int]] | None, after: Mapping[
     return max(0, waited) / 1e6
 
 
+_continued = [0, False]  # times this process was continued (SIGCONT), whether the handler is installed
+
+
+def _on_continue(signum: int, frame: Any) -> None:
+    _continued[0] += 1
+
+
+def times_continued() -> int | None:
+    """How many times this process has been continued (SIGCONT: it had been stopped) since the first call, which
+    installs the counting handler. A stop of the judge's own process stretches every time its clock reads. None
+    where it cannot be counted (no SIGCONT, or not called from the main thread)."""
+    if not _continued[1]:
+        try:
+            signal.signal(signal.SIGCONT, _on_continue)
+        except (AttributeError, ValueError, OSError):
+            return None
+        _continued[1] = True
+    return _continued[0]
+
+
 def own_wait_ns() -> int | None:
     """ns the calling thread has waited on a run queue since it started (``/proc/thread-self/schedstat``);
     None where it cannot be read."""
@@ -280,6 +301,14 @@ def own_wait_ns() -> int | None:
             return int(f.read().split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def run_ms(before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None) -> float | None:
+    """ms of CPU the threads of a process ran between two ``schedstats`` readings, all together (a thread new since
+    counts from its start). None where either reading is missing."""
+    if before is None or after is None:
+        return None
+    return max(0, sum(run - before.get(tid, (0, 0))[0] for tid, (run, _) in after.items())) / 1e6
 
 
 def excused_wait_ms(before: Mapping[int, tuple[int, int]] | None, after: Mapping[int, tuple[int, int]] | None,

@@ -23,7 +23,6 @@ from test_redteam4 import (  # noqa: F401 - fixtures are found by name
     PAIRS,
     POISON,
     PTH_PLANT,
-    TIMEOUT,
     _gate,
     _not_a_speedup,
     _not_green,

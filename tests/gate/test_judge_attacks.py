@@ -27,6 +27,7 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
+from _redteam import freeze_sleep_repo
 from _sleep_repo import BENCH, DELAY_S, OP
 
 TEST = textwrap.dedent("""\
@@ -45,12 +46,7 @@ CONTROL_PAIRS = "30"
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("judge") / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST})
-    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                               "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
-    assert code == 0, err
-    return root
+    return freeze_sleep_repo(tmp_path_factory.mktemp("judge") / "repo")
 
 
 @pytest.fixture

@@ -19,8 +19,6 @@ Each outcome is appended as one JSON line to ``$REDTEAM_LOG`` (default ``/tmp/re
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -28,23 +26,20 @@ import pytest
 
 from _cli_json import json_payload
 from _own_code import commit_repo, freeze_in, plant_bytecode, working_copy
+from _redteam import freeze_sleep_repo
+from _redteam import plain_pytest as _plain_pytest
+from _redteam import run_python as _py
 from _sleep_repo import BENCH, DELAY_S, OP, TEST
 
 # 30 pairs, as a gate's default: at 12, Wilcoxon's smallest p needs nearly every pair on one side, and on a loaded
 # CI host a few preempted pairs turn the honest 12 % control into "same"; the attacks face the same power.
 PAIRS = "30"
 LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam-results.jsonl")
-TIMEOUT = 300  # every child process of a test (plain pytest, python -c) has this limit
 
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("redteam") / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST})
-    code, out, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                               "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
-    assert code == 0, err
-    return root
+    return freeze_sleep_repo(tmp_path_factory.mktemp("redteam") / "repo")
 
 
 @pytest.fixture
@@ -119,25 +114,6 @@ def _not_a_speedup(code, stages):
     verdicts = [c.get("verdict") for c in perf.get("data", {}).get("comparisons", [])]
     assert not (code == 0 and "faster" in verdicts), (
         f"GOT THROUGH: exit {code}, verdicts {verdicts}, {perf.get('summary')}")
-
-
-def _py(repo, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -c code`` in the repository (op importable), bounded by ``TIMEOUT``."""
-    full = {**os.environ, "ASCENDOPT_BACKEND": "cpu", **(env or {})}
-    full.pop("PYTEST_CURRENT_TEST", None)
-    return subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", textwrap.dedent(code)], cwd=repo,
-                          env=full, capture_output=True, text=True)
-
-
-def _plain_pytest(repo, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The frozen tests under plain pytest (no ascendopt), bounded by ``TIMEOUT``."""
-    full = {**os.environ, **(env or {})}
-    for k in [k for k in full if k.startswith(("PYTEST_", "ASCENDOPT_PYTEST"))]:
-        full.pop(k)
-    full.update(env or {})
-    return subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", *extra, "tests/test_op.py"], cwd=repo, env=full, capture_output=True,
-                          text=True)
 
 
 def _wrong_on_test_shapes(repo, env=None):

@@ -14,19 +14,18 @@ worker acts on it. Each outcome is appended as one JSON line to ``$REDTEAM_LOG``
 
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from _own_code import commit_repo, freeze_in, frozen_shaped_repo, working_copy
-from _redteam import gate_logged
+from _redteam import freeze_sleep_repo, gate_logged, run_python
 from _redteam import not_a_speedup as _not_a_speedup
-from _sleep_repo import BENCH, DELAY_S, OP, TEST
+from _redteam import tests_pass as _tests_pass
+from _sleep_repo import DELAY_S, OP, TEST
 
 PAIRS = "12"
 LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam3-results.jsonl")
-TIMEOUT = 300
 
 # The request hook: every request line the worker parses passes through ``_on(msg)`` first (defined by each attack).
 HOOK = textwrap.dedent("""\
@@ -68,12 +67,7 @@ NON_DUMPABLE = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def frozen_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("redteam3") / "repo"
-    commit_repo(root, {"op.py": OP, "bench.py": BENCH, "tests/test_op.py": TEST})
-    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                             "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck")
-    assert code == 0, err
-    return root
+    return freeze_sleep_repo(tmp_path_factory.mktemp("redteam3") / "repo")
 
 
 @pytest.fixture
@@ -153,24 +147,9 @@ def _gate(repo, op: str | None, pairs: str = PAIRS, *extra: str):
 
 
 def _py(repo, code: str) -> subprocess.CompletedProcess:
-    """``python -c code`` in the repository (op importable), bounded by ``TIMEOUT``."""
-    env = {**os.environ, "ASCENDOPT_BACKEND": "cpu"}
-    env.pop("PYTEST_CURRENT_TEST", None)
-    done = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", textwrap.dedent(code)], cwd=repo,
-                          env=env, capture_output=True, text=True)
+    done = run_python(repo, code)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def _plain_pytest(repo) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ASCENDOPT_PYTEST"))}
-    return subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", "tests/test_op.py"], cwd=repo, env=env, capture_output=True, text=True)
-
-
-def _tests_pass(repo):
-    plain = _plain_pytest(repo)
-    assert plain.returncode == 0, plain.stdout[-3000:]
 
 
 # ==============================================================================================================

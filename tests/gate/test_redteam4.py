@@ -18,29 +18,24 @@ Run one at a time on the shared 2-core machine: ``pytest -n 0 -o addopts="" -q t
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from _own_code import commit_repo, freeze_in, frozen_shaped_repo, working_copy
-from _redteam import gate_logged
+from _own_code import frozen_shaped_repo, working_copy
+from _redteam import freeze_sleep_repo, gate_logged, run_python
 from _redteam import not_a_speedup as _not_a_speedup
 from _redteam import not_green as _not_green
+from _redteam import tests_pass as _tests_pass
 from _redteam import verdicts as _verdicts
 from _sleep_repo import BENCH, DELAY_S, OP, TEST
 
 PAIRS = "12"
 LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam4-results.jsonl")
-TIMEOUT = 300
 
 
 def _freeze(root, files, *extra):
-    commit_repo(root, files)
-    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py",
-                             "--kernel-filter", "my_op_kernel", "--no-profile", "--no-precheck", *extra)
-    assert code == 0, err
-    return root
+    return freeze_sleep_repo(root, files, *extra)
 
 
 # -- fixtures ---------------------------------------------------------------------------------------------------
@@ -67,20 +62,9 @@ def _gate(repo, op: str | None, pairs: str = PAIRS, *extra: str):
 
 
 def _py(repo, code: str) -> subprocess.CompletedProcess:
-    """``python -c code`` in the repository (op importable), bounded by ``TIMEOUT``."""
-    env = {**os.environ, "ASCENDOPT_BACKEND": "cpu"}
-    env.pop("PYTEST_CURRENT_TEST", None)
-    done = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-c", textwrap.dedent(code)], cwd=repo,
-                          env=env, capture_output=True, text=True)
+    done = run_python(repo, code)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def _tests_pass(repo):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ASCENDOPT_PYTEST"))}
-    plain = subprocess.run(["timeout", str(TIMEOUT), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:xdist", "tests/test_op.py"], cwd=repo, env=env, capture_output=True, text=True)
-    assert plain.returncode == 0, plain.stdout[-3000:]
 
 
 # ==============================================================================================================

@@ -60,6 +60,9 @@ IDLE_CPU_REL = 0.10
 # what the idle check calls the processes below the judge that are in no worker's tree or group (budgeted
 # together, as one more side): a process that escaped its worker with a double fork and ``setsid``
 OUTSIDE = "a process outside every worker's group"
+# what the same check calls the processes of the timed side's own tree and group other than its worker (budgeted
+# the same way): work they do may fall outside the timed window, where the judge's clock does not see it
+HELPERS = "the timed side's other processes"
 # The re-measured baseline may differ from the frozen one by its noise band plus 20 %: what separate
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
@@ -140,6 +143,8 @@ class Judged:
         # {timed side: {pid: (command name, CPU ms)}}: the processes outside every worker's tree and group
         # that used CPU while that side was timed (``OUTSIDE`` in ``idle``)
         self.outside: dict[str, dict[int, tuple[str, float]]] = {}
+        # {timed side: times the judge's own process was stopped and continued during its batches}: its clock ran on
+        self.judge_stops: dict[str, int] = {}
         self.on_total: Callable[[int], None] | None = None  # told the rounds planned so far (progress)
         from ascendopt.process import own_scheduling
 
@@ -157,7 +162,7 @@ class Judged:
         import secrets
         import time
 
-        from ascendopt.process import process_table
+        from ascendopt.process import process_table, times_continued
 
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
@@ -173,9 +178,12 @@ class Judged:
             _shuffle(order)
             for k in order:
                 self._guard_scheduling()
+                continued = times_continued()
                 t0 = time.perf_counter()
                 self.samples[k].append(max(self.sides[k].sample(self.calls, inputs, audit, full), 1e-9))
                 wall = (time.perf_counter() - t0) * 1e3
+                if continued is not None and times_continued() != continued:
+                    self.judge_stops[self.names[k]] = self.judge_stops.get(self.names[k], 0) + 1
                 self.waits[k].append(self.sides[k].readings[-1].get("waited"))
                 now = process_table()
                 if table is not None and now is not None:
@@ -240,12 +248,17 @@ class Judged:
         for pid, proc in after.items():
             if proc.pgid in groups:
                 owner.setdefault(pid, groups[proc.pgid])
+        for name, side in zip(self.names, self.sides, strict=True):  # read around its next untimed requests
+            side.helper_pids = {pid for pid, who in owner.items() if who == name and pid != side.pid}
         used = dict.fromkeys(self.names, 0.0)
         outside: dict[int, tuple[str, float]] = {}
         spent = _cpu_between(before, after)
+        worker = self.sides[self.names.index(timed)].pid
+        helpers = 0.0
         for pid in descendants(after, os.getpid()) | owner.keys():
             name = owner.get(pid)
             if name == timed:
+                helpers += spent[pid] if pid != worker else 0.0
                 continue
             if name is not None:
                 used[name] += spent[pid]
@@ -255,6 +268,7 @@ class Judged:
             if name != timed:
                 self.idle.append((name, timed, used[name], wall))
         self.idle.append((OUTSIDE, timed, sum(cpu for _, cpu in outside.values()), wall))
+        self.idle.append((HELPERS, timed, helpers, wall))
         seen = self.outside.setdefault(timed, {})
         for pid, (command, cpu) in outside.items():
             seen[pid] = (command, seen.get(pid, (command, 0.0))[1] + cpu)
@@ -325,6 +339,9 @@ def audit(judged: Judged) -> Findings:
         if side.external_stops:
             judged.scheduling.setdefault(name, set()).add(f"stopped by a signal {side.external_stops} time(s) while "
                                                           "the judge waited for it")
+    for name, stops in judged.judge_stops.items():
+        found.doubts.append(f"the judge's own process was stopped and continued around {stops} batch(es) of {name} "
+                            "(a signal from another process): its clock counted the stop")
     for name, changes in judged.scheduling.items():
         found.doubts.append(f"{name}: its worker's scheduling was changed by another process while the sides were "
                             f"timed ({', '.join(sorted(changes))}; reset before each batch where the judge may): a "
@@ -336,6 +353,11 @@ def audit(judged: Judged) -> Findings:
         total[1] += wall
     for (idle, timed), (cpu, wall) in totals.items():
         if cpu > IDLE_CPU_MS + IDLE_CPU_REL * wall:
+            if idle == HELPERS:
+                found.doubts.append(f"{timed}: processes its worker started used {cpu:.0f} ms of CPU around its own "
+                                    f"batches ({wall:.0f} ms in all): work outside the worker's process is not "
+                                    "bound to the timed window")
+                continue
             who = _outside_names(judged.outside.get(timed, {})) if idle == OUTSIDE else idle
             found.doubts.append(f"{who} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
                                 "side must be idle while another is measured")

@@ -124,26 +124,41 @@ def input_writes(made: Sequence[Any], after: Sequence[Any]) -> dict[str, str]:
 
 
 def untimed_excess(cand: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]]) -> str | None:
-    """None when, as the median over the rounds, the candidate's untimed requests (``untimed_ms`` of its readings)
-    took at most ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed batch, plus the median's own noise
-    (``UNTIMED_Z`` standard errors, from the spread of the per-round differences), longer than the reference's in
-    the same round; else why (work finished outside the timed window, on the judge's time)."""
-    import math
-
+    """None when, as the median over the rounds, the candidate's untimed requests took at most
+    ``UNTIMED_EXCESS_MS`` + ``UNTIMED_EXCESS_REL`` of its timed batch, plus the median's own noise (``UNTIMED_Z``
+    standard errors, from the spread of the per-round differences), longer than the reference's in the same
+    round: in wall time less the run-queue wait (``untimed_ms`` - ``untimed_waited_ms``), and in the CPU time its
+    worker's threads ran (``untimed_run_ms``, where both sides have it: CPU work moved there shows whatever the
+    host's load). Else why (work finished outside the timed window, on the judge's time)."""
     n = min(len(cand), len(ref))
     if not n:
         return None
-    diffs = [_untimed(c) - _untimed(r) for c, r in zip(cand[:n], ref[:n], strict=True)]
+    cand, ref = cand[:n], ref[:n]
+    batch = _median([c["parent"] * c["calls"] for c in cand])
+    wall = _excess([_untimed(c) - _untimed(r) for c, r in zip(cand, ref, strict=True)], batch)
+    if wall is not None:
+        return (f"spent {wall[0]:.1f} ms more than the reference in the judge's untimed requests around a batch "
+                f"(median of {n}: loading its inputs, handing over its outputs; allowed {wall[1]:.1f} ms against a "
+                f"{batch:.1f} ms timed batch and the requests' own noise): work finished outside the timed window")
+    if all("untimed_run_ms" in r for r in (*cand, *ref)):
+        cpu = _excess([c["untimed_run_ms"] - r["untimed_run_ms"] for c, r in zip(cand, ref, strict=True)], batch)
+        if cpu is not None:
+            return (f"its worker ran {cpu[0]:.1f} ms of CPU more than the reference's in the judge's untimed requests "
+                    f"around a batch (median of {n}; allowed {cpu[1]:.1f} ms against a {batch:.1f} ms timed batch): "
+                    "work done outside the timed window")
+    return None
+
+
+def _excess(diffs: Sequence[float], batch: float) -> tuple[float, float] | None:
+    """(median, allowed) of the per-round differences ``diffs`` (ms) when the median exceeds the allowance against a
+    ``batch`` ms timed batch; else None."""
+    import math
+
     extra = _median(diffs)
     spread = 1.4826 * _median([abs(d - extra) for d in diffs])  # a robust standard deviation
-    noise = UNTIMED_Z * 1.2533 * spread / math.sqrt(n)  # the standard error of a median, times z
-    batch = _median([c["parent"] * c["calls"] for c in cand[:n]])
+    noise = UNTIMED_Z * 1.2533 * spread / math.sqrt(len(diffs))  # the standard error of a median, times z
     allowed = UNTIMED_EXCESS_MS + UNTIMED_EXCESS_REL * batch + noise
-    if extra <= allowed:
-        return None
-    return (f"spent {extra:.1f} ms more than the reference in the judge's untimed requests around a batch (median "
-            f"of {n}: loading its inputs, handing over its outputs; allowed {allowed:.1f} ms against a {batch:.1f} ms "
-            "timed batch and the requests' own noise): work finished outside the timed window")
+    return (extra, allowed) if extra > allowed else None
 
 
 def _untimed(reading: Mapping[str, Any]) -> float:

@@ -146,6 +146,9 @@ class _Child:
         self.parent_reads = sys.platform.startswith("linux")
         self.reads_failed = ""  # why it could not, when it could not
         self.external_stops = 0  # times another process had stopped the worker (seen and continued by this one)
+        # the other processes of the worker's tree and group, as the judge last saw them (``engine.Judged``): their
+        # CPU in the untimed requests counts as the worker's
+        self.helper_pids: set[int] = set()
         self.reader = ""  # how the worker reads device memory (``judge.payload.RawReader.through``)
         self.output_bytes = 0  # bytes of one call's outputs (the largest warm-up call's)
         self.input_bytes = 0  # bytes of one call's inputs (the largest warm-up call's)
@@ -241,6 +244,9 @@ class _Child:
         wall_ms = (time.perf_counter() - prepared) * 1e3
         t1 = time.perf_counter()
         marks.append(self._sched())
+        # a stop and continue by another process in the timed window is reported until this parent's own stop
+        # of the worker below replaces it: looked for first
+        self._look_for_stops()
         described = reply.get("out")
         if not isinstance(described, dict) or "ms" not in reply:
             self._kill()
@@ -263,45 +269,71 @@ class _Child:
             outputs = decode(blob)
         t2 = time.perf_counter()
         marks.append(self._sched())
+        self._look_for_stops()
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
                 "waited": _per_call(most_waited_ms(marks[1][0], marks[2][0]), calls),
                 "untimed_waited_ms": self._waited(marks[0], marks[1]) + self._waited(marks[2], marks[3]),
+                **_run_ms(marks),
                 "inputs_written": written}
 
-    def _sched(self) -> tuple[Any, int | None]:
-        """The worker's ``process.schedstats`` and this thread's ``process.own_wait_ns``, read together."""
+    def _sched(self) -> tuple[Any, int | None, dict[int, Any]]:
+        """The worker's ``process.schedstats``, this thread's ``process.own_wait_ns`` and the ``schedstats`` of the
+        worker's other processes (``helper_pids``), read together."""
         from ascendopt.process import own_wait_ns, schedstats
 
-        return schedstats(self.proc.pid), own_wait_ns()
+        return schedstats(self.proc.pid), own_wait_ns(), {pid: schedstats(pid) for pid in self.helper_pids}
 
-    def _waited(self, before: tuple[Any, int | None], after: tuple[Any, int | None]) -> float:
-        """ms the worker's main thread (less what its other threads ran: ``process.excused_wait_ms``) and this
-        thread waited on a run queue between two ``_sched`` readings: a loaded host's share of an untimed
-        request's wall time."""
+    def _waited(self, before: tuple[Any, int | None, Any], after: tuple[Any, int | None, Any]) -> float:
+        """ms the worker's main thread (less what its other threads ran: ``process.excused_wait_ms``) or this
+        thread, whichever waited longer, waited on a run queue between two ``_sched`` readings: a loaded host's
+        share of an untimed request's wall time."""
         from ascendopt.process import excused_wait_ms
 
         mine = (after[1] - before[1]) / 1e6 if before[1] is not None and after[1] is not None else 0.0
-        return excused_wait_ms(before[0], after[0], self.proc.pid) + max(0.0, mine)
+        # the larger, not the sum: the two threads may have waited at the same time
+        return max(excused_wait_ms(before[0], after[0], self.proc.pid), mine, 0.0)
 
     def stopped_by_others(self) -> bool:
-        """Whether something other than this parent stopped the worker (SIGSTOP, SIGTSTP) since it last looked:
-        the stops a parent is told of (``waitpid`` with ``WUNTRACED``) that ``_read_stopped`` did not cause."""
+        """Whether another process stopped the worker (SIGSTOP, SIGTSTP) since this parent last looked: still
+        stopped (then continued here), or stopped and already continued again by that process. These are the
+        reports a parent gets from ``waitpid`` with ``WUNTRACED | WCONTINUED``; those of this parent's own stop and
+        continue (``_read_stopped``, ``_continue``) are taken as they happen, so they are not counted."""
         if not sys.platform.startswith("linux"):
             return False
         try:
-            pid, status = os.waitpid(self.proc.pid, os.WNOHANG | os.WUNTRACED)
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
         except ChildProcessError:
             return False
         if pid == 0:
             return False
+        if os.WIFCONTINUED(status):  # stopped and continued again by another process since the last look
+            return True
         if not os.WIFSTOPPED(status):  # it ended: keep its status for the error its next request raises
             self.proc.returncode = os.waitstatus_to_exitcode(status)
             return False
+        self._continue()
+        return True
+
+    def _continue(self) -> None:
+        """Continue the worker's process group, and take the report of that continue at once (only another
+        process's stop or continue is left for ``stopped_by_others`` to see)."""
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGCONT)
-        return True
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG | os.WCONTINUED)
+        except ChildProcessError:
+            return
+        if pid and not os.WIFCONTINUED(status) and not os.WIFSTOPPED(status):
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+
+    def _look_for_stops(self) -> None:
+        """Count a stop by another process since the last look (``stopped_by_others``), continuing the worker."""
+        if self.stopped_by_others():
+            self.external_stops += 1
 
     def _read_stopped(self, described: dict[str, Any], inputs: dict[str, Any] | None = None) -> Any:
         """The outputs ``described`` (``judge.payload.describe``) read by this process from the worker's memory
@@ -334,8 +366,7 @@ class _Child:
                     return None
                 raise WorkloadError(f"{self.side}: its timed outputs could not be read: {exc}") from None
         finally:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGCONT)
+            self._continue()
 
     def call(self, inputs: bytes | None, limit_s: float) -> dict[str, Any]:
         """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
@@ -446,10 +477,7 @@ class _Child:
                                  output="\n".join(self._tail()))
         if sel.select(min(left, WAKE_S)):
             return True
-        if self.stopped_by_others():
-            self.external_stops += 1
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGCONT)
+        self._look_for_stops()
         return False
 
     def _fill(self, enough: Callable[[], bool], phase: Phase) -> None:
@@ -645,6 +673,21 @@ def contain(child: _Child, escapes: Escapes) -> Callable[[], None]:
     own(child.pid)
     child.on_kill = release
     return close
+
+
+def _run_ms(marks: list[tuple[Any, int | None, dict[int, Any]]]) -> dict[str, float]:
+    """``{"untimed_run_ms": CPU ms the worker's threads, and its other processes, ran in the untimed requests}`` from
+    a batch's four ``_Child._sched`` readings (around the prepare and around the output hand-over); empty where the
+    worker's were unreadable."""
+    from ascendopt.process import run_ms
+
+    total = 0.0
+    for before, after in ((marks[0], marks[1]), (marks[2], marks[3])):
+        mine = run_ms(before[0], after[0])
+        if mine is None:
+            return {}
+        total += mine + sum(run_ms(before[2].get(pid), stats) or 0.0 for pid, stats in after[2].items())
+    return {"untimed_run_ms": total}
 
 
 def _per_call(ms: float | None, calls: int) -> float | None:
