@@ -45,6 +45,9 @@ from ascendopt.process import Escapes, ProcessTimeout, disown, kill_group, own
 TRUSTED_SIDES = ("baseline", "best", "repeat")
 # How often the parent looks at a worker it waits for: one stopped by another process is continued (and counted)
 WAKE_S = 1.0
+# the judge's stop of a worker at its reply (``_Child._read_stopped``) must complete within this, or is tried again
+STOP_WAIT_S = 1.0
+STOP_ATTEMPTS = 3
 # A batch's inputs are handed to the workers as bytes up to this size; above it (large device tensors, where
 # moving them through the parent would cost more than the timing) each worker makes them from the batch's seeds.
 TRUSTED_INPUT_BYTES = 256 * 2**20
@@ -345,16 +348,22 @@ class _Child:
         from ascendopt.judge.payload import PayloadError, decode, fetch
 
         pid = self.proc.pid  # the worker leads its own session, so its process group is its pid
+        for attempt in range(STOP_ATTEMPTS):
+            try:
+                os.killpg(pid, signal.SIGSTOP)
+            except OSError:
+                self.parent_reads = False
+                return None
+            if self._stopped_within(STOP_WAIT_S):
+                break
+            # a stop that does not complete: a thread of the worker waits for a child it started with vfork,
+            # which the same stop halted before its exec. Continued, and stopped again a moment later.
+            self._continue()
+            time.sleep(0.01 * (attempt + 1))
+        else:
+            raise WorkloadError(f"{self.side}: its process did not stop for the judge to read its timed outputs "
+                                f"({STOP_ATTEMPTS} tries of {STOP_WAIT_S:g} s: a thread held in the kernel)")
         try:
-            os.killpg(pid, signal.SIGSTOP)
-        except OSError:
-            self.parent_reads = False
-            return None
-        try:
-            _, status = os.waitpid(pid, os.WUNTRACED)
-            if not os.WIFSTOPPED(status):  # it died: keep its status for the error
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-                raise self._died(self.phase)
             try:
                 return decode(fetch(pid, described)), (decode(fetch(pid, inputs)) if inputs is not None else None)
             except PayloadError as exc:
@@ -367,6 +376,21 @@ class _Child:
                 raise WorkloadError(f"{self.side}: its timed outputs could not be read: {exc}") from None
         finally:
             self._continue()
+
+    def _stopped_within(self, wait_s: float) -> bool:
+        """Whether the worker, just sent SIGSTOP, reports itself stopped within ``wait_s`` (``waitpid`` polled; a
+        blocking wait could last for ever). A worker that ended instead raises its error."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG | os.WUNTRACED)
+            if pid:
+                if os.WIFSTOPPED(status):
+                    return True
+                self.proc.returncode = os.waitstatus_to_exitcode(status)  # it died: keep its status for the error
+                raise self._died(self.phase)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
 
     def call(self, inputs: bytes | None, limit_s: float) -> dict[str, Any]:
         """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
