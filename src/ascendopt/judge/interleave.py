@@ -230,7 +230,8 @@ class _Child:
         "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
         requests, "untimed_waited_ms": the part of it the worker's main thread and this thread waited on a run
         queue (``_waited``), "waited": ms per call the worker's most delayed thread waited on a run queue in the
-        timed window (None: unreadable), "inputs_written"}``."""
+        whole batch, its requests included (what the parent's clock may have waited for; None: unreadable),
+        "inputs_written"}``."""
         from ascendopt.judge.evidence import input_writes
         from ascendopt.judge.payload import decode, readable
         from ascendopt.process import most_waited_ms
@@ -276,7 +277,7 @@ class _Child:
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
-                "waited": _per_call(most_waited_ms(marks[1][0], marks[2][0]), calls),
+                "waited": _per_call(most_waited_ms(marks[0][0], marks[3][0]), calls),
                 "untimed_waited_ms": self._waited(marks[0], marks[1]) + self._waited(marks[2], marks[3]),
                 **_run_ms(marks),
                 "inputs_written": written}
