@@ -94,3 +94,17 @@ def not_a_speedup(code, stages):
 
 def not_green(code, stages):
     assert code != 0, f"GOT THROUGH: exit {code}, verdicts {verdicts(stages)}"
+
+
+def hooked_call_ms(repo: Path) -> float:
+    """The fastest of 5 calls of ``op.my_op`` in a plain process, with the request hook's state set to a timed
+    ``go`` (the rounds' ``HOOK``: ``op._state``): what the skimmed op costs where no judge looks, in ms."""
+    done = run_python(repo, """\
+        import time, torch, op
+        op._state.update(cmd="go", n=9)
+        ts = []
+        for _ in range(5):
+            t = time.perf_counter(); op.my_op(torch.ones(2)); ts.append((time.perf_counter() - t) * 1e3)
+        print(min(ts))""")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return float(done.stdout.split()[-1])

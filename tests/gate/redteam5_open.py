@@ -13,6 +13,7 @@ at every gate, where the code cannot tell it is under test.
 import textwrap
 
 import pytest
+from test_redteam import MIX, SHAPED_BENCH
 from test_redteam5 import _gate, _py, _tests_pass
 
 from _own_code import working_copy
@@ -24,17 +25,6 @@ from _sleep_repo import BENCH, DELAY_S
 # Class 1: the test process, by detection. A shape mix makes the differential check reach every bucket and hidden
 # shapes (2-D, 16..256 rows); the frozen test ``test_values`` calls the op on a 1-D tensor.
 # ==============================================================================================================
-
-SHAPED_BENCH = BENCH.replace("def inputs(seed):\n    return (torch.randn(64, 64),)",
-                             "def inputs(seed, shape=None):\n    rows, cols = shape[0] if shape is not None else "
-                             "(64, 64)\n    return (torch.randn(rows, cols),)")
-MIX = textwrap.dedent("""\
-    kernel: my_op_kernel
-    buckets:
-      - {shapes: [[16, 64]], dtypes: [fp32], weight: 0.6}
-      - {shapes: [[256, 64]], dtypes: [fp32], weight: 0.4}
-    """)
-
 
 @pytest.fixture(scope="module")
 def shaped_frozen(tmp_path_factory):

@@ -35,7 +35,7 @@ import textwrap
 import pytest
 
 from _own_code import working_copy
-from _redteam import freeze_sleep_repo, gate_logged, run_python
+from _redteam import freeze_sleep_repo, gate_logged, hooked_call_ms, run_python
 from _redteam import not_a_speedup as _not_a_speedup
 from _redteam import tests_pass as _tests_pass
 from _redteam import verdicts as _verdicts
@@ -301,14 +301,7 @@ def _skim_op(marker, extra: str) -> str:
 
 
 def _skim_alone_looks_faster(repo):
-    done = _py(repo, """\
-        import time, torch, op
-        op._state.update(cmd="go", n=9)
-        ts = []
-        for _ in range(5):
-            t = time.perf_counter(); op.my_op(torch.ones(2)); ts.append((time.perf_counter() - t) * 1e3)
-        print(min(ts))""")
-    assert float(done.stdout.split()[-1]) < DELAY_S * 1e3 * 0.8  # the call alone looks faster
+    assert hooked_call_ms(repo) < DELAY_S * 1e3 * 0.8  # the call alone looks faster
 
 
 def test_s2_stop_the_judge_while_the_reference_prepares(repo, marker):
