@@ -107,7 +107,7 @@ def shaped(frozen_shaped, tmp_path, monkeypatch):
 
 # ==============================================================================================================
 # Class I: the baseline's scheduling through what _guard_scheduling once did not look at (control groups), and the
-# anchor's excuse for a loaded host (the run-queue wait, process.run_delays)
+# anchor's excuse for a loaded host (the run-queue wait, process.schedstats)
 # ==============================================================================================================
 
 CPU_OP = textwrap.dedent("""\

@@ -2,7 +2,7 @@
 (``test_redteam.py``, ``test_redteam3.py``, ``test_redteam4.py``, ``redteam4_open.py``), aimed at the code of the last
 two sessions: the anchor's run-queue excuse (``engine.anchor_problem``, ``interleave._Child.batch``'s ``waited``),
 the untimed requests' check less their run-queue wait (``evidence.untimed_excess``, ``process.excused_wait_ms``), the
-stop detection (``_Child.stopped_by_others``, ``_continue_if_stopped``) and the scheduling guard, read before each
+stop detection (``_Child.stopped_by_others``, ``_continue``) and the scheduling guard, read before each
 batch (``engine.Judged._guard_scheduling``).
 
 Most attacks here need to know *when* the judge times the baseline. The candidate's worker cannot see the baseline's

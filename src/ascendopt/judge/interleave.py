@@ -228,7 +228,7 @@ class _Child:
         -> ``{"parent": ms per call (the round trip subtracted), "worker": the worker's own ms per call,
         "calls", "full", "audit", "outputs": the decoded outputs (full: one per call; else the audited one),
         "prints": fingerprints (not full), "untimed_ms": the parent's wall time of the prepare and check
-        requests, "untimed_waited_ms": the part of it the worker's main thread and this thread waited on a run
+        requests, "untimed_waited_ms": the part of it the worker's main thread or this thread waited on a run
         queue (``_waited``), "waited": ms per call the worker's most delayed thread waited on a run queue in the
         whole batch, its requests included (what the parent's clock may have waited for; None: unreadable),
         "inputs_written"}``."""
