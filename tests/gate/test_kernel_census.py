@@ -17,6 +17,7 @@ from the contract), so the verdicts do not depend on this machine's load.
 """
 
 import dataclasses
+import os
 import textwrap
 import time
 
@@ -274,7 +275,7 @@ def test_a_device_census_takes_host_time_from_unprofiled_calls_not_the_profiled_
 
     def profiled(fn, backend):
         fn()
-        return {"k": 40.0}, {"k": 1}, 50_400.0, 50_000.0, {"k"}, None  # cuda: no elements
+        return {"k": 40.0}, {"k": 1}, 50_400.0, 50_000.0, {"k"}, None, None  # cuda: no elements
 
     monkeypatch.setattr(backends, "current", lambda: SimpleNamespace(name="cuda", synchronize=lambda: None))
     monkeypatch.setattr(kernel_hit, "_profile_torch", profiled)
@@ -289,8 +290,8 @@ def test_a_device_census_takes_host_time_from_unprofiled_calls_not_the_profiled_
 
 def test_a_census_is_the_median_profiled_call_so_one_stalled_call_does_not_move_the_shares():
     """A loaded machine can stall one profiled call (here: the first profiled call also runs 30 ms of torch
-    matmuls); the census keeps the median of three calls, so the extra work of one call is not in it.
-    Control: a census whose every call does the extra work shows it."""
+    matmuls); the census keeps the names of the median of three calls, so the extra work of one call is not in
+    it. Control: a census whose every call does the extra work shows it."""
     x = torch.randn(256, 256)
     count = [0]
 
@@ -360,3 +361,64 @@ def test_the_candidates_census_is_taken_after_the_frozen_tests_as_freeze_takes_t
     code, out, err = run_cli("gate", "--skip-perf")
     assert code == 0, out + err
     assert "FAIL" not in out
+
+
+def test_a_census_keeps_each_names_least_time_so_stalls_in_different_ops_do_not_move_the_shares():
+    """A stall lands in whichever op runs when it comes: here the first profiled call stalls 30 ms in range
+    ``a`` and the second in range ``b`` (each range's own work is 1 ms), so the median call is a stalled one.
+    Each name keeps its least time over the calls: both ranges hold about half the device time. Control: a
+    census whose every call stalls in ``a`` shows it."""
+    count = [0]
+
+    def workload(stall_a_always: bool):
+        count[0] += 1
+        for name, stalled in (("a", stall_a_always or count[0] == 2), ("b", count[0] == 3)):
+            with torch.profiler.record_function(name):
+                time.sleep(0.031 if stalled else 0.001)
+
+    census = kernel_hit.kernel_census(lambda: workload(False))
+    assert count[0] == 1 + kernel_hit.CENSUS_CALLS
+    a, b = census["kernels"]["a"], census["kernels"]["b"]
+    assert a["device_us"] < 10_000 and b["device_us"] < 10_000 and 0.25 < a["share"] < 0.75, census
+    assert census["wall_us"] >= census["device_us"] + census["host_us"] - 1.0
+    stalled = kernel_hit.kernel_census(lambda: workload(True))
+    assert stalled["kernels"]["a"]["device_us"] > 25_000 and stalled["kernels"]["a"]["share"] > 0.8, stalled
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or kernel_hit.own_wait_ns() is None,
+                    reason="needs CPU affinity and /proc/thread-self/schedstat (Linux)")
+def test_a_cpu_census_reads_the_time_a_loaded_host_kept_the_call_waiting_out():
+    """cpu: the device times are wall times of CPU work; another process on the same core stretches them (here
+    a busy child pinned with this process to one core: the call runs about half the time). The census takes the
+    calling thread's run-queue wait out, so the op's time stays near its unloaded one; measured, it would double."""
+    import subprocess
+    import sys
+
+    def workload():
+        with torch.profiler.record_function("busy"):
+            total = 0
+            for i in range(300_000):
+                total += i
+        return total
+
+    core = min(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        alone = kernel_hit.kernel_census(workload)["kernels"]["busy"]["device_us"]
+        spin = (f"import os, time; os.sched_setaffinity(0, {{{core}}}); end = time.monotonic() + 20\n"
+                "while time.monotonic() < end: pass")
+        busy = subprocess.Popen([sys.executable, "-c", spin])
+        try:
+            time.sleep(0.5)  # the child is spinning on the same core
+            started = kernel_hit.own_wait_ns()
+            loaded = kernel_hit.kernel_census(workload)["kernels"]["busy"]["device_us"]
+            waited_ms = (kernel_hit.own_wait_ns() - started) / 1e6
+        finally:
+            busy.kill()
+            busy.wait(5)
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert waited_ms > alone / 1e3, (waited_ms, alone)  # the census calls did wait (the control of the premise)
+    assert 0.6 * alone < loaded < 1.5 * alone, (alone, loaded)
+

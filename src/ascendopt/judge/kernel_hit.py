@@ -1,6 +1,6 @@
 """Kernel hit: proof that the target kernel ran *and did the work*, not a torch fallback.
 
-One call of the workload is profiled (after a warm call, so compilation stays out) into a *census*
+Calls of the workload are profiled (after a warm call, so compilation stays out) into a *census*
 (``kernel_census``): per kernel name its launches per workload call and its device time, plus the
 call's total device time, its host wall time and the host's own time. Freeze stores the baseline's
 census in the contract; the gate takes the candidate's and ``judge_census`` compares the two:
@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt.errors import EnvironmentProblem
+from ascendopt.process import own_wait_ns
 
 # The judge's fractions (documented in the README's "what the gate trusts" text):
 SHARE_FLOOR = 0.5  # expected kernels' device-time share below half the frozen share ...
@@ -92,7 +93,7 @@ ACCOUNTED = 0.5
 # whole-call speedup implausible, so an honest faster kernel is not caught by the missing signal
 DEVICE_ONLY_FLOOR = 0.05
 CENSUS_SCHEMA = 1
-CENSUS_CALLS = 3  # profiled calls per census; the median call's census is kept
+CENSUS_CALLS = 3  # profiled calls per census; each name's least time over them is kept (``least_times``)
 # unprofiled calls whose median return and wall times are a device census's host and wall time: a profiled
 # call's host time carries the profiler's per-launch cost and one call's stalls (a host time measured on
 # the profiled call alone rose by half a frozen call on an honest change, an autotuned launch)
@@ -100,8 +101,8 @@ PLAIN_CALLS = 5
 
 
 def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str, Any]:
-    """Profile ``calls`` calls of ``fn`` one by one (after one warm call) and return the census of the call
-    whose device time is the median, a JSON-able dict::
+    """Profile ``calls`` calls of ``fn`` one by one (after one warm call) and return their census
+    (``least_times``), a JSON-able dict::
 
         {"schema": 1, "backend": "cpu" | "cuda" | "npu", "device_us": total device time of the call,
          "wall_us": the call's wall time (device synchronized before and after), "host_us": host time
@@ -109,9 +110,12 @@ def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str,
          call, "device_us": its device time, "share": device_us / total, "elements": elements it processed in
          the call (cpu only; see the module docstring)}}}
 
-    Times in microseconds; ``kernels`` longest device time first. The median call, not one call: a single
-    call stalled by the machine (another process, a page fault, a GC pause) would otherwise move the shares
-    the kernel-hit stage judges, and an unchanged tree must stay green.
+    Times in microseconds; ``kernels`` longest device time first. Several calls, each name's least time: a
+    call stalled by the machine (another process, a page fault, a GC pause, a throttled control group) adds
+    time to whichever kernel or op it stalled in, and would otherwise move the shares and the work the
+    kernel-hit stage judges; an unchanged tree must stay green. On cpu each call's times are also read less
+    the run-queue wait of the calling thread (``_census_of_one_call``): on a loaded host every call is
+    stretched, not one.
     """
     from ascendopt.device import backends
 
@@ -119,11 +123,31 @@ def kernel_census(fn: Callable[[], Any], calls: int = CENSUS_CALLS) -> dict[str,
     fn()  # compile outside the profile
     backend.synchronize()
     taken = [_census_of_one_call(fn, backend) for _ in range(max(1, calls))]
-    census = sorted(taken, key=lambda c: c["device_us"])[len(taken) // 2]
+    census = least_times(taken)
     if backend.name != "cpu":
         wall_us, host_us = plain_call_times(fn, backend)
         census = {**census, "wall_us": round(wall_us, 3), "host_us": round(host_us, 3)}
     return census
+
+
+def least_times(taken: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One census from the censuses of several calls of the same workload: the names, launches and elements
+    of the call whose device time is the median; each name's device time the least it took over the calls
+    with the same launches (a machine's stall only adds time, the work does not vary between calls); the
+    host time the least over the calls. Shares are recomputed from those times (``make_census``)."""
+    base = sorted(taken, key=lambda c: c["device_us"])[len(taken) // 2]
+    device, counts, elements = {}, {}, {}
+    for name, kernel in base["kernels"].items():
+        same = [c["kernels"][name]["device_us"] for c in taken
+                if name in c["kernels"] and c["kernels"][name]["calls"] == kernel["calls"]]
+        device[name], counts[name] = min(same), kernel["calls"]
+        if "elements" in kernel:
+            elements[name] = kernel["elements"]
+    host_us = min(float(c["host_us"]) for c in taken)
+    triton = {name for name, kernel in base["kernels"].items() if kernel.get("triton")}
+    wall_us = host_us + sum(device.values()) if base["backend"] == "cpu" else float(base["wall_us"])
+    return make_census(base["backend"], device, counts, wall_us, host_us, triton,
+                       elements if any("elements" in k for k in base["kernels"].values()) else None)
 
 
 def plain_call_times(fn: Callable[[], Any], backend, calls: int = PLAIN_CALLS) -> tuple[float, float]:
@@ -145,14 +169,23 @@ def plain_call_times(fn: Callable[[], Any], backend, calls: int = PLAIN_CALLS) -
 def _census_of_one_call(fn: Callable[[], Any], backend) -> dict[str, Any]:
     """``kernel_census`` of one profiled call of a warm ``fn``: device time by name, launches; on cpu the host
     time is the call's wall time the profile does not see; on a device backend ``kernel_census`` replaces
-    the wall and host time with those of unprofiled calls (``plain_call_times``)."""
+    the wall and host time with those of unprofiled calls (``plain_call_times``).
+
+    cpu: the "device" is the host's CPU and its times are wall times, so the time the calling thread waited
+    on a run queue during the call (runnable, not running: a loaded host, a throttled control group) is taken
+    out, from every name and the host time in proportion to their share of the call (where it cannot be read,
+    not Linux: the times as measured)."""
     elements = None
     if backend.name == "npu":
         with triton_launches() as triton:
             totals, counts = _profile_npu(fn)
         wall_us = host_us = 0.0
     else:
-        totals, counts, wall_us, returned_us, triton, elements = _profile_torch(fn, backend)
+        totals, counts, wall_us, returned_us, triton, elements, waited_us = _profile_torch(fn, backend)
+        if backend.name == "cpu" and waited_us and wall_us > 0:
+            ran = max(0.0, 1.0 - waited_us / wall_us)
+            totals = {name: us * ran for name, us in totals.items()}
+            wall_us *= ran
         device = sum(totals.values())
         host_us = max(0.0, wall_us - device) if backend.name == "cpu" else returned_us
     return make_census(backend.name, totals, counts, wall_us, host_us, triton, elements)
@@ -270,7 +303,8 @@ def interpreted_elements():
 def _profile_torch(fn: Callable[[], Any], backend):
     """cpu/cuda: per-name device time and launches of one profiled call; its wall and return time (us); the
     names of the Triton kernels it launched; cpu: per name the elements processed (``make_census``), cuda:
-    None (the trace has no input-size signal read here)."""
+    None (the trace has no input-size signal read here); the time (us) the calling thread waited on a run
+    queue during the call (None where it cannot be read)."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler import profile
 
@@ -290,11 +324,14 @@ def _profile_torch(fn: Callable[[], Any], backend):
     with (naming as launched, lanes as interpreted, triton_launches() as compiled, quiet_profiler(),
           profile(use_kineto=True, use_cpu=True, use_device=device, record_shapes=cpu) as prof):
         backend.synchronize()
+        waited = own_wait_ns()
         t0 = time.perf_counter()
         fn()
         returned = time.perf_counter()
         backend.synchronize()
         wall = time.perf_counter() - t0
+        after = own_wait_ns()
+    waited_us = (after - waited) / 1e3 if waited is not None and after is not None else None
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     elements: dict[str, int] | None = None
@@ -307,7 +344,7 @@ def _profile_torch(fn: Callable[[], Any], backend):
         elements = {}
         _cpu_totals(prof.function_events, set(launched or ()), totals, counts, elements)
         elements.update(interpreted)  # an interpreted kernel's own accesses, not the aten ops copying its args
-    return totals, counts, wall * 1e6, (returned - t0) * 1e6, set(launched or ()) | compiled, elements
+    return totals, counts, wall * 1e6, (returned - t0) * 1e6, set(launched or ()) | compiled, elements, waited_us
 
 
 def _cpu_totals(events, kernels: set[str], totals: dict[str, float], counts: dict[str, int],
