@@ -151,7 +151,8 @@ def test_a_change_within_the_tolerance_is_green_with_a_check_per_output(repo, cl
     assert checks["output['y']"]["message"].startswith(
         "output['y']: 64 element(s) within tolerance (fp32 rtol 1e-05, atol 1e-05); max abs err ")
     assert stage["summary"].endswith("; workload() ran; the differential check: 1 call on the workload's own inputs "
-                                     "matches the frozen commit")
+                                     "and 1 call the frozen tests made of op:my_op, on their arguments, match the "
+                                     "frozen commit")
 
 
 def test_an_in_place_write_to_a_module_level_input_is_red_naming_it(repo, cli):
@@ -161,7 +162,9 @@ def test_an_in_place_write_to_a_module_level_input_is_red_naming_it(repo, cli):
     assert code == 1, err
     stage = _correctness(out)
     failed = [c for c in stage["checks"] if not c["passed"]]
-    assert [c["name"] for c in failed] == ["input x"]
+    # the frozen test's own call of my_op writes its argument too (replayed: judge.testcalls)
+    assert [c["name"] for c in failed] == ["input x", "op:my_op on the arguments of tests/test_op.py::test_shape: "
+                                                      "argument 1"]
     assert failed[0]["message"].startswith("in-place write to input x: 1 of 64 element(s) changed, max abs change "
                                            "1 at [63] (")
     assert failed[0]["message"].endswith("(the frozen commit's workload() does not write it)")
@@ -203,7 +206,9 @@ def test_a_tolerance_override_at_freeze_is_frozen_and_honoured(repo, cli):
         in _correctness(out)["summary"]
 
 
-def test_a_workload_returning_none_is_recorded_and_not_compared(repo, cli):
+def test_a_workload_returning_none_is_recorded_and_not_compared_but_the_tests_own_calls_are(repo, cli):
+    """workload() returns None: its outputs are not compared (said in a check). The frozen test's own call of the op
+    still returns a tensor, replayed in both workers (``judge.testcalls``): a change of its values is red there."""
     _rebench(repo, """\
         import torch
         from op import my_op
@@ -219,13 +224,17 @@ def test_a_workload_returning_none_is_recorded_and_not_compared(repo, cli):
     assert _contract(repo)["equivalence"] == {
         "enabled": False, "reason": "workload() returned NoneType: no tensors to compare", "outputs": [],
         "tolerances": EQUIVALENCE_TOLERANCES}
-    _set_scale(repo, "2.5")
+    _set_scale(repo, "2.0 * (1 + 2e-6)")  # inside fp32's 1e-5
     code, out, err = cli("gate", "--skip-perf", "--json")
     assert code == 0, err
     checks = _correctness(out)["checks"]
     assert {"name": "output equivalence", "passed": True,
             "message": "values not compared: workload() returned NoneType: no tensors to compare"} in checks
     assert not [c for c in checks if c["name"].startswith("output[") or c["name"] == "output"]
+    _set_scale(repo, "2.5")
+    code, out, err = cli("gate", "--skip-perf", "--json")
+    assert code == 1, err
+    assert "op:my_op on the arguments of tests/test_op.py::test_shape: output" in _correctness(out)["summary"]
 
 
 def test_a_baseline_that_does_not_repeat_is_frozen_with_the_check_off(repo):

@@ -18,12 +18,12 @@ through. Nothing is skipped or xfailed. Each outcome is appended as one JSON lin
 ``/tmp/redteam5-results.jsonl``). Attacks that need root say so in their docstring (a weaker attack).
 
 Outcomes on the shared 2-core host (30 pairs; the control green at 0.80x, "faster"), judge at 17a6a3e: every attack
-got through (exit 0): s1 0.879x faster, s6 0.922x, s2 0.726x, s3 0.734x, s3b 0.730x, and s5 (now in
-``redteam5_open.py``) green with an op wrong on the frozen test's own input. After the fixes every attack here is
-inconclusive (exit 6), naming what it did: s1 a stop and continue of the baseline's worker (``waitpid`` with
-``WCONTINUED``, looked at right after each reply), s6 and s2 the judge's own process stopped and continued (a
-``SIGCONT`` counter around every batch), s3 and s3b the CPU the worker's threads and its other processes ran in the
-untimed requests.
+got through (exit 0): s1 0.879x faster, s6 0.922x, s2 0.726x, s3 0.734x, s3b 0.730x, and s5 green with an op wrong
+on the frozen test's own input. After the fixes s5 is red at correctness (the tests' own calls replayed), and every
+other attack here is inconclusive (exit 6), naming what it did: s1 a stop and continue of the baseline's worker
+(``waitpid`` with ``WCONTINUED``, looked at right after each reply), s6 and s2 the judge's own process stopped and
+continued (a ``SIGCONT`` counter around every batch), s3 and s3b the CPU the worker's threads and its other processes
+ran in the untimed requests.
 
 Run one at a time on the shared 2-core machine: ``pytest -n 0 -q tests/gate/test_redteam5.py -k NAME``.
 """
@@ -33,13 +33,14 @@ import subprocess
 import textwrap
 
 import pytest
+from test_redteam import MIX, SHAPED_BENCH
 
 from _own_code import working_copy
 from _redteam import freeze_sleep_repo, gate_logged, hooked_call_ms, run_python
 from _redteam import not_a_speedup as _not_a_speedup
 from _redteam import tests_pass as _tests_pass
 from _redteam import verdicts as _verdicts
-from _sleep_repo import DELAY_S, OP
+from _sleep_repo import BENCH, DELAY_S, OP
 
 PAIRS = "30"
 LOG = os.environ.get("REDTEAM_LOG", "/tmp/redteam5-results.jsonl")
@@ -424,3 +425,59 @@ def test_s3b_cpu_work_in_the_prepare_on_a_loaded_host(repo, marker):
     code, stages, err = _gate(repo, None)
     _fired(marker, "prepare worked", err)
     _not_a_speedup(code, stages)
+
+
+# ==============================================================================================================
+# Class 1: the test process, by detection. A shape mix makes the differential check reach every bucket and hidden
+# shapes (2-D, 16..256 rows); the frozen test ``test_values`` calls the op on a 1-D tensor.
+# ==============================================================================================================
+
+
+@pytest.fixture(scope="module")
+def shaped_frozen(tmp_path_factory):
+    assert SHAPED_BENCH != BENCH
+    return freeze_sleep_repo(tmp_path_factory.mktemp("redteam5-shaped") / "repo",
+                             {"bench.py": SHAPED_BENCH, "mix.yaml": MIX}, "--shapes-file", "mix.yaml")
+
+
+@pytest.fixture
+def shaped(shaped_frozen, tmp_path, monkeypatch):
+    return working_copy(shaped_frozen, tmp_path, monkeypatch)
+
+
+def test_s5_right_only_when_a_test_module_calls_it(shaped):
+    """Class 1, detection instead of subversion: the op is honestly 2x faster and WRONG on every 1-D input (it drops
+    the ``+ 1``) unless its caller's code is a test module's (``sys._getframe(1)``'s file under ``tests/``). Nothing
+    of pytest, the report, the comparisons or the runner is touched, so no check of the test process can fire; the
+    differential check's own inputs are 2-D only (the workload's shape, the buckets, the hidden shapes), where it
+    is right. The frozen test's own input (``torch.ones(2)``) is wrong everywhere but in the test. It got through at
+    74e55fd; stopped since freeze records the tests' own calls of the target code and the gate replays them in both
+    workers (``judge.testcalls``): red at correctness, naming the function and the test whose arguments it fails."""
+    op = textwrap.dedent(f"""\
+        import os
+        import sys
+        import time
+
+        import torch
+
+        DELAY_S = {DELAY_S}
+
+
+        def my_op(x):
+            time.sleep(DELAY_S / 2)
+            caller = sys._getframe(1).f_code.co_filename
+            if x.dim() == 1 and os.sep + "tests" + os.sep not in caller:
+                return x * 2
+            return x * 2 + 1
+        """)
+    (shaped / "op.py").write_text(op)
+    _tests_pass(shaped)
+    done = _py(shaped, """\
+        import torch
+        from op import my_op
+        print(torch.Tensor.tolist(my_op(torch.ones(2))))""")
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]", done.stdout  # wrong on the test's own input
+    code, stages, _ = _gate(shaped, None)
+    correctness = stages["correctness"]
+    assert code == 1 and correctness["status"] == "fail", _verdicts(stages)
+    assert "op:my_op on the arguments of tests/test_op.py::test_values" in correctness["summary"], correctness

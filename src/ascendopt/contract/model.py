@@ -225,6 +225,12 @@ class Contract:
     # buckets of input shapes the target kernel runs on in the model, weighted by device time. None: the
     # contract judges one shape (the workload's own), as every contract frozen before it existed
     shapes: ShapeMix | None = None
+    # own code: the frozen tests' own calls of functions of the target code (judge.testcalls), replayed by every
+    # gate's differential check in both workers: {"sha256": of the payload's bytes, "functions": {"module:qualname":
+    # calls}, "tests": [node ids that made them], "tolerances": {dtype: {"rtol", "atol"}}, "payload": base64 of the
+    # calls (judge.payload)}. None: no call
+    # was recorded, a bundled kernel, or a contract frozen before it existed
+    test_calls: dict[str, Any] | None = None
 
     @property
     def judges_one_shape(self) -> bool:
@@ -259,6 +265,8 @@ class Contract:
             data.pop("targets")  # absent, as in contracts frozen before it existed
         else:
             data["targets"] = list(self.targets)
+        if self.test_calls is None:
+            data.pop("test_calls")  # absent, as in contracts frozen before it existed
         return data
 
     @classmethod
@@ -344,6 +352,7 @@ class Contract:
             targets=None if data.get("targets") is None else f.strings(data["targets"], "targets"),
             environment=_environment(f, data.get("environment")),
             shapes=None if data.get("shapes") is None else ShapeMix.from_dict(data["shapes"], source),
+            test_calls=_test_calls(f, data.get("test_calls")),
         )
 
 
@@ -399,6 +408,22 @@ def _environment(f: _Fields, value: Any) -> dict[str, Any] | None:
                             None if text is None else f.text(text, f"environment.variables.{name}", empty=True)
                             for name, text in f.mapping(env["variables"], "environment.variables").items()}
     return out
+
+
+def _test_calls(f: _Fields, value: Any) -> dict[str, Any] | None:
+    """``test_calls``: a payload with its digest, and the functions and tests it holds calls of."""
+    if value is None:
+        return None
+    calls = dict(f.mapping(value, "test_calls"))
+    for key in ("sha256", "payload"):
+        f.text(f.get(calls, key, "test_calls."), f"test_calls.{key}")
+    for name, count in f.mapping(f.get(calls, "functions", "test_calls."), "test_calls.functions").items():
+        f.positive(count, f"test_calls.functions.{name}")
+    calls["tests"] = list(f.strings(calls.get("tests", []), "test_calls.tests"))
+    for dtype, tol in f.mapping(f.get(calls, "tolerances", "test_calls."), "test_calls.tolerances").items():
+        for key, value in f.mapping(tol, f"test_calls.tolerances.{dtype}").items():
+            f.positive(value, f"test_calls.tolerances.{dtype}.{key}", allow_zero=True)
+    return calls
 
 
 def _kernel_census(f: _Fields, value: Any) -> dict[str, Any] | None:

@@ -307,7 +307,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     from ascendopt import vcs
     from ascendopt.device import backends
     from ascendopt.gate.stages import missing_kernels
-    from ascendopt.judge import environment, scope
+    from ascendopt.judge import environment, scope, testcalls
     from ascendopt.judge.engine import Session, Verdict, time_baseline
     from ascendopt.judge.interleave import FAILURES
     from ascendopt.judge.kernel_hit import census_names
@@ -341,13 +341,16 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                    f"(limit {timeouts['tests_s']:g} s), while workload() of {exec_rel} loads in a worker")
     startup = environment.Startup()  # the environment's start-up files, before any child runs
     tmp = Path(tempfile.mkdtemp(prefix="ascendopt-outputs-"))
+    calls_dir = tmp / "test-calls"  # the tests' own calls of the repository's functions (judge.testcalls)
+    calls_dir.mkdir()
     # a second worker of the same tree repeats the first call, to check the outputs are deterministic
     # (judge.equivalence), and is timed interleaved with the baseline's, as a gate times two sides
     trees = {"baseline": root, **({"repeat": root} if git["commit"] else {})}
     try:
         # the tests run on the backend this process selected (--backend), as the gate will run them
         with Session(exec_rel, trees, load_s=timeouts["workload_s"],
-                     tests=lambda: run_tests(argv, root, timeout=timeouts["tests_s"])) as session:
+                     tests=lambda: run_tests(argv, root, timeout=timeouts["tests_s"],
+                                             record_calls=calls_dir)) as session:
             try:
                 test_run = session.tests_result()
             except ProcessTimeout as exc:
@@ -395,6 +398,10 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                 worker_files = child.modules(timeouts["workload_s"])
                 chosen = declared if declared is not None else [
                     rel for rel in scope.repository_files(worker_files, root) if rel not in known]
+                # with output equivalence switched off, the user has said the outputs may change: none replayed
+                test_calls, dropped = testcalls.freeze_entry(
+                    session, testcalls.recorded(calls_dir), chosen, timeouts["workload_s"],
+                    {**EQUIVALENCE_TOLERANCES, **(equivalence_tol or {})}) if equivalence else (None, [])
             except FAILURES as exc:
                 if getattr(exc, "exit_code", None) == IntegrityError.exit_code:  # a defence of the judge undone
                     raise IntegrityError(f"freeze: {exc}; refusing to freeze") from None
@@ -416,6 +423,12 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
     if env["modified"]:
         console.info(f"freeze: {len(env['modified'])} installed file(s) the tests load differ from what their "
                      f"distribution installed; pinned as they are: {', '.join(list(env['modified'])[:4])}")
+    if test_calls is not None:
+        console.info(f"freeze: the gate replays {sum(test_calls['functions'].values())} call(s) the tests made of "
+                     f"{', '.join(test_calls['functions'])} in both workers (their outputs compared with the frozen "
+                     "commit's where no test is the caller)")
+    for line in dropped[:4]:
+        console.info(f"freeze: not replayed: {line}")
     support = scope.pins(scope.used_files(test_run.used, root), root, known, chosen)
     files += support
     console.info(f"freeze: target code ({'--target' if declared is not None else 'what workload() imports'}): "
@@ -449,6 +462,7 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         targets=tuple(chosen),
         environment=env,
         shapes=shapes,
+        test_calls=test_calls,
     )
     contract = _with_precheck(contract, precheck, ascend_python, timeout)
     _save(ws, contract, force, profile=profile, timeout=timeout)

@@ -356,7 +356,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
                            f"on inputs the frozen commit's worker makes (limit {limit:g} s)")
             base = session.worker("baseline")
             cases = check_cases(contract.shapes, base.takes_shape)
-            found = differential(session, frozen["tolerances"] if compare else None, limit, cases)
+            found = differential(session, frozen["tolerances"] if compare else None, limit, cases,
+                                 contract.test_calls)
             if contract.shapes is not None and not base.takes_shape:
                 found.checks.append(Check("shape mix", False, f"the contract's shape mix has "
                                           f"{len(contract.shapes.buckets)} bucket(s), but {exec_rel}'s inputs takes "
@@ -400,7 +401,8 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     data = {**tests.data, "census": census}
     if found is not None:
         data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
-                                "shapes": found.shapes, "outputs": [c.to_dict() for c in outputs],
+                                "shapes": found.shapes, "test_calls": found.replayed,
+                                "outputs": [c.to_dict() for c in outputs],
                                 "inputs_changed": found.writes}
     tampered = trees_changed(session)
     if tampered:
@@ -641,8 +643,11 @@ def differential_text(found) -> str:
     calls = f"{found.calls} call{'s' if found.calls != 1 else ''}"
     where = f" at {len(found.shapes)} shapes" if len(found.shapes) > 1 else ""
     source = "the workload's own inputs" if found.inputs == "workload's own" else "trusted inputs"
-    verb = "match" if found.calls != 1 else "matches"
-    return f"the differential check: {calls}{where} on {source} {verb} the frozen commit"
+    replayed = sum(found.replayed.values())
+    tests = (f" and {replayed} call{'s' if replayed != 1 else ''} the frozen tests made of "
+             f"{', '.join(found.replayed)}, on their arguments," if replayed else "")
+    verb = "match" if found.calls + replayed != 1 else "matches"
+    return f"the differential check: {calls}{where} on {source}{tests} {verb} the frozen commit"
 
 
 def _inputs_source(side) -> str:

@@ -724,6 +724,8 @@ class Differential:
     shapes: list[str] = field(default_factory=list)
     # the inputs each side's calls wrote in place: {"baseline": {name: message}, "candidate": {...}}
     writes: dict[str, dict[str, str]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
+    # the frozen tests' own calls replayed (judge.testcalls): {"module:qualname": calls}
+    replayed: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Any]:
@@ -731,14 +733,18 @@ class Differential:
 
 
 def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]] | None, limit_s: float,
-                 cases: Sequence[CheckCase] | None = None) -> Differential:
+                 cases: Sequence[CheckCase] | None = None, test_calls: Mapping[str, Any] | None = None
+                 ) -> Differential:
     """The judge's differential check: the working tree's worker against the frozen commit's, at each of
     ``cases`` (default: the workload's own shape, ``DIFFERENTIAL_CALLS`` calls), on input sets the trusted maker
     (the frozen commit's worker) made from seeds drawn now, handed to both as the same bytes; or, for a workload
     without ``inputs(seed)``, one call on each worker's own module-level inputs. What each returned, and its
     inputs after the call, come back as bytes and are compared here (``judge.evidence``): an output out of
     ``tolerances`` (None: only refused tensors fail), missing or extra, or an input the candidate writes in place
-    and the frozen commit does not, is a failed check naming the shape. Each request within ``limit_s``."""
+    and the frozen commit does not, is a failed check naming the shape. Each request within ``limit_s``.
+
+    ``test_calls`` (the contract's): the frozen tests' own calls of the target code, replayed in both workers
+    (``replay_test_calls``) after the cases."""
     from ascendopt.judge.evidence import compare_values, input_writes
     from ascendopt.judge.payload import decode
     from ascendopt.judge.result import Check
@@ -752,8 +758,9 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         base_writes, cand_writes = _module_writes(theirs), _module_writes(mine)
         checks += [Check(f"input {name}", False, f"{message} (the frozen commit's workload() does not write it)")
                    for name, message in cand_writes.items() if name not in base_writes]
-        return Differential(checks, 1, "workload's own", [cases[0].label],
-                            {"baseline": base_writes, "candidate": cand_writes})
+        found = Differential(checks, 1, "workload's own", [cases[0].label],
+                             {"baseline": base_writes, "candidate": cand_writes})
+        return replay_test_calls(session, found, test_calls, limit_s)
     calls = 0
     writes: dict[str, dict[str, str]] = {"baseline": {}, "candidate": {}}
     for case in cases:
@@ -770,7 +777,41 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
                          "not write it)") for name, message in cand_writes.items() if name not in base_writes]
         writes["baseline"].update({f"{prefix}{k}": v for k, v in base_writes.items()})
         writes["candidate"].update({f"{prefix}{k}": v for k, v in cand_writes.items()})
-    return Differential(checks, calls, "trusted maker", [c.label for c in cases], writes)
+    found = Differential(checks, calls, "trusted maker", [c.label for c in cases], writes)
+    return replay_test_calls(session, found, test_calls, limit_s)
+
+
+def replay_test_calls(session: Session, found: Differential, test_calls: Mapping[str, Any] | None,
+                      limit_s: float) -> Differential:
+    """``found`` with the frozen tests' own calls (``judge.testcalls``, the contract's ``test_calls``) replayed in
+    both workers, where no test is the caller: one failed check per output out of the entry's tolerances, or input
+    written by the candidate only, named by function and test; the calls counted per function in
+    ``found.replayed``. A payload that does not match its digest is a failed check (the contract was edited)."""
+    from ascendopt.judge import testcalls
+    from ascendopt.judge.evidence import compare_values
+    from ascendopt.judge.result import Check
+
+    if not test_calls:
+        return found
+    try:
+        calls = testcalls.decode_calls(test_calls)
+    except ValueError as exc:
+        found.checks.append(Check("the frozen tests' calls", False, f"the frozen tests' calls: {exc}"))
+        return found
+    base, cand = session.worker("baseline"), session.worker("candidate")
+    tolerances = test_calls.get("tolerances")
+    for key, group in testcalls.groups(calls).items():
+        theirs, mine = testcalls.replay(base, key, group, limit_s), testcalls.replay(cand, key, group, limit_s)
+        for call, b, c, b_after, c_after in zip(group, theirs["outputs"], mine["outputs"], theirs["inputs"],
+                                                mine["inputs"], strict=True):
+            label = f"{key} on the arguments of {call['test']}"
+            found.checks += compare_values(b, c, tolerances, f"{label}: output")
+            base_writes = testcalls.written(call, b_after)
+            found.checks += [Check(f"{label}: {name}", False, f"{label}: {message} (the frozen commit does not write "
+                                   "it)") for name, message in testcalls.written(call, c_after).items()
+                             if name not in base_writes]
+        found.replayed[key] = len(group)
+    return found
 
 
 def trees_changed(session: Session) -> list[str]:

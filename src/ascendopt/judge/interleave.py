@@ -393,14 +393,17 @@ class _Child:
                 return False
             time.sleep(0.0002)
 
-    def call(self, inputs: bytes | None, limit_s: float) -> dict[str, Any]:
+    def call(self, inputs: bytes | None, limit_s: float, function: str | None = None) -> dict[str, Any]:
         """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
         payload), or, with None, one on the workload's own inputs. -> ``{"outputs": [value per call],
         "inputs": [input set per call, after the call]}`` decoded, and, for the workload's own inputs,
-        ``"before"``: them before the call."""
+        ``"before"``: them before the call. ``function`` (``"module:qualname"``): that function of the tree is
+        called instead of ``workload``, each input set an ``[args, kwargs]`` pair (``judge.testcalls``)."""
         from ascendopt.judge.payload import decode
 
-        reply, blob = self.ask_blob({"cmd": "call"}, Phase("workload() checked calls", limit_s), blob=inputs)
+        request = {"cmd": "call", **({"function": function} if function else {})}
+        what = f"{function} on the frozen tests' arguments" if function else "workload() checked calls"
+        reply, blob = self.ask_blob(request, Phase(what, limit_s), blob=inputs)
         if "before" not in reply:
             return decode(blob)
         cut = int(reply["before"])

@@ -8,7 +8,9 @@ so a test that is skipped, deselected, xfailed or gone is seen even when pytest 
 ``xpassed``; deselected node ids are listed apart. ``ascendopt.judge.testset`` starts the run (through
 ``ascendopt.judge.pytest_launch``, which imports this module before any file of the repository can be
 imported) and reads the file. This module runs inside the user's pytest process: of ascendopt it imports
-only ``ascendopt.judge.sources`` (standard library only), and only in a pytest-xdist worker.
+only ``ascendopt.judge.sources`` (standard library only), and only in a pytest-xdist worker; and at freeze,
+when ``$ASCENDOPT_RECORD_CALLS`` names a folder, ``ascendopt.judge.testcalls``, whose plugin records the tests'
+own calls of the repository's functions there.
 
 What the run used (``used``, absolute paths): ``modules``, every imported module's file (from
 ``sys.modules`` and from the import system's reads of source and cached byte code, seen by an audit
@@ -75,6 +77,8 @@ import threading
 REPORT_ENV = "ASCENDOPT_PYTEST_REPORT"
 KEY_FD_ENV = "ASCENDOPT_REPORT_FD"  # the read end of the pipe that carries the per-run key
 SOURCE_ROOT_ENV = "ASCENDOPT_SOURCE_ROOT"  # the repository whose files load from source (ascendopt.judge.sources)
+# freeze only: the folder the run writes the tests' own calls of the repository's functions into (judge.testcalls)
+RECORD_CALLS_ENV = "ASCENDOPT_RECORD_CALLS"
 VERSION = 2
 MAX_LINES = 12  # error lines kept per test: the first ``E`` lines of its traceback
 MAX_HASHED_BYTES = 64 << 20  # data files up to this size are hashed as the tests open them
@@ -534,6 +538,11 @@ def pytest_configure(config) -> None:
     path = os.environ.get(REPORT_ENV)
     if not path:
         return
+    calls, root = os.environ.get(RECORD_CALLS_ENV), os.environ.get(SOURCE_ROOT_ENV)
+    if calls and root and not config.pluginmanager.has_plugin("ascendopt-calls"):
+        from ascendopt.judge.testcalls import CallRecorder  # freeze only: it needs torch to copy the arguments
+
+        config.pluginmanager.register(CallRecorder(root, calls), "ascendopt-calls")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: its findings go to the controller
         if not config.pluginmanager.has_plugin("ascendopt-worker"):
             config.pluginmanager.register(_Worker(config), "ascendopt-worker")

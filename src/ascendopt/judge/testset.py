@@ -36,7 +36,14 @@ from typing import Any
 from ascendopt import process
 from ascendopt.contract.frozen import pytest_args, resolve_command
 from ascendopt.errors import EnvironmentProblem
-from ascendopt.judge.pytest_report import HASH_ALSO_ENV, KEY_FD_ENV, REPORT_ENV, SOURCE_ROOT_ENV, VERSION
+from ascendopt.judge.pytest_report import (
+    HASH_ALSO_ENV,
+    KEY_FD_ENV,
+    RECORD_CALLS_ENV,
+    REPORT_ENV,
+    SOURCE_ROOT_ENV,
+    VERSION,
+)
 
 PLUGIN = "ascendopt.judge.pytest_report"
 LAUNCHER = "ascendopt.judge.pytest_launch"
@@ -114,7 +121,7 @@ class SuiteRun:
 
 
 def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Sequence[str] = (),
-              plugins: Sequence[str] | None = None) -> SuiteRun:
+              plugins: Sequence[str] | None = None, record_calls: Path | None = None) -> SuiteRun:
     """Run the frozen test command ``argv`` in ``root`` on this process's backend and read what each
     test did. ``timeout`` in seconds; past it the run is killed and ``ProcessTimeout`` raised. ``hash_also``:
     real paths of data files the run reports the digest of as it reads them, whatever their size (the pinned
@@ -129,7 +136,10 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
     ``plugins``: the installed pytest plugins the frozen run registered (``Contract.test_set["plugins"]``): pytest's
     plugin autoload is then off and exactly these are loaded (``-p NAME``), so a plugin installed since freeze (an
     entry point that can rewrite every report) never loads; None (freeze, or a contract from before the pin):
-    autoload as the environment has it, and the run reports what it registered (``SuiteRun.plugins``)."""
+    autoload as the environment has it, and the run reports what it registered (``SuiteRun.plugins``).
+
+    ``record_calls`` (freeze): a folder the run writes the tests' own calls of the repository's functions into
+    (``judge.testcalls``)."""
     from ascendopt.device import backends
     from ascendopt.workspace import ensure_space
 
@@ -152,6 +162,8 @@ def run_tests(argv: Sequence[str], root: Path, *, timeout: float, hash_also: Seq
             env["PYTHONSAFEPATH"] = "1"  # neither the working directory nor a script's folder on sys.path
             env[SOURCE_ROOT_ENV] = str(root)  # pytest-xdist workers load the repository from source too
             env[HASH_ALSO_ENV] = os.pathsep.join(hash_also)
+            if record_calls is not None:
+                env[RECORD_CALLS_ENV] = str(record_calls)
             # this interpreter runs pytest, so the plugin imports from the same environment as ascendopt
             # no cache: pytest's cache (--lf, --sw) would let an earlier run decide what this one runs
             pinned: list[str] = []

@@ -35,7 +35,9 @@ shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it s
   batch's outputs read from raw memory (all, or the ``audit`` call; ``audit`` -1: only the fingerprints),
   then released;
 * ``{"cmd": "call"}`` with a payload of input sets (or none: the workload's own inputs) -> a payload of
-  ``{"outputs", "inputs"}``: the differential check's untimed calls, and the inputs after them;
+  ``{"outputs", "inputs"}``: the differential check's untimed calls, and the inputs after them; with
+  ``"function": "module:qualname"``, that function of the tree is called instead, each input set an ``[args,
+  kwargs]`` pair: the frozen tests' own calls, replayed (``judge.testcalls``);
 * ``{"cmd": "probe", "shapes"}`` -> ``{"errors"}``: whether ``inputs(seed, shape)`` makes each shape;
 * ``{"cmd": "loaded"}`` -> ``{"loaded"}``: the sha256 of every tree file this worker compiled;
 * ``{"cmd": "modules"}`` -> ``{"files": [absolute paths]}``: the file of every module loaded so far (the
@@ -51,6 +53,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +286,15 @@ def main(argv: list[str]) -> None:
                 # untimed calls for the judge's differential check: each input set once, the outputs and
                 # the inputs after the call as bytes; without inputs: one call on the module's own inputs
                 _quiet()
-                if blob is not None:
+                if msg.get("function"):  # the frozen tests' own calls of a function of the tree (judge.testcalls)
+                    module, _, name = str(msg["function"]).partition(":")
+                    target = getattr(import_module(module), name)
+                    sets = [on_device(s) for s in decode(blob)]
+                    results = [target(*args, **kwargs) for args, kwargs in sets]
+                    synchronize()
+                    out_blob = encode({"outputs": results, "inputs": sets}, reader)
+                    reply = {}
+                elif blob is not None:
                     sets = [tuple(on_device(s)) for s in decode(blob)]
                     results = [fn(*args) for args in sets]
                     synchronize()

@@ -1,0 +1,285 @@
+"""The frozen tests' own calls of the code under test, recorded at freeze and replayed at every gate.
+
+The judge's differential check compares the working tree with the frozen commit on inputs its trusted maker
+makes (``inputs(seed)``, the shape mix's buckets, hidden shapes). The frozen tests often call the code under test
+on other inputs: a 1-D tensor, two elements, an edge value. A change can be right there only while a test calls
+it (it looks at its caller, at pytest, at the stack) and wrong on the same input anywhere else; the test run sees
+nothing. So freeze records what the tests passed, and the gate calls the same functions with the same arguments in
+both workers, where no test is the caller, and compares what they return in the parent (``judge.evidence``).
+
+Recording (freeze only; ``$ASCENDOPT_RECORD_CALLS`` names a folder): ``CallRecorder``, a pytest plugin registered
+by ``judge.pytest_report`` in the frozen test run (and in each pytest-xdist worker), replaces, in every collected
+test module's globals, each plain function defined in a repository file that is not a test or conftest file by a
+wrapper. A call made from a test file's own code (the caller's frame) whose arguments are data (tensors, numbers,
+strings, None, and tuples, lists and dicts of them) is kept: its arguments copied before the call (a function may
+write its inputs), at most ``PER_FUNCTION`` calls of one function and ``MAX_BYTES`` of tensor data in all. At the
+end of the session each process writes its calls as one payload (``judge.payload``) into the folder.
+
+Freeze (``freeze_entry``) keeps the calls of functions defined in the target code (the files the gate lets change;
+a pinned file's function cannot differ between the sides), replays each in the baseline's worker and in a second
+worker of the frozen commit, and drops the calls whose outputs do not repeat (randomness, time): they could not
+tell a change from itself. The rest go into the contract (``test_calls``) as one base64 payload, with the
+functions and the tests that made them. The gate (``judge.engine.differential``) replays them.
+
+Only functions the tests reach by a name in their own module (``from op import my_op``; a function reached through
+a module attribute, ``op.my_op``, or a method is not recorded), and only arguments that are data, are covered;
+freeze says how many calls it kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+PER_FUNCTION = 8  # calls kept per function: the first ones the tests make with distinct argument shapes
+MAX_BYTES = 4 << 20  # tensor bytes kept in all (the contract carries them)
+MAX_CALLS = 64  # calls kept in all
+
+
+# -- in the frozen test run (freeze) ---------------------------------------------------------------------------
+
+
+class CallRecorder:
+    """The pytest plugin that records the tests' calls of the repository's functions (module docstring)."""
+
+    def __init__(self, root: str, folder: str):
+        self.root = os.path.realpath(root)
+        self.folder = folder
+        self.test_files: set[str] = set()
+        self.calls: list[dict[str, Any]] = []
+        self.kinds: dict[str, set[str]] = {}
+        self.bytes = 0
+        self.current = ""
+
+    def _is_target(self, fn: Any) -> bool:
+        if not isinstance(fn, types.FunctionType) or "." in fn.__qualname__:
+            return False
+        path = os.path.realpath(fn.__code__.co_filename)
+        if not path.startswith(self.root + os.sep) or path in self.test_files:
+            return False
+        name = os.path.basename(path)
+        return name != "conftest.py" and not name.startswith("test_") and not name.endswith("_test.py")
+
+    def pytest_collection_finish(self, session) -> None:
+        modules = {id(m): m for m in (getattr(item, "module", None) for item in session.items) if m is not None}
+        self.test_files = {os.path.realpath(m.__file__) for m in modules.values() if getattr(m, "__file__", None)}
+        for module in modules.values():
+            for name, value in list(vars(module).items()):
+                if self._is_target(value):
+                    setattr(module, name, self._wrap(value))
+
+    def pytest_runtest_setup(self, item) -> None:
+        self.current = item.nodeid
+
+    def _wrap(self, fn: types.FunctionType):
+        key = f"{fn.__module__}:{fn.__qualname__}"
+        path = os.path.relpath(os.path.realpath(fn.__code__.co_filename), self.root)
+
+        @functools.wraps(fn)
+        def recorded(*args, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if os.path.realpath(caller) in self.test_files:
+                try:
+                    self._keep(key, path, args, kwargs)
+                except Exception:  # noqa: BLE001 - a call that cannot be copied is not recorded; the test goes on
+                    pass
+            return fn(*args, **kwargs)
+
+        return recorded
+
+    def _keep(self, key: str, path: str, args: tuple, kwargs: dict) -> None:
+        kinds = self.kinds.setdefault(key, set())
+        if len(kinds) >= PER_FUNCTION or len(self.calls) >= MAX_CALLS:
+            return
+        try:
+            kind, nbytes = _signature((args, kwargs))
+        except _NotData:
+            return
+        if kind in kinds or self.bytes + nbytes > MAX_BYTES:
+            return
+        kinds.add(kind)
+        self.bytes += nbytes
+        self.calls.append({"function": key, "file": path, "test": self.current,
+                           "args": _copy(tuple(args)), "kwargs": _copy(dict(kwargs))})
+
+    def pytest_sessionfinish(self, session) -> None:
+        if not self.calls:
+            return
+        import torch
+
+        from ascendopt.judge.payload import RawReader, encode
+
+        blob = encode(self.calls, RawReader(torch))
+        with open(os.path.join(self.folder, f"calls-{os.getpid()}.bin"), "wb") as fh:
+            fh.write(blob)
+
+
+class _NotData(Exception):
+    pass
+
+
+def _signature(value: Any, depth: int = 0) -> tuple[str, int]:
+    """A description of ``value``'s structure, tensor shapes and dtypes, and scalars (two calls with the same one
+    test the same thing), and its tensor bytes; ``_NotData`` for anything that is not data."""
+    import torch
+
+    if depth > 6:
+        raise _NotData
+    if type(value) is torch.Tensor:
+        if value.layout != torch.strided or value.is_meta:
+            raise _NotData
+        return f"T{tuple(value.shape)}{value.dtype}{value.device.type}", value.numel() * value.element_size()
+    if value is None or type(value) in (bool, int, float, str):
+        return repr(value), 0
+    if type(value) in (tuple, list):
+        inner = [_signature(v, depth + 1) for v in value]
+        return f"{type(value).__name__}({','.join(s for s, _ in inner)})", sum(n for _, n in inner)
+    if type(value) is dict and all(type(k) is str for k in value):
+        inner = [(k, _signature(v, depth + 1)) for k, v in value.items()]
+        return "{" + ",".join(f"{k}={s}" for k, (s, _) in inner) + "}", sum(n for _, (_, n) in inner)
+    raise _NotData
+
+
+def _copy(value: Any) -> Any:
+    import torch
+
+    if type(value) is torch.Tensor:
+        return value.detach().clone()
+    if type(value) in (tuple, list):
+        return type(value)(_copy(v) for v in value)
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+# -- in the judge (freeze, gate) ------------------------------------------------------------------------------
+
+
+def recorded(folder: Path) -> list[dict[str, Any]]:
+    """The calls the frozen test run's processes wrote into ``folder`` (decoded here: no pickle, nothing run)."""
+    from ascendopt.judge.payload import decode
+
+    calls: list[dict[str, Any]] = []
+    for path in sorted(Path(folder).glob("calls-*.bin")):
+        value = decode(path.read_bytes())
+        calls += [c for c in value if isinstance(c, dict) and isinstance(c.get("function"), str)]
+    return calls
+
+
+def function_name(key: str) -> tuple[str, str]:
+    """``"module:qualname"`` -> ``(module, qualname)``."""
+    module, _, name = key.partition(":")
+    return module, name
+
+
+def groups(calls: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The calls by function (``"module:qualname"``), in the order the tests made them."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for call in calls:
+        out.setdefault(str(call["function"]), []).append(call)
+    return out
+
+
+def input_sets(calls: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """The calls as the worker's input sets for one function: ``[args, kwargs]`` each."""
+    return [[list(c["args"]), dict(c["kwargs"])] for c in calls]
+
+
+def arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The tensors of one call's arguments by name (``argument 1``, ``argument 2[0]``, ``argument scale``): what an
+    in-place write is checked on."""
+    import torch
+
+    from ascendopt.judge.evidence import parts
+
+    found: dict[str, Any] = {}
+    for i, value in enumerate(args):
+        found.update(parts(value, f"argument {i + 1}"))
+    for name, value in kwargs.items():
+        found.update(parts(value, f"argument {name}"))
+    return {name: value for name, value in found.items() if isinstance(value, torch.Tensor)}
+
+
+def written(call: Mapping[str, Any], after: Sequence[Any]) -> dict[str, str]:
+    """``{argument: message}`` for each tensor argument of ``call`` (as recorded) that ``after`` (its ``[args,
+    kwargs]`` handed back by a worker after the call) holds changed, or no longer holds as a plain tensor."""
+    from ascendopt.judge.equivalence import input_writes
+
+    before, now = arguments(call["args"], call["kwargs"]), arguments(*after)
+    changed = input_writes({n: t for n, t in before.items() if n in now}, now)
+    changed.update({n: f"{n}: not handed back as a plain tensor after the call" for n in before if n not in now})
+    return changed
+
+
+def encode_calls(calls: Sequence[Mapping[str, Any]]) -> str:
+    """The calls as one base64 payload (the contract's ``test_calls.payload``)."""
+    import torch
+
+    from ascendopt.judge.payload import RawReader, encode
+
+    kept = [{"function": c["function"], "file": c["file"], "test": c["test"], "args": tuple(c["args"]),
+             "kwargs": dict(c["kwargs"])} for c in calls]
+    return base64.b64encode(encode(kept, RawReader(torch))).decode("ascii")
+
+
+def decode_calls(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls of a contract's ``test_calls`` entry; ``ValueError`` when its payload does not match its digest."""
+    from ascendopt.judge.payload import decode
+
+    blob = base64.b64decode(entry["payload"])
+    if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+        raise ValueError("test_calls.payload does not match test_calls.sha256")
+    return [dict(c) for c in decode(blob)]
+
+
+def freeze_entry(session, calls: Sequence[Mapping[str, Any]], targets: Sequence[str], limit_s: float,
+                 tolerances: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The contract's ``test_calls`` entry from the recorded ``calls``: those of functions defined in ``targets``
+    (files or folders relative to the repository), replayed in the ``baseline`` and ``repeat`` workers of
+    ``session`` and kept where both agree within ``tolerances`` (stored with them: the gate compares the sides
+    within the same). Returns the entry (None when no call is kept) and a line per call dropped, saying why."""
+    from ascendopt.judge.evidence import compare_values
+    from ascendopt.judge.interleave import FAILURES
+
+    def targeted(path: str) -> bool:
+        return any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+
+    kept: list[Mapping[str, Any]] = []
+    dropped: list[str] = []
+    for key, group in groups([c for c in calls if targeted(str(c.get("file", "")))]).items():
+        try:
+            first = replay(session.worker("baseline"), key, group, limit_s)
+            second = replay(session.worker("repeat"), key, group, limit_s) if "repeat" in session.workers else first
+        except FAILURES as exc:
+            dropped.append(f"{key}: the frozen commit fails on the tests' arguments outside the tests ({exc})")
+            continue
+        for call, a, b in zip(group, first["outputs"], second["outputs"], strict=True):
+            if all(c.passed for c in compare_values(a, b, tolerances)):
+                kept.append(call)
+            else:
+                dropped.append(f"{key} (from {call['test']}): its outputs do not repeat")
+    if not kept:
+        return None, dropped
+    payload = encode_calls(kept)
+    entry = {"sha256": hashlib.sha256(base64.b64decode(payload)).hexdigest(),
+             "functions": {key: len(group) for key, group in groups(kept).items()},
+             "tests": sorted({str(c["test"]) for c in kept}),
+             "tolerances": {k: dict(v) for k, v in tolerances.items()}, "payload": payload}
+    return entry, dropped
+
+
+def replay(child, key: str, calls: Sequence[Mapping[str, Any]], limit_s: float) -> dict[str, Any]:
+    """``calls`` of the function ``key`` made in the worker ``child`` (``interleave._Child.call``) -> decoded
+    ``{"outputs", "inputs"}``."""
+    import torch
+
+    from ascendopt.judge.payload import RawReader, encode
+
+    return child.call(encode(input_sets(calls), RawReader(torch)), limit_s, function=key)
