@@ -122,3 +122,27 @@ def test_a_main_threads_wait_is_excused_less_what_its_own_other_threads_ran():
     assert excused_wait_ms(before, {10: (1_500_000, 5_000_000), 11: (2_000_000, 0)}, 10) == pytest.approx(1.0)
     assert excused_wait_ms(before, {10: (1_500_000, 5_000_000), 11: (9_000_000, 0), 12: (1, 0)}, 10) == 0.0
     assert excused_wait_ms(None, {10: (0, 5_000_000)}, 10) == 0.0
+
+
+def test_the_audit_says_when_the_host_gives_no_cpu_time_of_the_untimed_requests():
+    """Where a host gives no per-thread run time (no ``/proc/PID/task/TID/schedstat``: not Linux), the untimed
+    requests are compared in wall time only: the audit says so beside the verdict, not as a doubt. Control: readings
+    that carry the run time say nothing."""
+    from types import SimpleNamespace
+
+    from ascendopt.judge import engine
+
+    def reading(**extra):
+        return {"untimed_ms": 2.0, "parent": 1.0, "worker": 1.0, "calls": 10, **extra}
+
+    def judged(**extra):
+        made = engine.Judged.__new__(engine.Judged)
+        made.names, made.reference = ["baseline", "candidate"], "baseline"
+        made.sides = [SimpleNamespace(readings=[reading(**extra)] * 10, external_stops=0) for _ in made.names]
+        made.judge_stops, made.scheduling, made.idle, made.outside = {}, {}, [], {}
+        return made
+
+    found = engine.audit(judged())
+    assert found.not_checked == [engine.UNTIMED_CPU_UNCHECKED] and not found.doubts and not found.wrong
+    assert "schedstat" in found.not_checked[0]
+    assert engine.audit(judged(untimed_run_ms=1.0)).not_checked == []

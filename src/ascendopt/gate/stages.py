@@ -522,6 +522,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     cases = timed_cases(contract, session, request.pairs)
     results: list[tuple[str, Any, float | None]] = []  # (case, comparison, weight or None)
     doubts: list[str] = []
+    not_checked: list[str] = []
     timed_calls = 0
     judged = None
     for case, shape, weight, pairs in cases:
@@ -557,6 +558,7 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
                                        judged.waits[0]) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
                                                if anchor else []) if d not in doubts]
+        not_checked += [n for n in found.not_checked if n not in not_checked]
         timed_calls += sum(r["calls"] for side in judged.sides for r in side.readings)
         results.append((case if shape is not None else exec_rel, result, weight))
     # own code: no cost model gives its bytes, so only the ratio bound applies
@@ -565,7 +567,10 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
     else:
         stage = _performance_result([(case, r) for case, r, _ in results], accepted=accepted)
     stage.data["audit"] = {"doubts": doubts, "timed_calls": timed_calls, "inputs": _inputs_source(judged.sides[0]),
-                           "worker_clock": engine.second_reading(judged)}
+                           "worker_clock": engine.second_reading(judged), "not_checked": not_checked}
+    if not_checked:  # said beside the verdict: a pass here rests on less than on a Linux host
+        stage.checks.append(Check("judge", True, "not checked on this host: " + "; ".join(not_checked)))
+        stage.summary += "; not checked on this host: " + "; ".join(not_checked)
     if doubts and stage.status == "pass":
         checks = [*stage.checks, *[Check("judge", False, d) for d in doubts]]
         return StageResult("performance", "inconclusive", "inconclusive: " + doubts[0], checks, stage.data)

@@ -302,10 +302,17 @@ def _cpu_between(before: Mapping[int, Any], after: Mapping[int, Any]) -> dict[in
 @dataclass
 class Findings:
     """What the audit of a timing found: ``wrong`` (correctness, exit 1) and ``doubts`` (the timing is
-    not evidence: inconclusive, exit 6), each a list of one-line messages."""
+    not evidence: inconclusive, exit 6), each a list of one-line messages; ``not_checked``: checks this host
+    could not make (said beside the verdict)."""
 
     wrong: list[str] = field(default_factory=list)
     doubts: list[str] = field(default_factory=list)
+    # what this host could not give the audit (reported with the verdict, not a doubt): one line each
+    not_checked: list[str] = field(default_factory=list)
+
+
+UNTIMED_CPU_UNCHECKED = ("the CPU time of the untimed requests (this host gives no per-thread run time, "
+                         "/proc/PID/task/TID/schedstat: they were compared in wall time only)")
 
 
 def audit(judged: Judged) -> Findings:
@@ -326,6 +333,8 @@ def audit(judged: Judged) -> Findings:
             excess = untimed_excess(side.readings, ref.readings)
             if excess:
                 found.doubts.append(f"{name}: {excess}")
+            if not all("untimed_run_ms" in r for r in (*side.readings, *ref.readings)) and not found.not_checked:
+                found.not_checked.append(UNTIMED_CPU_UNCHECKED)
         ratio = _agreement(side.readings)
         if ratio is not None and abs(ratio - 1.0) > AGREE_REL:
             parent = _median([r["parent"] for r in side.readings])
