@@ -67,6 +67,20 @@ def test_the_anchor_excuses_only_the_time_the_baseline_waited_for_a_cpu():
     assert engine.anchor_problem(1.0, steady, [5.0] * 24) is None
 
 
+def test_a_baseline_frozen_on_a_loaded_host_is_not_moved_when_it_runs_at_its_own_speed_now():
+    """Freeze read the baseline at 1.4 ms a call, 0.4 ms of it waiting on a run queue (a loaded host); the gate, on a
+    quiet host, reads 1.0 ms: the baseline has not moved, it runs at the speed it ran at freeze. Without the frozen
+    wait (a contract from before it was recorded) the same reading is named; and a baseline faster than the frozen
+    one's own running time (0.6 ms against 1.0) is named with the frozen wait."""
+    steady = [1.0 + 0.01 * (i % 3) for i in range(24)]
+    assert engine.anchor_problem(1.4, steady, [0.0] * 24, frozen_waited_ms=0.4) is None
+    assert engine.anchor_problem(1.4, steady, [0.0] * 24) is not None
+    moved = engine.anchor_problem(1.4, [0.6 * x for x in steady], [0.0] * 24, frozen_waited_ms=0.4)
+    assert moved is not None and "400.00 us of the frozen one" in moved
+    # the frozen wait excuses nothing of a slower baseline: its own wait now does
+    assert engine.anchor_problem(1.0, [2 * x for x in steady], [0.0] * 24, frozen_waited_ms=0.9) is not None
+
+
 def _tree(tmp_path, op: str):
     tree = tmp_path / "tree"
     tree.mkdir(parents=True)

@@ -173,6 +173,10 @@ class BaselineTiming:
     cv: float
     n: int
     calls_per_sample: int = 1
+    # ms per call the timed batches waited on a CPU's run queue (median; process.schedstats), where it was read:
+    # what a loaded host added to the median at freeze (judge.engine.anchor_problem). None: not read, or a
+    # contract frozen before it was recorded
+    waited_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,9 @@ class Contract:
         data = asdict(self)
         data["workload"]["shapes"] = [{"name": s.name, "dims": _dims_out(s.dims)} for s in self.workload.shapes]
         data["frozen_files"] = [asdict(f) for f in self.frozen_files]
-        data["baseline"] = [asdict(b) for b in self.baseline]
+        # waited_ms absent where unread, so a contract frozen before it digests as it did
+        data["baseline"] = [{k: v for k, v in asdict(b).items() if k != "waited_ms" or v is not None}
+                            for b in self.baseline]
         data["commands"] = {k: list(v) for k, v in self.commands.items()}
         for key in ("expected_kernels", "kernels_seen", "metric_groups"):
             data[key] = list(data[key])
@@ -311,7 +317,10 @@ class Contract:
                 raise f.fail(f"{path}.n", f"expected a positive integer, found {n!r}")
             baseline.append(BaselineTiming(case=f.text(f.get(item, "case", path + "."), f"{path}.case"),
                                            cv=f.positive(f.get(item, "cv", path + "."), f"{path}.cv", allow_zero=True),
-                                           n=n, calls_per_sample=int(item.get("calls_per_sample", 1)), **vals))
+                                           n=n, calls_per_sample=int(item.get("calls_per_sample", 1)),
+                                           waited_ms=None if item.get("waited_ms") is None else
+                                           f.positive(item["waited_ms"], f"{path}.waited_ms", allow_zero=True),
+                                           **vals))
         if not baseline:
             raise f.fail("baseline", "empty (freeze measures at least one case)")
         expected = f.strings(f.get(data, "expected_kernels", ""), "expected_kernels")

@@ -137,7 +137,7 @@ def _fingerprint() -> tuple[str, dict[str, Any]]:
 def _timing(case: str, t) -> BaselineTiming:
     console.event("measurement", source="freeze", case=case, sides={"baseline": t.to_dict()})
     return BaselineTiming(case=case, median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, cv=t.cv, n=t.n,
-                          calls_per_sample=t.calls_per_sample)
+                          calls_per_sample=t.calls_per_sample, waited_ms=t.waited_ms)
 
 
 def _now() -> str:

@@ -554,8 +554,8 @@ def _performance_own(contract: Contract, session, request, accepted: str | None 
         if found.wrong:
             return _workload_failed("performance", "a timed call's output is wrong: " + found.wrong[0])
         frozen_case = frozen_baseline(contract, case if shape is not None else None)
-        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0],
-                                       judged.waits[0]) if frozen_case else None
+        anchor = engine.anchor_problem(frozen_case.median_ms, judged.samples[0], judged.waits[0],
+                                       frozen_case.waited_ms) if frozen_case else None
         doubts += [d for d in found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor]
                                                if anchor else []) if d not in doubts]
         not_checked += [n for n in found.not_checked if n not in not_checked]

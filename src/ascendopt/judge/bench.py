@@ -50,6 +50,8 @@ class Timing:
     n: int
     calls_per_sample: int = 1
     host_ms: float | None = None  # host enqueue time per call (median over samples), where measured
+    # ms per call the timed batches waited on a run queue (median over samples), where read (judge.engine)
+    waited_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -41,6 +41,7 @@ The parent owns the truth:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -480,7 +481,7 @@ def compare_fingerprints(base: Mapping[str, Any], cand: Mapping[str, Any],
 
 
 def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
-                   waits_ms: Sequence[float | None] = ()) -> str | None:
+                   waits_ms: Sequence[float | None] = (), frozen_waited_ms: float | None = None) -> str | None:
     """None when the re-measured baseline (``samples_ms``, ms per call) agrees with the frozen median
     ``frozen_ms``: ``|ln(median / frozen_ms)| <= ln(1 + ANCHOR_DRIFT) + band``, ``band`` the samples' own noise
     band (``bench.DecisionRule``'s z times the standard error of a median, from the MAD of their logs). Else
@@ -490,7 +491,10 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
     runnable but not running, as the kernel counted it (``process.schedstats``). That is time a loaded host
     added, not the baseline's code: a baseline may be slower than frozen by up to it, and no more. A baseline
     slowed by what its code does (sleeps, extra work, a lock) is not on a run queue then, so nothing of that
-    is excused, however loaded the host. A baseline faster than frozen is judged on its raw time."""
+    is excused, however loaded the host. A baseline faster than frozen is judged on its raw time against the
+    frozen median less what the host made it wait at freeze (``frozen_waited_ms``, ms per call; None: not read,
+    the frozen median as it is): a freeze on a loaded host read the baseline slow, and the baseline has not moved
+    when it runs at its own speed now."""
     from ascendopt.judge.bench import DecisionRule
 
     if frozen_ms <= 0 or not samples_ms:
@@ -502,14 +506,17 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
     if len(known) == len(samples_ms):
         own = _log_median_band([max(x - w, 1e-12) for x, w in known], DecisionRule().z)[0]
         waited = f", {_median([w for _, w in known]) * 1e3:.2f} us of it waiting for a CPU"
+    frozen_own = max(frozen_ms - (frozen_waited_ms or 0.0), 1e-12)
     raw, slower = med - math.log(frozen_ms), own - math.log(frozen_ms)
     limit = math.log1p(ANCHOR_DRIFT) + band
     if slower > limit:  # slower than frozen by more than the host made it wait
         moved = slower
-    elif raw < -limit:  # faster than frozen: no wait makes a baseline faster
-        moved = raw
+    elif med - math.log(frozen_own) < -limit:  # faster than the frozen baseline ran, waits at freeze taken off
+        moved = med - math.log(frozen_own)
     else:
         return None
+    if frozen_waited_ms:
+        waited += f"; {frozen_waited_ms * 1e3:.2f} us of the frozen one"
     return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
             f"({math.expm1(raw):+.1%}{waited}; {math.expm1(moved):+.1%} beyond what the host added, allowed "
             f"±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the re-measured baseline is not the frozen "
@@ -669,7 +676,8 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
     ``partner`` (a second worker of the same tree) for ``request.pairs`` pairs, as a gate times it, or, with
     no partner, alone (``interleave._Child.measure``). Timed alone, a batch follows the same side's batch,
     not the other side's: a host-bound device call measured a third faster that way than in the gate. ``shape``:
-    a bucket of the shape mix (``inputs(seed, shape)``; with a partner only)."""
+    a bucket of the shape mix (``inputs(seed, shape)``; with a partner only). With a partner the timing's
+    ``waited_ms`` is the median run-queue wait per call of the baseline's batches (``anchor_problem``)."""
     from ascendopt.judge import bench
 
     if partner is None:
@@ -677,7 +685,9 @@ def time_baseline(session: Session, request: Verdict, *, timing_s: float, label:
                                                   warmup_ms=request.warmup_ms, min_sample_ms=request.sample_ms())
     judged, _ = time_sides(session, ["baseline", partner], request, timing_s=timing_s, label=label,
                            decide=lambda j, on: j.take(request.pairs, on), statistics=False, shape=shape)
-    return bench.summarize(judged.samples[0], judged.calls)
+    waits = judged.waits[0]
+    waited = _median([float(w) for w in waits]) if waits and all(w is not None for w in waits) else None
+    return dataclasses.replace(bench.summarize(judged.samples[0], judged.calls), waited_ms=waited)
 
 
 DEFAULT_LOAD_S = DEFAULT_TIMEOUTS["workload_s"]

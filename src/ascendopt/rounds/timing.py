@@ -431,7 +431,8 @@ def measure_own(ctx, root: Path, *, pairs: int, timeout: float | None = None, st
                 raise WorkloadError(f"a timed call's output is wrong: {found.wrong[0]}")
             frozen = frozen_baseline(contract, case if shape is not None else None)
             anchor = engine.anchor_problem(frozen.median_ms, samples["baseline"],
-                                           judged.waits[judged.names.index("baseline")]) if frozen else None
+                                           judged.waits[judged.names.index("baseline")],
+                                           frozen.waited_ms) if frozen else None
             doubts = found.doubts + ([f"{case}: {anchor}" if shape is not None else anchor] if anchor else [])
             entry = case_timing(case if shape is not None else exec_rel, samples, judged.calls,
                                 best_timed=kept is None or "best" in trees)
