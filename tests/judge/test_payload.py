@@ -146,3 +146,17 @@ def test_the_audit_says_when_the_host_gives_no_cpu_time_of_the_untimed_requests(
     assert found.not_checked == [engine.UNTIMED_CPU_UNCHECKED] and not found.doubts and not found.wrong
     assert "schedstat" in found.not_checked[0]
     assert engine.audit(judged(untimed_run_ms=1.0)).not_checked == []
+
+
+def test_dtypes_and_devices_cross_as_themselves_and_a_dtype_torch_lacks_is_refused():
+    """A ``dtype=`` or ``device=`` argument (the frozen tests' calls, ``judge.testcalls``) decodes as the torch object
+    it was, not an opaque name; a payload naming a dtype torch does not have does not decode."""
+    import json
+    import struct
+
+    value = {"dtype": torch.bfloat16, "device": torch.device("cpu"), "x": torch.ones(2)}
+    back = decode(encode(value, RawReader(torch)))
+    assert back["dtype"] is torch.bfloat16 and back["device"] == torch.device("cpu")
+    header = json.dumps({"tree": {"dt": "float99"}, "tensors": []}).encode()
+    with pytest.raises(PayloadError, match="float99"):
+        decode(struct.pack("<Q", len(header)) + header)

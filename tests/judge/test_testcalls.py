@@ -107,6 +107,8 @@ def test_freeze_keeps_the_tests_data_calls_of_the_target_code_that_repeat(frozen
     assert [tuple(c["args"][0].shape) for c in calls] == [(2,), (3,), (5,)] and calls[1]["kwargs"] == {"scale": 3.0}
     assert "the gate replays 3 call(s) the tests made of op:my_op" in err
     assert "not replayed: op:noisy (from tests/test_op.py::test_noisy): its outputs do not repeat" in err
+    assert ("not replayed: op:my_op (from tests/test_op.py::test_not_data): a numpy.float64 argument is not data"
+            in err)
 
 
 def test_an_edited_payload_does_not_decode():

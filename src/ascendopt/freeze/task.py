@@ -427,8 +427,10 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
         console.info(f"freeze: the gate replays {sum(test_calls['functions'].values())} call(s) the tests made of "
                      f"{', '.join(test_calls['functions'])} in both workers (their outputs compared with the frozen "
                      "commit's where no test is the caller)")
-    for line in dropped[:4]:
+    for line in dropped[:6]:
         console.info(f"freeze: not replayed: {line}")
+    if len(dropped) > 6:
+        console.info(f"freeze: not replayed: {len(dropped) - 6} more call(s) of the tests")
     support = scope.pins(scope.used_files(test_run.used, root), root, known, chosen)
     files += support
     console.info(f"freeze: target code ({'--target' if declared is not None else 'what workload() imports'}): "

@@ -7,7 +7,8 @@ structure (tuples, lists, dicts, plain scalars) with tensors as references::
 
     {"tree": NODE, "tensors": [{"dtype": "bfloat16", "shape": [8, 128], "nbytes": 2048}, ...]}
     NODE: {"t": i} tensor i | {"u": [NODE]} tuple | {"l": [NODE]} list | {"d": [[NODE, NODE]]} dict
-          | {"v": int/float/bool/str/None} | {"x": "what it is"} anything else (kept by name, never compared)
+          | {"v": int/float/bool/str/None} | {"dt": "float16"} a torch.dtype | {"dv": "cuda:0"} a torch.device
+          | {"x": "what it is"} anything else (kept by name, never compared)
 
 A tensor that is not a plain, materialized, strided ``torch.Tensor`` (a subclass, a lazy or fake tensor, a
 meta, sparse or nested one) is a ``{"t": i}`` whose entry carries ``"problem"`` and no bytes: the parent
@@ -283,6 +284,9 @@ def _tree(value: Any, reader: RawReader, on_tensor) -> dict[str, Any]:
             return {"t": on_tensor(item)}
         if item is None or isinstance(item, (bool, int, float, str)):
             return {"v": item}
+        kind = type(item)
+        if kind.__module__ == "torch" and kind.__name__ in ("dtype", "device"):  # a dtype= or device= argument
+            return {"dt" if kind.__name__ == "dtype" else "dv": str(item).removeprefix("torch.")}
         if depth >= MAX_DEPTH:
             return {"x": f"nested deeper than {MAX_DEPTH}"}
         if type(item) is tuple:
@@ -382,6 +386,15 @@ def _build(node: Mapping[str, Any], tensors: list[Any], depth: int) -> Any:
         return [_build(n, tensors, depth + 1) for n in node["l"]]
     if "d" in node:
         return {_key(_build(k, tensors, depth + 1)): _build(v, tensors, depth + 1) for k, v in node["d"]}
+    if "dt" in node or "dv" in node:
+        import torch
+
+        if "dv" in node:
+            return torch.device(str(node["dv"]))
+        dtype = getattr(torch, str(node["dt"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise PayloadError(f"a payload names dtype {node['dt']!r}, which torch does not have")
+        return dtype
     if "x" in node:
         return Opaque(str(node["x"]))
     raise PayloadError(f"a payload's node {sorted(node)} is of no known kind")

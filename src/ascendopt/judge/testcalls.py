@@ -8,12 +8,15 @@ nothing. So freeze records what the tests passed, and the gate calls the same fu
 both workers, where no test is the caller, and compares what they return in the parent (``judge.evidence``).
 
 Recording (freeze only; ``$ASCENDOPT_RECORD_CALLS`` names a folder): ``CallRecorder``, a pytest plugin registered
-by ``judge.pytest_report`` in the frozen test run (and in each pytest-xdist worker), replaces, in every collected
-test module's globals, each plain function defined in a repository file that is not a test or conftest file by a
-wrapper. A call made from a test file's own code (the caller's frame) whose arguments are data (tensors, numbers,
-strings, None, and tuples, lists and dicts of them) is kept: its arguments copied before the call (a function may
-write its inputs), at most ``PER_FUNCTION`` calls of one function and ``MAX_BYTES`` of tensor data in all. At the
-end of the session each process writes its calls as one payload (``judge.payload``) into the folder.
+by ``judge.pytest_report`` in the frozen test run (and in each pytest-xdist worker), replaces by a wrapper each plain
+function defined in a repository file outside the tests wherever the tests hold it once collected: in the globals of
+every module of the tests' files (the test modules, conftests, helpers in their folders) and in the parameters of
+parametrized tests (``parametrize("impl", [my_op])``). A call made with a file of the tests on the stack whose
+arguments are data (tensors, numbers, strings, None, ``torch.dtype``, ``torch.device``, and tuples, lists and dicts
+of them) is kept: its arguments copied before the call (a function may write its inputs), one call per distinct
+argument values, at most ``PER_FUNCTION`` per function, ``MAX_CALLS`` and ``MAX_BYTES`` of tensor data in all; a call
+that cannot be kept is listed with why. At the end of the session each process writes them as one payload
+(``judge.payload``) into the folder.
 
 Freeze (``freeze_entry``) keeps the calls of functions defined in the target code (the files the gate lets change;
 a pinned file's function cannot differ between the sides), replays each in the baseline's worker and in a second
@@ -21,9 +24,8 @@ worker of the frozen commit, and drops the calls whose outputs do not repeat (ra
 tell a change from itself. The rest go into the contract (``test_calls``) as one base64 payload, with the
 functions and the tests that made them. The gate (``judge.engine.differential``) replays them.
 
-Only functions the tests reach by a name in their own module (``from op import my_op``; a function reached through
-a module attribute, ``op.my_op``, or a method is not recorded), and only arguments that are data, are covered;
-freeze says how many calls it kept.
+Not covered: a function the tests reach through a module attribute (``op.my_op``) or a method, and arguments that
+are not data; freeze says how many calls it kept and names those of the target code it could not.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PER_FUNCTION = 8  # calls kept per function: the first ones the tests make with distinct argument shapes
+PER_FUNCTION = 16  # calls kept per function: the first ones the tests make with distinct arguments (values too)
+MAX_FRAMES = 64  # frames looked up the stack for one of the tests' files
 MAX_BYTES = 4 << 20  # tensor bytes kept in all (the contract carries them)
 MAX_CALLS = 64  # calls kept in all
 
@@ -53,8 +56,11 @@ class CallRecorder:
         self.root = os.path.realpath(root)
         self.folder = folder
         self.test_files: set[str] = set()
+        self.test_dirs: tuple[str, ...] = ()
         self.calls: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, str]] = []
         self.kinds: dict[str, set[str]] = {}
+        self.wrappers: dict[int, Any] = {}
         self.bytes = 0
         self.current = ""
 
@@ -62,37 +68,65 @@ class CallRecorder:
         if not isinstance(fn, types.FunctionType) or "." in fn.__qualname__:
             return False
         path = os.path.realpath(fn.__code__.co_filename)
-        if not path.startswith(self.root + os.sep) or path in self.test_files:
-            return False
+        return path.startswith(self.root + os.sep) and not self._test_side(path)
+
+    def _test_side(self, path: str) -> bool:
+        """A file of the tests: a collected test module, a conftest, or any file in a test module's folder (a
+        helper the tests share)."""
         name = os.path.basename(path)
-        return name != "conftest.py" and not name.startswith("test_") and not name.endswith("_test.py")
+        return (path in self.test_files or name == "conftest.py" or name.startswith("test_")
+                or name.endswith("_test.py") or path.startswith(self.test_dirs))
 
     def pytest_collection_finish(self, session) -> None:
         modules = {id(m): m for m in (getattr(item, "module", None) for item in session.items) if m is not None}
         self.test_files = {os.path.realpath(m.__file__) for m in modules.values() if getattr(m, "__file__", None)}
-        for module in modules.values():
-            for name, value in list(vars(module).items()):
-                if self._is_target(value):
-                    setattr(module, name, self._wrap(value))
+        self.test_dirs = tuple(sorted({os.path.dirname(f) + os.sep for f in self.test_files}))
+        # the test modules, and every other module of the tests' folders (helpers, conftests): their references
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str) and self._test_side(os.path.realpath(path)):
+                for name, value in list(vars(module).items()):
+                    if self._is_target(value):
+                        setattr(module, name, self._wrap(value))
+        # function objects captured at collection: ``parametrize("impl", [my_op])``
+        for item in session.items:
+            params = getattr(getattr(item, "callspec", None), "params", None)
+            if isinstance(params, dict):
+                for name, value in list(params.items()):
+                    if self._is_target(value):
+                        params[name] = self._wrap(value)
 
     def pytest_runtest_setup(self, item) -> None:
         self.current = item.nodeid
 
     def _wrap(self, fn: types.FunctionType):
+        if id(fn) in self.wrappers:
+            return self.wrappers[id(fn)]
         key = f"{fn.__module__}:{fn.__qualname__}"
         path = os.path.relpath(os.path.realpath(fn.__code__.co_filename), self.root)
 
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
-            caller = sys._getframe(1).f_code.co_filename
-            if os.path.realpath(caller) in self.test_files:
+            if self._from_a_test():
                 try:
                     self._keep(key, path, args, kwargs)
                 except Exception:  # noqa: BLE001 - a call that cannot be copied is not recorded; the test goes on
                     pass
             return fn(*args, **kwargs)
 
+        self.wrappers[id(fn)] = recorded
         return recorded
+
+    def _from_a_test(self) -> bool:
+        """Whether a frame of the tests' files is on the stack (the call made by a test, or by a helper it called)."""
+        frame = sys._getframe(2)
+        for _ in range(MAX_FRAMES):
+            if frame is None:
+                return False
+            if self._test_side(os.path.realpath(frame.f_code.co_filename)):
+                return True
+            frame = frame.f_back
+        return False
 
     def _keep(self, key: str, path: str, args: tuple, kwargs: dict) -> None:
         kinds = self.kinds.setdefault(key, set())
@@ -100,9 +134,15 @@ class CallRecorder:
             return
         try:
             kind, nbytes = _signature((args, kwargs))
-        except _NotData:
+        except _NotData as why:
+            if len(self.skipped) < MAX_CALLS:
+                self.skipped.append({"function": key, "file": path, "test": self.current, "why": str(why)})
             return
-        if kind in kinds or self.bytes + nbytes > MAX_BYTES:
+        if kind in kinds:
+            return
+        if self.bytes + nbytes > MAX_BYTES:
+            self.skipped.append({"function": key, "file": path, "test": self.current,
+                                 "why": f"over the {MAX_BYTES} bytes kept"})
             return
         kinds.add(kind)
         self.bytes += nbytes
@@ -110,33 +150,35 @@ class CallRecorder:
                            "args": _copy(tuple(args)), "kwargs": _copy(dict(kwargs))})
 
     def pytest_sessionfinish(self, session) -> None:
-        if not self.calls:
+        if not self.calls and not self.skipped:
             return
         import torch
 
         from ascendopt.judge.payload import RawReader, encode
 
-        blob = encode(self.calls, RawReader(torch))
+        blob = encode({"calls": self.calls, "skipped": self.skipped}, RawReader(torch))
         with open(os.path.join(self.folder, f"calls-{os.getpid()}.bin"), "wb") as fh:
             fh.write(blob)
 
 
 class _NotData(Exception):
-    pass
+    """An argument that is not data; the message says what it is."""
 
 
 def _signature(value: Any, depth: int = 0) -> tuple[str, int]:
-    """A description of ``value``'s structure, tensor shapes and dtypes, and scalars (two calls with the same one
-    test the same thing), and its tensor bytes; ``_NotData`` for anything that is not data."""
+    """A digest of ``value``: its structure, each tensor's shape, dtype, device and bytes, and its scalars (two calls
+    with the same digest test the same thing), and its tensor bytes; ``_NotData`` for anything that is not data."""
     import torch
 
     if depth > 6:
-        raise _NotData
+        raise _NotData("nested deeper than 6")
     if type(value) is torch.Tensor:
         if value.layout != torch.strided or value.is_meta:
-            raise _NotData
-        return f"T{tuple(value.shape)}{value.dtype}{value.device.type}", value.numel() * value.element_size()
-    if value is None or type(value) in (bool, int, float, str):
+            raise _NotData(f"a {value.layout} tensor")
+        raw = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        digest = hashlib.sha256(raw).hexdigest()[:16]
+        return f"T{tuple(value.shape)}{value.dtype}{value.device.type}:{digest}", len(raw)
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, (torch.dtype, torch.device)):
         return repr(value), 0
     if type(value) in (tuple, list):
         inner = [_signature(v, depth + 1) for v in value]
@@ -144,7 +186,7 @@ def _signature(value: Any, depth: int = 0) -> tuple[str, int]:
     if type(value) is dict and all(type(k) is str for k in value):
         inner = [(k, _signature(v, depth + 1)) for k, v in value.items()]
         return "{" + ",".join(f"{k}={s}" for k, (s, _) in inner) + "}", sum(n for _, (_, n) in inner)
-    raise _NotData
+    raise _NotData(f"a {type(value).__module__}.{type(value).__qualname__} argument is not data")
 
 
 def _copy(value: Any) -> Any:
@@ -162,15 +204,18 @@ def _copy(value: Any) -> Any:
 # -- in the judge (freeze, gate) ------------------------------------------------------------------------------
 
 
-def recorded(folder: Path) -> list[dict[str, Any]]:
-    """The calls the frozen test run's processes wrote into ``folder`` (decoded here: no pickle, nothing run)."""
+def recorded(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The calls the frozen test run's processes wrote into ``folder`` (decoded here: no pickle, nothing run), and
+    the calls they could not record (``{"function", "test", "why"}``)."""
     from ascendopt.judge.payload import decode
 
     calls: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
     for path in sorted(Path(folder).glob("calls-*.bin")):
         value = decode(path.read_bytes())
-        calls += [c for c in value if isinstance(c, dict) and isinstance(c.get("function"), str)]
-    return calls
+        calls += [c for c in value.get("calls", []) if isinstance(c, dict) and isinstance(c.get("function"), str)]
+        skipped += [{k: str(v) for k, v in c.items()} for c in value.get("skipped", []) if isinstance(c, dict)]
+    return calls, skipped
 
 
 def function_name(key: str) -> tuple[str, str]:
@@ -239,12 +284,15 @@ def decode_calls(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(c) for c in decode(blob)]
 
 
-def freeze_entry(session, calls: Sequence[Mapping[str, Any]], targets: Sequence[str], limit_s: float,
-                 tolerances: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The contract's ``test_calls`` entry from the recorded ``calls``: those of functions defined in ``targets``
-    (files or folders relative to the repository), replayed in the ``baseline`` and ``repeat`` workers of
-    ``session`` and kept where both agree within ``tolerances`` (stored with them: the gate compares the sides
-    within the same). Returns the entry (None when no call is kept) and a line per call dropped, saying why."""
+def freeze_entry(session, found: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, str]]],
+                 targets: Sequence[str], limit_s: float, tolerances: Mapping[str, Mapping[str, float]]
+                 ) -> tuple[dict[str, Any] | None, list[str]]:
+    """The contract's ``test_calls`` entry from what the test run recorded (``recorded``: the calls, and those it
+    could not record): the calls of functions defined in ``targets`` (files or folders relative to the repository),
+    replayed in the ``baseline`` and ``repeat`` workers of ``session`` and kept where both agree within
+    ``tolerances`` (stored with them: the gate compares the sides within the same). Returns the entry (None when no
+    call is kept) and a line per call of the target code not replayed, saying why."""
+    calls, skipped = found
     from ascendopt.judge.evidence import compare_values
     from ascendopt.judge.interleave import FAILURES
 
@@ -252,7 +300,7 @@ def freeze_entry(session, calls: Sequence[Mapping[str, Any]], targets: Sequence[
         return any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
 
     kept: list[Mapping[str, Any]] = []
-    dropped: list[str] = []
+    dropped = [f"{c['function']} (from {c['test']}): {c['why']}" for c in skipped if targeted(c.get("file", ""))]
     for key, group in groups([c for c in calls if targeted(str(c.get("file", "")))]).items():
         try:
             first = replay(session.worker("baseline"), key, group, limit_s)
