@@ -80,7 +80,8 @@ class CallRecorder:
     def pytest_collection_finish(self, session) -> None:
         modules = {id(m): m for m in (getattr(item, "module", None) for item in session.items) if m is not None}
         self.test_files = {os.path.realpath(m.__file__) for m in modules.values() if getattr(m, "__file__", None)}
-        self.test_dirs = tuple(sorted({os.path.dirname(f) + os.sep for f in self.test_files}))
+        # a test module's folder holds the tests' helpers, unless it is the repository's root (the code under test)
+        self.test_dirs = tuple(sorted({os.path.dirname(f) + os.sep for f in self.test_files} - {self.root + os.sep}))
         # the test modules, and every other module of the tests' folders (helpers, conftests): their references
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
@@ -133,16 +134,18 @@ class CallRecorder:
         if len(kinds) >= PER_FUNCTION or len(self.calls) >= MAX_CALLS:
             return
         try:
-            kind, nbytes = _signature((args, kwargs))
+            _, nbytes = _signature((args, kwargs), digest=False)  # sizes first: a large call is never copied
         except _NotData as why:
             if len(self.skipped) < MAX_CALLS:
                 self.skipped.append({"function": key, "file": path, "test": self.current, "why": str(why)})
             return
-        if kind in kinds:
-            return
         if self.bytes + nbytes > MAX_BYTES:
-            self.skipped.append({"function": key, "file": path, "test": self.current,
-                                 "why": f"over the {MAX_BYTES} bytes kept"})
+            if len(self.skipped) < MAX_CALLS:
+                self.skipped.append({"function": key, "file": path, "test": self.current,
+                                     "why": f"its arguments pass the {MAX_BYTES >> 20} MiB the contract keeps"})
+            return
+        kind, _ = _signature((args, kwargs))
+        if kind in kinds:
             return
         kinds.add(kind)
         self.bytes += nbytes
@@ -165,9 +168,10 @@ class _NotData(Exception):
     """An argument that is not data; the message says what it is."""
 
 
-def _signature(value: Any, depth: int = 0) -> tuple[str, int]:
-    """A digest of ``value``: its structure, each tensor's shape, dtype, device and bytes, and its scalars (two calls
-    with the same digest test the same thing), and its tensor bytes; ``_NotData`` for anything that is not data."""
+def _signature(value: Any, depth: int = 0, digest: bool = True) -> tuple[str, int]:
+    """A digest of ``value``: its structure, each tensor's shape, dtype, device and (``digest``) bytes, and its
+    scalars (two calls with the same digest test the same thing), and its tensor bytes; ``_NotData`` for anything
+    that is not data."""
     import torch
 
     if depth > 6:
@@ -175,16 +179,19 @@ def _signature(value: Any, depth: int = 0) -> tuple[str, int]:
     if type(value) is torch.Tensor:
         if value.layout != torch.strided or value.is_meta:
             raise _NotData(f"a {value.layout} tensor")
+        nbytes = value.numel() * value.element_size()
+        kind = f"T{tuple(value.shape)}{value.dtype}{value.device.type}"
+        if not digest:
+            return kind, nbytes
         raw = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-        digest = hashlib.sha256(raw).hexdigest()[:16]
-        return f"T{tuple(value.shape)}{value.dtype}{value.device.type}:{digest}", len(raw)
+        return f"{kind}:{hashlib.sha256(raw).hexdigest()[:16]}", nbytes
     if value is None or type(value) in (bool, int, float, str) or isinstance(value, (torch.dtype, torch.device)):
         return repr(value), 0
     if type(value) in (tuple, list):
-        inner = [_signature(v, depth + 1) for v in value]
+        inner = [_signature(v, depth + 1, digest) for v in value]
         return f"{type(value).__name__}({','.join(s for s, _ in inner)})", sum(n for _, n in inner)
     if type(value) is dict and all(type(k) is str for k in value):
-        inner = [(k, _signature(v, depth + 1)) for k, v in value.items()]
+        inner = [(k, _signature(v, depth + 1, digest)) for k, v in value.items()]
         return "{" + ",".join(f"{k}={s}" for k, (s, _) in inner) + "}", sum(n for _, (_, n) in inner)
     raise _NotData(f"a {type(value).__module__}.{type(value).__qualname__} argument is not data")
 
