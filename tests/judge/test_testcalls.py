@@ -153,3 +153,15 @@ def test_the_gate_replays_the_tests_calls_in_both_workers(frozen, tmp_path, monk
         assert code == 0 and stage["status"] == "pass", stage["summary"] + err
         assert "3 calls the frozen tests made of op:my_op, on their arguments," in stage["summary"]
         assert stage["data"]["differential"]["test_calls"] == {"op:my_op": 3}
+
+
+def test_a_test_module_at_the_repositorys_root_is_recorded_too(tmp_path):
+    """A test file beside the code (the root is then a test module's folder): the code under test is still the
+    target, and its calls are recorded."""
+    root = commit_repo(tmp_path / "repo", {"op.py": OP, "helper.py": HELPER, "bench.py": BENCH,
+                                           "test_op.py": TEST.replace("from helper import twice\n", "")
+                                           .split("\n\ndef test_pinned_helper")[0]})
+    code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "test_op.py", "--kernel-filter",
+                             "my_op_kernel", "--no-profile", "--no-precheck")
+    assert code == 0, err
+    assert _contract(root).test_calls["functions"] == {"op:my_op": 3}, err
