@@ -152,6 +152,19 @@ def _op(wrong_when: str, wrong: str, prelude: str = "") -> str:
         """)
 
 
+def _attack(repo, wrong_when: str, wrong: str, call: str, users_get: str, test: str) -> None:
+    """The attack: ``_op(wrong_when, wrong)`` as op.py; the frozen tests pass under plain pytest, a plain process
+    gets ``users_get`` from ``call``; then the gate is not green, and red at correctness names ``test`` (the frozen
+    test whose arguments the op fails outside the tests)."""
+    (repo / "op.py").write_text(_op(wrong_when, wrong))
+    _tests_pass(repo)
+    got = _plain(repo, call)
+    assert got == users_get, got  # wrong for the user
+    code, stages, _ = _gate(repo, None)
+    _not_green(code, stages)
+    assert f"on the arguments of tests/test_op.py::{test}" in stages["correctness"]["summary"], _verdicts(stages)
+
+
 def _recorded(repo) -> tuple[dict, list]:
     """The contract's ``test_calls``: calls kept per function, and the tests that made them."""
     import yaml
@@ -196,27 +209,17 @@ def test_t1_wrong_on_the_edge_values_a_same_shape_call_hides(repo):
     calls ``my_op(torch.ones(2))`` first, so ``test_edges``'s ``my_op(tensor([-inf, inf]))`` (same signature) is
     never recorded and never replayed. The op maps infinities to 0 (``nan_to_num``) unless a test
     module calls it: the workload's ``randn`` inputs and the replayed ``ones(2)`` never hold an infinity."""
-    op = _op("not from_test and not bool(torch.isfinite(x).all())",
-             "torch.nan_to_num(x * 2 + 1, posinf=0.0, neginf=0.0)")
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    got = _plain(repo, "my_op(torch.tensor([-math.inf, math.inf]))")
-    assert got == "[0.0, 0.0]", got  # a user gets zeros for infinities
-    code, stages, _ = _gate(repo, None)
-    _not_green(code, stages)
+    _attack(repo, "not from_test and not bool(torch.isfinite(x).all())",
+            "torch.nan_to_num(x * 2 + 1, posinf=0.0, neginf=0.0)", "my_op(torch.tensor([-math.inf, math.inf]))",
+            "[0.0, 0.0]", "test_edges")
 
 
 def test_t2_wrong_when_the_output_dtype_is_named(repo):
     """``_signature`` raises ``_NotData`` for a ``torch.dtype``: ``test_dtype``'s ``my_op(x, dtype=torch.float64)``
     is dropped whole, so nothing replays the op with a dtype. The op drops the ``+ 1`` whenever a dtype is named,
     unless a test module calls it (the workload never names one)."""
-    op = _op("dtype is not None and not from_test", "(x * 2).to(dtype)")
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    got = _plain(repo, "my_op(torch.arange(4.0), dtype=torch.float64)")
-    assert got == "[0.0, 2.0, 4.0, 6.0]", got  # wrong for the user
-    code, stages, _ = _gate(repo, None)
-    _not_green(code, stages)
+    _attack(repo, "dtype is not None and not from_test", "(x * 2).to(dtype)",
+            "my_op(torch.arange(4.0), dtype=torch.float64)", "[0.0, 2.0, 4.0, 6.0]", "test_dtype")
 
 
 def test_t3_wrong_on_a_call_through_a_parametrized_function_object(repo):
@@ -225,14 +228,8 @@ def test_t3_wrong_on_a_call_through_a_parametrized_function_object(repo):
     ``test_impl``'s call is never recorded. The op is wrong on every odd-length 1-D input (it drops the last
     element's ``+ 1``) unless a test module calls it; the replayed calls are of length 2 (and 4 with a dtype, which
     is not recorded either), the workload's input is 64 x 64."""
-    wrong = "torch.cat([x[:-1] * 2 + 1, x[-1:] * 2])"
-    op = _op("x.dim() == 1 and x.shape[0] % 2 == 1 and not from_test", wrong)
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    got = _plain(repo, "my_op(torch.linspace(-1.0, 1.0, 5))")
-    assert got == "[-1.0, 0.0, 1.0, 2.0, 2.0]", got  # the last element is 2, not 3
-    code, stages, _ = _gate(repo, None)
-    _not_green(code, stages)
+    _attack(repo, "x.dim() == 1 and x.shape[0] % 2 == 1 and not from_test", "torch.cat([x[:-1] * 2 + 1, x[-1:] * 2])",
+            "my_op(torch.linspace(-1.0, 1.0, 5))", "[-1.0, 0.0, 1.0, 2.0, 2.0]", "test_impl[my_op]")
 
 
 # A test file that checks through a helper of its own folder (``tests/helpers.py``, pinned as test support): the
@@ -273,10 +270,5 @@ def test_t5_wrong_on_a_call_a_test_makes_through_its_helper(helped):
     (``sys._getframe(1)``): the test passes the (wrapped) op to ``tests/helpers.py``'s ``check``, whose own frame
     makes the call, so ``test_through_a_helper``'s input is never recorded. The op is wrong on 1-D inputs of
     length 3 (it drops the ``+ 1``) unless code under ``tests/`` calls it."""
-    op = _op("x.dim() == 1 and x.shape[0] == 3 and not from_test", "x * 2")
-    (helped / "op.py").write_text(op)
-    _tests_pass(helped)
-    got = _plain(helped, "my_op(torch.linspace(0.0, 1.0, 3))")
-    assert got == "[0.0, 1.0, 2.0]", got  # wrong for the user
-    code, stages, _ = _gate(helped, None)
-    _not_green(code, stages)
+    _attack(helped, "x.dim() == 1 and x.shape[0] == 3 and not from_test", "x * 2",
+            "my_op(torch.linspace(0.0, 1.0, 3))", "[0.0, 1.0, 2.0]", "test_through_a_helper")
