@@ -386,10 +386,11 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                     if shapes is not None and "repeat" in trees else []
                 if child.has_inputs and shapes is None:
                     console.info(f"freeze: the contract judges one shape, {exec_rel}'s own: the gate's differential "
-                                 "check compares the working tree with the frozen commit there only, and correctness "
-                                 "at other shapes rests on the frozen tests, which run where the code under test can "
-                                 "reach them (freeze a shape mix, --shapes-from PROFILE, to check every served shape "
-                                 "and hidden ones)")
+                                 "check compares the working tree with the frozen commit there and on the arguments "
+                                 "the frozen tests pass to the target code (replayed), and correctness at other "
+                                 "shapes rests on the frozen tests, which run where the code under test can reach "
+                                 "them (freeze a shape mix, --shapes-from PROFILE, to check every served shape and "
+                                 "hidden ones)")
                 if not child.has_inputs:
                     console.info(f"freeze: {exec_rel} defines no inputs(seed): every timed call reuses the "
                                  "workload's own inputs, so a change that caches results across calls cannot be "
