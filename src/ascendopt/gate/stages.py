@@ -33,6 +33,7 @@ only ever reported on a green gate.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import time
@@ -411,9 +412,11 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
                            integrity_error=tampered[0])
     if bad:  # red whatever the tests said: the tests ran in a process the code under test could reach
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        return StageResult("correctness", "fail", "differential check against the frozen commit: "
-                           + "; ".join(c.message for c in bad[:3]) + more, [*tests.checks, *outputs], data,
-                           integrity_error=tests.integrity_error)
+        found_text = "differential check against the frozen commit: " + "; ".join(c.message for c in bad[:3]) + more
+        if tests.status != "pass" or tests.integrity_error:  # the tests' own verdict first, the check's beside it
+            return dataclasses.replace(tests, status="fail", summary=f"{tests.summary}; and the {found_text}",
+                                       checks=[*tests.checks, *outputs], data={**tests.data, **data})
+        return StageResult("correctness", "fail", found_text, [*tests.checks, *outputs], data)
     if tests.status != "pass":
         return tests
     checks = [*tests.checks, Check("workload()", True, f"{exec_rel} workload() ran in a worker process")]
