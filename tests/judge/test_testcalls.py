@@ -20,6 +20,10 @@ OP = textwrap.dedent("""\
         return x * scale + 1
 
 
+    def jittered(x):
+        return x + torch.rand(x.shape)  # random, from the judge's seeded state: replayed alike on both sides
+
+
     def noisy(x):
         return x + int.from_bytes(os.urandom(2), "little") / 65536  # not seeded by the judge
     """)
@@ -41,7 +45,7 @@ TEST = textwrap.dedent("""\
     import numpy
     import torch
     from helper import twice
-    from op import my_op, noisy
+    from op import jittered, my_op, noisy
 
 
     def _ones(n):
@@ -66,6 +70,10 @@ TEST = textwrap.dedent("""\
 
     def test_not_data():
         assert float(my_op(torch.ones(1), scale=numpy.float64(0.5))[0]) == 1.5  # a NumPy scalar: not recorded
+
+
+    def test_jittered():
+        assert float(jittered(torch.zeros(3)).max()) < 1.0
 
 
     def test_noisy():
@@ -95,17 +103,18 @@ def _contract(root):
 
 
 def test_freeze_keeps_the_tests_data_calls_of_the_target_code_that_repeat(frozen):
-    """Kept: ``op:my_op``'s calls from the test module (its helper's included), one per distinct argument shape;
-    not kept: a call whose argument is not data, a function whose outputs do not repeat, a pinned file's function.
+    """Kept: ``op:my_op``'s calls from the test module (its helper's included), one per distinct argument values,
+    and ``op:jittered``'s (random, but from the state the judge seeds before each replayed call); not kept: a call
+    whose argument is not data, a function whose outputs do not repeat, a pinned file's function.
     Freeze says what the gate replays and what it does not."""
     root, err = frozen
     entry = _contract(root).test_calls
-    assert entry is not None and entry["functions"] == {"op:my_op": 3}, entry
-    calls = testcalls.decode_calls(entry)
+    assert entry is not None and entry["functions"] == {"op:my_op": 3, "op:jittered": 1}, entry
+    calls = [c for c in testcalls.decode_calls(entry) if c["function"] == "op:my_op"]
     assert [c["test"] for c in calls] == ["tests/test_op.py::test_values", "tests/test_op.py::test_scale",
                                           "tests/test_op.py::test_helper_in_the_test_module"]
     assert [tuple(c["args"][0].shape) for c in calls] == [(2,), (3,), (5,)] and calls[1]["kwargs"] == {"scale": 3.0}
-    assert "the gate replays 3 call(s) the tests made of op:my_op" in err
+    assert "the gate replays 4 call(s) the tests made of op:my_op, op:jittered" in err
     assert "not replayed: op:noisy (from tests/test_op.py::test_noisy): its outputs do not repeat" in err
     assert ("not replayed: op:my_op (from tests/test_op.py::test_not_data): a numpy.float64 argument is not data"
             in err)
@@ -151,8 +160,8 @@ def test_the_gate_replays_the_tests_calls_in_both_workers(frozen, tmp_path, monk
         assert "op:my_op on the arguments of tests/test_op.py::test_scale" in stage["summary"], stage["summary"]
     else:
         assert code == 0 and stage["status"] == "pass", stage["summary"] + err
-        assert "3 calls the frozen tests made of op:my_op, on their arguments," in stage["summary"]
-        assert stage["data"]["differential"]["test_calls"] == {"op:my_op": 3}
+        assert "4 calls the frozen tests made of op:my_op, op:jittered, on their arguments," in stage["summary"]
+        assert stage["data"]["differential"]["test_calls"] == {"op:my_op": 3, "op:jittered": 1}
 
 
 def test_a_test_module_at_the_repositorys_root_is_recorded_too(tmp_path):
@@ -164,4 +173,4 @@ def test_a_test_module_at_the_repositorys_root_is_recorded_too(tmp_path):
     code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "test_op.py", "--kernel-filter",
                              "my_op_kernel", "--no-profile", "--no-precheck")
     assert code == 0, err
-    assert _contract(root).test_calls["functions"] == {"op:my_op": 3}, err
+    assert _contract(root).test_calls["functions"] == {"op:my_op": 3, "op:jittered": 1}, err

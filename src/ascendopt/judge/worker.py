@@ -290,7 +290,10 @@ def main(argv: list[str]) -> None:
                     module, _, name = str(msg["function"]).partition(":")
                     target = getattr(import_module(module), name)
                     sets = [on_device(s) for s in decode(blob)]
-                    results = [target(*args, **kwargs) for args, kwargs in sets]
+                    results = []
+                    for args, kwargs in sets:  # each call from the same random state on both sides
+                        _seed(torch)
+                        results.append(target(*args, **kwargs))
                     synchronize()
                     out_blob = encode({"outputs": results, "inputs": sets}, reader)
                     reply = {}
