@@ -72,6 +72,40 @@ def _py(repo, code: str) -> subprocess.CompletedProcess:
     return done
 
 
+def _gated(repo, marker, op: str, fired: str, *before) -> None:
+    """The attack ``op`` as op.py; each of ``before`` (a check of the repository: the trick fools plain pytest, or
+    plain timing) passes; then the gate runs, the attack's mark says ``fired``, and the gate is not a speedup."""
+    (repo / "op.py").write_text(op)
+    for check in before:
+        check(repo)
+    code, stages, err = _gate(repo, None)
+    _fired(marker, fired, err)
+    _not_a_speedup(code, stages)
+
+
+def _stop_at_go(marker, who: str, stop_from: str, said: str) -> str:
+    """The frozen op and a watcher of the judge's writes that, at each of the baseline's timed ``go`` (its batch on
+    the clock from ``t``), stops the process ``who`` (an expression) from ``t + stop_from`` seconds until 1.2 ms after
+    the batch should end, then continues it; the first time it marks ``said`` and the pid."""
+    return _attack(marker, f"""\
+        EXTRA = 0.0012
+
+
+        def _go(t):
+            target = {who}
+            time.sleep(max(0.0, t + {stop_from} - time.monotonic()))
+            _os.kill(target, _signal.SIGSTOP)
+            time.sleep(max(0.0, t + {DELAY_S} + EXTRA - time.monotonic()))
+            _os.kill(target, _signal.SIGCONT)
+            if not _state.get("said"):
+                _state["said"] = True
+                _mark(f"{said} {{target}}")
+
+
+        _start(lambda: _watch(on_go=_go))
+        """)
+
+
 def _fired(marker, what: str, err: str) -> None:
     assert marker.exists() and what in marker.read_text(), err[-3000:]
 
@@ -235,27 +269,8 @@ def test_s1_stop_and_continue_the_baseline_inside_its_timed_batch(repo, marker):
     the judge waits in ``select`` for the reply then, and a stop that was continued before a ``waitpid(WUNTRACED)``
     is not reported (``WCONTINUED`` is never asked). A stop is no run-queue wait, so the anchor excuses none of it,
     but +12 % is inside its 20 % drift."""
-    op = _attack(marker, f"""\
-        EXTRA = 0.0012
-
-
-        def _go(t):
-            base = _state["base"]
-            _os.kill(base, _signal.SIGSTOP)
-            time.sleep(max(0.0, t + {DELAY_S} + EXTRA - time.monotonic()))
-            _os.kill(base, _signal.SIGCONT)
-            if not _state.get("said"):
-                _state["said"] = True
-                _mark(f"stopped the baseline {{base}} inside its go")
-
-
-        _start(lambda: _watch(on_go=_go))
-        """)
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    code, stages, err = _gate(repo, None)
-    _fired(marker, "stopped the baseline", err)
-    _not_a_speedup(code, stages)
+    _gated(repo, marker, _stop_at_go(marker, '_state["base"]', "0.0", "stopped the baseline"), "stopped the baseline",
+           _tests_pass)
 
 
 def test_s6_stop_the_judge_while_the_baseline_replies(repo, marker):
@@ -264,28 +279,8 @@ def test_s6_stop_the_judge_while_the_baseline_replies(repo, marker):
     after: the baseline's reply waits in the pipe while the judge's ``perf_counter`` runs on. The baseline's batch
     reads 12 % longer; no thread of it waited on a run queue (the anchor excuses nothing; 12 % is inside its drift);
     the baseline's own timer says 10 ms (the 25 % agreement allows it)."""
-    op = _attack(marker, f"""\
-        EXTRA = 0.0012
-
-
-        def _go(t):
-            judge = _os.getppid()
-            time.sleep(max(0.0, t + {DELAY_S} - 0.001 - time.monotonic()))
-            _os.kill(judge, _signal.SIGSTOP)
-            time.sleep(max(0.0, t + {DELAY_S} + EXTRA - time.monotonic()))
-            _os.kill(judge, _signal.SIGCONT)
-            if not _state.get("said"):
-                _state["said"] = True
-                _mark(f"stopped the judge {{judge}} at the baseline's reply")
-
-
-        _start(lambda: _watch(on_go=_go))
-        """)
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    code, stages, err = _gate(repo, None)
-    _fired(marker, "stopped the judge", err)
-    _not_a_speedup(code, stages)
+    _gated(repo, marker, _stop_at_go(marker, "_os.getppid()", f"{DELAY_S} - 0.001", "stopped the judge"),
+           "stopped the judge", _tests_pass)
 
 
 # ==============================================================================================================
@@ -330,12 +325,7 @@ def test_s2_stop_the_judge_while_the_reference_prepares(repo, marker):
 
         _start(lambda: _watch(on_prepare=_prep, poll=0.0003))
         """)
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    _skim_alone_looks_faster(repo)
-    code, stages, err = _gate(repo, None)
-    _fired(marker, "stopped the judge", err)
-    _not_a_speedup(code, stages)
+    _gated(repo, marker, op, "stopped the judge", _tests_pass, _skim_alone_looks_faster)
 
 
 def test_s3_child_processes_make_the_prepares_wall_time_look_like_run_queue_wait(repo, marker):
@@ -392,12 +382,7 @@ def test_s3_child_processes_make_the_prepares_wall_time_look_like_run_queue_wait
             _os.set_blocking(_done_r, False)
             _json._default_decoder = _Decoder()
         """)
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    _skim_alone_looks_faster(repo)
-    code, stages, err = _gate(repo, None)
-    _fired(marker, "prepare spun", err)
-    _not_a_speedup(code, stages)
+    _gated(repo, marker, op, "prepare spun", _tests_pass, _skim_alone_looks_faster)
 
 
 def test_s3b_cpu_work_in_the_prepare_on_a_loaded_host(repo, marker):
@@ -420,11 +405,7 @@ def test_s3b_cpu_work_in_the_prepare_on_a_loaded_host(repo, marker):
         if IN_WORKER:
             _json._default_decoder = _Decoder()
         """)
-    (repo / "op.py").write_text(op)
-    _skim_alone_looks_faster(repo)
-    code, stages, err = _gate(repo, None)
-    _fired(marker, "prepare worked", err)
-    _not_a_speedup(code, stages)
+    _gated(repo, marker, op, "prepare worked", _skim_alone_looks_faster)
 
 
 # ==============================================================================================================

@@ -134,21 +134,30 @@ def test_compare_detects_real_sleep_slowdown_on_cpu():
     assert r.verdict == "slower" and r.ratio > 1.2
 
 
+def _noisy_clock(seed: int, sigma: float):
+    """A virtual clock and a call that advances it by ``ms`` times a log-normal noise factor (``sigma``, seeded):
+    ``(backend, call(ms))``."""
+    import itertools
+
+    noise = itertools.cycle(np.exp(np.random.default_rng(seed).normal(0, sigma, 4000)))
+    clock = {"t": 0.0}
+
+    def call(ms: float) -> None:
+        clock["t"] += ms * next(noise)
+
+    return VirtualBackend(clock), call
+
+
 def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
     """A real 8 % slowdown under heavy noise: 12 pairs cannot call it (their band is far wider than
     max_band: inconclusive, not "same"), more pairs can."""
-    import itertools
-
-    rng = np.random.default_rng(7)
-    noise = itertools.cycle(np.exp(rng.normal(0, 0.08, 4000)))
-    clock = {"t": 0.0}
-    backend = VirtualBackend(clock)
+    backend, call = _noisy_clock(7, 0.08)
 
     def fast():
-        clock["t"] += 1.0 * next(noise)
+        call(1.0)
 
     def slow():
-        clock["t"] += 1.08 * next(noise)
+        call(1.08)
 
     short = bench.compare(fast, slow, backend=backend, pairs=12, max_pairs=12, warmup=1, warmup_ms=0,
                           min_sample_ms=0)
@@ -161,15 +170,10 @@ def test_noisy_stretch_extends_sampling_instead_of_hiding_a_change():
 def test_more_pairs_turn_an_inconclusive_band_into_a_verdict():
     """No change under 4 % noise per sample: 12 pairs leave the band above max_band (inconclusive);
     compare keeps sampling and the narrower band says "same"."""
-    import itertools
-
-    rng = np.random.default_rng(11)
-    noise = itertools.cycle(np.exp(rng.normal(0, 0.04, 4000)))
-    clock = {"t": 0.0}
-    backend = VirtualBackend(clock)
+    backend, call = _noisy_clock(11, 0.04)
 
     def side():
-        clock["t"] += 1.0 * next(noise)
+        call(1.0)
 
     kw = dict(backend=backend, pairs=12, warmup=1, warmup_ms=0, min_sample_ms=0)
     short = bench.compare(side, side, max_pairs=12, **kw)
