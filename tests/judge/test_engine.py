@@ -190,6 +190,32 @@ def test_a_side_that_uses_cpu_while_the_other_is_timed_is_a_doubt(tmp_path, monk
     assert bool(idle) == bool(burn), found.doubts
 
 
+def test_the_input_makers_work_between_rounds_is_not_counted_as_cpu_while_a_side_is_timed(tmp_path, monkeypatch):
+    """The trusted maker (the baseline's worker) makes each round's inputs before the round's first batch: its
+    CPU then is no side's timed window, whichever side the round times first."""
+    from ascendopt.judge.engine import Judged, Verdict, audit
+    from ascendopt.judge.interleave import workload_process
+
+    quiet = "import time\n\n\ndef my_op(x):\n    time.sleep(0.02)\n    return x * 2\n"
+    trees = [_tree(tmp_path / side, quiet) for side in ("b", "c")]
+    costly = ("import time\n\nimport torch\nfrom op import my_op\n\n\ndef inputs(seed):\n"
+              "    end = time.process_time() + 0.06\n    while time.process_time() < end:\n        pass\n"
+              "    return (torch.randn(8),)\n\n\ndef workload(x):\n    return my_op(x)\n")
+    for tree in trees:
+        (tree / "w.py").write_text(costly)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(trees[0], "w.py", "baseline", load_s=120, seed=True) as base, \
+            workload_process(trees[1], "w.py", "candidate", load_s=120, seed=True) as cand:
+        judged = Judged({"baseline": base, "candidate": cand}, Verdict(warmup=1, warmup_ms=0.0, min_sample_ms=1.0))
+        judged.tolerances = TOL
+        judged.take(12)
+        found = audit(judged)
+        made = sum(cpu for idle, timed, cpu, _ in judged.idle if idle == "baseline")
+    assert found.wrong == []
+    assert not [d for d in found.doubts if "CPU while" in d], found.doubts
+    assert made < 12 * 60 / 2, made  # ms: not the maker's 60 ms a round whenever the candidate went first
+
+
 def test_a_request_to_a_worker_another_process_stopped_is_continued_not_a_hang(tmp_path, monkeypatch):
     """Another process stops a worker (SIGSTOP) before the judge sends it a request larger than a pipe holds: the
     judge's write does not block for ever; it sees the stop, counts it (a doubt when sides are timed) and

@@ -167,7 +167,6 @@ class Judged:
 
         if self.on_total:
             self.on_total(len(self.samples[0]) + pairs)
-        table = process_table()  # every process, read again after each batch (None: no /proc, not counted)
         for _ in range(pairs):
             inputs = self.sides[0].inputs_blob(self.calls, self.shape)
             audit = secrets.randbelow(self.calls)
@@ -175,6 +174,9 @@ class Judged:
             # for every side, so no side's own warm-up can move it off full reads
             full = self.sides[self.names.index(self.reference)].full_outputs(self.calls) \
                 if self.reference in self.names else self.sides[0].full_outputs(self.calls)
+            # every process, read again after each batch (None: no /proc, not counted); read here, after the
+            # round's inputs are made, so the trusted maker's work is in no side's timed window
+            table = process_table()
             order = list(range(len(self.sides)))
             _shuffle(order)
             for k in order:
