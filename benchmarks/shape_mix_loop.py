@@ -86,6 +86,10 @@ WRONG_OFF_TILE = (RETURN, "    if T % 64:  # planted: wrong where the rows are o
                   "        y = y * 1.01\n" + RETURN)
 
 
+# the gated changes, in the order they run
+STEPS = ("unchanged", "faster-large-slower-decode", "wrong-off-tile", "honest-faster")
+
+
 def ascendopt(repo: Path, *args: str, timeout: float = 1200) -> tuple[int, str, float, str]:
     """``ascendopt ARGS`` in ``repo`` -> (exit code, stdout + stderr, seconds, stdout alone: a --json envelope)."""
     t0 = time.monotonic()
@@ -100,15 +104,25 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/mix-loop"))
     parser.add_argument("--out", type=Path, default=Path("mix.json"))
     parser.add_argument("--pairs", default="30")
+    parser.add_argument("--steps", default=",".join(STEPS),
+                        help=f"the gated changes to run, comma-separated (default: all of {', '.join(STEPS)})")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse --work's repository and frozen contract from an earlier run on this machine")
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    repo = setup_fla(args.source.resolve(), args.work.resolve())
-    (repo / "ascendopt_workload.py").write_text(MIX_WORKLOAD)
-    git(repo, "commit", "-qam", "workload: inputs(seed, shape)")
+    wanted = args.steps.split(",")
+    if unknown := [name for name in wanted if name not in STEPS]:
+        parser.error(f"--steps: unknown step {unknown[0]!r} (known: {', '.join(STEPS)})")
     result: dict = {"steps": []}
 
     def save() -> None:
         args.out.write_text(json.dumps(result, indent=1))
+
+    if args.resume and (args.work / "flash-linear-attention" / ".ascendopt" / "contract.yaml").is_file():
+        return run_steps(args.work / "flash-linear-attention", args, wanted, result, save)
+    args.work.mkdir(parents=True, exist_ok=True)
+    repo = setup_fla(args.source.resolve(), args.work.resolve())
+    (repo / "ascendopt_workload.py").write_text(MIX_WORKLOAD)
+    git(repo, "commit", "-qam", "workload: inputs(seed, shape)")
 
     trace = args.work / "trace.json"
     (args.work / "profile_model.py").write_text(PROFILE)
@@ -130,7 +144,11 @@ def main() -> int:
         return 1
     contract = (repo / ".ascendopt" / "contract.yaml").read_text()
     result["contract_shapes"] = contract[contract.find("shapes:"):][:3000]
+    return run_steps(repo, args, wanted, result, save)
 
+
+def run_steps(repo: Path, args: argparse.Namespace, wanted: list[str], result: dict, save) -> int:
+    """Gate each change of ``wanted`` (names of ``STEPS``) on the frozen ``repo``, undoing it after."""
     def step(name: str, expect: int, change) -> None:
         change()
         code, out, took, stdout = ascendopt(repo, "gate", "--json", "--pairs", args.pairs)
@@ -159,7 +177,8 @@ def main() -> int:
         save()
         git(repo, "checkout", "--", ".")
 
-    step("unchanged", 0, lambda: None)
+    if "unchanged" in wanted:
+        step("unchanged", 0, lambda: None)
 
     def slower_on_decode() -> None:
         edit(repo, FLA_OP, FLA_DETUNED, FLA_SPACE)
@@ -171,9 +190,12 @@ def main() -> int:
         twice = launch + "        if T < 4096:  # planted: small inputs launched twice\n" + again
         (repo / FLA_OP).write_text(text[:at] + twice + text[end:])
 
-    step("faster-large-slower-decode", 4, slower_on_decode)
-    step("wrong-off-tile", 1, lambda: edit(repo, FLA_OP, *WRONG_OFF_TILE))
-    step("honest-faster", 0, lambda: edit(repo, FLA_OP, FLA_DETUNED, FLA_SPACE))
+    if "faster-large-slower-decode" in wanted:
+        step("faster-large-slower-decode", 4, slower_on_decode)
+    if "wrong-off-tile" in wanted:
+        step("wrong-off-tile", 1, lambda: edit(repo, FLA_OP, *WRONG_OFF_TILE))
+    if "honest-faster" in wanted:
+        step("honest-faster", 0, lambda: edit(repo, FLA_OP, FLA_DETUNED, FLA_SPACE))
     save()
     return 0 if all(s["ok"] for s in result["steps"]) else 1
 
