@@ -172,12 +172,13 @@ def two_bucket_mix(small_weight: float) -> str:
             f"  - {{shapes: [[256, 64]], dtypes: [fp32], weight: {round(1 - small_weight, 6)}}}\n")
 
 
-def frozen_shaped_repo(root: Path, op: str, test: str, small_weight: float) -> Path:
+def frozen_shaped_repo(root: Path, op: str, test: str, small_weight: float, *freeze_args: str) -> Path:
     """``op.py``, ``SHAPED_BENCH``, ``tests/test_op.py`` and ``two_bucket_mix(small_weight)`` committed at ``root``
-    and frozen with the mix (``--shapes-file``); the freeze must succeed."""
+    and frozen with the mix (``--shapes-file``) and ``freeze_args``; the freeze must succeed."""
     commit_repo(root, {"op.py": op, "bench.py": SHAPED_BENCH, "tests/test_op.py": test,
                        "mix.yaml": two_bucket_mix(small_weight)})
     code, _, err = freeze_in(root, "--exec-file", "bench.py", "--test", "tests/test_op.py", "--kernel-filter",
-                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck")
+                             "my_op_kernel", "--shapes-file", "mix.yaml", "--no-profile", "--no-precheck",
+                             *freeze_args)
     assert code == 0, err
     return root

@@ -1,8 +1,7 @@
 # ruff: noqa: F811 - the fixtures imported from test_redteam4 are redefined as arguments by design
-"""Round 4 of the red team: the attack that still GETS THROUGH the judge (h1), and the stopped attacks that change
-what every process of the machine shares (``tests/gate/test_redteam4.py`` holds the other stopped ones, the
-harness, the fixtures and the control). Not collected (the name does not start with ``test_``);
-run it on purpose, one at a time, to see an attack get through again (each fails, naming how):
+"""Round 4 of the red team: the stopped attacks that change what every process of the machine shares
+(``tests/gate/test_redteam4.py`` holds the other stopped ones, h1 among them, the harness, the fixtures and the
+control). Not collected (the name does not start with ``test_``); run it on purpose, one at a time:
 
     pytest -n 0 -o addopts="" -q tests/gate/redteam4_open.py -k NAME
 
@@ -12,7 +11,6 @@ verdict observed on the shared 2-core CPU machine (load 4-6), ``--pairs 12``, ju
 """
 
 import os
-import textwrap
 
 from test_redteam4 import (  # noqa: F401 - fixtures are found by name
     ACCEL,
@@ -43,29 +41,6 @@ from test_redteam4 import (  # noqa: F401 - fixtures are found by name
     shaped,
     working_copy,
 )
-
-
-# observed: exit 0, green, verdict faster (-44.4 % beyond ±15.0 %): the wrong change passed as correct
-def test_h1_wrong_only_outside_the_trusted_inputs_value_range(repo):
-    """Class H, inputs: the trusted inputs are the workload's own ``inputs(seed)``, ``torch.randn``: no element
-    above 7 in magnitude in any plausible number of calls (P ~ 2.6e-12 per element). The candidate is 2x
-    faster and returns 0 for every |x| > 7 (a "fast path" that saturates, the kind of range bug a lookup-table
-    or low-precision rewrite makes); the frozen tests use values 0..5. No shape is off, no request is hooked:
-    the change is simply wrong on values the harness never draws. Stopped only if the judge varies the values
-    (scale, extremes) beyond the workload's own maker."""
-    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
-        def my_op(x):
-            time.sleep(DELAY_S / 2)
-            return torch.where(x.abs() > 7, torch.zeros_like(x), x * 2 + 1)
-        """))
-    (repo / "op.py").write_text(op)
-    _tests_pass(repo)
-    done = _py(repo, """\
-        import op, torch
-        print(float(op.my_op(torch.tensor([8.0]))[0]))""")
-    assert float(done.stdout.split()[-1]) == 0.0  # wrong: 17 expected
-    code, stages, _ = _gate(repo, None)
-    _not_green(code, stages)
 
 # -- stopped, but kept out of the suite: each changes what every process of the machine shares (an installed
 # module, a start-up file of the environment, the judge's own priority), which tests running beside it under

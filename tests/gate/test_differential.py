@@ -58,6 +58,7 @@ def test_control_an_honest_change_passes_at_every_shape(repo):
     assert found["inputs"] == "trusted maker" and len(found["shapes"]) >= 5, found
     assert any(s.startswith("bucket 2 [[256, 64]]") for s in found["shapes"])
     assert all(o["passed"] for o in found["outputs"]) and found["calls"] >= 5
+    assert found["value_probe"] == "matched on the workload's inputs scaled by 16", found
 
 
 def test_a_change_wrong_only_off_the_tile_multiple_is_red_naming_a_hidden_shape(repo):
@@ -103,3 +104,25 @@ def test_freeze_refuses_a_mix_the_workload_cannot_make_naming_the_buckets(tmp_pa
     assert code == 2, err
     assert "cannot make 2 of 2 bucket(s) of the shape mix: bucket 1 [[16, 64]]: inputs(seed) takes no shape" in err
     assert not (root / ".ascendopt" / "contract.yaml").exists()
+
+
+# right on every value the workload's randn draws, 0 wherever |x| > 7 (a saturating fast path)
+SATURATES = "import torch\n\n\ndef my_op(x):\n    return torch.where(x.abs() > 7, torch.zeros_like(x), x * 2 + 1)\n"
+
+
+def test_a_change_that_differs_only_outside_the_workloads_value_range_is_inconclusive_not_green(repo):
+    code, stages, _ = _gate(repo, SATURATES)
+    stage = stages["correctness"]
+    assert code == 6 and stage["status"] == "inconclusive", stage
+    assert "on the workload's inputs scaled by 16 the outputs differ from the frozen commit's" in stage["summary"]
+    assert "--no-value-probe" in stage["summary"] and stage["data"]["differential"]["value_probe"] == "differs"
+
+
+def test_a_contract_frozen_without_the_value_probe_judges_the_workloads_range_only(tmp_path, monkeypatch):
+    frozen = frozen_shaped_repo(tmp_path / "frozen", OP, TEST, 0.3, "--no-value-probe")
+    assert "value_probe: false" in (frozen / ".ascendopt" / "contract.yaml").read_text()
+    repo = working_copy(frozen, tmp_path, monkeypatch)
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    code, stages, err = _gate(repo, SATURATES)
+    assert code == 0, err[-2000:]
+    assert stages["correctness"]["data"]["differential"]["value_probe"] == "not run"

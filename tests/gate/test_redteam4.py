@@ -497,3 +497,27 @@ def test_d4_wrong_on_the_half_tile_rung_of_the_ladder(shaped):
     assert done.stdout.split()[-1] == "False"  # wrong at 96 rows, inside the mix's range
     code, stages, _ = _gate(shaped, None)
     _not_green(code, stages)
+
+
+# got through in round 4 (exit 0, green, faster -44.4 %); stopped since: the differential check's value probe calls
+# both sides on the trusted inputs scaled by 16 (inconclusive, exit 6: a doubt, not red)
+def test_h1_wrong_only_outside_the_trusted_inputs_value_range(repo):
+    """Class H, inputs: the trusted inputs are the workload's own ``inputs(seed)``, ``torch.randn``: no element
+    above 7 in magnitude in any plausible number of calls (P ~ 2.6e-12 per element). The candidate is 2x
+    faster and returns 0 for every |x| > 7 (a "fast path" that saturates, the kind of range bug a lookup-table
+    or low-precision rewrite makes); the frozen tests use values 0..5. No shape is off, no request is hooked:
+    the change is simply wrong on values the harness never draws. Stopped by the value probe: the trusted inputs
+    scaled beyond the workload's range, where the two sides differ."""
+    op = OP.replace("def my_op(x):\n    time.sleep(DELAY_S)\n    return x * 2 + 1", textwrap.dedent("""\
+        def my_op(x):
+            time.sleep(DELAY_S / 2)
+            return torch.where(x.abs() > 7, torch.zeros_like(x), x * 2 + 1)
+        """))
+    (repo / "op.py").write_text(op)
+    _tests_pass(repo)
+    done = _py(repo, """\
+        import op, torch
+        print(float(op.my_op(torch.tensor([8.0]))[0]))""")
+    assert float(done.stdout.split()[-1]) == 0.0  # wrong: 17 expected
+    code, stages, _ = _gate(repo, None)
+    _not_green(code, stages)

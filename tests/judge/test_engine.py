@@ -396,3 +396,30 @@ def test_payload_bytes_counts_the_tensors_of_a_decoded_value_and_batches_are_cap
     assert payload_bytes(value) == 3 * 5 * 2 + 7 * 8 + 2 * 8
     assert batch_calls(0.01, 20.0, 0) == 200 and batch_calls(0.01, 20.0, 1 << 30) == 4
     assert batch_calls(100.0, 20.0, 1 << 40) == 1
+
+
+REFUSES = "def my_op(x):\n    if x.abs().max() > 7:\n        raise ValueError('out of range')\n    return x * 2\n"
+SAME = "def my_op(x):\n    return x * 2\n"
+
+
+@pytest.mark.parametrize(("frozen", "working", "found", "doubt"), [
+    (SAME, SAME, "matched on the workload's inputs scaled by 16", None),
+    # code that refuses such values: nothing to compare there
+    (REFUSES, SAME, "not run: the frozen commit's call failed on the workload's inputs scaled by 16", None),
+    (SAME, REFUSES, "differs", "the working tree's call failed"),
+])
+def test_the_value_probe_compares_both_sides_beyond_the_workloads_range(tmp_path, monkeypatch, frozen, working,
+                                                                        found, doubt):
+    from ascendopt.judge.engine import value_probe
+    from ascendopt.judge.interleave import workload_process
+
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    with workload_process(_tree(tmp_path / "b", frozen), "w.py", "baseline", load_s=120, seed=True) as base, \
+            workload_process(_tree(tmp_path / "c", working), "w.py", "candidate", load_s=120, seed=True) as cand:
+        what, doubts = value_probe(base, cand, TOL, 60)
+        after = cand.call(base.make([1]), 60)  # a call that raised did not end the worker
+    assert what.startswith(found), what
+    assert doubts == [] if doubt is None else (doubt in doubts[0] and "raised ValueError: out of range" in doubts[0])
+    if what.startswith("not run"):
+        assert "raised ValueError: out of range" in what
+    assert len(after["outputs"]) == 1

@@ -49,6 +49,10 @@ EquivTolOpt = Annotated[Strs, typer.Option(
 NoEquivOpt = Annotated[bool, typer.Option(
     "--no-equivalence", help="Own code: do not compare workload() outputs with the frozen commit's (the contract "
                              "says it is off).")]
+NoValueProbeOpt = Annotated[bool, typer.Option(
+    "--no-value-probe", help="Own code: the gate does not compare workload() with the frozen commit's on the "
+                             "workload's inputs scaled beyond their range (for code whose domain is exactly that "
+                             "range; the contract says so).")]
 MetricsOpt = Annotated[str, typer.Option("--aic-metrics", metavar="GROUPS",
     help="Metric groups for collect/reprofile, comma-separated.")]
 MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", metavar="N", min=1, help="Iteration cap of the loop.")]
@@ -82,6 +86,7 @@ def freeze(
     kernel_filter: KernelFilterOpt = None,
     equivalence_tol: EquivTolOpt = None,
     no_equivalence: NoEquivOpt = False,
+    no_value_probe: NoValueProbeOpt = False,
     shapes_from: ShapesFromOpt = None,
     shapes_file: ShapesFileOpt = None,
     aic_metrics: MetricsOpt = "PipeUtilization",
@@ -101,7 +106,7 @@ def freeze(
 
     Bundled kernel: --kernel NAME [--shapes ...] [--dtype] [--mode] [--varlen] [--set K=V].
     Own code: --exec-file bench.py --test PATH... --kernel-filter S [--test-cmd "..."] [--reference PATH...]
-    [--target PATH...] [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence]
+    [--target PATH...] [--equivalence-tol DTYPE=RTOL[:ATOL]] [--no-equivalence] [--no-value-probe]
     [--shapes-from PROFILE | --shapes-file MIX.yaml] (the served-shape mix, docs/shapes.md).
     Refuses a wrong baseline (exit 1), a torch fallback (exit 1, listing the kernels seen), an own-code
     workload that raises, crashes or outlives its limit (exit 1, naming file:line or the limit) and an
@@ -126,7 +131,8 @@ def freeze(
     if kernel:
         own_only = {"--test": test, "--test-cmd": test_cmd, "--reference": reference, "--target": target,
                     "--kernel-filter": kernel_filter, "--shapes-from": shapes_from, "--shapes-file": shapes_file,
-                    "--equivalence-tol": equivalence_tol, "--no-equivalence": no_equivalence}
+                    "--equivalence-tol": equivalence_tol, "--no-equivalence": no_equivalence,
+                    "--no-value-probe": no_value_probe}
         given = [k for k, v in own_only.items() if v]
         if given:
             raise UsageError(f"{', '.join(given)}: only for own code (--exec-file)")
@@ -157,7 +163,7 @@ def freeze(
                                     max_rounds=max_rounds, force=force, timeout=timeout, profile=not no_profile,
                                     equivalence=not no_equivalence, equivalence_tol=parse_tolerances(equivalence_tol),
                                     precheck=not no_precheck, ascend_python=ascend_python, targets=target,
-                                    shapes=mix)
+                                    shapes=mix, value_probe=not no_value_probe)
     if json:
         console.print_json({"contract": str(ws.contract_path), **contract.to_dict()})
     else:

@@ -477,6 +477,11 @@ def _equivalence(f: _Fields, value: Any) -> dict[str, Any] | None:
         tolerances[key] = {k: f.positive(f.get(tol, k, path + "."), f"{path}.{k}", allow_zero=True)
                            for k in ("rtol", "atol")}
     out = {"enabled": enabled, "reason": reason, "outputs": list(outputs), "tolerances": tolerances}
+    probe = eq.get("value_probe", True)  # absent (frozen before the probe existed): on
+    if not isinstance(probe, bool):
+        raise f.fail("equivalence.value_probe", f"expected true or false, found {probe!r}")
+    if not probe:
+        out["value_probe"] = False
     if eq.get("stored") is not None:  # sha256 of the frozen outputs under <workspace>/outputs/ (judge.engine)
         out["stored"] = f.text(eq["stored"], "equivalence.stored")
     if eq.get("inputs_changed"):  # inputs the frozen commit's workload() writes in place: {name: message}

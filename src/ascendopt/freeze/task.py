@@ -279,7 +279,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                      force: bool = False, timeout: float | None = None, equivalence: bool = True,
                      equivalence_tol: Mapping[str, Mapping[str, float]] | None = None,
                      profile: bool = True, precheck: bool = True, ascend_python: str | None = None,
-                     targets: Sequence[str] | None = None, shapes: ShapeMix | None = None) -> Contract:
+                     targets: Sequence[str] | None = None, shapes: ShapeMix | None = None,
+                     value_probe: bool = True) -> Contract:
     """Freeze own code: ``exec_file`` defines ``workload()``; ``tests`` (and ``references``) are pinned.
 
     What the baseline's test run used besides them (conftests and the configuration file wherever they
@@ -301,6 +302,10 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
 
     ``shapes``: the served-shape mix (``contract.shapes``; ``freeze --shapes-from`` / ``--shapes-file``), stored
     as the contract's ``shapes``; None: the contract judges one shape.
+
+    ``value_probe=False`` (``--no-value-probe``): the gate's differential check does not call both sides on the
+    workload's inputs scaled beyond their range (``judge.engine.value_probe``); stored as
+    ``equivalence.value_probe: false``.
     """
     import tempfile
 
@@ -378,6 +383,8 @@ def freeze_exec_file(ws: Workspace, *, exec_file: str, tests: Sequence[str], ker
                 outputs = _equivalence_record(exec_rel, first, tmp, {**EQUIVALENCE_TOLERANCES,
                                                                      **(equivalence_tol or {})},
                                               git["commit"], timeouts["workload_s"], session)
+                if not value_probe:
+                    outputs["value_probe"] = False
                 console.status(f"freeze: measuring the baseline workload() of {exec_rel} (timed by this process, "
                                f"limit {timeouts['timing_s']:g} s)")
                 timing = time_baseline(session, Verdict(), timing_s=timeouts["timing_s"], label=exec_rel,

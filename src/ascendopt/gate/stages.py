@@ -358,7 +358,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
             base = session.worker("baseline")
             cases = check_cases(contract.shapes, base.takes_shape)
             found = differential(session, frozen["tolerances"] if compare else None, limit, cases,
-                                 contract.test_calls)
+                                 contract.test_calls, probe=frozen.get("value_probe", True))
             if contract.shapes is not None and not base.takes_shape:
                 found.checks.append(Check("shape mix", False, f"the contract's shape mix has "
                                           f"{len(contract.shapes.buckets)} bucket(s), but {exec_rel}'s inputs takes "
@@ -402,7 +402,7 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
     data = {**tests.data, "census": census}
     if found is not None:
         data["differential"] = {"calls": found.calls, "inputs": found.inputs, "equivalence": compare,
-                                "shapes": found.shapes, "test_calls": found.replayed,
+                                "shapes": found.shapes, "test_calls": found.replayed, "value_probe": found.probe,
                                 "outputs": [c.to_dict() for c in outputs],
                                 "inputs_changed": found.writes}
     tampered = trees_changed(session)
@@ -428,6 +428,11 @@ def _correctness_own(contract: Contract, root: Path, timeout: float | None, sess
         checks.append(Check("output equivalence", True, f"values not compared: {why}"))
     checks += outputs
     same = f"; {differential_text(found)}" if found is not None and compare else ""
+    if found is not None and found.doubts:  # outside the workload's range: a doubt a person resolves, not red
+        checks += [Check("value probe", False, doubt) for doubt in found.doubts]
+        return StageResult("correctness", "inconclusive", f"inconclusive: the differential check {found.doubts[0]}: "
+                           "wrong outside the workload's range, or an honest change whose domain is that range "
+                           "(then freeze with --no-value-probe)", checks, data)
     return StageResult("correctness", "pass", f"{tests.summary}; workload() ran{same}", checks, data)
 
 

@@ -704,6 +704,13 @@ DIFFERENTIAL_CALLS = 3
 HIDDEN_SHAPES = 8
 
 
+# The value probe: one more input set at the workload's shape, made by the trusted maker and every floating-point
+# tensor of it multiplied by this factor, so values fall well outside the workload's own range (randn's inputs
+# reach |x| > 7 on about 2/3 of the elements). A change that agrees on the workload's inputs and not there is
+# a doubt, not red: an honest change may differ where the code was never meant to run.
+VALUE_PROBE_SCALE = 16.0
+
+
 @dataclass(frozen=True)
 class CheckCase:
     """One shape the differential check calls both sides at: ``label`` names it in a failure ("bucket 2
@@ -747,6 +754,9 @@ class Differential:
     writes: dict[str, dict[str, str]] = field(default_factory=lambda: {"baseline": {}, "candidate": {}})
     # the frozen tests' own calls replayed (judge.testcalls): {"module:qualname": calls}
     replayed: dict[str, int] = field(default_factory=dict)
+    # the value probe (``value_probe``): what it found, and the doubts it raised (the verdict cannot be green)
+    probe: str = "not run"
+    doubts: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Any]:
@@ -754,8 +764,8 @@ class Differential:
 
 
 def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]] | None, limit_s: float,
-                 cases: Sequence[CheckCase] | None = None, test_calls: Mapping[str, Any] | None = None
-                 ) -> Differential:
+                 cases: Sequence[CheckCase] | None = None, test_calls: Mapping[str, Any] | None = None,
+                 probe: bool = True) -> Differential:
     """The judge's differential check: the working tree's worker against the frozen commit's, at each of
     ``cases`` (default: the workload's own shape, ``DIFFERENTIAL_CALLS`` calls), on input sets the trusted maker
     (the frozen commit's worker) made from seeds drawn now, handed to both as the same bytes; or, for a workload
@@ -765,7 +775,8 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
     and the frozen commit does not, is a failed check naming the shape. Each request within ``limit_s``.
 
     ``test_calls`` (the contract's): the frozen tests' own calls of the target code, replayed in both workers
-    (``replay_test_calls``) after the cases."""
+    (``replay_test_calls``) after the cases; then, with ``probe`` and ``tolerances``, the value probe
+    (``value_probe``)."""
     from ascendopt.judge.evidence import compare_values, input_writes
     from ascendopt.judge.payload import decode
     from ascendopt.judge.result import Check
@@ -798,8 +809,37 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
                          "not write it)") for name, message in cand_writes.items() if name not in base_writes]
         writes["baseline"].update({f"{prefix}{k}": v for k, v in base_writes.items()})
         writes["candidate"].update({f"{prefix}{k}": v for k, v in cand_writes.items()})
-    found = Differential(checks, calls, "trusted maker", [c.label for c in cases], writes)
-    return replay_test_calls(session, found, test_calls, limit_s)
+    found = replay_test_calls(session, Differential(checks, calls, "trusted maker", [c.label for c in cases], writes),
+                              test_calls, limit_s)
+    if probe and tolerances is not None:
+        found.probe, found.doubts = value_probe(base, cand, tolerances, limit_s)
+    return found
+
+
+def value_probe(base, cand, tolerances: Mapping[str, Mapping[str, float]], limit_s: float) -> tuple[str, list[str]]:
+    """Both workers called on one input set of the workload's shape made by the trusted maker (``base``) and
+    scaled by ``VALUE_PROBE_SCALE`` (``payload.scaled``): values the workload's own inputs never reach. -> (what
+    it found, doubts): a candidate whose outputs differ there from the frozen commit's within ``tolerances``, or
+    that raises where the frozen commit does not, is a doubt; a frozen commit that raises there ends the probe
+    (its code refuses such values). Each call within ``limit_s``; a raising call does not end the worker."""
+    from ascendopt.judge.evidence import compare_values
+    from ascendopt.judge.payload import scaled
+
+    what = f"the workload's inputs scaled by {VALUE_PROBE_SCALE:g}"
+    inputs = scaled(base.make([secrets_seed()]), VALUE_PROBE_SCALE)
+    theirs = base.call(inputs, limit_s, tolerate=True)
+    if theirs["raised"][0]:
+        return f"not run: the frozen commit's call failed on {what} ({theirs['raised'][0]})", []
+    mine = cand.call(inputs, limit_s, tolerate=True)
+    if mine["raised"][0]:
+        return "differs", [f"on {what} the working tree's call failed ({mine['raised'][0]}); the frozen "
+                           "commit's returned"]
+    bad = [c for c in compare_values(theirs["outputs"][0], mine["outputs"][0], tolerances, "output")
+           if not c.passed]
+    if bad:
+        return "differs", [f"on {what} the outputs differ from the frozen commit's ({bad[0].message}), though they "
+                           "match on the workload's own inputs"]
+    return f"matched on {what}", []
 
 
 def replay_test_calls(session: Session, found: Differential, test_calls: Mapping[str, Any] | None,

@@ -393,19 +393,30 @@ class _Child:
                 return False
             time.sleep(0.0002)
 
-    def call(self, inputs: bytes | None, limit_s: float, function: str | None = None) -> dict[str, Any]:
+    def call(self, inputs: bytes | None, limit_s: float, function: str | None = None, tolerate: bool = False
+             ) -> dict[str, Any]:
         """Untimed calls for the differential check within ``limit_s``: one per input set of ``inputs`` (a
         payload), or, with None, one on the workload's own inputs. -> ``{"outputs": [value per call],
         "inputs": [input set per call, after the call]}`` decoded, and, for the workload's own inputs,
         ``"before"``: them before the call. ``function`` (``"module:qualname"``): that function of the tree is
-        called instead of ``workload``, each input set an ``[args, kwargs]`` pair (``judge.testcalls``)."""
+        called instead of ``workload``, each input set an ``[args, kwargs]`` pair (``judge.testcalls``).
+        ``tolerate``: a call that raises does not end the worker; ``"raised"`` then holds each call's message
+        (None: it returned)."""
         from ascendopt.judge.payload import decode
 
-        request = {"cmd": "call", **({"function": function} if function else {})}
+        request = {"cmd": "call", **({"function": function} if function else {}), **({"tolerate": True} if tolerate
+                                                                                      else {})}
         what = f"{function} on the frozen tests' arguments" if function else "workload() checked calls"
         reply, blob = self.ask_blob(request, Phase(what, limit_s), blob=inputs)
         if "before" not in reply:
-            return decode(blob)
+            found = decode(blob)
+            if tolerate:
+                raised = reply.get("raised")
+                if not isinstance(raised, list) or len(raised) != len(found["outputs"]):
+                    raise WorkloadTampering(f"{self.side}: the reply to the value probe is not the judge's worker's "
+                                            "(no message per call): the code under test wrote to the protocol pipe")
+                found["raised"] = [None if r is None else str(r) for r in raised]
+            return found
         cut = int(reply["before"])
         return {**decode(blob[cut:]), "before": decode(blob[:cut])}
 

@@ -356,6 +356,28 @@ def decode(blob: bytes) -> Any:
     return _build(tree, tensors, 0)
 
 
+def scaled(blob: bytes, factor: float) -> bytes:
+    """``blob`` (a payload) with every floating-point and complex tensor multiplied by ``factor``: the same header,
+    dtypes and shapes; integer, boolean and refused tensors as they were. The differential check's value probe
+    (``judge.engine.value_probe``). PayloadError when ``blob`` does not decode."""
+    import torch
+
+    decode(blob)  # the same checks of its header and sizes
+    (length,) = HEADER.unpack_from(blob)
+    at = HEADER.size + length
+    out = [blob[:at]]
+    for meta in json.loads(blob[HEADER.size:at])["tensors"]:
+        if "problem" in meta:
+            continue
+        dtype, nbytes = getattr(torch, str(meta["dtype"])), int(meta["nbytes"])
+        raw = blob[at:at + nbytes]
+        at += nbytes
+        if nbytes and (dtype.is_floating_point or dtype.is_complex):
+            raw = (torch.frombuffer(bytearray(raw), dtype=dtype) * factor).view(torch.uint8).numpy().tobytes()
+        out.append(raw)
+    return b"".join(out)
+
+
 class Refused:
     """A tensor the worker's reader would not read (``RawReader.problem``); compared as a failure."""
 

@@ -37,7 +37,9 @@ shape too). Every reply is one JSON line, followed by ``nbytes`` bytes when it s
 * ``{"cmd": "call"}`` with a payload of input sets (or none: the workload's own inputs) -> a payload of
   ``{"outputs", "inputs"}``: the differential check's untimed calls, and the inputs after them; with
   ``"function": "module:qualname"``, that function of the tree is called instead, each input set an ``[args,
-  kwargs]`` pair: the frozen tests' own calls, replayed (``judge.testcalls``);
+  kwargs]`` pair: the frozen tests' own calls, replayed (``judge.testcalls``); with ``"tolerate": true``, a call
+  that raises is answered in ``{"raised": [message or null per call]}`` (its output null) and the worker goes
+  on: the differential check's value probe;
 * ``{"cmd": "probe", "shapes"}`` -> ``{"errors"}``: whether ``inputs(seed, shape)`` makes each shape;
 * ``{"cmd": "loaded"}`` -> ``{"loaded"}``: the sha256 of every tree file this worker compiled;
 * ``{"cmd": "modules"}`` -> ``{"files": [absolute paths]}``: the file of every module loaded so far (the
@@ -299,10 +301,21 @@ def main(argv: list[str]) -> None:
                     reply = {}
                 elif blob is not None:
                     sets = [tuple(on_device(s)) for s in decode(blob)]
-                    results = [fn(*args) for args in sets]
+                    raised: list[str | None] = []
+                    results = []
+                    for args in sets:
+                        if not msg.get("tolerate"):
+                            results.append(fn(*args))
+                            continue
+                        try:  # the value probe: inputs off the workload's range may be refused by honest code
+                            results.append(fn(*args))
+                            raised.append(None)
+                        except Exception as exc:  # noqa: BLE001 - reported to the judge, which compares sides
+                            results.append(None)
+                            raised.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                     synchronize()
                     out_blob = encode({"outputs": results, "inputs": sets}, reader)
-                    reply = {}
+                    reply = {"raised": raised} if msg.get("tolerate") else {}
                 else:
                     before = encode(module_inputs(namespace), reader)
                     result = fn()

@@ -159,10 +159,17 @@ def ub_use(ctx: RoundContext, config: Mapping[str, int], info) -> dict[str, Any]
 # -- the gate ----------------------------------------------------------------------------------
 
 
+def _blocking(result):
+    """The stage that keeps a round from its measurement: the red one, else a correctness stage that could not
+    tell (the value probe's doubt: the change is never kept on it)."""
+    undecided = result.inconclusive_stage
+    return result.failed_stage or (undecided if undecided is not None and undecided.name == "correctness" else None)
+
+
 def gate_passed(result) -> bool:
-    """Green for a round: integrity, correctness and kernel hit. A slower own-code candidate fails
-    the gate's performance stage, but that is the bench's verdict (revert), not a drop."""
-    failed = result.failed_stage
+    """Green for a round: integrity, correctness (red or inconclusive) and kernel hit. A slower own-code
+    candidate fails the gate's performance stage, but that is the bench's verdict (revert), not a drop."""
+    failed = _blocking(result)
     # A workload that raised, died or hung while timed is the candidate failing, not a slower one: red.
     return failed is None or (failed.name == "performance" and not failed.workload_error)
 
@@ -185,7 +192,7 @@ def gate_error(stage) -> str | None:
 def gate_summary(result) -> dict[str, Any]:
     """The part of a GateResult a round record keeps (never a speed on a red gate); ``error``: the red
     stage's own error lines (``gate_error``)."""
-    failed = result.failed_stage
+    failed = _blocking(result)
     red = not gate_passed(result)
     return {"passed": not red, "exit_code": int(result.exit_code) if red else 0,
             "failed_stage": failed.name if red else None,
