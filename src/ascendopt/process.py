@@ -195,6 +195,54 @@ def _cgroup(pid: int, tid: int | None = None) -> str | None:
         return None
 
 
+# where the cpu controller's hierarchy is mounted: cgroup v1 (either name), then v2 (the unified hierarchy)
+CGROUP_V1_CPU = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+CGROUP_V2 = "/sys/fs/cgroup"
+
+
+def cpu_stat_files(pid: int) -> list[str]:
+    """The ``cpu.stat`` files of the CPU control group of process ``pid`` and of every group above it: a quota on
+    any of them throttles the process. Empty where none can be read (not Linux, no cpu controller)."""
+    group = _cgroup(pid)
+    if group is None:
+        return []
+    files: list[str] = []
+    for line in group.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "cpu" in controllers.split(","):
+            mounts = CGROUP_V1_CPU
+        elif controllers == "" and line.startswith("0::"):
+            mounts = (CGROUP_V2,)
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            for mount in mounts:
+                candidate = os.path.join(mount, *parts[:depth], "cpu.stat")
+                if os.path.isfile(candidate) and candidate not in files:
+                    files.append(candidate)
+                    break
+    return files
+
+
+def throttled_ns(files: Sequence[str]) -> int | None:
+    """ns the control groups of ``files`` (``cpu_stat_files``) have been held back by their CPU quotas, summed
+    (v1 ``throttled_time``, v2 ``throttled_usec``); None when none can be read."""
+    total, read = 0, False
+    for name in files:
+        try:
+            with open(name) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "throttled_time":
+                        total, read = total + int(value), True
+                    elif key == "throttled_usec":
+                        total, read = total + int(value) * 1000, True
+        except (OSError, ValueError):
+            continue
+    return total if read else None
+
+
 def _slack(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/timerslack_ns") as f:

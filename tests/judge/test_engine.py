@@ -423,3 +423,61 @@ def test_the_value_probe_compares_both_sides_beyond_the_workloads_range(tmp_path
     if what.startswith("not run"):
         assert "raised ValueError: out of range" in what
     assert len(after["outputs"]) == 1
+
+
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+
+
+@pytest.mark.parametrize("toggled", [False, True])
+def test_a_cpu_quota_on_the_sides_group_while_one_side_is_timed_is_a_doubt(tmp_path, monkeypatch, toggled):
+    """The judge and both workers in one cpu control group; a quota of 20 % of a core set on it only while the
+    baseline's batches run (as code that watches the sides could) holds the baseline back, and the judge, which
+    reads the groups' throttled time around every batch, names it. Without the toggle, no doubt. Needs root and a
+    cgroup v1 cpu hierarchy (as on this project's machines)."""
+    import os
+
+    from ascendopt.judge.engine import Judged, Verdict, audit
+    from ascendopt.judge.interleave import workload_process
+
+    if os.geteuid() != 0 or not os.access(CGROUP_CPU, os.W_OK) or not os.path.isfile(f"{CGROUP_CPU}/cpu.cfs_quota_us"):
+        pytest.skip("needs root and a writable cgroup v1 cpu controller")
+    busy = "import time\n\n\ndef my_op(x):\n    end = time.process_time() + 0.01\n" \
+           "    while time.process_time() < end:\n        pass\n    return x * 2\n"
+    group = f"{CGROUP_CPU}/ascendopt-test-{os.getpid()}-{int(toggled)}"
+    os.makedirs(group, exist_ok=True)
+
+    def write(name: str, value: int) -> None:
+        with open(f"{group}/{name}", "w") as f:
+            f.write(str(value))
+
+    write("cpu.cfs_period_us", 10000)
+    write("cgroup.procs", os.getpid())
+    monkeypatch.setenv("ASCENDOPT_BACKEND", "cpu")
+    try:
+        with workload_process(_tree(tmp_path / "b", busy), "w.py", "baseline", load_s=120, seed=True) as base, \
+                workload_process(_tree(tmp_path / "c", busy), "w.py", "candidate", load_s=120, seed=True) as cand:
+            if toggled:
+                plain = base.sample
+
+                def held_back(*args, **kwargs):
+                    write("cpu.cfs_quota_us", 2000)
+                    try:
+                        return plain(*args, **kwargs)
+                    finally:
+                        write("cpu.cfs_quota_us", -1)
+
+                base.sample = held_back
+            judged = Judged({"baseline": base, "candidate": cand}, Verdict(warmup=1, warmup_ms=0.0,
+                                                                           min_sample_ms=1.0))
+            judged.tolerances = TOL
+            judged.take(12)
+            found = audit(judged)
+    finally:
+        with open(f"{CGROUP_CPU}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+        write("cpu.cfs_quota_us", -1)
+        os.rmdir(group)
+    held = [d for d in found.doubts if "CPU quota held its batches back" in d]
+    assert bool(held) == toggled, found.doubts
+    if toggled:
+        assert held[0].startswith("baseline: "), held

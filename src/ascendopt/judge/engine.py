@@ -64,6 +64,10 @@ OUTSIDE = "a process outside every worker's group"
 # what the same check calls the processes of the timed side's own tree and group other than its worker (budgeted
 # the same way): work they do may fall outside the timed window, where the judge's clock does not see it
 HELPERS = "the timed side's other processes"
+# How much more of its batches' wall time one side may spend held back by a control group's CPU quota (the worker's
+# groups and the judge's, ``process.throttled_ns``) than another: 5 %, and IDLE_CPU_MS in all. A quota throttles
+# the sides of one group alike under load; one applied while one side runs limits that side's speed from outside.
+THROTTLE_REL = 0.05
 # The re-measured baseline may differ from the frozen one by its noise band plus 20 %: what separate
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
@@ -358,6 +362,9 @@ def audit(judged: Judged) -> Findings:
         found.doubts.append(f"{name}: its worker's scheduling was changed by another process while the sides were "
                             f"timed ({', '.join(sorted(changes))}; reset before each batch where the judge may): a "
                             "side's speed was changed from outside its code")
+    throttle = _throttled(judged)
+    if throttle:
+        found.doubts.append(throttle)
     totals: dict[tuple[str, str], list[float]] = {}
     for idle, timed, cpu, wall in judged.idle:
         total = totals.setdefault((idle, timed), [0.0, 0.0])
@@ -374,6 +381,27 @@ def audit(judged: Judged) -> Findings:
             found.doubts.append(f"{who} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
                                 "side must be idle while another is measured")
     return found
+
+
+def _throttled(judged: Judged) -> str | None:
+    """The doubt when one side's batches were held back by a control group's CPU quota (``throttled_ms`` of its
+    readings) by more than ``THROTTLE_REL`` of their wall time beyond another side's, and ``IDLE_CPU_MS`` in all;
+    None otherwise, or where a side's readings are unreadable."""
+    held: dict[str, tuple[float, float]] = {}
+    for name, side in zip(judged.names, judged.sides, strict=True):
+        times = [r.get("throttled_ms") for r in side.readings]
+        if not times or any(t is None for t in times):
+            return None
+        held[name] = (sum(times), sum(r.get("batch_ms", 0.0) for r in side.readings))
+    if len(held) < 2:
+        return None
+    share = {name: ms / wall if wall > 0 else 0.0 for name, (ms, wall) in held.items()}
+    most, least = max(share, key=share.__getitem__), min(share, key=share.__getitem__)
+    if share[most] - share[least] <= THROTTLE_REL or held[most][0] <= IDLE_CPU_MS:
+        return None
+    return (f"{most}: a control group's CPU quota held its batches back {held[most][0]:.0f} ms ({share[most]:.0%} of "
+            f"their time), {least}'s {held[least][0]:.0f} ms ({share[least]:.0%}): a side's speed was limited from "
+            "outside its code")
 
 
 def _outside_names(used: Mapping[int, tuple[str, float]], most: int = 3) -> str:

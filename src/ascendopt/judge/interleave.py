@@ -231,11 +231,14 @@ class _Child:
         requests, "untimed_waited_ms": the part of it the worker's main thread or this thread waited on a run
         queue (``_waited``), "waited": ms per call the worker's most delayed thread waited on a run queue in the
         whole batch, its requests included (what the parent's clock may have waited for; None: unreadable),
-        "inputs_written"}``."""
+        "inputs_written", "batch_ms": the parent's wall time of the whole batch, "throttled_ms": what the CPU
+        quotas of the worker's and this process's control groups held them back in it (None: unreadable)}``."""
         from ascendopt.judge.evidence import input_writes
         from ascendopt.judge.payload import decode, readable
-        from ascendopt.process import most_waited_ms
+        from ascendopt.process import cpu_stat_files, most_waited_ms, throttled_ns
 
+        groups = sorted(set(cpu_stat_files(self.proc.pid)) | set(cpu_stat_files(os.getpid())))
+        held = throttled_ns(groups)
         marks = [self._sched()]
         t0 = time.perf_counter()
         if isinstance(inputs, dict):
@@ -273,8 +276,11 @@ class _Child:
             outputs = decode(blob)
         t2 = time.perf_counter()
         marks.append(self._sched())
+        held_after = throttled_ns(groups)
         self._look_for_stops()
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
+                "batch_ms": (t2 - t0) * 1e3,
+                "throttled_ms": (held_after - held) / 1e6 if held is not None and held_after is not None else None,
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
                 "waited": _per_call(most_waited_ms(marks[0][0], marks[3][0]), calls),
