@@ -237,8 +237,15 @@ class Judged:
                     if extra:
                         reading["wrong"] = (f"{name}: timed batch {len(side.readings)} wrote its input {extra[0]} in "
                                             f"place (the {ref.side}'s calls do not)")
+                ref_after, after = ref.readings[-1].get("inputs_after"), reading.get("inputs_after")
+                if reading["wrong"] is None and ref_after is not None:  # what the reference writes is an output too
+                    bad = [c for c in _written_values(ref_after, after, self.tolerances, "inputs after the call")
+                           if not c.passed]
+                    if bad:
+                        reading["wrong"] = (f"{name}: timed batch {len(side.readings)}: {bad[0].message} (the "
+                                            f"{ref.side}'s)")
         for side in self.sides:
-            side.readings[-1]["outputs"] = side.readings[-1]["prints"] = None
+            side.readings[-1]["outputs"] = side.readings[-1]["prints"] = side.readings[-1]["inputs_after"] = None
 
     def _account(self, timed: str, before: Mapping[int, Any], after: Mapping[int, Any], wall: float) -> None:
         """Record the CPU every process but ``timed``'s used during its batch (``before``/``after``:
@@ -835,6 +842,10 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         base_writes, cand_writes = input_writes(made, theirs["inputs"]), input_writes(made, mine["inputs"])
         checks += [Check(f"{prefix}input {name}", False, f"{prefix}{message} (the frozen commit's workload() does "
                          "not write it)") for name, message in cand_writes.items() if name not in base_writes]
+        # what the frozen commit writes into its inputs is an output too (a destination-passing op): the values
+        # the candidate leaves there must match
+        if base_writes:
+            checks += _written_values(theirs["inputs"], mine["inputs"], tolerances, f"{prefix}inputs after the call")
         writes["baseline"].update({f"{prefix}{k}": v for k, v in base_writes.items()})
         writes["candidate"].update({f"{prefix}{k}": v for k, v in cand_writes.items()})
     found = replay_test_calls(session, Differential(checks, calls, "trusted maker", [c.label for c in cases], writes),
@@ -870,6 +881,15 @@ def value_probe(base, cand, tolerances: Mapping[str, Mapping[str, float]], limit
     return f"matched on {what}", []
 
 
+def _written_values(theirs: Any, mine: Any, tolerances: Mapping[str, Mapping[str, float]] | None, name: str
+                    ) -> list[Any]:
+    """The checks of the inputs as each side left them after its calls (``theirs``: the frozen commit's), where the
+    frozen commit wrote into them: values out of ``tolerances`` fail like an output (None: only refusals)."""
+    from ascendopt.judge.evidence import compare_values
+
+    return compare_values(theirs, mine, tolerances, name)
+
+
 def replay_test_calls(session: Session, found: Differential, test_calls: Mapping[str, Any] | None,
                       limit_s: float) -> Differential:
     """``found`` with the frozen tests' own calls (``judge.testcalls``, the contract's ``test_calls``) replayed in
@@ -899,6 +919,8 @@ def replay_test_calls(session: Session, found: Differential, test_calls: Mapping
             found.checks += [Check(f"{label}: {name}", False, f"{label}: {message} (the frozen commit does not write "
                                    "it)") for name, message in testcalls.written(call, c_after).items()
                              if name not in base_writes]
+            if base_writes:  # what the frozen commit writes into its arguments must match
+                found.checks += _written_values(b_after, c_after, tolerances, f"{label}: arguments after the call")
         found.replayed[key] = len(group)
     return found
 

@@ -165,9 +165,13 @@ def call_and_save(fn: Callable[[], Any], path: Path, namespace: Mapping[str, Any
     before = to_cpu(inputs)
     value = fn()
     tensors, skipped = flatten(value)
+    after = to_cpu(inputs)
+    changed = input_writes(before, after)
+    # what the call wrote into its inputs is an output too (a destination-passing op returns nothing)
+    tensors.update({f"written {name}": after[name] for name in changed if name in after})
     torch.save(to_cpu(tensors), path)  # the copy to the host waits for the device
     return {"returned": type(value).__name__, "outputs": list(tensors), "skipped": skipped,
-            "inputs_changed": input_writes(before, to_cpu(inputs))}
+            "inputs_changed": changed}
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -231,8 +231,10 @@ class _Child:
         requests, "untimed_waited_ms": the part of it the worker's main thread or this thread waited on a run
         queue (``_waited``), "waited": ms per call the worker's most delayed thread waited on a run queue in the
         whole batch, its requests included (what the parent's clock may have waited for; None: unreadable),
-        "inputs_written", "batch_ms": the parent's wall time of the whole batch, "throttled_ms": what the CPU
-        quotas of the worker's and this process's control groups held them back in it (None: unreadable)}``."""
+        "inputs_written", "inputs_after": the input sets as the calls left them, where they wrote any (compared
+        with the reference side's, then let go), "batch_ms": the parent's wall time of the whole batch,
+        "throttled_ms": what the CPU quotas of the worker's and this process's control groups held them back in it
+        (None: unreadable)}``."""
         from ascendopt.judge.evidence import input_writes
         from ascendopt.judge.payload import decode, readable
         from ascendopt.process import cpu_stat_files, most_waited_ms, throttled_ns
@@ -261,6 +263,7 @@ class _Child:
                                     "describes no outputs): the code under test wrote to the protocol pipe")
         outputs = None
         written: list[str] | None = None
+        inputs_after = None
         if self.parent_reads and isinstance(described, dict) and readable(described):
             after = reply.get("in") if isinstance(inputs, bytes) else None
             got = self._read_stopped(described if full else _one_call(described, audit),
@@ -286,7 +289,7 @@ class _Child:
                 "waited": _per_call(most_waited_ms(marks[0][0], marks[3][0]), calls),
                 "untimed_waited_ms": self._waited(marks[0], marks[1]) + self._waited(marks[2], marks[3]),
                 **_run_ms(marks),
-                "inputs_written": written}
+                "inputs_written": written, "inputs_after": inputs_after if written else None}
 
     def _sched(self) -> tuple[Any, int | None, dict[int, Any]]:
         """The worker's ``process.schedstats``, this thread's ``process.own_wait_ns`` and the ``schedstats`` of the

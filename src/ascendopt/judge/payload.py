@@ -76,6 +76,7 @@ class RawReader:
         self._device = get("device").__get__
         self._layout = get("layout").__get__
         self._is_meta = get("is_meta").__get__
+        self._requires_grad = get("requires_grad").__get__
         self._data_ptr = get("data_ptr")
         self._offset = get("storage_offset")
         self._stride = get("stride")
@@ -133,10 +134,15 @@ class RawReader:
             span = 1 + sum((d - 1) * s for d, s in zip(shape, strides, strict=True))
             raw = self._string_at(self._data_ptr(host), span * size)
         contiguous = strides == _c_strides(shape)
+        meta: dict[str, Any] = {"dtype": dtype, "shape": shape}
         if not contiguous:
             flat = self._frombuffer(raw, dtype=f"V{size}")
             raw = self._as_strided(flat, shape=shape, strides=[s * size for s in strides]).tobytes()
-        return {"dtype": dtype, "shape": shape, "nbytes": len(raw)}, raw
+            if _dense(shape, strides):  # a transposed or permuted view: remade with its layout
+                meta["stride"] = strides
+        if self._requires_grad(t):
+            meta["grad"] = True
+        return {**meta, "nbytes": len(raw)}, raw
 
 
     def where(self, t: Any) -> dict[str, Any]:
@@ -230,6 +236,17 @@ def read_memory(pid: int, address: int, nbytes: int) -> bytes:
     return buffer.raw
 
 
+def _dense(shape: list[int], strides: list[int]) -> bool:
+    """Whether a view of ``shape`` with ``strides`` covers its memory once, without gaps or overlaps (a permutation of
+    a contiguous layout), so ``torch.empty_strided`` can remake it."""
+    expected = 1
+    for size, stride in sorted(((d, s) for d, s in zip(shape, strides, strict=True) if d != 1), key=lambda x: x[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _c_strides(shape: list[int]) -> list[int]:
     strides, step = [], 1
     for d in reversed(shape):
@@ -289,12 +306,14 @@ def _tree(value: Any, reader: RawReader, on_tensor) -> dict[str, Any]:
             return {"dt" if kind.__name__ == "dtype" else "dv": str(item).removeprefix("torch.")}
         if depth >= MAX_DEPTH:
             return {"x": f"nested deeper than {MAX_DEPTH}"}
-        if type(item) is tuple:
-            return {"u": [node(x, depth + 1) for x in item]}
-        if type(item) is list:
-            return {"l": [node(x, depth + 1) for x in item]}
-        if type(item) is dict:
-            return {"d": [[node(k, depth + 1), node(v, depth + 1)] for k, v in item.items()]}
+        # subclasses too, as their base (a named tuple, torch.return_types' structseqs, an OrderedDict): their
+        # values are what is compared, never left opaque
+        if isinstance(item, tuple):
+            return {"u": [node(x, depth + 1) for x in tuple.__iter__(item)]}
+        if isinstance(item, list):
+            return {"l": [node(x, depth + 1) for x in list.__iter__(item)]}
+        if isinstance(item, dict):
+            return {"d": [[node(k, depth + 1), node(v, depth + 1)] for k, v in dict.items(item)]}
         return {"x": type(item).__name__}
 
     return node(value, 0)
@@ -319,8 +338,10 @@ def encode(value: Any, reader: RawReader) -> bytes:
 # -- decoding (in the parent) ------------------------------------------------------------------------
 
 
-def decode(blob: bytes) -> Any:
-    """The value a payload holds, tensors as CPU ``torch.Tensor`` (a tensor that had a problem: a ``Refused``)."""
+def decode(blob: bytes, grad: bool = False) -> Any:
+    """The value a payload holds, tensors as CPU ``torch.Tensor`` (a tensor that had a problem: a ``Refused``), each in
+    the layout it had when it was a dense view; ``grad``: the tensors that required grad require it again (a
+    worker's inputs; the judge compares values only)."""
     import torch
 
     if len(blob) < HEADER.size:
@@ -347,9 +368,15 @@ def decode(blob: bytes) -> Any:
             raise PayloadError(f"a payload's tensor {dtype}{shape} holds {nbytes} bytes, needs {expected} "
                                f"({len(blob) - at} left)")
         if nbytes == 0:
-            tensors.append(torch.empty(shape, dtype=dtype))
+            t = torch.empty(shape, dtype=dtype)
         else:
-            tensors.append(torch.frombuffer(bytearray(blob[at:at + nbytes]), dtype=dtype).reshape(shape))
+            t = torch.frombuffer(bytearray(blob[at:at + nbytes]), dtype=dtype).reshape(shape)
+        stride = meta.get("stride")
+        if isinstance(stride, list) and len(stride) == len(shape) and _dense(shape, [int(s) for s in stride]):
+            t = torch.empty_strided(shape, [int(s) for s in stride], dtype=dtype).copy_(t)  # the layout it had
+        if grad and meta.get("grad") is True and (dtype.is_floating_point or dtype.is_complex):
+            t.requires_grad_(True)
+        tensors.append(t)
         at += nbytes
     if at != len(blob):
         raise PayloadError(f"a payload has {len(blob) - at} bytes its header does not describe")

@@ -40,10 +40,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PER_FUNCTION = 16  # calls kept per function: the first ones the tests make with distinct arguments (values too)
+# The tests' calls are kept up to a byte budget, not a small count: a call left out is a call a change may be wrong
+# on only while a test makes it. The counts bound the contract's size where tests make many tiny calls.
+PER_FUNCTION = 256  # calls kept per function: the first ones the tests make with distinct arguments (values too)
 MAX_FRAMES = 64  # frames looked up the stack for one of the tests' files
 MAX_BYTES = 4 << 20  # tensor bytes kept in all (the contract carries them)
-MAX_CALLS = 64  # calls kept in all
+MAX_CALLS = 1024  # calls kept in all
+MAX_SKIPPED = 64  # calls listed as not kept (freeze names them)
 
 
 # -- in the frozen test run (freeze) ---------------------------------------------------------------------------
@@ -60,22 +63,30 @@ class CallRecorder:
         self.calls: list[dict[str, Any]] = []
         self.skipped: list[dict[str, str]] = []
         self.kinds: dict[str, set[str]] = {}
-        self.wrappers: dict[int, Any] = {}
+        self.wrappers: dict[tuple[int, bool], Any] = {}
         self.bytes = 0
         self.current = ""
 
     def _is_target(self, fn: Any) -> bool:
-        if not isinstance(fn, types.FunctionType) or "." in fn.__qualname__:
+        """A function of the repository that is not a test's own: defined in a repository file other than a test
+        module or a conftest (a helper of the tests' folders too: freeze keeps only the target code's calls), seen
+        through any decorator that names what it wraps (``functools.wraps``: ``torch.no_grad()``, caches)."""
+        inner = _unwrapped(fn)
+        if inner is None or "." in inner.__qualname__:
             return False
-        path = os.path.realpath(fn.__code__.co_filename)
-        return path.startswith(self.root + os.sep) and not self._test_side(path)
+        path = os.path.realpath(inner.__code__.co_filename)
+        return path.startswith(self.root + os.sep) and not self._test_module(path)
 
-    def _test_side(self, path: str) -> bool:
-        """A file of the tests: a collected test module, a conftest, or any file in a test module's folder (a
-        helper the tests share)."""
+    def _test_module(self, path: str) -> bool:
+        """A collected test module or a conftest (a package may keep its tests beside its code)."""
         name = os.path.basename(path)
         return (path in self.test_files or name == "conftest.py" or name.startswith("test_")
-                or name.endswith("_test.py") or path.startswith(self.test_dirs))
+                or name.endswith("_test.py"))
+
+    def _test_side(self, path: str) -> bool:
+        """A file of the tests: a test module, a conftest, or any file in a test module's folder (a helper the tests
+        share): where the references the tests hold are wrapped, and where a call is the tests'."""
+        return self._test_module(path) or path.startswith(self.test_dirs)
 
     def pytest_collection_finish(self, session) -> None:
         modules = {id(m): m for m in (getattr(item, "module", None) for item in session.items) if m is not None}
@@ -89,6 +100,18 @@ class CallRecorder:
                 for name, value in list(vars(module).items()):
                     if self._is_target(value):
                         setattr(module, name, self._wrap(value))
+        # the repository's own modules too (``import op`` then ``op.my_op(x)`` in a test): a call through them is the
+        # tests' only when a file of the tests makes it (the code's calls of its own functions are not recorded)
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if not isinstance(path, str):
+                continue
+            path = os.path.realpath(path)
+            if path.startswith(self.root + os.sep) and not self._test_side(path):
+                for name, value in list(vars(module).items()):
+                    inner = _unwrapped(value)
+                    if self._is_target(value) and inner is not None and inner.__module__ == module.__name__:
+                        setattr(module, name, self._wrap(value, direct=True))
         # function objects captured at collection: ``parametrize("impl", [my_op])``
         for item in session.items:
             params = getattr(getattr(item, "callspec", None), "params", None)
@@ -100,23 +123,31 @@ class CallRecorder:
     def pytest_runtest_setup(self, item) -> None:
         self.current = item.nodeid
 
-    def _wrap(self, fn: types.FunctionType):
-        if id(fn) in self.wrappers:
-            return self.wrappers[id(fn)]
-        key = f"{fn.__module__}:{fn.__qualname__}"
-        path = os.path.relpath(os.path.realpath(fn.__code__.co_filename), self.root)
+    def _wrap(self, fn: Any, direct: bool = False):
+        """The recording wrapper of ``fn``: a call is kept when a file of the tests is on the stack (``direct``: when
+        one is the caller, for the wrapper a module of the code under test holds)."""
+        if (id(fn), direct) in self.wrappers:
+            return self.wrappers[id(fn), direct]
+        inner = _unwrapped(fn)
+        key = f"{inner.__module__}:{inner.__qualname__}"
+        path = os.path.relpath(os.path.realpath(inner.__code__.co_filename), self.root)
 
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
-            if self._from_a_test():
+            if self._called_by_a_test() if direct else self._from_a_test():
                 try:
                     self._keep(key, path, args, kwargs)
                 except Exception:  # noqa: BLE001 - a call that cannot be copied is not recorded; the test goes on
                     pass
             return fn(*args, **kwargs)
 
-        self.wrappers[id(fn)] = recorded
+        self.wrappers[id(fn), direct] = recorded
         return recorded
+
+    def _called_by_a_test(self) -> bool:
+        """Whether the caller of the wrapper is a file of the tests."""
+        frame = sys._getframe(2)
+        return frame is not None and self._test_side(os.path.realpath(frame.f_code.co_filename))
 
     def _from_a_test(self) -> bool:
         """Whether a frame of the tests' files is on the stack (the call made by a test, or by a helper it called)."""
@@ -132,15 +163,21 @@ class CallRecorder:
     def _keep(self, key: str, path: str, args: tuple, kwargs: dict) -> None:
         kinds = self.kinds.setdefault(key, set())
         if len(kinds) >= PER_FUNCTION or len(self.calls) >= MAX_CALLS:
+            if len(self.skipped) < MAX_SKIPPED:  # named, so freeze says what the replay leaves out
+                limit = f"{PER_FUNCTION} calls per function" if len(kinds) >= PER_FUNCTION else f"{MAX_CALLS} calls"
+                entry = {"function": key, "file": path, "test": self.current,
+                         "why": f"past the {limit} the contract keeps"}
+                if entry not in self.skipped:
+                    self.skipped.append(entry)
             return
         try:
             _, nbytes = _signature((args, kwargs), digest=False)  # sizes first: a large call is never copied
         except _NotData as why:
-            if len(self.skipped) < MAX_CALLS:
+            if len(self.skipped) < MAX_SKIPPED:
                 self.skipped.append({"function": key, "file": path, "test": self.current, "why": str(why)})
             return
         if self.bytes + nbytes > MAX_BYTES:
-            if len(self.skipped) < MAX_CALLS:
+            if len(self.skipped) < MAX_SKIPPED:
                 self.skipped.append({"function": key, "file": path, "test": self.current,
                                      "why": f"its arguments pass the {MAX_BYTES >> 20} MiB the contract keeps"})
             return
@@ -164,6 +201,18 @@ class CallRecorder:
             fh.write(blob)
 
 
+def _unwrapped(fn: Any) -> types.FunctionType | None:
+    """The plain function ``fn`` is, or wraps through ``__wrapped__`` (``functools.wraps``); None if neither."""
+    for _ in range(8):
+        if isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped__"):
+            return fn
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            return fn if isinstance(fn, types.FunctionType) else None
+        fn = inner
+    return None
+
+
 class _NotData(Exception):
     """An argument that is not data; the message says what it is."""
 
@@ -180,7 +229,9 @@ def _signature(value: Any, depth: int = 0, digest: bool = True) -> tuple[str, in
         if value.layout != torch.strided or value.is_meta:
             raise _NotData(f"a {value.layout} tensor")
         nbytes = value.numel() * value.element_size()
-        kind = f"T{tuple(value.shape)}{value.dtype}{value.device.type}"
+        # the layout and requires_grad too: a call on a transposed view, or on a leaf that requires grad, is its own
+        layout = "" if value.is_contiguous() else f"s{tuple(value.stride())}"
+        kind = f"T{tuple(value.shape)}{value.dtype}{value.device.type}{layout}{'g' if value.requires_grad else ''}"
         if not digest:
             return kind, nbytes
         raw = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
@@ -200,7 +251,8 @@ def _copy(value: Any) -> Any:
     import torch
 
     if type(value) is torch.Tensor:
-        return value.detach().clone()
+        kept = value.detach().clone()  # the same layout (clone preserves a dense view's strides)
+        return kept.requires_grad_(True) if value.requires_grad and kept.is_floating_point() else kept
     if type(value) in (tuple, list):
         return type(value)(_copy(v) for v in value)
     if type(value) is dict:
@@ -219,7 +271,7 @@ def recorded(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     calls: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for path in sorted(Path(folder).glob("calls-*.bin")):
-        value = decode(path.read_bytes())
+        value = decode(path.read_bytes(), grad=True)  # as the tests passed them: a leaf that required grad does
         calls += [c for c in value.get("calls", []) if isinstance(c, dict) and isinstance(c.get("function"), str)]
         skipped += [{k: str(v) for k, v in c.items()} for c in value.get("skipped", []) if isinstance(c, dict)]
     return calls, skipped
@@ -256,7 +308,7 @@ def arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         found.update(parts(value, f"argument {i + 1}"))
     for name, value in kwargs.items():
         found.update(parts(value, f"argument {name}"))
-    return {name: value for name, value in found.items() if isinstance(value, torch.Tensor)}
+    return {name: value.detach() for name, value in found.items() if isinstance(value, torch.Tensor)}
 
 
 def written(call: Mapping[str, Any], after: Sequence[Any]) -> dict[str, str]:
@@ -288,7 +340,7 @@ def decode_calls(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     blob = base64.b64decode(entry["payload"])
     if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
         raise ValueError("test_calls.payload does not match test_calls.sha256")
-    return [dict(c) for c in decode(blob)]
+    return [dict(c) for c in decode(blob, grad=True)]  # replayed as recorded: a leaf that required grad does
 
 
 def freeze_entry(session, found: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, str]]],

@@ -127,6 +127,19 @@ def fingerprint(value: Any, ops, light: bool = False) -> dict[str, Any]:
     return {"parts": parts, "skipped": skipped}
 
 
+def _functions_of(paths: list[str]) -> dict[tuple[str, str], Any]:
+    """``{(module, name): object}`` of every callable attribute of each loaded module whose file lies under one of
+    ``paths`` (the tree), read now."""
+    roots = tuple(os.path.realpath(p) + os.sep for p in paths)
+    held: dict[tuple[str, str], Any] = {}
+    for module in list(sys.modules.values()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and os.path.realpath(where).startswith(roots):
+            held.update({(module.__name__, name): value for name, value in list(vars(module).items())
+                         if callable(value)})
+    return held
+
+
 def main(argv: list[str]) -> None:
     # The pipe and the clock first: nothing of the tree has run yet, and these names stay bound here.
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -194,6 +207,7 @@ def main(argv: list[str]) -> None:
             raise UsageError(f"the workload's module code never decorated {pin.kernel} with @triton.autotune: "
                              "nothing was pinned")
         namespace = getattr(fn, "module_globals", {})
+        held = _functions_of(paths)  # what a caller holds after importing the tree: the replay's targets
         make = namespace.get("inputs")
         takes_shape = callable(make) and _takes_shape(make)
         make = guard(make, Path(exec_file)) if callable(make) else None
@@ -207,9 +221,11 @@ def main(argv: list[str]) -> None:
             return tuple(made) if isinstance(made, (tuple, list)) else (made,)
 
         def on_device(value: Any) -> Any:
-            """Decoded inputs (CPU tensors) as fresh tensors on the device, the structure kept."""
+            """Decoded inputs (CPU tensors) as fresh tensors on the device, the structure kept: the layout, and a
+            leaf that requires grad is again such a leaf (as the caller's was)."""
             if isinstance(value, ops.Tensor):
-                return to_device(value, device=device, copy=True)
+                moved = to_device(value, device=device, copy=True)
+                return moved.detach().requires_grad_(True) if value.requires_grad else moved
             if type(value) in (tuple, list):
                 return type(value)(on_device(v) for v in value)
             if type(value) is dict:
@@ -256,7 +272,7 @@ def main(argv: list[str]) -> None:
                 # the input sets of the next timed batch: bytes the trusted maker made, or (no inputs(seed))
                 # ``calls`` calls on the workload's own inputs
                 if blob is not None:
-                    batch = [tuple(on_device(s)) for s in decode(blob)]
+                    batch = [tuple(on_device(s)) for s in decode(blob, grad=True)]
                 elif "seeds" in msg:  # too large to hand over: made here from seeds given only now
                     batch = [inputs_of(int(s), msg.get("shape")) for s in msg["seeds"]]
                 else:
@@ -290,8 +306,10 @@ def main(argv: list[str]) -> None:
                 _quiet()
                 if msg.get("function"):  # the frozen tests' own calls of a function of the tree (judge.testcalls)
                     module, _, name = str(msg["function"]).partition(":")
-                    target = getattr(import_module(module), name)
-                    sets = [on_device(s) for s in decode(blob)]
+                    # the object the module held when the tree was loaded (as ``from op import my_op`` holds it), not
+                    # what its name is bound to after the calls since
+                    target = held[module, name] if (module, name) in held else getattr(import_module(module), name)
+                    sets = [on_device(s) for s in decode(blob, grad=True)]
                     results = []
                     for args, kwargs in sets:  # each call from the same random state on both sides
                         _seed(torch)
@@ -300,7 +318,7 @@ def main(argv: list[str]) -> None:
                     out_blob = encode({"outputs": results, "inputs": sets}, reader)
                     reply = {}
                 elif blob is not None:
-                    sets = [tuple(on_device(s)) for s in decode(blob)]
+                    sets = [tuple(on_device(s)) for s in decode(blob, grad=True)]
                     raised: list[str | None] = []
                     results = []
                     for args in sets:
