@@ -68,6 +68,12 @@ HELPERS = "the timed side's other processes"
 # groups and the judge's, ``process.throttled_ns``) than another: 5 %, and IDLE_CPU_MS in all. A quota throttles
 # the sides of one group alike under load; one applied while one side runs limits that side's speed from outside.
 THROTTLE_REL = 0.05
+# How much more of its time per call the reference side (the baseline) may spend waiting on a run queue than another
+# side, as the median over the batches (its worker's most delayed thread and the judge's own thread in the timed
+# window): 5 %. Load lands on both sides alike across interleaved rounds; a baseline whose thread is made to wait
+# (its CPUs or policy changed during its batch and put back before the judge looks, or the judge's own thread
+# held back while it times the baseline) reads slower by what it waited, which the anchor would excuse.
+WAIT_REL = 0.05
 # The re-measured baseline may differ from the frozen one by its noise band plus 20 %: what separate
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
@@ -372,6 +378,9 @@ def audit(judged: Judged) -> Findings:
     throttle = _throttled(judged)
     if throttle:
         found.doubts.append(throttle)
+    held = _held_back(judged)
+    if held:
+        found.doubts.append(held)
     totals: dict[tuple[str, str], list[float]] = {}
     for idle, timed, cpu, wall in judged.idle:
         total = totals.setdefault((idle, timed), [0.0, 0.0])
@@ -388,6 +397,40 @@ def audit(judged: Judged) -> Findings:
             found.doubts.append(f"{who} used {cpu:.0f} ms of CPU while {timed} was timed ({wall:.0f} ms in all): a "
                                 "side must be idle while another is measured")
     return found
+
+
+def _held_back(judged: Judged) -> str | None:
+    """The doubt when the reference side's batches waited on a run queue (``waited`` + ``judge_waited`` of its
+    readings, per call) a larger share of their time than another side's, by more than ``WAIT_REL`` as the medians
+    over the batches, and that side reads faster by more than ``WAIT_REL`` but by less than twice the difference
+    (the wait, not the code, may be the speedup); None otherwise or where unreadable. Only that direction: a
+    candidate held back reads slower, never faster; and a speedup well beyond the difference stands (another
+    test's load on a shared host lands unevenly on short batches)."""
+    by_name = dict(zip(judged.names, judged.sides, strict=True))
+    ref = by_name.get(judged.reference)
+    if ref is None:
+        return None
+
+    def share(side) -> float | None:
+        parts = [((r.get("waited") or 0.0) + r["judge_waited"]) / r["parent"] for r in side.readings
+                 if r.get("waited") is not None and r.get("judge_waited") is not None and r.get("parent")]
+        return _median(parts) if parts and len(parts) == len(side.readings) else None
+
+    mine = share(ref)
+    if mine is None:
+        return None
+    ref_median = _median(judged.samples[judged.names.index(judged.reference)])
+    for k, (name, side) in enumerate(by_name.items()):
+        theirs = share(side) if side is not ref else None
+        if theirs is None or not ref_median or not judged.samples[k]:
+            continue
+        gain = 1.0 - _median(judged.samples[k]) / ref_median
+        if mine - theirs > WAIT_REL and WAIT_REL < gain < 2 * (mine - theirs):
+            return (f"{judged.reference}: its batches waited on a run queue {mine:.0%} of their time (its worker's "
+                    f"most delayed thread and the judge's clock), {name}'s {theirs:.0%}: a side held back by the "
+                    "scheduler more than another (its CPUs or priority changed during its batches, or load that fell "
+                    "on it alone)")
+    return None
 
 
 def _throttled(judged: Judged) -> str | None:

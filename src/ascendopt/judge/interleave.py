@@ -233,6 +233,8 @@ class _Child:
         whole batch, its requests included (what the parent's clock may have waited for; None: unreadable),
         "inputs_written", "inputs_after": the input sets as the calls left them, where they wrote any (compared
         with the reference side's, then let go), "batch_ms": the parent's wall time of the whole batch,
+        "judge_waited": ms per call this thread (the judge's clock) waited on a run queue in the timed window (None:
+        unreadable),
         "throttled_ms": what the CPU quotas of the worker's and this process's control groups held them back in it
         (None: unreadable)}``."""
         from ascendopt.judge.evidence import input_writes
@@ -283,6 +285,8 @@ class _Child:
         self._look_for_stops()
         return {"parent": max((wall_ms - self.rtt_ms) / calls, 1e-9), "worker": float(reply["ms"]),
                 "batch_ms": (t2 - t0) * 1e3,
+                "judge_waited": _per_call((marks[2][1] - marks[1][1]) / 1e6, calls)
+                if marks[1][1] is not None and marks[2][1] is not None else None,
                 "throttled_ms": (held_after - held) / 1e6 if held is not None and held_after is not None else None,
                 "calls": calls, "full": full, "audit": audit, "outputs": outputs,
                 "prints": checked["outputs"], "untimed_ms": ((prepared - t0) + (t2 - t1)) * 1e3,
