@@ -76,6 +76,14 @@ def reset() -> None:
     configure(quiet=False, no_color=False, csv=False)
 
 
+def detach() -> None:
+    """In a pool's device process (``ascendopt.pool``): quiet, no live display and no event stream of its own (both
+    are the command's, in the parent: its progress shows the pool). The parent's event file is left open there."""
+    configure(quiet=True)
+    _LIVE["progress"] = None
+    _EVENTS.update(file=None, owned=False, phases=[])
+
+
 def is_quiet() -> bool:
     return _SETTINGS["quiet"]
 

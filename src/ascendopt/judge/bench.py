@@ -224,6 +224,16 @@ def interleaved_samples(
     return taker.take(pairs, on_pair), taker.calls
 
 
+# Samples of a bundled kernel's frozen baseline (``freeze``), and of its re-measure on each device of a pool (the
+# anchor, ``tune.pooled``): the interpreter's wall time says nothing about device time, so 10 keep CPU freezes short.
+BASELINE_REPEATS = {"cpu": 10, "default": 30}
+
+
+def baseline_repeats(backend_name: str) -> int:
+    """Samples of a bundled kernel's frozen baseline on ``backend_name`` (``BASELINE_REPEATS``)."""
+    return BASELINE_REPEATS.get(backend_name, BASELINE_REPEATS["default"])
+
+
 def measure(
     fn: Callable[..., Any],
     *,
@@ -234,12 +244,15 @@ def measure(
     repeats: int = 30,
     min_sample_ms: float = 1.0,
     on_sample: Callable[[], None] | None = None,
+    samples: list[float] | None = None,
 ) -> Timing:
-    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples."""
+    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples.
+    ``samples``: a list that receives the samples themselves (ms per call), e.g. for ``engine.anchor_problem``."""
     run = Sampler(fn, inputs, backend)
     per_call = run.warmup(warmup, warmup_ms)
     calls = calls_per_sample(per_call, min_sample_ms)
-    samples, host = [], []
+    samples = [] if samples is None else samples
+    host = []
     for _ in range(repeats):
         samples.append(run.sample(calls))
         host.append(run.host_ms)
