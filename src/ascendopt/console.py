@@ -554,7 +554,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
 
 # -- the event stream ------------------------------------------------------------------------------
 
-EVENTS = ("phase_start", "progress", "measurement", "stage_result", "round_recorded", "phase_end", "error")
+EVENTS = ("phase_start", "progress", "measurement", "stage_result", "round_recorded", "pool", "phase_end", "error")
 _EVENTS: dict[str, Any] = {"file": None, "owned": False, "command": None, "phases": [], "started": 0.0,
                            "errored": False}
 

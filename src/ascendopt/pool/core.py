@@ -58,7 +58,9 @@ class Job(Protocol):
         None, ...}`` (problem None: within the drift allowance, or nothing frozen to compare with)."""
 
     def run(self, item: Any) -> dict[str, Any]:
-        """On a device: one item -> its result (JSON-ready; ``{"stop": True}`` in it ends the pool's dispatch)."""
+        """On a device: one item -> its result (JSON-ready; ``{"stop": True}`` in it ends the pool's dispatch;
+        ``{"quarantine": why}``: the item's own anchor found this device off, so it is quarantined and the item
+        re-queued)."""
 
 
 class Backend(Protocol):
@@ -230,6 +232,13 @@ def run_pool(backend: Backend, job: Job, items: Sequence[Any], *, item_s: float,
                     if what == "again":
                         closed.add(device)
                     healthy.add(device)
+                elif reply.get("quarantine"):
+                    # the job anchored this item on the device itself (a gate's own anchor) and found it off: the
+                    # device is quarantined, the item goes elsewhere (not counted as an attempt: nothing failed)
+                    attempts[job.key(item)] -= 1
+                    requeue([item], device)
+                    quarantine(device, str(reply["quarantine"]))
+                    continue
                 else:
                     key = job.key(item)
                     result = {**reply, "device": device, "key": key, "_item": item}
