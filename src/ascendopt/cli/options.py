@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ascendopt.pool.devices import LOCAL_RAY
+
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON envelope on stdout, whatever the outcome: {schema, command, status, exit_code, "
                    "error, data, next} (schemas: ascendopt/cli/schemas/).")]
@@ -42,7 +44,7 @@ DevicesOpt = Annotated[
                       "quarantined (docs/pool.md). On cpu a device is a slot of the cores. With --ray: at most N."),
 ]
 # ``--ray`` alone means a Ray started for the command (``cli.optional_values`` supplies it)
-OPTIONAL_VALUES = {"--ray": "local"}
+OPTIONAL_VALUES = {"--ray": LOCAL_RAY}
 RayOpt = Annotated[
     str | None,
     typer.Option("--ray", metavar="[ADDRESS]",
@@ -75,7 +77,7 @@ EventsOpt = Annotated[
     str | None,
     typer.Option("--events", metavar="FILE", callback=_open_events,
                  help="Also write the command's progress as NDJSON events to FILE (appended; '-' for stderr): "
-                      "phase_start, progress, measurement, stage_result, round_recorded, phase_end, error "
+                      "phase_start, progress, measurement, stage_result, round_recorded, pool, phase_end, error "
                       "(schema: ascendopt/cli/schemas/events.schema.json)."),
 ]
 def _existing_interpreter(value: str | None) -> str | None:

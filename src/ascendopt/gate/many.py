@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendopt.errors import ExitCode
+from ascendopt.workspace import Workspace
 
 # Which workspace's exit code is the lot's, worst first: a contract that cannot be trusted (3) before a wrong
 # kernel (1), before a workspace that could not be read or run (2, 5), before a measured regression (4), before a
@@ -66,6 +67,9 @@ class GateJob:
     accept_implausible: str | None = None
     timer: Callable[[], float] | None = None
     anchor_each: bool = True
+    # the bundled kernels the workspaces name, as the command resolved them: a device in a fresh interpreter (a Ray
+    # actor) serves these (``kernels.use``), not whatever its own registry holds
+    specs: dict[str, Any] | None = None
     label: str = "workspace"
 
     def portable(self) -> GateJob:
@@ -87,8 +91,10 @@ class GateJob:
         from ascendopt.errors import AscendoptError
         from ascendopt.gate.stages import run_gate
         from ascendopt.judge.engine import ANCHOR_MOVED
-        from ascendopt.workspace import Workspace
+        if self.specs:
+            from ascendopt import kernels
 
+            kernels.use(self.specs)
         ws = Workspace(Path(item))
         try:
             if self.anchor_each and not self.skip_perf:
@@ -143,7 +149,7 @@ def gate_all(root: Path, *, pool=None, skip_perf: bool = False, pairs: int = 30,
         raise UsageError(f"gate --all: no workspace (.ascendopt/ with a contract.yaml) under {root}",
                          hint="freeze a task first, or give the folder that holds them with --root")
     job = GateJob(str(root), skip_perf, pairs, timeout, accept_implausible, timer,
-                  anchor_each=pool is not None and pool.wanted)
+                  anchor_each=pool is not None and pool.wanted, specs=kernels_named(found))
     pool_run = None
     if pool is not None and pool.wanted:
         from ascendopt.pool.core import run_pool
@@ -171,14 +177,34 @@ def gate_all(root: Path, *, pool=None, skip_perf: bool = False, pairs: int = 30,
             "pool": pool_run.to_dict() if pool_run is not None else None}
 
 
+def kernels_named(workspaces: Sequence[Path]) -> dict[str, Any]:
+    """``{name: KernelSpec}`` of the bundled kernels the workspaces' contracts name (a contract that cannot be read,
+    or names no bundled kernel, adds nothing: its gate says why)."""
+    from ascendopt import kernels
+    from ascendopt.contract.model import load_raw
+
+    out = {}
+    for path in workspaces:
+        try:
+            data = load_raw(Workspace(path))
+            name = (data.get("workload") or {}).get("kernel") if data.get("workload", {}).get("kind") == "kernel" \
+                else None
+            if name:
+                out[name] = kernels.get(name)
+        except Exception:  # noqa: BLE001 - the workspace's own gate reports what is wrong with it
+            continue
+    return out
+
+
 def job_limit(workspaces: Sequence[Path], timeout: float | None) -> float:
-    """Seconds one workspace's gate may take on a device: ``--timeout``, else the largest of its contracts' frozen
-    limits summed (tests, workload, timing: what one gate may spend), read without loading anything else."""
+    """Seconds one workspace's gate may take on a device before the device counts as lost: what one gate's children
+    may spend in all (its tests, its workload calls, its timing: ``--timeout`` for each, else the frozen defaults,
+    ``DEFAULT_TIMEOUTS``, summed); the gate's own limits end a stuck child well before it."""
     from ascendopt.contract.model import DEFAULT_TIMEOUTS
 
     if timeout is not None:
-        return 3 * timeout
-    return float(sum(v for v in DEFAULT_TIMEOUTS.values() if isinstance(v, int | float)))
+        return float(len(DEFAULT_TIMEOUTS) * timeout)
+    return float(sum(DEFAULT_TIMEOUTS.values()))
 
 
 def junit(all_results: dict[str, Any]) -> str:

@@ -17,6 +17,9 @@ from ascendopt.errors import UsageError
 DEVICE_ENV = "ASCENDOPT_POOL_DEVICE"
 # The variable that makes a device process see one device only, by backend (cpu: none, the cores are pinned)
 VISIBLE_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES"}
+# What ``--ray`` given without an address means: a Ray started for this command on this host (or the one this
+# process is connected to already)
+LOCAL_RAY = "local"
 # The most devices --devices N takes: more than any server holds (an Ascend server has 8 NPUs, a node 16 GPUs at
 # most); beyond it a typo (``--devices 800``) would start hundreds of processes
 MAX_DEVICES = 64

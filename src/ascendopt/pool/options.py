@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendopt.errors import UsageError
-from ascendopt.pool.devices import Device, parse_devices
-
-# What ``--ray`` given without an address means: a Ray started for this command on this host
-LOCAL_RAY = "local"
+from ascendopt.pool.devices import LOCAL_RAY, Device, parse_devices
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ascendopt.errors import EnvironmentProblem, UsageError
 from ascendopt.pool.core import DeviceLost
-from ascendopt.pool.devices import DEVICE_ENV
+from ascendopt.pool.devices import DEVICE_ENV, LOCAL_RAY
 
 INSTALL = "pip install 'ascendopt[pool]'"
 # The custom resource standing for a device on the cpu backend
@@ -52,8 +52,6 @@ def check(address: str) -> None:
     """``--ray``'s address checked before any work: Ray importable, and an address other than ``local`` / ``auto``
     answering a TCP connect within ``CONNECT_S``. UsageError (exit 2) naming it."""
     _ray()
-    from ascendopt.pool.options import LOCAL_RAY
-
     if address in (LOCAL_RAY, "auto"):
         return
     target = address.removeprefix("ray://")
@@ -79,15 +77,29 @@ def device_resource(backend: str) -> tuple[str, dict[str, Any]]:
     return CPU_RESOURCE, {"resources": {CPU_RESOURCE: 1}}
 
 
-class _Server:
-    """The actor: one device's server of the job (``anchor`` / ``run``), quiet like a local device process."""
+def forwarded_env() -> dict[str, str]:
+    """What an actor's environment gets from the command's, as a local device process inherits it: the backend
+    choice and the interpreter flag a kernel needs before its module is imported (``backends.child_env``), and
+    every ``ASCENDOPT_*`` setting (the model chip, the UB size, ...)."""
+    from ascendopt.device import backends
 
-    def __init__(self, job: Any, name: str):
+    env = backends.child_env(kernels=True)
+    return {k: v for k, v in env.items() if k.startswith("ASCENDOPT_") or k == "TRITON_INTERPRET"}
+
+
+class _Server:
+    """The actor: one device's server of the job (``anchor`` / ``run``), quiet like a local device process. The
+    job arrives pickled and is read only after the environment is set (a kernel module reads it on import)."""
+
+    def __init__(self, blob: bytes, name: str, env: dict[str, str]):
+        os.environ.update(env)
         os.environ[DEVICE_ENV] = name
         from ascendopt import console
 
         console.detach()
-        self.job = job
+        from ray import cloudpickle
+
+        self.job = cloudpickle.loads(blob)
 
     def call(self, op: str, item: Any) -> Any:
         return self.job.anchor() if op == "anchor" else self.job.run(item)
@@ -98,8 +110,6 @@ class RayPool:
     devices (``--devices N``)."""
 
     def __init__(self, address: str, job: Any, backend: str, count: int | None = None):
-        from ascendopt.pool.options import LOCAL_RAY
-
         ray = self.ray = _ray()
         self._started = False
         resource, options = device_resource(backend)
@@ -132,7 +142,8 @@ class RayPool:
         self.names = [f"ray:{k}" for k in range(units)]
         # the actor neither restarts nor retries: a lost device is the pool's to re-queue, not Ray's to repeat
         remote = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, **options)(_Server)
-        self._actors = {name: remote.remote(job, name) for name in self.names}
+        blob, env = ray.cloudpickle.dumps(job), forwarded_env()
+        self._actors = {name: remote.remote(blob, name, env) for name in self.names}
         self._refs: dict[str, Any] = {}
         self._done: dict[str, Any] = {}
 
