@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendopt.errors import UsageError
-from ascendopt.pool.devices import LOCAL_RAY, Device, parse_devices
+from ascendopt.pool.devices import Device, parse_devices
 
 
 @dataclass(frozen=True)
