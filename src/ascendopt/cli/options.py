@@ -38,19 +38,20 @@ WorkspaceOpt = Annotated[
 
 DevicesOpt = Annotated[
     str | None,
-    typer.Option("--devices", metavar="N|LIST",
-                 help="Spread the work over a pool of this host's devices: N (the first N) or a list of indices "
-                      "(0,2,3); one worker per device, each anchored on the frozen baseline first, a device off it "
-                      "quarantined (docs/pool.md). On cpu a device is a slot of the cores. With --ray: at most N."),
+    typer.Option("--devices", metavar="DEVICES",
+                 help="Spread the work over a pool of this host's devices: a count N (the first N) or a list of "
+                      "indices (0,2,3); one worker per device, each anchored on the frozen baseline first, a device "
+                      "off it quarantined (docs/pool.md). On cpu a device is a slot of the cores. With --ray: at "
+                      "most N."),
 ]
 # ``--ray`` alone means a Ray started for the command (``cli.optional_values`` supplies it)
 OPTIONAL_VALUES = {"--ray": LOCAL_RAY}
 RayOpt = Annotated[
     str | None,
-    typer.Option("--ray", metavar="[ADDRESS]",
+    typer.Option("--ray", metavar="ADDRESS",
                  help="Spread the work over a Ray cluster: one actor per device (NPU / GPU resource; on cpu the "
-                      "custom resource 'device'). ADDRESS: host:port, ray://host:port or auto; alone: a local Ray "
-                      "for this command. Needs pip install 'ascendopt[pool]'."),
+                      "custom resource 'device'). ADDRESS: host:port, ray://host:port or auto; --ray alone: a local "
+                      "Ray for this command. Needs pip install 'ascendopt[pool]'."),
 ]
 
 
