@@ -243,9 +243,12 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
     for case in cases:
         console.status(f"freeze: measuring the baseline {kernel} {case.name} (synchronized)")
         inputs = timing_inputs(spec, case.dims, dtype, mode, device)
-        timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs,
-                               backend=ClockBackend(backend, timer) if timer is not None else backend,
-                               repeats=bench.baseline_repeats(backend.name))
+        # on cpu on one thread, as every device of a pool re-measures it (the anchor compares like with like)
+        with bench.one_thread_on_cpu(backend.name):
+            timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs,
+                                   backend=ClockBackend(backend, timer) if timer is not None else backend,
+                                   repeats=bench.baseline_repeats(backend.name),
+                                   waits=[] if timer is None else None)
         baseline.append(_timing(f"{case.name}/{mode}", timing))
 
     backend_name, fingerprint = _fingerprint()

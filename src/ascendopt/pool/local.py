@@ -39,6 +39,7 @@ def _serve(conn, dev: Device, job: Any, log_path: str) -> None:
     from ascendopt import console
 
     console.detach()
+    one_thread_if_cpu()
     if isinstance(job, bytes):  # spawned: the job arrives pickled, and is read only now
         job = pickle.loads(job)
     while True:
@@ -51,6 +52,18 @@ def _serve(conn, dev: Device, job: Any, log_path: str) -> None:
             conn.send(("ok", value))
         except BaseException as exc:  # noqa: BLE001 - told to the scheduler, which names the device and moves on
             conn.send(("raised", "".join(traceback.format_exception_only(type(exc), exc)).strip()))
+
+
+def one_thread_if_cpu() -> None:
+    """On the cpu backend a device computes on one thread for good (``bench.one_thread_on_cpu``: as freeze timed the
+    anchor). It is also what makes a forked device safe: the parent's OpenMP pool does not survive the fork, and a
+    parallel region in the child would wait for its threads forever."""
+    from ascendopt.device import backends
+
+    if backends.current().name == "cpu":
+        import torch
+
+        torch.set_num_threads(1)
 
 
 class LocalPool:

@@ -97,6 +97,9 @@ class _Server:
         from ascendopt import console
 
         console.detach()
+        from ascendopt.pool.local import one_thread_if_cpu
+
+        one_thread_if_cpu()
         from ray import cloudpickle
 
         self.job = cloudpickle.loads(blob)

@@ -90,12 +90,14 @@ class ScreenJob:
         spec = self._kernel()
         backend, clocked, inputs = self._device()
         samples: list[float] = []
+        # what a loaded host made it wait is read where the samples are wall time (no injected clock)
+        waits: list[float | None] | None = [] if self.timer is None else None
         timing = bench.measure(lambda inp: spec.run(inp, self.baseline, self.mode), inputs=inputs, backend=clocked,
-                               repeats=bench.baseline_repeats(backend.name), samples=samples)
-        problem = (engine.anchor_problem(self.frozen_ms, samples, (), self.frozen_waited_ms)
+                               repeats=bench.baseline_repeats(backend.name), samples=samples, waits=waits)
+        problem = (engine.anchor_problem(self.frozen_ms, samples, waits or (), self.frozen_waited_ms)
                    if self.frozen_ms else None)
         return {"device": current(), "host": socket.gethostname(), "median_ms": timing.median_ms,
-                "frozen_ms": self.frozen_ms, "problem": problem}
+                "waited_ms": timing.waited_ms, "frozen_ms": self.frozen_ms, "problem": problem}
 
     def run(self, config: Mapping[str, int]) -> dict[str, Any]:
         """One candidate: the smoke check, then ``SCREEN_REPEATS`` pairs interleaved with the start on this device.
