@@ -85,6 +85,16 @@ def core_set(position: int, count: int) -> tuple[int, ...]:
     return tuple(cores[position * share:(position + 1) * share])
 
 
+def forwarded_env() -> dict[str, str]:
+    """What a device's environment gets from the command's where it does not inherit it (a spawned process, a Ray
+    actor): the backend choice and the interpreter flag a kernel needs before its module is imported
+    (``backends.child_env``), and every ``ASCENDOPT_*`` setting (the model chip, the UB size, ...)."""
+    from ascendopt.device import backends
+
+    env = backends.child_env(kernels=True)
+    return {k: v for k, v in env.items() if k.startswith("ASCENDOPT_") or k == "TRITON_INTERPRET"}
+
+
 def current() -> str | None:
     """The name of the device this process serves in a pool (``DEVICE_ENV``), None outside a pool."""
     return os.environ.get(DEVICE_ENV) or None

@@ -22,7 +22,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from ascendopt.pool.core import DeviceLost
-from ascendopt.pool.devices import Device, enter
+from ascendopt.pool.devices import Device, enter, forwarded_env
 
 # How long a closing device process may take to go after its pipe is closed, s, before it is killed
 CLOSE_S = 2.0
@@ -81,6 +81,8 @@ class LocalPool:
         self._pending: set[str] = set()
         try:
             for dev in devices:
+                if not fork:  # a spawned process starts from the environment, not from this process's state
+                    dev = Device(dev.name, dev.index, dev.cpus, {**forwarded_env(), **dev.env})
                 parent, child = ctx.Pipe()
                 log = os.path.join(self._logs.name, dev.name.replace(":", "-") + ".log")
                 proc = ctx.Process(target=_serve, args=(child, dev, shipped, log), name=f"ascendopt-{dev.name}",

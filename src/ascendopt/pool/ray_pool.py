@@ -24,7 +24,7 @@ from typing import Any
 
 from ascendopt.errors import EnvironmentProblem, UsageError
 from ascendopt.pool.core import DeviceLost
-from ascendopt.pool.devices import DEVICE_ENV, LOCAL_RAY
+from ascendopt.pool.devices import DEVICE_ENV, LOCAL_RAY, forwarded_env
 
 INSTALL = "pip install 'ascendopt[pool]'"
 # The custom resource standing for a device on the cpu backend
@@ -75,16 +75,6 @@ def device_resource(backend: str) -> tuple[str, dict[str, Any]]:
     if backend == "cuda":
         return "GPU", {"num_gpus": 1}
     return CPU_RESOURCE, {"resources": {CPU_RESOURCE: 1}}
-
-
-def forwarded_env() -> dict[str, str]:
-    """What an actor's environment gets from the command's, as a local device process inherits it: the backend
-    choice and the interpreter flag a kernel needs before its module is imported (``backends.child_env``), and
-    every ``ASCENDOPT_*`` setting (the model chip, the UB size, ...)."""
-    from ascendopt.device import backends
-
-    env = backends.child_env(kernels=True)
-    return {k: v for k, v in env.items() if k.startswith("ASCENDOPT_") or k == "TRITON_INTERPRET"}
 
 
 class _Server:
