@@ -246,7 +246,7 @@ def run_pool(backend: Backend, job: Job, items: Sequence[Any], *, item_s: float,
                     if reply.get("stop"):
                         halted[0] = True
                     if on_result:
-                        on_result(result, progress())
+                        on_result({k: v for k, v in result.items() if k != "_item"}, progress())
                 dispatch(device)
                 tell()
             now = time.monotonic()

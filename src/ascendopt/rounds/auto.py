@@ -374,7 +374,7 @@ def screen_on_pool(ctx: RoundContext, pool, plan: AutoSpace, cache, *, budget: i
     def on_result(result, progress) -> None:
         seen.append(result)
         if on_screened and result.get("config") is not None:
-            rows = pooled.rows_of([result], plan.start, cached_start or result.get("start_ms"))
+            rows = pooled.rows_of([result], cached_start or result.get("start_ms"))
             run.rows.append(rows[0])
             on_screened(rows[0], run)
             run.rows.pop()
@@ -386,7 +386,7 @@ def screen_on_pool(ctx: RoundContext, pool, plan: AutoSpace, cache, *, budget: i
     results = [r for r in done.results.values() if r.get("config") is not None]
     own = next((r for r in results if tune.config_key(r["config"]) == plan.start_key), None)
     reference = cached_start if cached_start is not None else (own or {}).get("start_ms")
-    for row in pooled.rows_of(results, plan.start, reference):
+    for row in pooled.rows_of(results, reference):
         run.rows.append(row)
         run.fresh += 1
         cache.put(tune.Trial(row.config, row.ms, note=row.note), p20_ms=row.p20_ms, p80_ms=row.p80_ms,

@@ -138,8 +138,7 @@ def order(space: Sequence[Mapping[str, int]], start: Mapping[str, int],
     return [dict(start)] + sorted(rest, key=lambda c: tune_screen._steps_apart(c, start, choices))
 
 
-def rows_of(results: Sequence[Mapping[str, Any]], start: Mapping[str, int],
-            reference: float | None) -> list[tune_screen.Screened]:
+def rows_of(results: Sequence[Mapping[str, Any]], reference: float | None) -> list[tune_screen.Screened]:
     """The pool's results as screening rows, in the order they completed: each row's ``ms`` is its ratio to the
     start times ``reference`` (ms: the start's own screened time, one reference for the whole pool; see the module
     docstring; None: the device's own times)."""
