@@ -85,6 +85,8 @@ def test_gate_all_with_timing_quarantines_a_device_off_a_contracts_anchor(root, 
     assert list(result["pool"]["quarantined"]) == ["cpu:1"]
     assert "baseline moved" in result["pool"]["quarantined"]["cpu:1"]
     assert {r["device"] for r in result["workspaces"]} == {"cpu:0"}
+    # each gate was anchored on its device first: the frozen baseline re-measured there, within the allowance
+    assert all(r["anchor"]["device"] == "cpu:0" and r["anchor"]["problem"] is None for r in result["workspaces"])
 
 
 def test_gate_all_bad_input_is_one_line_exit_2(root, cli):

@@ -86,7 +86,8 @@ class GateJob:
 
     def run(self, item: str) -> dict[str, Any]:
         """Gate the workspace ``item`` -> ``{"workspace", "exit_code", "passed", "result" (GateResult.to_dict),
-        "junit" (its JUnit XML), "error" (a workspace that could not be gated, one line)}``; ``{"quarantine": why}``
+        "junit" (its JUnit XML), "error" (a workspace that could not be gated, one line), "anchor" (its frozen baseline
+        re-measured on this device, ``ScreenJob.anchor``; None: not anchored here)}``; ``{"quarantine": why}``
         when the device is off this contract's anchor (its own, or the gate's performance stage's)."""
         from ascendopt.errors import AscendoptError
         from ascendopt.gate.stages import run_gate
@@ -96,11 +97,12 @@ class GateJob:
 
             kernels.use(self.specs)
         ws = Workspace(Path(item))
+        anchor = None
         try:
             if self.anchor_each and not self.skip_perf:
-                why = self._anchor(ws)
-                if why:
-                    return {"quarantine": f"{self.key(item)}: {why}"}
+                anchor = self._anchor(ws)
+                if anchor and anchor["problem"]:
+                    return {"quarantine": f"{self.key(item)}: {anchor['problem']}"}
             result = run_gate(ws, skip_perf=self.skip_perf, pairs=self.pairs, timeout=self.timeout,
                               accept_implausible=self.accept_implausible, timer=self.timer)
         except AscendoptError as exc:
@@ -110,11 +112,12 @@ class GateJob:
         if self.anchor_each and perf is not None and perf.status == "inconclusive" and ANCHOR_MOVED in perf.summary:
             return {"quarantine": f"{self.key(item)}: {perf.summary}"}
         return {"workspace": self.key(item), "exit_code": result.exit_code, "passed": result.passed,
-                "result": result.to_dict(), "junit": result.to_junit(self.root), "error": None}
+                "result": result.to_dict(), "junit": result.to_junit(self.root), "error": None, "anchor": anchor}
 
-    def _anchor(self, ws) -> str | None:
-        """A bundled kernel's frozen baseline re-measured on this device (``ScreenJob.anchor``); None: within the
-        drift allowance, or nothing to anchor here (own code anchors in its gate; no frozen baseline)."""
+    def _anchor(self, ws) -> dict[str, Any] | None:
+        """A bundled kernel's frozen baseline re-measured on this device (``ScreenJob.anchor``: its ``problem`` None
+        within the drift allowance); None: nothing to anchor here (own code anchors in its gate; no frozen
+        baseline)."""
         from ascendopt.gate.stages import frozen_baseline
         from ascendopt.rounds.context import RoundContext
         from ascendopt.tune.pooled import ScreenJob
@@ -130,7 +133,7 @@ class GateJob:
         job = ScreenJob(ctx.spec, dict(w.shapes[0].dims), w.dtype, w.mode, dict(ctx.baseline_config),
                         dict(ctx.baseline_config), frozen.median_ms, frozen.waited_ms, contract.tolerances or None,
                         self.timer)
-        return job.anchor()["problem"]
+        return job.anchor()
 
 
 def gate_all(root: Path, *, pool=None, skip_perf: bool = False, pairs: int = 30, timeout: float | None = None,
