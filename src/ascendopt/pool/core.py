@@ -151,7 +151,7 @@ def run_pool(backend: Backend, job: Job, items: Sequence[Any], *, item_s: float,
         spent = time.monotonic() - t0
         busy = [d for d in run.devices if d in doing]
         live = [d for d in run.devices if d not in run.quarantined and d not in run.lost]
-        eta = round(spent / done * max(0, total - done) / 1.0, 1) if done else None
+        eta = round(spent / done * max(0, total - done), 1) if done else None
         return Progress(busy, [d for d in live if d not in doing], done, total, eta, sorted(run.quarantined),
                         sorted(run.lost))
 
