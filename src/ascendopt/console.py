@@ -76,6 +76,14 @@ def reset() -> None:
     configure(quiet=False, no_color=False, csv=False)
 
 
+def detach() -> None:
+    """In a pool's device process (``ascendopt.pool``): quiet, no live display and no event stream of its own (both
+    are the command's, in the parent: its progress shows the pool). The parent's event file is left open there."""
+    configure(quiet=True)
+    _LIVE["progress"] = None
+    _EVENTS.update(file=None, owned=False, phases=[])
+
+
 def is_quiet() -> bool:
     return _SETTINGS["quiet"]
 
@@ -546,7 +554,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
 
 # -- the event stream ------------------------------------------------------------------------------
 
-EVENTS = ("phase_start", "progress", "measurement", "stage_result", "round_recorded", "phase_end", "error")
+EVENTS = ("phase_start", "progress", "measurement", "stage_result", "round_recorded", "pool", "phase_end", "error")
 _EVENTS: dict[str, Any] = {"file": None, "owned": False, "command": None, "phases": [], "started": 0.0,
                            "errored": False}
 

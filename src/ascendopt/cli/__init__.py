@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
 
     typed = sys.argv[1:] if argv is None else argv
     set_invocation(list(typed))  # the command line the audit log records
-    args = hoist_output_flags(list(typed))
+    args = optional_values(hoist_output_flags(list(typed)))
     console.reset()
     if "--no-color" in args:  # before the root callback runs: a usage error is printed without colour too
         console.configure(no_color=True)
@@ -153,6 +153,20 @@ def hoist_output_flags(args: list[str]) -> list[str]:
     if not flags:
         return list(args)
     return flags + [a for a in args[:cut] if a not in OUTPUT_FLAGS] + list(args[cut:])
+
+
+def optional_values(args: list[str]) -> list[str]:
+    """Options whose value may be left out (``OPTIONAL_VALUES``: ``--ray`` alone is ``--ray local``), given their
+    default value where none follows them (the end, or another option), before ``--``. Click has no such option."""
+    from ascendopt.cli.options import OPTIONAL_VALUES
+
+    cut = args.index("--") if "--" in args else len(args)
+    out = []
+    for i, a in enumerate(args[:cut]):
+        out.append(a)
+        if a in OPTIONAL_VALUES and (i + 1 >= cut or args[i + 1].startswith("-")):
+            out.append(OPTIONAL_VALUES[a])
+    return out + list(args[cut:])
 
 
 def _run(args: list[str], command: str) -> tuple[int, dict | None]:

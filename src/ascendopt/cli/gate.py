@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import CsvOpt, EventsOpt, JsonOpt, TimeoutOpt, WorkspaceOpt, examples
+from ascendopt.cli.options import (
+    CsvOpt,
+    DevicesOpt,
+    EventsOpt,
+    JsonOpt,
+    RayOpt,
+    TimeoutOpt,
+    WorkspaceOpt,
+    examples,
+)
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "not-run": "-", "inconclusive": "INCONCLUSIVE",
            "implausible": "IMPLAUSIBLE"}
@@ -108,6 +117,14 @@ def gate(
         "--accept-implausible", metavar="REASON",
         help="Take an implausible speedup (> 5x, or under the device's roofline floor) as a pass, for the reason "
              "given (printed and in --json). Without it such a gate exits 6.")] = None,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Gate every workspace (.ascendopt/ with a contract) under --root: one exit code for the "
+                      "lot (the worst: 3 > 1 > 2 > 5 > 4 > 6 > 0), one --junit file; spread over --devices / "
+                      "--ray.")] = False,
+    root: Annotated[str | None, typer.Option(
+        "--root", metavar="DIR", help="--all: the folder searched for workspaces (default: the project root).")] = None,
+    devices: DevicesOpt = None,
+    ray: RayOpt = None,
     timeout: TimeoutOpt = None,
     workspace: WorkspaceOpt = None,
     csv: CsvOpt = False,
@@ -141,6 +158,10 @@ def gate(
         check_output_path(junit, "--junit")
     if csv:
         console.configure(csv=True)
+    if all_ or root is not None or devices is not None or ray is not None:
+        _gate_all(all_, root, devices, ray, workspace=workspace, sets=set_, skip_perf=skip_perf, pairs=pairs,
+                  timeout=timeout, accept_implausible=_reason(accept_implausible), junit=junit, json=json)
+        return
     ws = Workspace.resolve(workspace)
     result = run_gate(ws, skip_perf=skip_perf, config_override=parse_assignments(set_) or None, pairs=pairs,
                       timeout=timeout, accept_implausible=_reason(accept_implausible))
@@ -157,11 +178,95 @@ def gate(
         raise blocking.error()
 
 
+def _gate_all(all_: bool, root: str | None, devices: str | None, ray: str | None, *, workspace: str | None,
+              sets: list[str] | None, skip_perf: bool, pairs: int, timeout: float | None,
+              accept_implausible: str | None, junit: str | None, json: bool) -> None:
+    """``gate --all``: every workspace under ``root``, on a pool where given (``gate.many``); a table of them (or
+    --json), one JUnit file, and the lot's exit code."""
+    from pathlib import Path
+
+    from ascendopt import console
+    from ascendopt.cli.options import pool_options
+    from ascendopt.cli.render import pool_line, render_pool
+    from ascendopt.contract.frozen import project_root
+    from ascendopt.errors import AscendoptError, ExitCode, UsageError
+    from ascendopt.gate.many import gate_all
+    from ascendopt.gate.many import junit as junit_xml
+    from ascendopt.workspace import atomic_write_text
+
+    if not all_:
+        given = "--root" if root is not None else "--devices" if devices is not None else "--ray"
+        raise UsageError(f"{given} applies to gate --all (every workspace of the repository)")
+    if workspace is not None or sets:
+        raise UsageError(f"gate --all and {'--workspace' if workspace is not None else '--set'} exclude each other: "
+                         "--all gates every workspace as frozen")
+    folder = Path(root).expanduser().resolve() if root is not None else project_root()
+    if not folder.is_dir():
+        raise UsageError(f"--root {root}: not a folder")
+    pool = pool_options(devices, ray)
+    with console.progress("gate --all", total=0) as bar:
+        def on_result(r):
+            bar.advance()
+            console.status(f"gate --all: {r['workspace']}: exit {r['exit_code']}"
+                           + (f" on {r['device']}" if r.get("device") else ""))
+
+        def on_pool(progress):
+            state = progress.to_dict()
+            console.event("pool", phase="gate --all", **state)
+            bar.set_total(state["total"])
+            bar.update(pool_line(state))
+
+        result = gate_all(folder, pool=pool, skip_perf=skip_perf, pairs=pairs, timeout=timeout,
+                          accept_implausible=accept_implausible, on_result=on_result, on_pool=on_pool)
+    if junit:
+        atomic_write_text(Path(junit), junit_xml(result))
+    code = result["exit_code"]
+    worst = [r["workspace"] for r in result["workspaces"] if r["exit_code"] == code]
+    if json:
+        first = next((r["result"] for r in result["workspaces"] if r["exit_code"] == code and r.get("result")), None)
+        console.print_json({"schema": 1, "passed": result["passed"], "exit_code": code,
+                            "failed_stage": (first or {}).get("failed_stage"),
+                            "inconclusive_stage": (first or {}).get("inconclusive_stage"),
+                            "implausible_stage": (first or {}).get("implausible_stage"), "stages": [],
+                            "notes": [f"{r['workspace']}: exit {r['exit_code']}" for r in result["workspaces"]],
+                            "root": result["root"], "workspaces": [{k: v for k, v in r.items() if k != "junit"}
+                                                                   for r in result["workspaces"]],
+                            "pool": result["pool"]})
+    else:
+        console.table(["workspace", "device", "exit", "verdict"],
+                      [(r["workspace"], r.get("device") or "-", r["exit_code"],
+                        console.styled("PASS", "pass") if r["exit_code"] == 0 else
+                        (r.get("error") or _failed_text(r.get("result")))) for r in result["workspaces"]],
+                      title=f"ascendopt gate --all: {len(result['workspaces'])} workspace(s) under {result['root']}")
+        render_pool(result["pool"])
+        console.verdict(f"gate --all: {'PASS' if code == 0 else f'exit {code}'} over {len(result['workspaces'])} "
+                        "workspace(s)" + (f" (worst: {', '.join(worst)})" if code else ""),
+                        "pass" if code == 0 else "fail")
+    if code:
+        error = AscendoptError(f"gate --all: exit {code} from {', '.join(worst)} (of {len(result['workspaces'])} "
+                               "workspaces; each one's code in the table, --json and --junit)")
+        error.exit_code = ExitCode(code)
+        raise error
+
+
+def _failed_text(result) -> str:
+    """A gated workspace's verdict in a few words: the blocking stage and its status."""
+    if not result:
+        return "-"
+    for key, word in (("failed_stage", "FAIL"), ("inconclusive_stage", "INCONCLUSIVE"),
+                      ("implausible_stage", "IMPLAUSIBLE")):
+        if result.get(key):
+            return f"{word} at {result[key]}"
+    return "PASS"
+
+
 EXAMPLES = examples(
     "ascendopt gate",
     "ascendopt gate --junit gate.xml --json",
     "ascendopt --backend cpu gate --skip-perf --junit gate-cpu.xml",
     "ascendopt gate --set block_rows=16 --pairs 60",
+    "ascendopt gate --all --devices 8 --junit gates.xml",
+    "ascendopt gate --all --ray --skip-perf",
 )
 
 

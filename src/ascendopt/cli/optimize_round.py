@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from ascendopt.cli.options import AscendPythonOpt, EventsOpt, JsonOpt, NoPrecheckOpt, TimeoutOpt, WorkspaceOpt, examples
+from ascendopt.cli.options import (
+    AscendPythonOpt,
+    DevicesOpt,
+    EventsOpt,
+    JsonOpt,
+    NoPrecheckOpt,
+    RayOpt,
+    TimeoutOpt,
+    WorkspaceOpt,
+    examples,
+)
 
 
 def optimize_round(
@@ -67,6 +77,8 @@ def optimize_round(
     timeout: TimeoutOpt = None,
     no_precheck: NoPrecheckOpt = False,
     ascend_python: AscendPythonOpt = None,
+    devices: DevicesOpt = None,
+    ray: RayOpt = None,
     workspace: WorkspaceOpt = None,
     json: JsonOpt = False,
     events: EventsOpt = None,
@@ -85,9 +97,12 @@ def optimize_round(
     """
     from ascendopt import console
     from ascendopt.cli import next_steps
+    from ascendopt.cli.options import pool_options
     from ascendopt.cli.render import (
         format_config,
+        pool_line,
         render_mix_screening,
+        render_pool,
         render_round_summary,
         render_screening,
         speedup_text,
@@ -123,6 +138,10 @@ def optimize_round(
     if allow_ub_overflow and not auto:
         raise UsageError("--allow-ub-overflow applies to --auto only (a --set tile over the UB is reported, "
                          "not refused, off-NPU)")
+    if (devices is not None or ray is not None) and not auto:
+        raise UsageError(f"{'--devices' if devices is not None else '--ray'} applies to --auto only: a pool screens "
+                         "the candidates; one round is timed on one device")
+    pool = pool_options(devices, ray)
 
     if auto:
         round_auto.check_auto_options(budget, budget_s, confirm)
@@ -144,16 +163,23 @@ def optimize_round(
                            if best else
                            "screening: no candidate passed yet")
 
+            def on_pool(progress):
+                state = progress.to_dict()
+                console.event("pool", phase="optimize-round --auto: screening", **state)
+                bar.update(pool_line(state))
+
             result = round_auto.run_auto(ws, hypothesis=hypothesis, budget=budget, budget_s=budget_s,
                                         confirm=confirm, force=force, pairs=pairs, step=bar.update,
                                         on_round=on_round, on_screened=on_screened, on_space=bar.set_total,
                                         allow_ub_overflow=allow_ub_overflow, timeout=timeout,
-                                        precheck=not no_precheck, ascend_python=ascend_python)
+                                        precheck=not no_precheck, ascend_python=ascend_python, pool=pool,
+                                        on_pool=on_pool)
         console.next_steps(next_steps.after_auto(ws))
         if json:
             console.print_json(result)
             return
         render_screening(result["screening"])
+        render_pool(result.get("pool"))
         render_mix_screening(result.get("mix"))
         if result.get("own_code"):
             for mix in (result.get("mixes") or {}).values():

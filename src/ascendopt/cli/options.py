@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ascendopt.pool.devices import LOCAL_RAY
+
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON envelope on stdout, whatever the outcome: {schema, command, status, exit_code, "
                    "error, data, next} (schemas: ascendopt/cli/schemas/).")]
@@ -34,6 +36,36 @@ WorkspaceOpt = Annotated[
 ]
 
 
+DevicesOpt = Annotated[
+    str | None,
+    typer.Option("--devices", metavar="DEVICES",
+                 help="Spread the work over a pool of this host's devices: a count N (the first N) or a list of "
+                      "indices (0,2,3); one worker per device, each anchored on the frozen baseline first, a device "
+                      "off it quarantined (docs/pool.md). On cpu a device is a slot of the cores. With --ray: at "
+                      "most N."),
+]
+# ``--ray`` alone means a Ray started for the command (``cli.optional_values`` supplies it)
+OPTIONAL_VALUES = {"--ray": LOCAL_RAY}
+RayOpt = Annotated[
+    str | None,
+    typer.Option("--ray", metavar="ADDRESS",
+                 help="Spread the work over a Ray cluster: one actor per device (NPU / GPU resource; on cpu the "
+                      "custom resource 'device'). ADDRESS: host:port, ray://host:port or auto; --ray alone: a local "
+                      "Ray for this command. Needs pip install 'ascendopt[pool]'."),
+]
+
+
+def pool_options(devices: str | None, ray: str | None):
+    """``--devices`` / ``--ray`` as one ``pool.options.PoolOptions``, checked now (exit 2 naming a bad value)."""
+    from ascendopt.device import backends
+    from ascendopt.pool.options import PoolOptions
+
+    options = PoolOptions(devices, ray)
+    if options.wanted:
+        options.check(backends.current().name)
+    return options
+
+
 def _open_events(ctx: typer.Context, value: str | None) -> str | None:
     if value is not None:
         from ascendopt import console
@@ -46,7 +78,7 @@ EventsOpt = Annotated[
     str | None,
     typer.Option("--events", metavar="FILE", callback=_open_events,
                  help="Also write the command's progress as NDJSON events to FILE (appended; '-' for stderr): "
-                      "phase_start, progress, measurement, stage_result, round_recorded, phase_end, error "
+                      "phase_start, progress, measurement, stage_result, round_recorded, pool, phase_end, error "
                       "(schema: ascendopt/cli/schemas/events.schema.json)."),
 ]
 def _existing_interpreter(value: str | None) -> str | None:

@@ -105,17 +105,51 @@ def render_screening(screening: Mapping[str, Any]) -> None:
     shown = (ok + out)[:SCREEN_ROWS]
     why = {"covered": "every candidate screened", "converged": "the search converged",
            "budget": "--budget reached", "time": f"--budget-s {screening.get('budget_s', 0):g} s reached"}
-    console.table(["#", "config", "median ms", "p20-p80 ms", "vs best so far", "smoke", "cached"],
+    # on a pool, which device screened each (its ratio to the start there is what ranks it)
+    pooled = any(r.get("device") for r in rows)
+    console.table(["#", "config", "median ms", "p20-p80 ms", "vs best so far", "smoke", "cached"]
+                  + (["device"] if pooled else []),
                   [(i + 1, format_config(r["config"]), "-" if r["ms"] is None else f"{r['ms']:.4f}",
                     "-" if r.get("p20_ms") is None else f"{r['p20_ms']:.4f}-{r['p80_ms']:.4f}",
                     "-" if r["ms"] is None or not start_ms else speedup_text(r["ms"] / start_ms),
                     r["smoke"] if not r.get("note") else f"{r['smoke']}: {r['note']}",
-                    "yes" if r.get("cached") else "") for i, r in enumerate(shown)],
+                    "yes" if r.get("cached") else "") + ((r.get("device") or "-",) if pooled else ())
+                   for i, r in enumerate(shown)],
                   title=f"screening on {screening.get('case', '?')}: {screening['covered']} of {screening['total']} "
                         f"candidates ({screening['fresh']} screened now, {screening['covered'] - screening['fresh']} "
                         f"cached) in {screening['seconds']:.1f} s; stopped: "
                         f"{why.get(screening['stopped'], screening['stopped'])}"
                         + (f"; {len(rows) - len(shown)} more not shown" if len(rows) > len(shown) else ""))
+
+
+def pool_line(progress: Mapping[str, Any]) -> str:
+    """One line of a pool's progress (``pool.core.Progress.to_dict``): devices busy / idle, done of total, the ETA,
+    quarantined and lost devices."""
+    eta = progress.get("eta_s")
+    text = (f"pool: {len(progress['busy'])} busy, {len(progress['idle'])} idle; {progress['done']}/{progress['total']}"
+            f" done" + (f", ETA {eta:.0f} s" if eta is not None else ""))
+    if progress.get("quarantined"):
+        text += "; quarantined: " + ", ".join(progress["quarantined"])
+    if progress.get("lost"):
+        text += "; lost: " + ", ".join(progress["lost"])
+    return text
+
+
+def render_pool(pool: Mapping[str, Any] | None) -> None:
+    """A pool's devices (``pool.core.PoolRun.to_dict``): what each measured, its anchors (frozen baseline
+    re-measured before and after its work), and a quarantined or lost device with the reason."""
+    if not pool:
+        return
+    rows = []
+    for device in pool["devices"]:
+        anchors = pool.get("anchors", {}).get(device, [])
+        medians = " / ".join(f"{a['median_ms']:.4f}" for a in anchors if a.get("median_ms") is not None) or "-"
+        state = (f"quarantined: {pool['quarantined'][device]}" if device in pool["quarantined"] else
+                 f"lost: {pool['lost'][device]}" if device in pool["lost"] else "ok")
+        rows.append((device, len(pool["measured"].get(device, [])), medians, state))
+    console.table(["device", "measured", "anchor ms (first / last)", "state"], rows,
+                  title=f"pool of {len(pool['devices'])} device(s): {pool['seconds']:.1f} s"
+                        + (f"; re-queued: {', '.join(pool['requeued'])}" if pool.get("requeued") else ""))
 
 
 BUCKET_COLUMNS = ["bucket", "shape", "weight", "baseline", "candidate", "speedup", "noise band", "verdict", "floor"]

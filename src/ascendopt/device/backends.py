@@ -285,6 +285,21 @@ def current() -> Backend:
     return _selected
 
 
+def device_count(name: str) -> int | None:
+    """Devices of backend ``name`` this host shows (``--devices`` is checked against it): torch.npu's or torch.cuda's
+    count, None on cpu (its pool's "devices" are core slots) or where it cannot be read."""
+    if name == "cpu":
+        return None
+    torch = _import_torch()
+    try:
+        if name == "npu":
+            importlib.import_module("torch_npu")
+            return int(torch.npu.device_count())
+        return int(torch.cuda.device_count())
+    except Exception:  # noqa: BLE001 - a count that cannot be read leaves --devices unchecked
+        return None
+
+
 def child_env(base: dict[str, str] | None = None, *, kernels: bool = False) -> dict[str, str]:
     """The environment for a child process that must use this process's backend choice.
 

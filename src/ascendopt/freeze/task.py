@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,13 +195,15 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
                   mode: str | None = None, varlen: bool = False, config: Mapping[str, Any] | None = None,
                   metric_groups: Sequence[str] | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                   force: bool = False, timeout: float | None = None, profile: bool = True,
-                  precheck: bool = True, ascend_python: str | None = None) -> Contract:
+                  precheck: bool = True, ascend_python: str | None = None,
+                  timer: Callable[[], float] | None = None) -> Contract:
     """Freeze a bundled kernel; defaults: dtype bf16 (else the spec's first), mode fwdbwd (else fwd),
     shapes ``tiny`` on the cpu backend and ``realistic`` elsewhere. The kernel runs in this process;
-    ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``)."""
+    ``timeout`` (``--timeout``) becomes the contract's frozen limits (``frozen_timeouts``). ``timer``: a clock in
+    ms replacing the device timer of the baseline's timing (tests, as ``optimize-round``'s)."""
     from ascendopt import kernels
     from ascendopt.device import backends
-    from ascendopt.gate.stages import missing_kernels, timing_inputs
+    from ascendopt.gate.stages import ClockBackend, missing_kernels, timing_inputs
     from ascendopt.judge import bench
     from ascendopt.judge.correctness import check_kernel, default_tolerances
     from ascendopt.judge.kernel_hit import census_names, kernel_census
@@ -241,9 +243,12 @@ def freeze_kernel(ws: Workspace, *, kernel: str, shapes: Sequence[str] | None = 
     for case in cases:
         console.status(f"freeze: measuring the baseline {kernel} {case.name} (synchronized)")
         inputs = timing_inputs(spec, case.dims, dtype, mode, device)
-        # The interpreter's wall time says nothing about device time: 10 samples keep CPU freezes short.
-        timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs, backend=backend,
-                               repeats=10 if backend.name == "cpu" else 30)
+        # on cpu on one thread, as every device of a pool re-measures it (the anchor compares like with like)
+        with bench.one_thread_on_cpu(backend.name):
+            timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs,
+                                   backend=ClockBackend(backend, timer) if timer is not None else backend,
+                                   repeats=bench.baseline_repeats(backend.name),
+                                   waits=[] if timer is None else None)
         baseline.append(_timing(f"{case.name}/{mode}", timing))
 
     backend_name, fingerprint = _fingerprint()

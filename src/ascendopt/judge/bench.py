@@ -25,9 +25,10 @@ explicit, recorded acceptance.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
@@ -224,6 +225,36 @@ def interleaved_samples(
     return taker.take(pairs, on_pair), taker.calls
 
 
+# Samples of a bundled kernel's frozen baseline (``freeze``), and of its re-measure on each device of a pool (the
+# anchor, ``tune.pooled``): the interpreter's wall time says nothing about device time, so 10 keep CPU freezes short.
+BASELINE_REPEATS = {"cpu": 10, "default": 30}
+
+
+@contextlib.contextmanager
+def one_thread_on_cpu(backend_name: str) -> Iterator[None]:
+    """On the cpu backend, torch computes on one thread inside (restored after), as the judge's workers do
+    (``interleave.CPU_WORKER_THREADS``: a cpu verdict compares the sides, not the host's multi-core throughput).
+    Freeze times a bundled kernel's baseline so, and so does every device of a pool (``pool.local``): the frozen
+    anchor and a device's re-measure then run alike. Elsewhere the device's time does not depend on it: nothing
+    changes."""
+    if backend_name != "cpu":
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def baseline_repeats(backend_name: str) -> int:
+    """Samples of a bundled kernel's frozen baseline on ``backend_name`` (``BASELINE_REPEATS``)."""
+    return BASELINE_REPEATS.get(backend_name, BASELINE_REPEATS["default"])
+
+
 def measure(
     fn: Callable[..., Any],
     *,
@@ -234,18 +265,34 @@ def measure(
     repeats: int = 30,
     min_sample_ms: float = 1.0,
     on_sample: Callable[[], None] | None = None,
+    samples: list[float] | None = None,
+    waits: list[float | None] | None = None,
 ) -> Timing:
-    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples."""
+    """Synchronized timing of ``fn(*inputs[i % len(inputs)])``: warmup, then ``repeats`` samples.
+    ``samples``: a list that receives the samples themselves (ms per call), e.g. for ``engine.anchor_problem``;
+    ``waits``: one that receives, per sample, the ms per call this process waited on a run queue meanwhile (None
+    where unreadable; ``process.most_waited_ms``), and the timing's ``waited_ms`` is then their median: what a
+    loaded host added, which the anchor may excuse (only where the samples are wall time: no injected clock)."""
+    from ascendopt.process import most_waited_ms, schedstats
+
     run = Sampler(fn, inputs, backend)
     per_call = run.warmup(warmup, warmup_ms)
     calls = calls_per_sample(per_call, min_sample_ms)
-    samples, host = [], []
+    samples = [] if samples is None else samples
+    host = []
     for _ in range(repeats):
+        before = schedstats("self") if waits is not None else None
         samples.append(run.sample(calls))
+        if waits is not None:
+            waited = most_waited_ms(before, schedstats("self"))
+            waits.append(waited / calls if waited is not None else None)
         host.append(run.host_ms)
         if on_sample:
             on_sample()
-    return replace(summarize(samples, calls), host_ms=float(np.median(host)))
+    timing = replace(summarize(samples, calls), host_ms=float(np.median(host)))
+    if waits and all(w is not None for w in waits):
+        timing = replace(timing, waited_ms=float(np.median(waits)))
+    return timing
 
 
 @dataclass(frozen=True)

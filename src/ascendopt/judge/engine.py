@@ -78,6 +78,9 @@ WAIT_REL = 0.05
 # sessions on one machine differ by (clocks, temperature, other load), tighter than a 1.25x "speedup" a
 # slowed baseline could fake.
 ANCHOR_DRIFT = 0.20
+# How ``anchor_problem``'s finding starts: a pool (``gate.many``) reads a gate's performance stage for it, to tell a
+# device off the anchor from a slower candidate
+ANCHOR_MOVED = "baseline moved from"
 # The shortest timed batch, ms. The parent's reading of a batch includes two process wake-ups (the worker's
 # on "go", the parent's on the reply), each up to milliseconds late on a busy CPU host: a 10 ms batch keeps
 # them at the percent level there. On a device host the first calls of a batch pay for the other side's
@@ -597,7 +600,7 @@ def anchor_problem(frozen_ms: float, samples_ms: Sequence[float],
         return None
     if frozen_waited_ms:
         waited += f"; {frozen_waited_ms * 1e3:.2f} us of the frozen one"
-    return (f"baseline moved from {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
+    return (f"{ANCHOR_MOVED} {frozen_ms * 1e3:.2f} us (frozen) to {math.exp(med) * 1e3:.2f} us "
             f"({math.expm1(raw):+.1%}{waited}; {math.expm1(moved):+.1%} beyond what the host added, allowed "
             f"±{ANCHOR_DRIFT:.0%} drift + {math.expm1(band):.1%} noise): the re-measured baseline is not the frozen "
             "one, so no speedup can be read from it")

@@ -70,7 +70,8 @@ def run_auto(ws: Workspace, *, hypothesis: str | None = None, budget: int | None
              on_screened: Callable[[tune_screen.Screened, tune_screen.ScreenRun], None] | None = None,
              on_space: Callable[[int], None] | None = None, timer: Callable[[], float] | None = None,
              wall_clock: Callable[[], float] = time.monotonic, allow_ub_overflow: bool = False,
-             timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None) -> dict[str, Any]:
+             timeout: float | None = None, precheck: bool = True, ascend_python: str | None = None,
+             pool=None, on_pool: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """``--auto``: screen the bundled kernel's tunables, then confirm the fastest as recorded rounds.
     Own code: ``screen_autotune`` (``timeout``: ``--timeout``, its children's limits; a bundled kernel's
     confirmation rounds run under it too). ``hypothesis``: None is ``DEFAULT_HYPOTHESIS`` (``--auto``
@@ -83,17 +84,26 @@ def run_auto(ws: Workspace, *, hypothesis: str | None = None, budget: int | None
     confirmation round. ``timer``: a clock in ms replacing the device timer (tests), for both stages.
     ``precheck`` / ``ascend_python``: off-NPU, lower each confirmed candidate for Ascend (``--no-precheck``,
     ``--ascend-python``), and prune by the IR UB estimate where the spec has no UB model (``ir_ub_prune``).
+    ``pool``: ``pool.options.PoolOptions`` (``--devices`` / ``--ray``): the screening runs on a pool of devices
+    (``tune.pooled``; bundled kernels), ``on_pool(pool.core.Progress)`` whenever its state changes; the result
+    then has ``pool`` (``PoolRun.to_dict``) and each confirmation round records ``change["screened"]``.
 
     Returns ``{"screening": ScreenRun.to_dict() + {"budget", "budget_s", "cache", "start_ms"},
     "mix": mix_winners(...) over the shape cases (None with one case; ``screen_mix``),
     "confirmed": [{"config", "round", "verdict", "screen_ms"}], "rounds": [numbers], "pruned": n,
     "space": n, "feasible": n, "best": config, "ub_chip", "ub_overflow_allowed", "over_budget_rounds",
-    "best_ub_warning"}``. The workspace stays locked for the whole run: its rounds are one sequence.
+    "best_ub_warning", "finalists": [configs picked for confirmation, in order]}``. The workspace stays locked for
+    the whole run: its rounds are one sequence.
     """
     check_auto_options(budget, budget_s, confirm)
+    pooled = pool is not None and pool.wanted
     with ws.lock():
         ctx = RoundContext.load(ws)
         if not ctx.is_kernel:
+            if pooled:
+                raise UsageError(f"{pool.describe()}: a pool screens a bundled kernel's tunables; on own code --auto "
+                                 "screens @triton.autotune configs on this device",
+                                 hint="run without --devices/--ray")
             if confirm is not None:
                 raise UsageError("--confirm applies to bundled kernels: on own code --auto screens @triton.autotune "
                                  "configs and records nothing", hint="pin the fastest config in the source, then a "
@@ -106,7 +116,7 @@ def run_auto(ws: Workspace, *, hypothesis: str | None = None, budget: int | None
                      confirm=confirm, pairs=pairs, step=step or (lambda text: None), on_round=on_round,
                      on_screened=on_screened, on_space=on_space, timer=timer, wall_clock=wall_clock,
                      allow_ub_overflow=allow_ub_overflow, precheck=precheck, ascend_python=ascend_python,
-                     timeout=timeout, force=force)
+                     timeout=timeout, force=force, pool=pool if pooled else None, on_pool=on_pool)
 
 
 def ir_ub_prune(ctx: RoundContext, candidates: list, backend: str, start: dict[str, int], *, precheck: bool,
@@ -209,7 +219,7 @@ def plan_space(ctx: RoundContext, info, allow_ub_overflow: bool = False, *, prec
 def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: float | None, confirm: int | None,
           pairs: int, step: Step, on_round, on_screened, on_space, timer, wall_clock,
           allow_ub_overflow: bool, precheck: bool = True, ascend_python: str | None = None,
-          timeout: float | None = None, force: bool = False) -> dict[str, Any]:
+          timeout: float | None = None, force: bool = False, pool=None, on_pool=None) -> dict[str, Any]:
     from ascendopt import console
     from ascendopt.device import backends
     from ascendopt.gate.stages import ClockBackend, timing_inputs
@@ -242,14 +252,20 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         return tune_screen.screen_config(spec, case.dims, w.dtype, w.mode, cfg, inputs, clocked,
                                          tolerances=contract.tolerances or None)
 
-    try:
-        run = tune_screen.run_screen(space, start, screen, order=plan.order, direction=direction, choices=plan.choices,
-                                     probe=plan.probe, budget=budget,
-                                     out_of_time=lambda: wall_clock() >= deadline, cache=cache,
-                                     on_screened=on_screened)
-    except ValueError as exc:  # the start itself failed its smoke check: nothing can be ranked against it
-        raise CorrectnessError(f"screening: {exc}",
-                               hint="the best configuration so far fails on this device: run `ascendopt gate`") from exc
+    pool_run = None
+    if pool is not None:
+        run, pool_run = screen_on_pool(ctx, pool, plan, cache, budget=budget, deadline=deadline,
+                                       wall_clock=wall_clock, timer=timer, timeout=timeout, backend=backend.name,
+                                       on_screened=on_screened, on_pool=on_pool, step=step)
+    else:
+        try:
+            run = tune_screen.run_screen(space, start, screen, order=plan.order, direction=direction,
+                                         choices=plan.choices, probe=plan.probe, budget=budget,
+                                         out_of_time=lambda: wall_clock() >= deadline, cache=cache,
+                                         on_screened=on_screened)
+        except ValueError as exc:  # the start itself failed its smoke check: nothing can be ranked against it
+            raise CorrectnessError(f"screening: {exc}", hint="the best configuration so far fails on this device: "
+                                                             "run `ascendopt gate`") from exc
     start_row = next(r for r in run.rows if tune.config_key(r.config) == start_key)
     mix = None
     if len(w.shapes) > 1:
@@ -287,8 +303,11 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
         text = (f"{hypothesis} [auto: screened #{rank} of {run.covered} at {on}{row_ms:.4g} ms; "
                 + ", ".join(f"{k} {best[k]}->{v}" for k, v in changed.items()) + "]")
         # each candidate sees the rounds recorded before it (its number, the best so far)
+        screened = None if pool_run is None else {
+            "device": row.device, "vs_start": row.vs_start, "start": dict(start),
+            "pool": {k: v for k, v in pool_run.to_dict().items() if k != "anchors"}}
         outcome = record_round(ctx.reloaded(), hypothesis=text, sets=changed, pairs=pairs, reprofile=False,
-                               step=step, timer=timer, plan=Plan(baseline, dict(best), dict(cfg), changed),
+                               step=step, timer=timer, plan=Plan(baseline, dict(best), dict(cfg), changed, screened),
                                precheck=precheck, ascend_python=ascend_python, command_text=command,
                                timeout=timeout)
         rec = outcome.record
@@ -306,7 +325,90 @@ def _auto(ctx: RoundContext, *, hypothesis: str, budget: int | None, budget_s: f
     return {"screening": screening, "mix": mix, "confirmed": confirmed, "rounds": recorded, "pruned": len(pruned),
             "space": len(space), "feasible": len(feasible), "best": best, "bound": bound,
             "ub_chip": info.chip, "ub_overflow_allowed": not enforce, "over_budget_rounds": over_budget,
-            "best_ub_warning": ub_use(ctx, best, info)["warning"]}
+            "best_ub_warning": ub_use(ctx, best, info)["warning"], "finalists": [dict(r.config) for r in picks],
+            **({"pool": pool_run.to_dict()} if pool_run is not None else {})}
+
+
+def screen_on_pool(ctx: RoundContext, pool, plan: AutoSpace, cache, *, budget: int | None, deadline: float,
+                   wall_clock: Callable[[], float], timer, timeout: float | None, backend: str, on_screened, on_pool,
+                   step: Step) -> tuple[tune_screen.ScreenRun, Any]:
+    """The screening of ``plan`` on the pool ``pool`` (``pool.options.PoolOptions``): cache hits first (free, as on
+    one device), then the rest nearest to the start first (``tune.pooled.order``), at most ``budget`` fresh ones,
+    none dispatched after ``deadline`` (``wall_clock``), each screened on one device interleaved with the start and
+    ranked by that ratio (``tune.pooled``). Every device anchors on the frozen baseline first and last; one off it
+    is quarantined (``pool.core``). -> ``(ScreenRun, PoolRun)``. A candidate that broke a device is cached as failed
+    and raised (``DeviceFault``, exit 5), as on one device."""
+    from ascendopt.errors import DeviceFault
+    from ascendopt.gate.stages import frozen_baseline
+    from ascendopt.pool.core import run_pool
+    from ascendopt.pool.options import open_pool
+    from ascendopt.tune import pooled
+
+    contract, spec = ctx.contract, ctx.spec
+    w = contract.workload
+    frozen = frozen_baseline(contract, None)
+    job = pooled.ScreenJob(spec, dict(plan.case.dims), w.dtype, w.mode, dict(plan.start), dict(ctx.baseline_config),
+                           frozen.median_ms if frozen else None, getattr(frozen, "waited_ms", None),
+                           contract.tolerances or None, timer)
+    run = tune_screen.ScreenRun(total=len(plan.space))
+    fresh = []
+    for cfg in pooled.order(plan.space, plan.start, plan.choices):
+        entry = cache.entry(cfg)
+        if entry is None:
+            fresh.append(cfg)
+            continue
+        row = tune_screen.Screened(dict(cfg), entry.get("ms"), entry.get("p20_ms"), entry.get("p80_ms"),
+                                   entry.get("smoke", "pass"), entry.get("note", ""), cached=True,
+                                   device=entry.get("device"))
+        run.rows.append(row)
+        if on_screened:
+            on_screened(row, run)
+    cached_start = next((r.ms for r in run.rows if tune.config_key(r.config) == plan.start_key), None)
+    if budget is not None and len(fresh) > budget:
+        fresh, run.stopped = fresh[:budget], "budget"
+    item_s = contract.timeout("timing_s", timeout)
+    step(f"auto: screening {len(fresh)} configuration(s) on {pool.describe()}, each interleaved with the start on "
+         f"one device; every device re-measures the frozen baseline first and last")
+    seen: list[dict[str, Any]] = []
+
+    def on_result(result, progress) -> None:
+        seen.append(result)
+        if on_screened and result.get("config") is not None:
+            rows = pooled.rows_of([result], cached_start or result.get("start_ms"))
+            run.rows.append(rows[0])
+            on_screened(rows[0], run)
+            run.rows.pop()
+
+    with open_pool(pool, job, backend) as devices:
+        done = run_pool(devices, job, fresh, item_s=item_s, anchor_s=item_s,
+                        total_s=max(0.0, deadline - wall_clock()) + 4 * item_s,
+                        stop=lambda: wall_clock() >= deadline, on_result=on_result, on_progress=on_pool)
+    results = [r for r in done.results.values() if r.get("config") is not None]
+    own = next((r for r in results if tune.config_key(r["config"]) == plan.start_key), None)
+    reference = cached_start if cached_start is not None else (own or {}).get("start_ms")
+    for row in pooled.rows_of(results, reference):
+        run.rows.append(row)
+        run.fresh += 1
+        cache.put(tune.Trial(row.config, row.ms, note=row.note), p20_ms=row.p20_ms, p80_ms=row.p80_ms,
+                  smoke=row.smoke, device=row.device)
+        if row.smoke == "device fault":
+            raise DeviceFault(f"screening {tune.config_key(row.config)} on {row.device}: {row.note}",
+                              hint="the configuration is cached as failed: the next --auto skips it")
+    failed = [r for r in done.results.values() if r.get("config") is None]
+    if failed:
+        step(f"auto: {len(failed)} configuration(s) not screened: {failed[0].get('error')}")
+    start_row = next((r for r in run.rows if tune.config_key(r.config) == plan.start_key), None)
+    if start_row is None or start_row.ms is None:
+        raise CorrectnessError(f"screening: the start {plan.start_key} "
+                               + (f"failed its smoke check: {start_row.note}" if start_row else "was not screened"),
+                               hint="the best configuration so far fails on this device: run `ascendopt gate`")
+    run.searched = 0
+    if done.stopped == "stopped":
+        run.stopped = "time"
+    elif not run.stopped:
+        run.stopped = "covered" if len(run.rows) == run.total else "budget"
+    run.seconds = done.seconds
+    return run, done
 
 
 # -- the mix: the fastest screened candidates on every shape case ---------------------------------------------

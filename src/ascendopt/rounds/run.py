@@ -97,6 +97,9 @@ class Plan:
     best: dict[str, int]
     candidate: dict[str, int]
     changed: dict[str, int]
+    # ``--auto`` on a pool: which device screened the candidate, its ratio to the start there, and what every
+    # device of the pool measured (recorded in the round's ``change["screened"]``); None: no pool
+    screened: dict[str, Any] | None = None
 
     @property
     def sides(self) -> dict[str, dict[str, int]]:
@@ -399,6 +402,8 @@ def record_round(ctx: RoundContext, *, hypothesis: str, sets: Mapping[str, Any] 
         plan = plan or plan_change(ctx, sets)
         ub = ub_use(ctx, plan.candidate, info)
         change = {"kind": "tunables", "set": dict(plan.changed), "config": dict(plan.candidate)}
+        if plan.screened is not None:
+            change["screened"] = plan.screened
         tree = None
     else:
         from ascendopt.contract.frozen import project_root

@@ -56,6 +56,9 @@ class Screened:
     note: str = ""  # why it was screened out, in words
     cached: bool = False
     seconds: float = 0.0  # wall time this screening took (0 for a cache hit)
+    # on a pool (``tune.pooled``): the device that screened it, and its time / the start's, timed interleaved there
+    device: str | None = None
+    vs_start: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +111,30 @@ def screen_config(spec, dims: Mapping[str, Any], dtype: str, mode: str, config: 
     from ascendopt.errors import AscendoptError
     from ascendopt.gate.stages import kernel_raised
     from ascendopt.judge import bench
+
+    cfg = dict(config)
+    t0 = time.monotonic()
+    out = smoke_check(spec, dims, dtype, mode, cfg, tolerances=tolerances)
+    if out is not None:
+        return out
+    try:
+        timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs, backend=backend,
+                               warmup=SCREEN_WARMUP, warmup_ms=SCREEN_WARMUP_MS, repeats=repeats,
+                               min_sample_ms=SCREEN_MIN_SAMPLE_MS)
+    except AscendoptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - passed the smoke check, then raised while timed
+        return Screened(cfg, None, smoke="raised", note=f"raised while timed: {kernel_raised(exc, spec.name, cfg)}",
+                        seconds=time.monotonic() - t0)
+    return Screened(cfg, timing.median_ms, timing.p20_ms, timing.p80_ms, seconds=time.monotonic() - t0)
+
+
+def smoke_check(spec, dims: Mapping[str, Any], dtype: str, mode: str, config: Mapping[str, int], *,
+                tolerances=None) -> Screened | None:
+    """The screening's smoke check of one configuration (see the module docstring): None when it passes, else
+    the candidate's row, screened out with the reason. Raises ``DeviceFault`` when the candidate broke the device."""
+    from ascendopt.errors import AscendoptError
+    from ascendopt.gate.stages import kernel_raised
     from ascendopt.judge.correctness import check_kernel
 
     cfg = dict(config)
@@ -123,16 +150,7 @@ def screen_config(spec, dims: Mapping[str, Any], dtype: str, mode: str, config: 
     if failed:
         note = "wrong: " + ", ".join(f"{r.name} ({r.reason})" for r in failed[:3])
         return Screened(cfg, None, smoke="fail", note=note, seconds=time.monotonic() - t0)
-    try:
-        timing = bench.measure(lambda inp: spec.run(inp, cfg, mode), inputs=inputs, backend=backend,
-                               warmup=SCREEN_WARMUP, warmup_ms=SCREEN_WARMUP_MS, repeats=repeats,
-                               min_sample_ms=SCREEN_MIN_SAMPLE_MS)
-    except AscendoptError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - passed the smoke check, then raised while timed
-        return Screened(cfg, None, smoke="raised", note=f"raised while timed: {kernel_raised(exc, spec.name, cfg)}",
-                        seconds=time.monotonic() - t0)
-    return Screened(cfg, timing.median_ms, timing.p20_ms, timing.p80_ms, seconds=time.monotonic() - t0)
+    return None
 
 
 def _steps_apart(a: Mapping[str, int], b: Mapping[str, int], choices: Mapping[str, Sequence[int]]) -> int:
