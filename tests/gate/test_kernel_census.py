@@ -155,7 +155,9 @@ def test_judge_census_rules_on_hand_made_censuses():
     found = {f.name: f for f in judge_census(frozen, token, ["k"])}
     assert found["expected share"].red and not found["host time"].red
     assert "gemm" in found["new kernels"].message
-    host = make_census("cuda", {"k": 2.0, "other": 10.0}, {"k": 1, "other": 1}, 130.0, 110.0)
+    # the host's results reach the device through a copy the frozen call does not make
+    host = make_census("cuda", {"k": 2.0, "other": 10.0, "Memcpy HtoD (Pageable -> Device)": 3.0},
+                       {"k": 1, "other": 1, "Memcpy HtoD (Pageable -> Device)": 1}, 130.0, 110.0)
     found = {f.name: f for f in judge_census(frozen, host, ["k"])}
     assert found["host time"].red and not found["expected share"].red
     helper = make_census("cuda", {"k": 2.0, "other": 10.0, "helper": 95.0}, {"k": 1, "other": 1, "helper": 1}, 130.0,
@@ -425,3 +427,21 @@ def test_a_cpu_census_reads_the_time_a_loaded_host_kept_the_call_waiting_out():
     assert waited_ms > alone / 1e3, (waited_ms, alone)  # the census calls did wait (the control of the premise)
     assert 0.6 * alone < loaded < 1.5 * alone, (alone, loaded)
 
+
+
+def test_a_device_call_whose_host_time_grew_without_copies_to_the_device_is_not_work_moved_to_the_host():
+    """cuda: an honest change that makes the expected kernel 3x faster and costs the launch more host time (an
+    autotuner choosing among 5 x |BT| configurations: fla's l2norm on the H100, 146 -> 48 us of device time and
+    225 -> 365 us of host time a call) moved no work: nothing new is copied to the device. The same numbers with
+    the outputs copied from the host (a Memcpy HtoD the frozen call does not make) are red."""
+    frozen = make_census("cuda", {"l2norm_fwd_kernel": 146.0}, {"l2norm_fwd_kernel": 1}, 371.3, 225.5,
+                         {"l2norm_fwd_kernel"})
+    launch = make_census("cuda", {"l2norm_fwd_kernel": 48.4}, {"l2norm_fwd_kernel": 1}, 413.9, 365.5,
+                         {"l2norm_fwd_kernel"})
+    found = {f.name: f for f in judge_census(frozen, launch, ["l2norm_fwd_kernel"])}
+    assert not found["host time"].red, found["host time"].message
+    copied = make_census("cuda", {"l2norm_fwd_kernel": 1.0, "Memcpy HtoD (Pageable -> Device)": 47.4},
+                         {"l2norm_fwd_kernel": 1, "Memcpy HtoD (Pageable -> Device)": 1}, 413.9, 365.5,
+                         {"l2norm_fwd_kernel"})
+    found = {f.name: f for f in judge_census(frozen, copied, ["l2norm_fwd_kernel"])}
+    assert found["host time"].red and "work moved to the host" in found["host time"].message

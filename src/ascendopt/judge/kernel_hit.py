@@ -16,7 +16,8 @@ census in the contract; the gate takes the candidate's and ``judge_census`` comp
   while at least ``HOST_TAKEOVER`` of the device time saved reappeared as host time, and that growth
   is above ``HOST_NOISE`` of the frozen wall time (Wafer's reward-hack field guide: results computed
   on the CPU, or precomputed, and copied over). An honest faster kernel shrinks device time without
-  adding host time.
+  adding host time. On a device backend the copies over must show: more copies to the device than frozen
+  (``TRANSFER_WORDS``), else grown host time is the launch's own cost (an autotuner), not moved work.
 * **work gone from the profile** (red): the expected kernels' own work fell to a small fraction of the
   frozen one and nothing in the profile took it up (``unaccounted_work``): their device time per call below
   ``WORK_FLOOR`` of the frozen, the elements they process per call below ``ELEMENTS_FLOOR`` of the frozen,
@@ -75,6 +76,10 @@ ELSEWHERE_GROWTH = 0.25  # ... while the other kernels gained > 25 % of the froz
 DEVICE_DROP = 0.5  # device time below half the frozen one ...
 HOST_TAKEOVER = 0.5  # ... and >= half of the device time saved reappeared on the host ...
 HOST_NOISE = 0.1  # ... and that host growth > 10 % of the frozen wall time: red
+# On a device backend, work the host does only reaches the outputs through a copy to the device (the profiler's
+# Memcpy HtoD, an NPU's memory copy): without more of those than frozen, host time that grew is the launch's own
+# cost (an autotuner choosing among configurations, Python around the launch), not work moved off the device.
+TRANSFER_WORDS = ("memcpy", "memcopy", "htod", "h2d")
 NEW_KERNEL_SHARE = 0.1  # new kernel names holding >= 10 % of the device time: reported
 # Work gone from the profile (``unaccounted_work``), red when all three hold:
 # the expected kernels kept under a quarter of their frozen device time per call: a token launch keeps a few
@@ -507,6 +512,20 @@ def unaccounted_work(frozen: Mapping[str, Any], now: Mapping[str, Any], expected
             f"profiler does not record ({rule})")
 
 
+def _transfers(census: Mapping[str, Any]) -> tuple[int, float]:
+    """(launches, device us) of the census's copies to the device (names with one of ``TRANSFER_WORDS``)."""
+    found = [k for name, k in census.get("kernels", {}).items()
+             if any(word in name.lower() for word in TRANSFER_WORDS)]
+    return sum(int(k.get("calls", 0)) for k in found), sum(float(k.get("device_us", 0.0)) for k in found)
+
+
+def _more_transfers(frozen: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether ``now`` copies to the device more than ``frozen``: more copies, or copies longer by more than
+    ``HOST_NOISE`` of the frozen wall time."""
+    (f_calls, f_us), (n_calls, n_us) = _transfers(frozen), _transfers(now)
+    return n_calls > f_calls or n_us - f_us > HOST_NOISE * float(frozen.get("wall_us") or 0.0)
+
+
 def judge_census(frozen: Mapping[str, Any], now: Mapping[str, Any], expected: Sequence[str]) -> list[CensusFinding]:
     """Compare the candidate's census ``now`` with the ``frozen`` one (both ``kernel_census`` dicts).
 
@@ -544,7 +563,8 @@ def judge_census(frozen: Mapping[str, Any], now: Mapping[str, Any], expected: Se
     host_text = (f"host time {n_host:.1f} us of a {now['wall_us']:.1f} us call ({pct(host_share)}; frozen "
                  f"{f_host:.1f} us of {frozen['wall_us']:.1f} us)")
     to_host = (n_total < DEVICE_DROP * f_total and grown >= HOST_TAKEOVER * saved
-               and grown > HOST_NOISE * float(frozen["wall_us"]))
+               and grown > HOST_NOISE * float(frozen["wall_us"])
+               and (now.get("backend") == "cpu" or _more_transfers(frozen, now)))
     if to_host:
         findings.append(CensusFinding("host time", True, f"{host_text}: device time fell by {saved:.1f} us and the "
                                       f"host gained {grown:.1f} us: work moved to the host (red when device time "
