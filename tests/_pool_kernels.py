@@ -48,3 +48,17 @@ FREEZE = dict(kernel="t_scale", shapes=["tiny"], dtype="fp32", mode="fwd", confi
 # the two fastest by the plants, within CONFIRM_SLACK of nothing else: BLOCK=128 with no extra pass (0.8 of a unit),
 # then BLOCK=128 with 5 % extra (0.84); the next, BLOCK=64 EXTRA=0, is 0.9
 FASTEST = [{"BLOCK": 128, "EXTRA": 0}, {"BLOCK": 128, "EXTRA": 5}]
+
+
+def frozen_workspace(folder, monkeypatch):
+    """A workspace under ``folder`` frozen on ``t_scale`` with the plants (``SPEC``, ``FREEZE``), on the virtual clock,
+    no device planted slow or lost."""
+    from ascendopt.freeze.task import freeze_kernel
+    from ascendopt.workspace import Workspace
+
+    gk.install(monkeypatch, SPEC)
+    for name in (SLOW_ENV, SLOW_AFTER_ENV, DIE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    ws = Workspace(folder / ".ascendopt")
+    freeze_kernel(ws, **FREEZE, timer=gk.virtual_clock, profile=False, precheck=False)
+    return ws

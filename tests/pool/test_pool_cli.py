@@ -14,19 +14,12 @@ import pytest
 import _gate_kernels as gk
 import _pool_kernels as pk
 from _cli_json import json_payload
-from ascendopt.freeze.task import freeze_kernel
 from ascendopt.rounds import auto as round_auto
-from ascendopt.workspace import Workspace
 
 
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
-    gk.install(monkeypatch, pk.SPEC)
-    for name in (pk.SLOW_ENV, pk.SLOW_AFTER_ENV, pk.DIE_ENV):
-        monkeypatch.delenv(name, raising=False)
-    w = Workspace(tmp_path / ".ascendopt")
-    freeze_kernel(w, **pk.FREEZE, timer=gk.virtual_clock, profile=False, precheck=False)
-    return w
+    return pk.frozen_workspace(tmp_path, monkeypatch)
 
 
 def test_auto_on_two_devices_streams_the_pools_state_and_names_each_rows_device(ws, cli, tmp_path, monkeypatch):

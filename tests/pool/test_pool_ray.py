@@ -17,11 +17,9 @@ from test_gate_all import three_workspaces
 
 import _gate_kernels as gk
 import _pool_kernels as pk
-from ascendopt.freeze.task import freeze_kernel
 from ascendopt.gate.many import gate_all
 from ascendopt.pool.options import PoolOptions
 from ascendopt.rounds import auto as round_auto
-from ascendopt.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parents[1]
 RAY = PoolOptions(ray="local")  # this process is connected already (the fixture): the pool uses that Ray
@@ -57,12 +55,7 @@ def _alarm():
 
 @pytest.fixture
 def ws(ray_cluster, tmp_path, monkeypatch):
-    gk.install(monkeypatch, pk.SPEC)
-    for name in (pk.SLOW_ENV, pk.SLOW_AFTER_ENV, pk.DIE_ENV):
-        monkeypatch.delenv(name, raising=False)
-    w = Workspace(tmp_path / ".ascendopt")
-    freeze_kernel(w, **pk.FREEZE, timer=gk.virtual_clock, profile=False, precheck=False)
-    return w
+    return pk.frozen_workspace(tmp_path, monkeypatch)
 
 
 def _auto(ws, **kw):
