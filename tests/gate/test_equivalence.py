@@ -380,10 +380,13 @@ def test_call_and_save_writes_the_outputs_and_the_inputs_changed(tmp_path):
         return x + 1, 5
 
     reply = eq.call_and_save(workload, tmp_path / "o.pt", {"x": x})
-    assert reply == {"returned": "tuple", "outputs": ["output[0]"], "skipped": ["output[1] (int)"],
+    # what the call wrote into its input is an output too, saved as the call left it
+    assert reply == {"returned": "tuple", "outputs": ["output[0]", "written x"], "skipped": ["output[1] (int)"],
                      "inputs_changed": {"x": "in-place write to input x: 3 of 3 element(s) changed, max abs change "
                                              "1 at [0] (1 -> 2)"}}
-    assert torch.equal(eq.load(tmp_path / "o.pt")["output[0]"], torch.full((3,), 3.0))
+    saved = eq.load(tmp_path / "o.pt")
+    assert torch.equal(saved["output[0]"], torch.full((3,), 3.0))
+    assert torch.equal(saved["written x"], torch.full((3,), 2.0))
 
 
 def test_tolerance_overrides_parse_by_dtype():
