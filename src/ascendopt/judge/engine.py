@@ -226,7 +226,7 @@ class Judged:
         """Judge the round just taken on what the workers handed over, in this process, then let the outputs
         go (a timing keeps no more than one round of them): each side's refused tensors, and each other side's
         outputs against ``reference``'s (``_against``), kept in the reading as ``"wrong"``."""
-        from ascendopt.judge.evidence import refusals
+        from ascendopt.judge.evidence import compare_values, refusals
 
         by_name = dict(zip(self.names, self.sides, strict=True))
         ref = by_name.get(self.reference)
@@ -248,7 +248,7 @@ class Judged:
                                             f"place (the {ref.side}'s calls do not)")
                 ref_after, after = ref.readings[-1].get("inputs_after"), reading.get("inputs_after")
                 if reading["wrong"] is None and ref_after is not None:  # what the reference writes is an output too
-                    bad = [c for c in _written_values(ref_after, after, self.tolerances, "inputs after the call")
+                    bad = [c for c in compare_values(ref_after, after, self.tolerances, "inputs after the call")
                            if not c.passed]
                     if bad:
                         reading["wrong"] = (f"{name}: timed batch {len(side.readings)}: {bad[0].message} (the "
@@ -891,7 +891,7 @@ def differential(session: Session, tolerances: Mapping[str, Mapping[str, float]]
         # what the frozen commit writes into its inputs is an output too (a destination-passing op): the values
         # the candidate leaves there must match
         if base_writes:
-            checks += _written_values(theirs["inputs"], mine["inputs"], tolerances, f"{prefix}inputs after the call")
+            checks += compare_values(theirs["inputs"], mine["inputs"], tolerances, f"{prefix}inputs after the call")
         writes["baseline"].update({f"{prefix}{k}": v for k, v in base_writes.items()})
         writes["candidate"].update({f"{prefix}{k}": v for k, v in cand_writes.items()})
     found = replay_test_calls(session, Differential(checks, calls, "trusted maker", [c.label for c in cases], writes),
@@ -927,15 +927,6 @@ def value_probe(base, cand, tolerances: Mapping[str, Mapping[str, float]], limit
     return f"matched on {what}", []
 
 
-def _written_values(theirs: Any, mine: Any, tolerances: Mapping[str, Mapping[str, float]] | None, name: str
-                    ) -> list[Any]:
-    """The checks of the inputs as each side left them after its calls (``theirs``: the frozen commit's), where the
-    frozen commit wrote into them: values out of ``tolerances`` fail like an output (None: only refusals)."""
-    from ascendopt.judge.evidence import compare_values
-
-    return compare_values(theirs, mine, tolerances, name)
-
-
 def replay_test_calls(session: Session, found: Differential, test_calls: Mapping[str, Any] | None,
                       limit_s: float) -> Differential:
     """``found`` with the frozen tests' own calls (``judge.testcalls``, the contract's ``test_calls``) replayed in
@@ -966,7 +957,7 @@ def replay_test_calls(session: Session, found: Differential, test_calls: Mapping
                                    "it)") for name, message in testcalls.written(call, c_after).items()
                              if name not in base_writes]
             if base_writes:  # what the frozen commit writes into its arguments must match
-                found.checks += _written_values(b_after, c_after, tolerances, f"{label}: arguments after the call")
+                found.checks += compare_values(b_after, c_after, tolerances, f"{label}: arguments after the call")
         found.replayed[key] = len(group)
     return found
 
